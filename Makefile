@@ -1,0 +1,27 @@
+# Set-up is part of every target: a fresh clone needs only `make demo` or `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# The CPU build lies on this machine's disk; a GPU user passes a CUDA build, e.g.
+#   make demo TORCH_SPEC="torch==2.13.0 --index-url <CUDA wheel index from pytorch.org>"
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first and pinned: the CPU build; an unpinned torch pulls a multi-GB CUDA build.
+	$(PY) -m pip install -q $(TORCH_SPEC)
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/rolling-calib demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) demo_out .pytest_cache .hypothesis

@@ -1,0 +1,218 @@
+"""``rolling-calib data ...``: build Qlib minute stores (synthetic or from vendor files).
+
+Sub-commands
+------------
+``synth``   generate the synthetic market into a store
+``ingest``  validate, repair and ingest vendor CSV / Parquet files into a store
+``info``    summarise a store (calendar, instruments, metadata)
+
+Module-level imports stay light: the handlers import numpy/pandas/polars when they run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+_DEFAULT_START = "2012-01-01"
+_DEFAULT_END = "2018-12-31"
+
+
+def register(subparsers) -> None:
+    """Add the ``data`` command group to the top-level ``rolling-calib`` parser."""
+    parser = subparsers.add_parser(
+        "data",
+        help="build Qlib minute-bar stores: synthetic market or vendor files",
+        description=(
+            "Turn one-minute bars into a Qlib provider directory that "
+            "qlib.init(provider_uri={'1min': DIR}, region='us') reads. "
+            "The calendar is the NYSE's (exchange_calendars XNYS), bars 09:30-15:59 New York time."
+        ),
+    )
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+    sub = parser.add_subparsers(title="data commands", metavar="SUBCOMMAND")
+    _register_synth(sub)
+    _register_ingest(sub)
+    _register_info(sub)
+
+
+# ---------------------------------------------------------------------------- synth
+def _register_synth(sub) -> None:
+    p = sub.add_parser(
+        "synth",
+        help="generate the synthetic minute market into a Qlib store",
+        description=(
+            "Generate synthetic one-minute bars (heavy tails, volatility clustering, intraday U-shapes, "
+            "market and sector factors, overnight gaps, missing minutes, and a weakly predictable "
+            "component whose strength and sign drift between regimes) and write them as a Qlib store. "
+            "Deterministic in --seed. The model is documented in data_prep/synthetic.py."
+        ),
+        epilog="example: rolling-calib data synth --out qlib_data/synth --start 2018-01-01 --end 2018-03-31 --symbols AAPL,F",
+    )
+    p.add_argument("--out", required=True, metavar="DIR", help="store directory to write")
+    p.add_argument("--start", metavar="DATE", default=_DEFAULT_START, help=f"first calendar date (default {_DEFAULT_START})")
+    p.add_argument("--end", metavar="DATE", default=_DEFAULT_END, help=f"last calendar date, inclusive (default {_DEFAULT_END})")
+    p.add_argument(
+        "--symbols", metavar="LIST",
+        default=None,
+        help="comma-separated symbols (default: the 25 of METHOD 3.3)",
+    )
+    p.add_argument("--seed", type=int, metavar="N", default=0, help="random seed; recorded in DIR/meta.json (default 0)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--json", action="store_true", help="print the store summary as JSON")
+    p.set_defaults(func=_synth)
+
+
+def _synth(args: argparse.Namespace) -> int:
+    from data_prep import qlib_store
+    from data_prep.synthetic import DEFAULT_SYMBOLS, build_synthetic_store
+
+    symbols = DEFAULT_SYMBOLS if args.symbols is None else [s for s in args.symbols.split(",") if s.strip()]
+    try:
+        out = build_synthetic_store(
+            args.out, start=args.start, end=args.end, symbols=[s.strip() for s in symbols], seed=args.seed,
+            progress=not args.no_progress,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    meta = qlib_store.read_meta(out)
+    summary = {
+        "store": str(out),
+        "seed": meta["seed"],
+        "symbols": len(meta["symbols"]),
+        "bars_per_symbol": meta["calendar"]["bars"],
+        "sessions": meta["calendar"]["sessions"],
+        "rows": meta["total_rows"],
+        "regimes": len(meta["regimes"]["beta"]),
+        "seconds": meta["seconds"],
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(
+            f"wrote {summary['rows']:,} bars ({summary['symbols']} symbols x {summary['sessions']} sessions, "
+            f"{summary['regimes']} regimes, seed {summary['seed']}) to {out} in {summary['seconds']:.1f} s"
+        )
+    return 0
+
+
+# ---------------------------------------------------------------------------- ingest
+def _register_ingest(sub) -> None:
+    p = sub.add_parser(
+        "ingest",
+        help="validate and ingest vendor minute bars (CSV / Parquet) into a Qlib store",
+        description=(
+            "Read vendor one-minute bars (CSV or Parquet; one file per symbol or one long file with a "
+            "symbol column; separate date and time columns, one timestamp with or without a zone, or "
+            "epoch milliseconds), validate them against the NYSE calendar and write a Qlib store. "
+            "Without --strict or --repair the command validates everything and refuses to write if any "
+            "problem is found, printing a summary. --strict stops at the first problem naming file, line, "
+            "field, expected and found. --repair fixes what can be fixed safely and reports every row "
+            "dropped or changed. A vendor's 16:00 bar (13:00 on early closes) is the closing-auction print, "
+            "not a one-minute bar: it is reported as closing_auction and dropped by --repair. Without a vwap "
+            "column, vwap = (high + low + close) / 3. If DIR already holds a store, new sessions are appended "
+            "(overlap must agree with what is stored; history is never rewritten)."
+        ),
+        epilog=(
+            "example: rolling-calib data ingest ../shared/data/us-equities-1min-2018 --out qlib_data/real "
+            "--repair --report ingest_report.md"
+        ),
+    )
+    p.add_argument("src", nargs="+", metavar="SRC", help="files or directories (*.csv, *.csv.gz, *.parquet)")
+    p.add_argument("--out", required=True, metavar="DIR", help="store directory to write or extend")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--strict", action="store_true", help="stop at the first problem with a precise message")
+    mode.add_argument("--repair", action="store_true", help="fix what is safe, report every row dropped or changed")
+    p.add_argument("--report", metavar="FILE", help="write the validation report (.json or .md; both for other suffixes)")
+    p.add_argument("--tz", metavar="ZONE", default="America/New_York", help="zone of naive timestamps in the files (default America/New_York)")
+    p.add_argument("--start", metavar="DATE", default=None, help="first date of the store calendar (default: first date in the data)")
+    p.add_argument("--end", metavar="DATE", default=None, help="last date of the store calendar (default: last date in the data)")
+    cols = p.add_argument_group("column mapping (defaults fit the shared 2018 sample)")
+    cols.add_argument("--symbol-col", metavar="COL", default="symbol", help="column with the symbol in a long file (default symbol)")
+    cols.add_argument("--symbol", default=None, help="symbol of a single-symbol file (default: the file name's stem)")
+    cols.add_argument("--date-col", metavar="COL", default="date", help="date column, used with --time-col (default date)")
+    cols.add_argument("--time-col", metavar="COL", default="ToD", help="time-of-day column, used with --date-col (default ToD)")
+    cols.add_argument("--datetime-col", metavar="COL", default=None, help="single timestamp column (ISO text, zone optional)")
+    cols.add_argument("--epoch-ms-col", metavar="COL", default=None, help="timestamp column in epoch milliseconds (UTC)")
+    for field in ("open", "high", "low", "close", "volume", "vwap"):
+        cols.add_argument(f"--{field}-col", metavar="COL", default=field, help=f"{field} column (default {field})")
+    p.add_argument(
+        "--adjustments",
+        metavar="FILE",
+        default=None,
+        help="CSV of corporate actions: symbol,date,split_ratio,dividend (back-adjusts prices, writes $factor)",
+    )
+    p.add_argument("--universe", metavar="NAME", default=None, help="also write instruments/NAME.txt for the ingested symbols")
+    p.add_argument("--stale-minutes", type=int, default=30, metavar="N",
+                   help="report runs of >= N bars with an unchanged close as stale_prices (default 30)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=_ingest)
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from data_prep import ingest
+
+    try:
+        options = ingest.IngestOptions.from_namespace(args)
+        result = ingest.ingest(args.src, args.out, options=options, progress=not args.no_progress)
+    except ingest.ValidationFailed as exc:
+        if args.report:
+            ingest.write_report(exc.report, args.report)
+        print(exc.report.summary_text(), file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except ValueError as exc:  # StrictError, StoreConflict, unreadable files, bad options
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.report:
+        ingest.write_report(result.report, args.report)
+    if args.json:
+        print(json.dumps(result.summary(), indent=2, default=str))
+    else:
+        print(result.report.summary_text())
+        print(result.summary_line())
+    return 0
+
+
+# ---------------------------------------------------------------------------- info
+def _register_info(sub) -> None:
+    p = sub.add_parser(
+        "info",
+        help="summarise a Qlib minute store",
+        description="Print a store's calendar span, instruments, fields and how it was made (meta.json).",
+    )
+    p.add_argument("store", metavar="DIR", help="store directory")
+    p.add_argument("--plot", metavar="FILE", default=None,
+                   help="also draw price paths and the intraday shapes of volatility and volume (PNG/PDF/SVG)")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(func=_info)
+
+
+def _info(args: argparse.Namespace) -> int:
+    from data_prep.qlib_store import store_info
+
+    try:
+        info = store_info(args.store)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.plot:
+        from data_prep.plots import plot_store
+
+        info["plot"] = str(plot_store(args.store, args.plot))
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return 0
+    cal = info["calendar"]
+    print(f"store       {info['store']}")
+    print(f"source      {info.get('source', 'unknown')}")
+    print(f"calendar    {cal['bars']:,} bars, {cal['sessions']:,} sessions, {cal['first']} .. {cal['last']}")
+    for name, syms in info["instruments"].items():
+        print(f"instruments {name}: {len(syms)} ({', '.join(syms[:10])}{' ...' if len(syms) > 10 else ''})")
+    print(f"fields      {', '.join(info['fields'])}")
+    if args.plot:
+        print(f"plot        {info['plot']}")
+    return 0

@@ -1,0 +1,595 @@
+r"""Ingest vendor minute bars into a Qlib store: read, validate, repair, adjust, write, append.
+
+Modes
+-----
+* **default (validate)**: validate everything; if any *error* kind is found, write nothing,
+  raise :class:`ValidationFailed` carrying the full report (the CLI prints the summary and
+  exits 1). A clean source is written.
+* ``--strict``: stop at the first error in file order (files sorted by name, then line) with
+  :class:`StrictError`, whose message names the file, the 1-based line (CSV header = line 1),
+  the field, what was expected and what was found.
+* ``--repair``: fix what is safe (see the table in :mod:`data_prep.validate`: drop
+  unparseable, out-of-session, non-positive, duplicated rows; drop *all* copies of a
+  conflicting duplicate; sort; widen high/low to contain open and close; clip vwap) and report
+  every row dropped, changed or moved, with file, line and reason.
+
+Warnings (missing minutes per session, stale-price runs) are reported in every mode and never
+stop an ingest: the store represents them faithfully (NaN bars; repeated prices).
+
+Decisions
+---------
+* **16:00 bar**: a vendor's bar stamped at the close (16:00, or 13:00 on early-close days) is
+  the closing-auction print, not a 09:30..15:59 one-minute interval; it is an anomaly of kind
+  ``closing_auction`` (dropped by ``--repair``, counted per symbol). Folding it into the 15:59
+  bar would mix the auction's volume into continuous trading; dropping it keeps every stored
+  bar a true one-minute interval.
+* **vwap**: the vendor's ``vwap`` column when present; otherwise, and for rows whose vwap is
+  empty, the typical price ``(high + low + close) / 3`` (after the OHLC repair). Recorded in
+  ``meta.json`` and the report.
+* **Calendar**: the exchange's minutes from the first to the last session date of the clean
+  data (or ``--start``/``--end``), never the union of file timestamps; missing bars are NaN.
+* **Adjustment**: with ``--adjustments`` prices are back-adjusted and ``$factor`` written
+  (:mod:`data_prep.adjust`); without, prices are stored as delivered with ``factor = 1``.
+
+Incremental update
+------------------
+When ``--out`` already holds a store, new sessions are appended: feature files are extended
+in place (history bytes untouched), the calendar and instrument spans are extended. Before
+anything is written, every new bar that falls inside the stored range is compared with the
+stored float32 value: any difference (including a value where the store has NaN) refuses the
+whole update with :class:`StoreConflict`. Data starting before the store's first session is
+refused too (history is not rewritten). An interrupted append is recovered on the next run:
+feature bytes beyond the stored calendar are truncated before appending, so a re-run gives the
+same files.
+
+Example
+-------
+>>> import tempfile, pathlib
+>>> d = pathlib.Path(tempfile.mkdtemp())
+>>> _ = (d / "ABC.csv").write_text("date,ToD,open,high,low,close,volume\n"
+...     "2018-02-16,09:30:00,10,10.5,9.5,10.2,100\n2018-02-16,16:00:00,10.2,10.2,10.2,10.2,900\n")
+>>> res = ingest([d / "ABC.csv"], d / "store", options=IngestOptions(mode="repair"))
+>>> res.report.totals(), res.bars_written
+({'closing_auction': 1, 'missing_minutes': 389}, 1)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import polars as pl
+
+from data_prep import qlib_store
+from data_prep.adjust import apply_factor, factor_series, read_adjustments
+from data_prep.report import IngestReport, write_report
+from data_prep.trading_calendar import session_minutes
+from data_prep.validate import ERROR_KINDS, ISSUE_SCHEMA, missing_minutes, session_table, validate_symbol
+from data_prep.vendor import NY_TZ, ColumnMap, list_sources, read_vendor_file
+
+__all__ = [
+    "IngestOptions",
+    "IngestResult",
+    "IngestError",
+    "StrictError",
+    "ValidationFailed",
+    "StoreConflict",
+    "ingest",
+    "write_report",
+    "VWAP_RULE",
+]
+
+VWAP_RULE = "vwap = (high + low + close) / 3 (typical price) where the vendor gives none"
+CLOSE_BAR_RULE = (
+    "16:00 (13:00 on early closes) bars are closing-auction prints, not one-minute intervals: "
+    "kind closing_auction, dropped by --repair"
+)
+_MODES = ("validate", "strict", "repair")
+
+
+class IngestError(ValueError):
+    """Base class of ingest failures (a ValueError: the input is bad)."""
+
+
+class StrictError(IngestError):
+    """First problem found in ``--strict`` mode.
+
+    Attributes: ``file, line, field, expected, found, kind``.
+    """
+
+    def __init__(self, *, file: str, line: int, field: str, expected: str, found: str, kind: str):
+        self.file, self.line, self.field, self.expected, self.found, self.kind = file, line, field, expected, found, kind
+        super().__init__(f"{file}: line {line}: field '{field}': expected {expected}, found {found} [{kind}]")
+
+
+class ValidationFailed(IngestError):
+    """Errors found in the default (validate) mode; ``report`` lists them all."""
+
+    def __init__(self, report: IngestReport):
+        self.report = report
+        super().__init__(
+            f"{report.error_count():,} problems found; nothing written "
+            "(use --repair to fix what is safe, --strict to stop at the first, --report FILE for every row)"
+        )
+
+
+class StoreConflict(IngestError):
+    """An incremental update disagrees with what the store holds; nothing was written."""
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """Options of :func:`ingest` (the CLI's flags).
+
+    Attributes
+    ----------
+    mode : {"validate", "strict", "repair"}
+    tz : str
+        Zone of naive timestamps in the files.
+    start, end : str or None
+        Store calendar range (default: the clean data's first and last session).
+    columns : ColumnMap
+    symbol : str or None
+        Symbol of single-symbol files (default: file stem).
+    adjustments : str or None
+        Corporate-actions CSV.
+    universe : str or None
+        Extra universe file name for the ingested symbols.
+    stale_minutes : int
+        Minimum unchanged-close run reported as ``stale_prices``.
+    """
+
+    mode: str = "validate"
+    tz: str = NY_TZ
+    start: str | None = None
+    end: str | None = None
+    columns: ColumnMap = field(default_factory=ColumnMap)
+    symbol: str | None = None
+    adjustments: str | None = None
+    universe: str | None = None
+    stale_minutes: int = 30
+
+    def __post_init__(self):
+        if self.mode not in _MODES:
+            raise ValueError(f"mode: expected one of {_MODES}, found {self.mode!r}")
+        if self.stale_minutes < 2:
+            raise ValueError(f"stale_minutes: expected an integer >= 2, found {self.stale_minutes}")
+        try:
+            pd.Timestamp("2018-01-02").tz_localize(self.tz)
+        except Exception as exc:  # noqa: BLE001 - re-raised with context
+            raise ValueError(f"tz: expected an IANA zone like America/New_York, found {self.tz!r}") from exc
+
+    @classmethod
+    def from_namespace(cls, args: argparse.Namespace) -> IngestOptions:
+        """Build from the ``rolling-calib data ingest`` arguments."""
+        mode = "strict" if args.strict else "repair" if args.repair else "validate"
+        cols = ColumnMap(
+            symbol=args.symbol_col, date=args.date_col, time=args.time_col, datetime=args.datetime_col,
+            epoch_ms=args.epoch_ms_col, open=args.open_col, high=args.high_col, low=args.low_col,
+            close=args.close_col, volume=args.volume_col, vwap=args.vwap_col,
+        )
+        return cls(mode=mode, tz=args.tz, start=args.start, end=args.end, columns=cols, symbol=args.symbol,
+                   adjustments=args.adjustments, universe=args.universe,
+                   stale_minutes=args.stale_minutes)
+
+
+@dataclass
+class IngestResult:
+    """What an ingest wrote."""
+
+    store: Path
+    report: IngestReport
+    appended: bool
+    new_sessions: int
+    bars_written: int
+    seconds: float
+
+    def summary(self) -> dict:
+        """JSON-ready summary."""
+        return {
+            "store": str(self.store),
+            "mode": self.report.mode,
+            "appended": self.appended,
+            "new_sessions": self.new_sessions,
+            "bars_written": self.bars_written,
+            "rows_read": sum(self.report.rows_in.values()),
+            "rows_dropped": sum(self.report.rows_dropped().values()),
+            "rows_changed": sum(self.report.rows_changed().values()),
+            "totals": self.report.totals(),
+            "seconds": round(self.seconds, 3),
+        }
+
+    def summary_line(self) -> str:
+        """One line for the terminal."""
+        what = f"appended {self.bars_written:,} bars ({self.new_sessions} new sessions)" if self.appended else (
+            f"wrote {self.bars_written:,} bars ({self.new_sessions} sessions)")
+        return f"{what} to {self.store} in {self.seconds:.1f} s"
+
+
+# ---------------------------------------------------------------------------- reading
+def _read_all(files: Sequence[Path], options: IngestOptions, progress: bool):
+    from tqdm.auto import tqdm
+
+    frames, infos = [], []
+    for i, f in enumerate(tqdm(files, desc="read", unit="file", disable=not progress)):
+        df, info = read_vendor_file(f, file_index=i, columns=options.columns, tz=options.tz, symbol=options.symbol)
+        frames.append(df)
+        infos.append(info)
+    data = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+    return data, infos
+
+
+def _read_and_validate(files: Sequence[Path], options: IngestOptions, progress: bool):
+    data, infos = _read_all(files, options, progress)
+    if data.height == 0:
+        raise IngestError(f"{', '.join(str(f) for f in files)}: expected minute bars, found no data rows")
+    return _validate_all([data], infos, options, progress), infos
+
+
+def _validate_all(holder: list[pl.DataFrame], infos, options: IngestOptions, progress: bool):
+    """Validate symbol by symbol; ``holder`` gives up the frame so it can be freed early."""
+    from tqdm.auto import tqdm
+
+    data = holder.pop()
+    ts = data.get_column("ts").drop_nulls()
+    if ts.len():
+        sessions = session_table(ts.min().date(), ts.max().date())
+    else:
+        sessions = pl.DataFrame(schema={"day": pl.Int32, "open_min": pl.Int32, "close_min": pl.Int32})
+    files = [i.path for i in infos]
+    time_fields = [i.time_field for i in infos]
+    data = data.with_columns(pl.col("symbol").fill_null(""))
+    groups = _split_by_symbol(data)
+    del data, ts
+    results = {}
+    for key in tqdm(sorted(groups), desc="validate", unit="symbol", disable=not progress):
+        frame = groups.pop(key)
+        sym = key[0]
+        results[sym] = validate_symbol(frame, sym, files=files, time_field=time_fields,
+                                       stale_minutes=options.stale_minutes, sessions=sessions)
+        del frame
+    return results
+
+
+def _split_by_symbol(data: pl.DataFrame) -> dict[tuple[str], pl.DataFrame]:
+    """Rows of each symbol, in file order. Zero-copy slices when each symbol is one contiguous
+    block (one file per symbol, or a long file grouped by symbol); ``partition_by`` otherwise."""
+    runs = data.get_column("symbol").rle()
+    values = runs.struct.field("value")
+    if values.n_unique() == len(values):
+        lengths = runs.struct.field("len").to_numpy()
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        return {(v,): data.slice(int(o), int(n)) for v, o, n in zip(values.to_list(), offsets, lengths)}
+    return data.partition_by("symbol", as_dict=True, maintain_order=True)
+
+
+def _first_error(issues: pl.DataFrame) -> pl.DataFrame:
+    errs = issues.filter(pl.col("kind").is_in(list(ERROR_KINDS)) & ~pl.col("first_copy"))
+    return errs.sort(["_file", "_line"]).head(1)
+
+
+def _range_issues(clean: pl.DataFrame, sym: str, lo, hi) -> tuple[pl.DataFrame, pl.DataFrame]:
+    day = pl.col("ts").dt.date()
+    outside = (day < lo) | (day > hi)
+    bad = clean.filter(outside)
+    issues = bad.select(
+        pl.col("_file").cast(pl.Int32), pl.col("_line").cast(pl.Int64), pl.lit(sym).alias("symbol"),
+        pl.lit("outside_requested_range").alias("kind"), pl.lit("time").alias("field"),
+        pl.lit(f"a bar between {lo} and {hi}").alias("expected"),
+        pl.col("ts").dt.strftime("%Y-%m-%d %H:%M:%S").alias("found"), pl.lit("dropped").alias("action"),
+        pl.lit(False).alias("first_copy"),
+    )
+    return clean.filter(~outside), issues
+
+
+# ---------------------------------------------------------------------------- main entry
+def ingest(
+    sources: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    *,
+    options: IngestOptions = IngestOptions(),
+    progress: bool = False,
+) -> IngestResult:
+    """Validate vendor files and write (or extend) a Qlib minute store.
+
+    Parameters
+    ----------
+    sources : sequence of path
+        Files and/or directories.
+    out_dir : path
+        Store directory; an existing store is extended (incremental update).
+    options : IngestOptions
+    progress : bool
+        tqdm bars over files and symbols.
+
+    Returns
+    -------
+    IngestResult
+
+    Raises
+    ------
+    StrictError
+        ``mode="strict"`` and a problem was found.
+    ValidationFailed
+        ``mode="validate"`` and error-kind anomalies were found.
+    StoreConflict
+        The update overlaps the store with different values, or starts before it.
+    ValueError
+        Unreadable files, missing columns, bad options (naming the file and what was expected).
+    """
+    t0 = time.perf_counter()
+    store = Path(out_dir)
+    files = list_sources(sources)
+    results, infos = _read_and_validate(files, options, progress)
+
+    issues = [r.issues for r in results.values() if r.issues.height]
+    clean = {s: r.clean for s, r in results.items() if s}
+    rows_in = {s: r.rows_in for s, r in results.items()}
+    del results
+
+    # requested range and the calendar
+    all_ts = [c.get_column("ts") for c in clean.values() if c.height]
+    if not all_ts:
+        lo_day = hi_day = None
+    else:
+        lo_day = min(s.min() for s in all_ts).date()
+        hi_day = max(s.max() for s in all_ts).date()
+    if options.start is not None:
+        lo_day = pd.Timestamp(options.start).date()
+    if options.end is not None:
+        hi_day = pd.Timestamp(options.end).date()
+    if options.start is not None or options.end is not None:
+        for sym in list(clean):
+            clean[sym], extra = _range_issues(clean[sym], sym, lo_day, hi_day)
+            if extra.height:
+                issues.append(extra.cast(ISSUE_SCHEMA))
+    all_issues = pl.concat(issues) if issues else pl.DataFrame(schema=ISSUE_SCHEMA)
+    report = IngestReport(
+        mode=options.mode,
+        files=[{"path": i.path, "rows": i.rows, "symbols": list(i.symbols)} for i in infos],
+        issues=all_issues,
+        rows_in=rows_in,
+        rows_out={},
+        notes=[CLOSE_BAR_RULE, VWAP_RULE if not all(i.has_vwap for i in infos) else "vwap from the vendor; " + VWAP_RULE,
+               "adjusted with " + options.adjustments if options.adjustments else "prices as delivered, factor = 1"],
+    )
+
+    if options.mode == "strict":
+        first = _first_error(all_issues)
+        if first.height:
+            r = first.row(0, named=True)
+            raise StrictError(file=infos[r["_file"]].path, line=r["_line"], field=r["field"], expected=r["expected"],
+                              found=r["found"], kind=r["kind"])
+    elif options.mode == "validate" and report.error_count():
+        raise ValidationFailed(report)
+    if lo_day is None:
+        raise IngestError("every row was dropped; nothing to write (see the report)")
+
+    # adjustments, vwap
+    events = read_adjustments(options.adjustments) if options.adjustments else {}
+    prepared: dict[str, pl.DataFrame] = {}
+    for sym in sorted(clean):
+        frame = clean.pop(sym)
+        if not frame.height:
+            continue
+        if "vwap" not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias("vwap"))
+        frame = frame.with_columns(
+            pl.col("vwap").fill_nan(None).fill_null((pl.col("high") + pl.col("low") + pl.col("close")) / 3.0)
+        )
+        if events.get(sym):
+            ts_np = frame.get_column("ts").to_numpy().astype("datetime64[m]")
+            factor = factor_series(ts_np, frame.get_column("close").to_numpy(), events[sym])
+            prepared[sym] = apply_factor(frame, factor)
+        else:
+            prepared[sym] = frame.with_columns(pl.lit(1.0).alias("factor"))
+
+    calendar = session_minutes(lo_day, hi_day)
+    written, appended, new_sessions, store_cal, positions = _write_store(store, calendar, prepared, options, events)
+    report.rows_out = written
+    cal_np = store_cal.to_numpy().astype("datetime64[m]")
+    report.missing_minutes = {s: missing_minutes(None, cal_np, index=positions[s]) for s in prepared}
+    report.calendar = {"first": str(calendar[0]) if len(calendar) else None,
+                       "last": str(calendar[-1]) if len(calendar) else None,
+                       "sessions": int(len(np.unique(calendar.normalize()))), "bars": int(len(calendar))}
+    _update_meta(store, report, appended, options, infos, store_cal)
+    return IngestResult(store=store, report=report, appended=appended, new_sessions=new_sessions,
+                        bars_written=sum(written.values()), seconds=time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------------------- writing
+class _CalendarIndex:
+    """O(1) minute -> calendar position lookup (a dense table over the calendar's minute span)."""
+
+    def __init__(self, calendar_m: np.ndarray):
+        self.calendar = calendar_m
+        self.base = calendar_m[0]
+        offsets = (calendar_m - self.base).astype(np.int64)
+        self.table = np.full(int(offsets[-1]) + 1, -1, dtype=np.int32)
+        self.table[offsets] = np.arange(len(calendar_m), dtype=np.int32)
+
+    def locate(self, ts_m: np.ndarray) -> np.ndarray:
+        off = (ts_m - self.base).astype(np.int64)
+        ok = (off >= 0) & (off < len(self.table))
+        idx = np.full(len(ts_m), -1, dtype=np.int64)
+        idx[ok] = self.table[off[ok]]
+        return idx
+
+
+def _values_on(calendar: _CalendarIndex, frame: pl.DataFrame) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    ts = frame.get_column("ts").to_numpy().astype("datetime64[m]")
+    idx = calendar.locate(ts)
+    if np.any(idx < 0):
+        raise IngestError(f"internal: bar {ts[idx < 0][0]} is not on the store calendar")  # validated away before
+    cols = {f: frame.get_column(f).to_numpy() for f in qlib_store.FIELDS}
+    return idx, cols
+
+
+def _dense(idx: np.ndarray, cols: dict[str, np.ndarray], first: int, last: int) -> dict[str, np.ndarray]:
+    out = {}
+    for f, v in cols.items():
+        arr = np.full(last - first + 1, np.nan, dtype="<f4")
+        arr[idx - first] = v
+        out[f] = arr
+    return out
+
+
+def _write_store(store: Path, calendar: pd.DatetimeIndex, prepared: dict[str, pl.DataFrame], options, events):
+    old_cal = qlib_store.read_calendar(store)
+    if len(old_cal) == 0:
+        return _write_fresh(store, calendar, prepared, options)
+    return _append(store, old_cal, calendar, prepared, options, events)
+
+
+def _write_fresh(store: Path, calendar: pd.DatetimeIndex, prepared, options):
+    cal_m = calendar.to_numpy().astype("datetime64[m]")
+    cix = _CalendarIndex(cal_m)
+    store.mkdir(parents=True, exist_ok=True)
+    spans, written, positions = {}, {}, {}
+    for sym, frame in prepared.items():
+        idx, cols = _values_on(cix, frame)
+        positions[sym] = idx
+        first, last = int(idx[0]), int(idx[-1])
+        qlib_store.write_symbol(store, sym, first, _dense(idx, cols, first, last))
+        spans[sym] = (calendar[first], calendar[last])
+        written[sym] = len(idx)
+    qlib_store.write_calendar(store, calendar)
+    _write_instruments(store, spans, options)
+    return written, False, int(len(np.unique(calendar.normalize()))), calendar, positions
+
+
+def _write_instruments(store: Path, spans: dict, options) -> None:
+    from data_prep.synthetic import DEFAULT_SYMBOLS
+
+    spans = dict(sorted(spans.items()))
+    qlib_store.write_instruments(store, "all", spans)
+    qlib_store.write_instruments(store, qlib_store.UNIVERSE_NAME, {s: v for s, v in spans.items() if s in DEFAULT_SYMBOLS})
+    if options.universe:
+        qlib_store.write_instruments(store, options.universe, {s: v for s, v in spans.items()})
+
+
+def _append(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.DatetimeIndex, prepared, options, events):
+    old_first, old_last = old_cal[0].normalize(), old_cal[-1].normalize()
+    new_first = calendar[0].normalize()
+    if new_first < old_first:
+        raise StoreConflict(
+            f"{store}: expected new data on or after the store's first session {old_first.date()}, found bars from "
+            f"{new_first.date()} (history is not rewritten; ingest into a new store)"
+        )
+    full = session_minutes(old_first, max(old_last, calendar[-1].normalize()))
+    if not full[: len(old_cal)].equals(old_cal):
+        raise StoreConflict(f"{store}/calendars/1min.txt: expected the NYSE minute calendar, found a different one")
+    cal_m = full.to_numpy().astype("datetime64[m]")
+    cix = _CalendarIndex(cal_m)
+    n_old = len(old_cal)
+    old_spans = qlib_store.read_instruments(store, "all")
+    conflicts: list[str] = []
+    plans, positions = {}, {}
+    for sym, frame in prepared.items():
+        idx, cols = _values_on(cix, frame)
+        positions[sym] = idx
+        if sym in old_spans and events.get(sym):
+            late = [str(e[0]) for e in events[sym] if pd.Timestamp(e[0]) > old_last]
+            if late:
+                conflicts.append(f"{sym}: corporate action(s) on {late} after the stored history would change its "
+                                 "adjustment factors (re-ingest from scratch)")
+        exists = qlib_store.feature_path(store, sym, "close").exists()
+        if exists:
+            start, _ = qlib_store.read_feature(store, sym, "close")
+            overlap = idx < n_old
+            if np.any(idx[overlap] < start):
+                t = cal_m[idx[overlap][idx[overlap] < start][0]]
+                conflicts.append(f"{sym}: bar {t} is before the symbol's first stored bar (history is not rewritten)")
+            for f in qlib_store.FIELDS:
+                s0, stored = qlib_store.read_feature(store, sym, f)
+                stored = stored[: max(n_old - s0, 0)]
+                pos = idx[overlap] - s0
+                inside = (pos >= 0) & (pos < len(stored))
+                new_v = cols[f][overlap][inside].astype("<f4")
+                old_v = stored[pos[inside]]
+                differ = ~((new_v == old_v) | (np.isnan(new_v) & np.isnan(old_v)))
+                if differ.any():
+                    k = int(np.argmax(differ))
+                    t = cal_m[idx[overlap][inside][k]]
+                    conflicts.append(f"{sym}: {t} field '{f}': stored {old_v[k]!r}, new {new_v[k]!r}")
+                    break
+        else:
+            start = None
+        plans[sym] = (idx, cols, start)
+    if conflicts:
+        raise StoreConflict(
+            f"{store}: the update overlaps stored history with different values; nothing written. "
+            f"{len(conflicts)} conflicts, first: " + "; ".join(conflicts[:5])
+        )
+
+    written, spans = {}, dict(old_spans)
+    for sym, (idx, cols, start) in plans.items():
+        tail = idx >= n_old
+        if start is None:  # a symbol new to the store
+            first, last = int(idx[0]), int(idx[-1])
+            if first < n_old:
+                raise StoreConflict(f"{sym}: new symbol with bars inside the stored range; ingest into a new store")
+            qlib_store.write_symbol(store, sym, first, _dense(idx, cols, first, last))
+            spans[sym] = (full[first], full[last])
+            written[sym] = len(idx)
+            continue
+        if not tail.any():
+            written[sym] = 0
+            continue
+        last = int(idx[-1])
+        for f in qlib_store.FIELDS:
+            path = qlib_store.feature_path(store, sym, f)
+            s0, _ = qlib_store.read_feature(store, sym, f)
+            allowed = max(n_old - s0, 0)  # values that belong to the stored calendar
+            size = path.stat().st_size // 4 - 1
+            if size > allowed:  # leftovers of an interrupted append
+                os.truncate(path, 4 * (allowed + 1))
+                size = allowed
+            block = np.full(last - (s0 + size) + 1, np.nan, dtype="<f4")
+            block[idx[tail] - (s0 + size)] = cols[f][tail]
+            with open(path, "ab") as fh:
+                block.tofile(fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+        first_t = spans.get(sym, (full[int(idx[0])], None))[0]
+        spans[sym] = (first_t, full[last])
+        written[sym] = int(tail.sum())
+    qlib_store.write_calendar(store, full)
+    _write_instruments(store, spans, options)
+    new_sessions = int(len(np.unique(full[n_old:].normalize()))) if len(full) > n_old else 0
+    return written, True, new_sessions, full, positions
+
+
+def _update_meta(store: Path, report: IngestReport, appended: bool, options: IngestOptions, infos,
+                 cal: pd.DatetimeIndex) -> None:
+    meta = qlib_store.read_meta(store) if appended else {}
+    entry = {
+        "when": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds"),
+        "mode": options.mode,
+        "files": [i.path for i in infos],
+        "tz": options.tz,
+        "bars_written": report.rows_out,
+        "totals": report.totals(),
+    }
+    if not appended:
+        meta = {
+            "source": "vendor",
+            "generator": "data_prep.ingest",
+            "fields": list(qlib_store.FIELDS),
+            "vwap": VWAP_RULE,
+            "close_bar_policy": CLOSE_BAR_RULE,
+            "price_adjustment": ("back-adjusted with " + options.adjustments) if options.adjustments
+            else "as delivered, factor = 1",
+            "updates": [],
+        }
+    meta.setdefault("updates", []).append(entry)
+    meta["calendar"] = {"bars": len(cal), "first": str(cal[0]), "last": str(cal[-1])}
+    meta["symbols"] = sorted(qlib_store.read_instruments(store, "all"))
+    qlib_store.write_meta(store, meta)
+

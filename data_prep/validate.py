@@ -1,0 +1,533 @@
+"""Validation and repair of one symbol's vendor minute bars (vectorised, polars).
+
+Kinds of anomaly
+----------------
+Every anomaly found is one row of the *issues* table (file, line, symbol, kind, field,
+expected, found, action). Errors make the default mode refuse and ``--strict`` stop; with
+``--repair`` they are fixed as listed. Warnings are reported in every mode and change nothing.
+
+=======================  =========  ===========================================================
+kind                     severity   ``--repair`` action
+=======================  =========  ===========================================================
+bad_timestamp            error      row dropped (time unparseable, or nonexistent/ambiguous in --tz)
+missing_value            error      row dropped (empty/NaN open, high, low, close, volume, symbol)
+unparseable_value        error      row dropped (text that is not a number)
+off_minute               error      row dropped (time not on a whole minute, e.g. 09:30:30)
+non_session_day          error      row dropped (weekend, holiday, unscheduled closure)
+pre_market               error      row dropped (before 09:30)
+closing_auction          error      row dropped (the 16:00 bar, 13:00 on early-close days: the
+                                    closing-auction print, not a one-minute interval; policy of
+                                    :mod:`data_prep.trading_calendar`)
+post_market              error      row dropped (after 16:00)
+after_early_close        error      row dropped (13:01..15:59 on a 13:00 early-close day)
+non_positive_price       error      row dropped (open/high/low/close <= 0)
+negative_volume          error      row dropped (volume < 0)
+exact_duplicate          error      later copies dropped, the first kept
+conflicting_duplicate    error      every copy dropped: no way to tell which is right; the
+                                    minute becomes missing (NaN)
+unsorted                 error      row moved: bars are sorted by time (stable); "dropped" when the
+                                    row is dropped for another reason (e.g. a duplicate)
+ohlc_inconsistent        error      values changed: high := max(open, high, low, close),
+                                    low := min(open, high, low, close)
+vwap_outside_range       error      vwap clipped into [low, high] (after the OHLC fix)
+missing_vwap             warning    vwap derived as (high + low + close) / 3 (vendor vwap column present,
+                                    value empty)
+stale_prices             warning    kept; a run of >= ``stale_minutes`` (30) consecutive bars in
+                                    a session with an unchanged close
+missing_minutes          warning    kept as missing (NaN in the store); counted per session
+outside_requested_range  warning    dropped (a bar before --start or after --end)
+=======================  =========  ===========================================================
+
+A row can carry several kinds (a duplicated 16:00 bar is ``exact_duplicate`` and
+``closing_auction``); each is counted. A row dropped for any reason is dropped once.
+
+Example
+-------
+>>> import polars as pl, datetime as dt
+>>> df = pl.DataFrame({"_file": [0, 0], "_line": [2, 3], "symbol": ["X", "X"],
+...     "ts": [dt.datetime(2018, 2, 16, 9, 30), dt.datetime(2018, 2, 16, 16, 0)],
+...     "_ts_text": ["2018-02-16 09:30:00", "2018-02-16 16:00:00"],
+...     "open": [1.0, 1.0], "high": [1.0, 1.0], "low": [1.0, 1.0], "close": [1.0, 1.0], "volume": [5.0, 9.0]})
+>>> res = validate_symbol(df, "X", files=["X.csv"], time_field="date,ToD")
+>>> res.issues.select("kind", "_line").rows()
+[('closing_auction', 3)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from data_prep.trading_calendar import sessions as nyse_sessions
+
+__all__ = [
+    "ERROR_KINDS",
+    "WARNING_KINDS",
+    "KIND_ACTIONS",
+    "ISSUE_SCHEMA",
+    "ValidationResult",
+    "session_table",
+    "validate_symbol",
+    "missing_minutes",
+]
+
+PRICE_FIELDS = ("open", "high", "low", "close")
+
+#: error kinds, in the order they are checked
+ERROR_KINDS: tuple[str, ...] = (
+    "bad_timestamp",
+    "missing_value",
+    "unparseable_value",
+    "off_minute",
+    "non_session_day",
+    "pre_market",
+    "closing_auction",
+    "post_market",
+    "after_early_close",
+    "non_positive_price",
+    "negative_volume",
+    "exact_duplicate",
+    "conflicting_duplicate",
+    "unsorted",
+    "ohlc_inconsistent",
+    "vwap_outside_range",
+)
+WARNING_KINDS: tuple[str, ...] = ("missing_vwap", "stale_prices", "missing_minutes", "outside_requested_range")
+
+#: what ``--repair`` does to a row of each kind
+KIND_ACTIONS: dict[str, str] = {
+    **{k: "dropped" for k in ERROR_KINDS},
+    "unsorted": "moved",
+    "ohlc_inconsistent": "changed",
+    "vwap_outside_range": "changed",
+    "missing_vwap": "changed",
+    "stale_prices": "kept",
+    "missing_minutes": "kept",
+    "outside_requested_range": "dropped",
+}
+
+ISSUE_SCHEMA = {
+    "_file": pl.Int32,
+    "_line": pl.Int64,
+    "symbol": pl.String,
+    "kind": pl.String,
+    "field": pl.String,
+    "expected": pl.String,
+    "found": pl.String,
+    "action": pl.String,
+    "first_copy": pl.Boolean,
+}
+
+
+@dataclass
+class ValidationResult:
+    """Outcome of validating one symbol.
+
+    Attributes
+    ----------
+    issues : polars.DataFrame
+        One row per anomaly (schema :data:`ISSUE_SCHEMA`).
+    clean : polars.DataFrame
+        The repaired bars, sorted by ``ts``: ``_file, _line, ts`` and the value fields (what
+        ``--repair`` would write; for other modes it is only used when ``issues`` has no error).
+    rows_in : int
+    """
+
+    issues: pl.DataFrame
+    clean: pl.DataFrame
+    rows_in: int
+
+
+def session_table(start_day, end_day) -> pl.DataFrame:
+    """NYSE sessions between two dates as ``day`` (Int32 days since 1970), ``open_min``, ``close_min``.
+
+    ``open_min``/``close_min`` are minutes after midnight New York time (570 / 960, 780 on early closes).
+    """
+    sess = nyse_sessions(start_day, end_day)
+    day = sess.dates.astype("datetime64[D]").astype(np.int64).astype(np.int32)
+    open_min = (sess.open_local - sess.dates.astype("datetime64[m]")).astype(np.int64).astype(np.int32)
+    close_min = (sess.close_local - sess.dates.astype("datetime64[m]")).astype(np.int64).astype(np.int32)
+    return pl.DataFrame({"day": day, "open_min": open_min, "close_min": close_min})
+
+
+def _issue(
+    frame: pl.DataFrame, kind: str, field: str | pl.Expr, expected: str | pl.Expr, found: pl.Expr,
+    *, first_copy: pl.Expr | bool = False,
+) -> pl.DataFrame:
+    def lit(x):
+        return pl.lit(x, dtype=pl.String) if isinstance(x, str) else x.cast(pl.String)
+
+    return frame.select(
+        pl.col("_file").cast(pl.Int32),
+        pl.col("_line").cast(pl.Int64),
+        pl.col("symbol").cast(pl.String),
+        pl.lit(kind, dtype=pl.String).alias("kind"),
+        lit(field).alias("field"),
+        lit(expected).alias("expected"),
+        lit(found).alias("found"),
+        pl.lit(KIND_ACTIONS[kind], dtype=pl.String).alias("action"),
+        (first_copy if isinstance(first_copy, pl.Expr) else pl.lit(first_copy)).alias("first_copy"),
+    )
+
+
+def _quoted(expr: pl.Expr) -> pl.Expr:
+    return pl.concat_str([pl.lit("'"), expr.fill_null(""), pl.lit("'")])
+
+
+def _fmt(expr: pl.Expr) -> pl.Expr:
+    return expr.cast(pl.String)
+
+
+class _Checks:
+    """Collects (condition, issue description) pairs and evaluates them in one pass.
+
+    ``flush`` counts every pending condition in a single ``select``; only conditions that hit
+    are filtered into issue rows, so clean data costs one scan.
+    """
+
+    def __init__(self) -> None:
+        self.pending: list[tuple] = []
+        self.parts: list[pl.DataFrame] = []
+
+    def add(self, cond: pl.Expr, kind: str, field, expected, found, *, first_copy=False) -> None:
+        self.pending.append((cond, kind, field, expected, found, first_copy))
+
+    def flush(self, df: pl.DataFrame) -> None:
+        if not self.pending:
+            return
+        hits = df.select([c[0].fill_null(False).any().alias(f"c{i}") for i, c in enumerate(self.pending)]).row(0)
+        for hit, (cond, kind, field, expected, found, first_copy) in zip(hits, self.pending):
+            if hit:
+                self.parts.append(_issue(df.filter(cond), kind, field, expected, found, first_copy=first_copy))
+        self.pending.clear()
+
+
+def validate_symbol(
+    df: pl.DataFrame,
+    symbol: str,
+    *,
+    files: Sequence[str],
+    time_field: str | Sequence[str],
+    stale_minutes: int = 30,
+    sessions: pl.DataFrame | None = None,
+) -> ValidationResult:
+    """Find every anomaly of one symbol's rows and compute the repaired bars.
+
+    Parameters
+    ----------
+    df : polars.DataFrame
+        Rows of one symbol in file then line order, as :func:`data_prep.vendor.read_vendor_file`
+        returns them (all files concatenated).
+    symbol : str
+    files : sequence of str
+        File paths by ``_file`` index (for duplicate messages).
+    time_field : str or sequence of str
+        Name of the time column(s) (one for all files, or one per file index).
+    stale_minutes : int
+        Minimum run of unchanged closes reported as ``stale_prices``.
+    sessions : polars.DataFrame, optional
+        :func:`session_table` covering the data's dates (computed when omitted).
+
+    Returns
+    -------
+    ValidationResult
+    """
+    if stale_minutes < 2:
+        raise ValueError(f"stale_minutes: expected an integer >= 2, found {stale_minutes}")
+    rows_in = df.height
+    fields = [f for f in ("open", "high", "low", "close", "volume", "vwap") if f in df.columns]
+
+    def txt_of(f: str) -> pl.Expr:
+        return pl.col(f"_txt_{f}") if f"_txt_{f}" in df.columns else pl.lit(None, dtype=pl.String)
+
+    tf = [time_field] * (len(files) or 1) if isinstance(time_field, str) else list(time_field)
+
+    def _by_file(names: list[str]) -> pl.Expr:
+        return pl.col("_file").replace_strict(list(range(len(names))), names, return_dtype=pl.String, default="time")
+
+    # "date,ToD" layouts: the date column is named for day problems, the time column for the rest
+    tf_expr = _by_file(tf)
+    tf_date = _by_file([t.split(",")[0] for t in tf])
+    tf_time = _by_file([t.split(",")[-1] for t in tf])
+
+    # ---- calendar position of every parsed time
+    if sessions is None:
+        ts_non_null = df.get_column("ts").drop_nulls()
+        if ts_non_null.len():
+            sessions = session_table(ts_non_null.min().date(), ts_non_null.max().date())
+        else:
+            sessions = pl.DataFrame(schema={"day": pl.Int32, "open_min": pl.Int32, "close_min": pl.Int32})
+    df = df.with_columns(
+        pl.col("ts").dt.date().cast(pl.Int32).alias("_day"),
+        (pl.col("ts").dt.hour().cast(pl.Int32) * 60 + pl.col("ts").dt.minute().cast(pl.Int32)).alias("_mod"),
+        ((pl.col("ts").dt.second() != 0) | (pl.col("ts").dt.microsecond() != 0)).alias("_offmin"),
+    ).join(sessions.rename({"day": "_day"}), on="_day", how="left", maintain_order="left")
+
+    checks = _Checks()
+    drop = pl.lit(False)
+    ts_ok = pl.col("ts").is_not_null()
+    raw_ts = pl.col("_ts_text") if "_ts_text" in df.columns else pl.col("ts").dt.strftime("%Y-%m-%d %H:%M:%S")
+    ts_text = _quoted(raw_ts)
+
+    # ---- parse problems
+    bad_ts = ~ts_ok
+    checks.add(bad_ts, "bad_timestamp", tf_expr,
+                        "a time like 2018-02-16 09:30:00 that exists in the source zone", ts_text)
+    drop = drop | bad_ts
+    if df.get_column("symbol").is_null().any() or (df.get_column("symbol") == "").any():
+        no_sym = pl.col("symbol").is_null() | (pl.col("symbol") == "")
+        checks.add(no_sym, "missing_value", "symbol", "a symbol", pl.lit("''"))
+        drop = drop | no_sym
+    required = [f for f in fields if f != "vwap"]
+    vwap_missing = pl.lit(False)
+    for f in fields:
+        txt = txt_of(f)
+        empty_txt = txt.is_null() | (txt.str.strip_chars() == "")
+        is_missing = pl.col(f).is_nan() | (pl.col(f).is_null() & empty_txt)
+        unparse = pl.col(f).is_null() & ~empty_txt
+        if f in required:
+            checks.add(is_missing, "missing_value", f, "a number",
+                                pl.when(pl.col(f).is_nan()).then(pl.lit("NaN")).otherwise(_quoted(txt)))
+            drop = drop | is_missing
+        else:  # vwap is optional per row: derived when empty (reported below for kept rows)
+            vwap_missing = is_missing
+        checks.add(unparse, "unparseable_value", f, "a number", _quoted(txt))
+        drop = drop | unparse
+
+    # ---- session membership
+    in_sess_day = pl.col("open_min").is_not_null()
+    early = pl.col("close_min") < 960
+    last_bar = pl.concat_str([
+        ((pl.col("close_min") - 1) // 60).cast(pl.String).str.zfill(2), pl.lit(":"),
+        ((pl.col("close_min") - 1) % 60).cast(pl.String).str.zfill(2),
+    ])
+    close_hhmm = pl.concat_str([
+        (pl.col("close_min") // 60).cast(pl.String).str.zfill(2), pl.lit(":"),
+        (pl.col("close_min") % 60).cast(pl.String).str.zfill(2),
+    ])
+    session_checks = [
+        ("off_minute", ts_ok & pl.col("_offmin"), tf_time, pl.lit("a time on a whole minute (seconds 00)")),
+        ("non_session_day", ts_ok & ~in_sess_day, tf_date,
+         pl.lit("a date that is an NYSE session (not a weekend, holiday or closure)")),
+        ("pre_market", ts_ok & in_sess_day & (pl.col("_mod") < pl.col("open_min")), tf_time,
+         pl.lit("a bar starting at or after 09:30")),
+        ("closing_auction", ts_ok & in_sess_day & (pl.col("_mod") == pl.col("close_min")) & ~pl.col("_offmin"), tf_time,
+         pl.concat_str([pl.lit("a bar starting at or before "), last_bar, pl.lit(" (the "), close_hhmm,
+                        pl.lit(" bar is the closing-auction print, not a one-minute bar)")])),
+        ("post_market", ts_ok & in_sess_day & ~early & (pl.col("_mod") > pl.col("close_min")), tf_time,
+         pl.lit("a bar starting at or before 15:59 (no post-market bars)")),
+        ("after_early_close", ts_ok & in_sess_day & early & (pl.col("_mod") > pl.col("close_min")), tf_time,
+         pl.concat_str([pl.lit("a bar starting at or before "), last_bar, pl.lit(" (early close at "), close_hhmm,
+                        pl.lit(")")])),
+    ]
+    for kind, cond, fld, expected in session_checks:
+        checks.add(cond, kind, fld, expected, ts_text)
+        drop = drop | cond
+
+    # ---- value ranges
+    for f in [f for f in PRICE_FIELDS + ("vwap",) if f in fields]:
+        cond = pl.col(f) <= 0
+        checks.add(cond, "non_positive_price", f, "a price > 0", _fmt(pl.col(f)))
+        drop = drop | cond.fill_null(False)
+    neg_vol = pl.col("volume") < 0
+    checks.add(neg_vol, "negative_volume", "volume", "a volume >= 0", _fmt(pl.col("volume")))
+    drop = drop | neg_vol.fill_null(False)
+
+    # ---- duplicates (among rows with a time), file order decides the first copy
+    name_of = {i: f for i, f in enumerate(files)}
+    df = _duplicate_columns(df, fields)
+    where_first = pl.concat_str([
+        pl.lit("line "), pl.col("_first_line").cast(pl.String),
+        pl.when(pl.col("_first_file") != pl.col("_file"))
+        .then(pl.lit(" of ") + pl.col("_first_file").replace_strict(list(name_of), list(name_of.values()),
+                                                                    return_dtype=pl.String, default="?"))
+        .otherwise(pl.lit("")),
+    ])
+    exact = ts_ok & (pl.col("_ncopies") > 1) & (pl.col("_nver") == 1) & ~pl.col("_is_first")
+    checks.add(exact, "exact_duplicate", tf_expr,
+                        pl.concat_str([pl.lit("one row per minute; an identical row is at "), where_first]),
+                        pl.concat_str([pl.lit("a copy of "), where_first, pl.lit(" for "), ts_text]))
+    drop = drop | exact
+    conflict = ts_ok & (pl.col("_nver") > 1)
+    checks.add(
+        conflict, "conflicting_duplicate", tf_expr,
+        pl.when(pl.col("_is_first")).then(pl.lit("one row per minute (this is the first of several differing rows)"))
+        .otherwise(pl.concat_str([pl.lit("one row per minute; a different row is at "), where_first])),
+        pl.concat_str([pl.col("_ncopies").cast(pl.String), pl.lit(" differing rows for "), ts_text]),
+        first_copy=pl.col("_is_first"),
+    )
+    drop = drop | conflict
+
+    # ---- unsorted within a file: earlier than a previous row of the same file
+    prev_max = pl.col("ts").cum_max().shift(1)
+    df = df.with_columns(
+        (prev_max.over("_file") if df.get_column("_file").n_unique() > 1 else prev_max).alias("_prev_max"),
+    )
+    unsorted = ts_ok & (pl.col("ts") < pl.col("_prev_max"))
+    checks.add(unsorted, "unsorted", tf_expr,
+                        pl.concat_str([pl.lit("a time after "), pl.col("_prev_max").dt.strftime("%Y-%m-%d %H:%M:%S"),
+                                       pl.lit(" (rows sorted by time)")]), ts_text)
+
+    # ---- OHLC consistency (on rows that survive the drops)
+    df = df.with_columns(drop.fill_null(False).alias("_drop"))
+    kept = ~pl.col("_drop")
+    if "vwap" in fields:
+        checks.add(kept & vwap_missing.fill_null(False), "missing_vwap", "vwap",
+                            "a number (derived as (high + low + close) / 3)",
+                            pl.when(pl.col("vwap").is_nan()).then(pl.lit("NaN")).otherwise(_quoted(txt_of("vwap"))))
+    hi_need = pl.max_horizontal("open", "close", "low")
+    lo_need = pl.min_horizontal("open", "close", "high")
+    bad_hi = kept & (pl.col("high") < hi_need)
+    bad_lo = kept & (pl.col("low") > lo_need)
+    checks.add(bad_hi, "ohlc_inconsistent", "high",
+                        pl.concat_str([pl.lit("high >= max(open, close, low) = "), _fmt(hi_need)]), _fmt(pl.col("high")))
+    checks.add(bad_lo & ~bad_hi, "ohlc_inconsistent", "low",
+                        pl.concat_str([pl.lit("low <= min(open, close, high) = "), _fmt(lo_need)]), _fmt(pl.col("low")))
+    checks.flush(df)
+    df = df.with_columns(
+        pl.when(kept).then(pl.max_horizontal(*PRICE_FIELDS)).otherwise(pl.col("high")).alias("high"),
+        pl.when(kept).then(pl.min_horizontal(*PRICE_FIELDS)).otherwise(pl.col("low")).alias("low"),
+    )
+    if "vwap" in fields:
+        out_vwap = kept & pl.col("vwap").is_not_null() & ((pl.col("vwap") < pl.col("low")) | (pl.col("vwap") > pl.col("high")))
+        checks.add(out_vwap, "vwap_outside_range", "vwap",
+                            pl.concat_str([pl.lit("a vwap within [low, high] = ["), _fmt(pl.col("low")), pl.lit(", "),
+                                           _fmt(pl.col("high")), pl.lit("]")]), _fmt(pl.col("vwap")))
+        checks.flush(df)
+        df = df.with_columns(pl.col("vwap").clip(pl.col("low"), pl.col("high")))
+
+    clean = (
+        df.filter(kept)
+        .select(["_file", "_line", "ts", *fields])
+        .sort("ts", maintain_order=True)
+    )
+    # ---- stale prices (warning) on the repaired bars
+    parts = checks.parts + [_stale_runs(clean, symbol, stale_minutes)]
+
+    issues = pl.concat([p.cast(ISSUE_SCHEMA) for p in parts if p.height], how="vertical") if any(
+        p.height for p in parts) else pl.DataFrame(schema=ISSUE_SCHEMA)
+    if issues.height:
+        issues = issues.with_columns(pl.lit(symbol).alias("symbol")).sort(["_file", "_line"], maintain_order=True)
+    if issues.filter(pl.col("kind") == "unsorted").height:  # an out-of-order row that is dropped anyway
+        dropped = df.filter(pl.col("_drop")).select("_file", "_line", pl.lit(True).alias("_dropped"))
+        issues = issues.join(dropped, on=["_file", "_line"], how="left", maintain_order="left").with_columns(
+            pl.when((pl.col("kind") == "unsorted") & pl.col("_dropped").fill_null(False))
+            .then(pl.lit("dropped")).otherwise(pl.col("action")).alias("action")
+        ).drop("_dropped")
+    return ValidationResult(issues=issues, clean=clean, rows_in=rows_in)
+
+
+def _duplicate_columns(df: pl.DataFrame, fields: list[str]) -> pl.DataFrame:
+    """Add ``_nver, _ncopies, _first_line, _first_file, _is_first`` (per timestamp).
+
+    Window functions over ``ts`` are costly on millions of rows, so they run only on the
+    rows whose timestamp occurs more than once (none, in clean data).
+    """
+    defaults = [
+        pl.lit(1, dtype=pl.UInt32).alias("_nver"),
+        pl.lit(1, dtype=pl.UInt32).alias("_ncopies"),
+        pl.col("_line").alias("_first_line"),
+        pl.col("_file").alias("_first_file"),
+        pl.lit(True).alias("_is_first"),
+    ]
+    ts = df.get_column("ts")
+    if ts.null_count() == 0:
+        t = ts.to_physical().to_numpy()
+        if t.size < 2 or bool(np.all(t[1:] > t[:-1])):  # strictly increasing: no duplicates (fast path)
+            return df.with_columns(defaults)
+    dup_mask = ts.is_duplicated() & ts.is_not_null()
+    if not dup_mask.any():
+        return df.with_columns(defaults)
+    df = df.with_row_index("_row")
+    sub = df.filter(dup_mask).select(
+        "_row",
+        pl.struct(fields).n_unique().over("ts").cast(pl.UInt32).alias("_nver"),
+        pl.len().over("ts").cast(pl.UInt32).alias("_ncopies"),
+        pl.col("_line").first().over("ts").alias("_first_line"),
+        pl.col("_file").first().over("ts").alias("_first_file"),
+        (pl.int_range(pl.len()).over("ts") == 0).alias("_is_first"),
+    )
+    out = df.with_columns(defaults).update(sub, on="_row", how="left")
+    return out.drop("_row")
+
+
+def _stale_runs(clean: pl.DataFrame, symbol: str, stale_minutes: int) -> pl.DataFrame:
+    if clean.height < stale_minutes:
+        return pl.DataFrame(schema=ISSUE_SCHEMA)
+    close = clean.get_column("close").to_numpy()
+    day = clean.get_column("ts").to_numpy().astype("datetime64[D]")
+    same = np.zeros(len(close) + 2, dtype=np.int8)  # same[i+1]: bar i repeats bar i-1's close
+    same[2:-1] = (close[1:] == close[:-1]) & (day[1:] == day[:-1])
+    edges = np.diff(same)
+    starts = np.flatnonzero(edges == 1)  # first repeating bar; the run starts one bar earlier
+    ends = np.flatnonzero(edges == -1)  # one past the last repeating bar
+    length = ends - starts + 1
+    keep = length >= stale_minutes
+    first, last = starts[keep] - 1, ends[keep] - 1
+    if not len(first):
+        return pl.DataFrame(schema=ISSUE_SCHEMA)
+    runs = clean[first.tolist()].select("_file", "_line", pl.col("ts").alias("t0"), pl.col("close").alias("c")).with_columns(
+        pl.Series("n", length[keep]),
+        clean.get_column("ts")[last.tolist()].alias("t1"),
+        pl.lit(symbol).alias("symbol"),
+    )
+    return _issue(
+        runs, "stale_prices", "close",
+        f"a close that changes within {stale_minutes} consecutive bars",
+        pl.concat_str([pl.lit("close "), _fmt(pl.col("c")), pl.lit(" unchanged for "), pl.col("n").cast(pl.String),
+                       pl.lit(" bars, "), pl.col("t0").dt.strftime("%Y-%m-%d %H:%M"), pl.lit(" to "),
+                       pl.col("t1").dt.strftime("%H:%M")]),
+    )
+
+
+def missing_minutes(clean_ts: np.ndarray | None, calendar: np.ndarray, *, index: np.ndarray | None = None) -> dict[str, int]:
+    """Count calendar minutes without a bar per session, over the symbol's own span.
+
+    Parameters
+    ----------
+    clean_ts : numpy.ndarray of datetime64
+        The symbol's bar times (sorted, unique, on the calendar).
+    calendar : numpy.ndarray of datetime64[m]
+        The store calendar.
+    index : numpy.ndarray of int, optional
+        Positions of the bars in ``calendar`` when already known (then ``clean_ts`` is unused).
+
+    Returns
+    -------
+    dict
+        ``{"YYYY-MM-DD": missing count}`` for sessions between the symbol's first and last
+        session with at least one missing minute (a session without any bar counts all its
+        minutes).
+
+    Example
+    -------
+    >>> cal = np.array(["2018-01-02T09:30", "2018-01-02T09:31", "2018-01-03T09:30"], dtype="datetime64[m]")
+    >>> missing_minutes(cal[:2], cal)
+    {}
+    >>> missing_minutes(cal[[0, 2]], cal)
+    {'2018-01-02': 1}
+    """
+    cal = np.asarray(calendar, dtype="datetime64[m]")
+    if index is None:
+        ts = np.asarray(clean_ts, dtype="datetime64[m]")
+        if ts.size == 0 or cal.size == 0:
+            return {}
+        idx = np.searchsorted(cal, ts)
+        idx = idx[(idx < cal.size) & (cal[np.minimum(idx, cal.size - 1)] == ts)]
+    else:
+        idx = np.asarray(index)
+    if idx.size == 0 or cal.size == 0:
+        return {}
+    days = cal.astype("datetime64[D]")
+    first_day, last_day = days[idx.min()], days[idx.max()]
+    span = (days >= first_day) & (days <= last_day)
+    present = np.zeros(cal.size, dtype=bool)
+    present[idx] = True
+    miss = span & ~present
+    if not miss.any():
+        return {}
+    u, counts = np.unique(days[miss], return_counts=True)
+    return {str(d): int(c) for d, c in zip(u, counts)}

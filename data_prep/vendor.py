@@ -1,0 +1,275 @@
+"""Reading vendor minute-bar files (CSV or Parquet) into one normalised polars frame.
+
+Accepted layouts
+----------------
+* **Files**: ``*.csv``, ``*.csv.gz``, ``*.txt`` (comma separated, header on line 1) and
+  ``*.parquet``; a directory stands for the files in it (sorted by name).
+* **Symbols**: one file per symbol (the symbol is ``--symbol`` or the file name's stem,
+  upper-cased: ``AAPL.csv`` -> ``AAPL``) or one long file with a symbol column
+  (``--symbol-col``, default ``symbol``; used whenever the file has that column).
+* **Time**: a separate date and time-of-day column (``--date-col``/``--time-col``, default
+  ``date``/``ToD`` as in the shared 2018 sample); a single timestamp column
+  (``--datetime-col``) as text with or without a zone offset; or epoch milliseconds
+  (``--epoch-ms-col``, always UTC). Naive times are read in ``--tz`` (default
+  America/New_York). Everything is converted to naive New York local time, Qlib's convention.
+  A naive time that does not exist or is ambiguous in ``--tz`` (daylight-saving change) is
+  a ``bad_timestamp``.
+* **Values**: ``open, high, low, close, volume`` and optionally ``vwap`` (column names mappable);
+  text is stripped and parsed as float; empty text, ``NaN`` and nulls are missing values.
+
+Line numbers
+------------
+``_line`` is the 1-based physical line of a CSV row, the header being line 1 (so the first
+data row is line 2); for Parquet it is the 1-based row number. Reports and errors use it.
+
+Example
+-------
+>>> import tempfile, pathlib
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "AAPL.csv"
+>>> _ = p.write_text("date,ToD,open,high,low,close,volume\\n2018-02-16,09:30:00,1,2,0.5,1.5,100\\n")
+>>> df, info = read_vendor_file(p, file_index=0, columns=ColumnMap())
+>>> df.select("symbol", "_line", "ts", "close").row(0)
+('AAPL', 2, datetime.datetime(2018, 2, 16, 9, 30), 1.5)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+__all__ = ["ColumnMap", "FileInfo", "VALUE_FIELDS", "NY_TZ", "list_sources", "read_vendor_file"]
+
+NY_TZ = "America/New_York"
+#: Fields read from vendor files (``vwap`` optional).
+VALUE_FIELDS: tuple[str, ...] = ("open", "high", "low", "close", "volume", "vwap")
+_NAIVE_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f",
+                  "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M")
+_ZONED_FORMATS = tuple(f + "%z" for f in _NAIVE_FORMATS)
+_SUFFIXES = (".csv", ".csv.gz", ".txt", ".parquet", ".pq")
+
+
+@dataclass(frozen=True)
+class ColumnMap:
+    """Names of the vendor's columns.
+
+    ``datetime`` or ``epoch_ms``, when given, replace the ``date`` + ``time`` pair.
+    """
+
+    symbol: str = "symbol"
+    date: str = "date"
+    time: str = "ToD"
+    datetime: str | None = None
+    epoch_ms: str | None = None
+    open: str = "open"
+    high: str = "high"
+    low: str = "low"
+    close: str = "close"
+    volume: str = "volume"
+    vwap: str = "vwap"
+
+    def field_column(self, field: str) -> str:
+        """Vendor column of a value field."""
+        return getattr(self, field)
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """What was read from one file."""
+
+    path: str
+    index: int
+    rows: int
+    symbols: tuple[str, ...]
+    time_field: str  # column name(s) of the time, for messages
+    has_vwap: bool
+    line_offset: int  # line of the first data row (2 for CSV, 1 for Parquet)
+
+
+def list_sources(sources: Iterable[str | Path]) -> list[Path]:
+    """Expand files and directories into a sorted, de-duplicated file list.
+
+    Raises
+    ------
+    ValueError
+        When a path does not exist or a directory holds no readable file.
+    """
+    out: list[Path] = []
+    for src in sources:
+        p = Path(src)
+        if p.is_dir():
+            found = sorted(f for f in p.iterdir() if f.is_file() and f.name.lower().endswith(_SUFFIXES))
+            if not found:
+                raise ValueError(f"{p}: expected files named *.csv, *.csv.gz, *.txt or *.parquet, found none")
+            out.extend(found)
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise ValueError(f"{p}: expected an existing file or directory, found nothing at that path")
+    seen: set[Path] = set()
+    unique = []
+    for f in out:
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique
+
+
+def _is_parquet(path: Path) -> bool:
+    return path.name.lower().endswith((".parquet", ".pq"))
+
+
+def _read_raw(path: Path) -> tuple[pl.DataFrame, int]:
+    if _is_parquet(path):
+        return pl.read_parquet(path), 1
+    try:
+        df = pl.read_csv(path, infer_schema=False, has_header=True, truncate_ragged_lines=False)
+    except pl.exceptions.ComputeError as exc:
+        raise ValueError(f"{path}: expected a comma-separated file with a header line, found: {exc}") from exc
+    return df, 2
+
+
+def _require(df: pl.DataFrame, path: Path, columns: Sequence[str], what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(
+            f"{path}: line 1: expected {what} column(s) {missing}, found columns {df.columns} "
+            "(map them with the --*-col options)"
+        )
+
+
+def _timestamp_expr(df: pl.DataFrame, path: Path, cols: ColumnMap, tz: str) -> tuple[pl.Expr, pl.Expr | None, str]:
+    """Return (naive New York datetime expr, raw text expr or None for typed columns, time field name)."""
+    if cols.epoch_ms:
+        _require(df, path, [cols.epoch_ms], "epoch-milliseconds")
+        col = pl.col(cols.epoch_ms)
+        num = col.cast(pl.Int64, strict=False) if df.schema[cols.epoch_ms] == pl.String else col.cast(pl.Int64)
+        ts = num.cast(pl.Datetime("ms")).dt.replace_time_zone("UTC")
+        text = col if df.schema[cols.epoch_ms] == pl.String else None
+        field = cols.epoch_ms
+    else:
+        if cols.datetime:
+            _require(df, path, [cols.datetime], "timestamp")
+            field = cols.datetime
+            dtype = df.schema[cols.datetime]
+            text = pl.col(cols.datetime).cast(pl.String)
+            if isinstance(dtype, pl.Datetime):  # typed: no text needed (messages format the time)
+                ts = pl.col(cols.datetime)
+                if dtype.time_zone is None:
+                    return _localize(ts, tz), None, field
+                return _to_ny_naive(ts), None, field
+            raw = text.str.strip_chars()
+            sample = df.select(raw.drop_nulls().first()).item()
+            has_zone = sample is not None and (
+                sample.endswith("Z") or (len(sample) > 19 and sample[19:].lstrip(".0123456789")[:1] in "+-")
+            )
+            if has_zone:
+                zoned = raw.str.replace(r"Z$", "+00:00")
+                ts = pl.coalesce([zoned.str.to_datetime(fmt, strict=False, time_unit="us", time_zone="UTC")
+                                  for fmt in _ZONED_FORMATS])
+                return _to_ny_naive(ts), text, field
+            ts = pl.coalesce([raw.str.to_datetime(fmt, strict=False, time_unit="us") for fmt in _NAIVE_FORMATS])
+        else:
+            _require(df, path, [cols.date, cols.time], "date and time")
+            field = f"{cols.date},{cols.time}"
+            text = pl.concat_str([pl.col(cols.date).cast(pl.String), pl.col(cols.time).cast(pl.String)], separator=" ")
+            ts = text.str.strip_chars().str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
+        return _localize(ts, tz), text, field
+    return _to_ny_naive(ts), text, field
+
+
+def _localize(ts: pl.Expr, tz: str) -> pl.Expr:
+    """Naive times in ``tz`` -> naive New York times (null when nonexistent or ambiguous in ``tz``).
+
+    For New York itself the values are unchanged, so the costly zone round trip is skipped;
+    :func:`_null_dst_gaps` then nulls the only times it could reject (01:00-02:59 on change days).
+    """
+    if tz == NY_TZ:
+        return ts.dt.cast_time_unit("us")
+    return _to_ny_naive(ts.dt.replace_time_zone(tz, ambiguous="null", non_existent="null"))
+
+
+def _null_dst_gaps(df: pl.DataFrame) -> pl.DataFrame:
+    hour = pl.col("ts").dt.hour()
+    risky = hour.is_in([1, 2]).fill_null(False)
+    if not df.select(risky.any()).item():
+        return df
+    checked = _to_ny_naive(pl.col("ts").dt.replace_time_zone(NY_TZ, ambiguous="null", non_existent="null"))
+    return df.with_columns(pl.when(risky).then(checked).otherwise(pl.col("ts")).alias("ts"))
+
+
+def _to_ny_naive(ts: pl.Expr) -> pl.Expr:
+    return ts.dt.convert_time_zone(NY_TZ).dt.replace_time_zone(None).dt.cast_time_unit("us")
+
+
+def read_vendor_file(
+    path: str | Path,
+    *,
+    file_index: int,
+    columns: ColumnMap,
+    tz: str = NY_TZ,
+    symbol: str | None = None,
+) -> tuple[pl.DataFrame, FileInfo]:
+    """Read one vendor file into the normalised frame the validator works on.
+
+    Returns
+    -------
+    (polars.DataFrame, FileInfo)
+        Columns: ``_file`` (file index), ``_line`` (see module docstring), ``symbol``,
+        ``ts`` (naive New York datetime, null when unparseable), ``_ts_text`` (raw text; absent
+        for typed timestamp columns),
+        and for each present field ``f``: ``f`` (Float64, null when missing or unparseable)
+        and ``_txt_f`` (the raw text, for messages; absent for typed Parquet columns).
+    """
+    path = Path(path)
+    raw, line_offset = _read_raw(path)
+    _require(raw, path, [columns.field_column(f) for f in VALUE_FIELDS if f != "vwap"], "value")
+    has_vwap = columns.vwap in raw.columns
+    ts, ts_text, time_field = _timestamp_expr(raw, path, columns, tz)
+
+    if columns.symbol in raw.columns:
+        sym = pl.col(columns.symbol).cast(pl.String)
+        names = raw.get_column(columns.symbol).cast(pl.String).unique().drop_nulls()
+        if not (names == names.str.strip_chars().str.to_uppercase()).all():  # normalise only when needed
+            sym = sym.str.strip_chars().str.to_uppercase()
+    else:
+        name = symbol or path.name.split(".")[0]
+        sym = pl.lit(name.strip().upper())
+
+    exprs = [
+        pl.lit(file_index, dtype=pl.Int32).alias("_file"),
+        (pl.int_range(pl.len(), dtype=pl.Int64) + line_offset).alias("_line"),
+        sym.alias("symbol"),
+        ts.alias("ts"),
+    ]
+    if ts_text is not None:
+        exprs.append(ts_text.alias("_ts_text"))
+    for field in VALUE_FIELDS:
+        if field == "vwap" and not has_vwap:
+            continue
+        col = columns.field_column(field)
+        if raw.schema[col] == pl.String:
+            stripped = pl.col(col).str.strip_chars()
+            exprs.append(stripped.cast(pl.Float64, strict=False).alias(field))
+            exprs.append(pl.col(col).alias(f"_txt_{field}"))
+        else:  # typed column: no text to keep (a missing value is null or NaN)
+            exprs.append(pl.col(col).cast(pl.Float64).alias(field))
+    try:
+        df = raw.select(exprs)
+    except pl.exceptions.PolarsError as exc:
+        raise ValueError(f"{path}: could not read the time column(s) {time_field}: {exc}") from exc
+    if tz == NY_TZ and not columns.epoch_ms:
+        df = _null_dst_gaps(df)
+    info = FileInfo(
+        path=str(path),
+        index=file_index,
+        rows=df.height,
+        symbols=tuple(sorted(df.get_column("symbol").drop_nulls().unique().to_list())),
+        time_field=time_field,
+        has_vwap=has_vwap,
+        line_offset=line_offset,
+    )
+    return df, info

@@ -1,0 +1,13 @@
+"""rolling-calib: decide honestly whether one model configuration beats another.
+
+Layers (imports point downwards only):
+
+* ``rolling_calib.metrics``, ``rolling_calib.compare`` -- pure numpy functions; no Qlib, no torch.
+* ``rolling_calib.synthetic`` -- the source's synthetic experiments (numpy).
+* ``data_prep`` -- calendar, synthetic market, vendor ingest, Qlib binary store.
+* ``rolling_calib.model`` / ``rolling_calib.dataset`` -- the Qlib-compatible LSTM and minute dataset.
+* ``rolling_calib.runner`` and the executors -- the only layer that drives Qlib workflows.
+* ``rolling_calib.cli`` -- the command line.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,47 @@
+"""``rolling-calib report STORE``: self-contained HTML (and Markdown) report with tables and plots."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from pathlib import Path
+
+from rolling_calib.commands.compare import add_scoring_arguments, score_and_compare
+
+
+def handle(args: argparse.Namespace) -> int:
+    from rolling_calib.report import write_report
+
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
+            scores, comparison = score_and_compare(args)
+            out = Path(args.out) if args.out else Path(args.store) / "report"
+            paths = write_report(scores, comparison, out)
+    except ValueError as exc:
+        print(f"rolling-calib report: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({k: str(v) for k, v in paths.items()}, indent=2))
+    else:
+        print(f"report: {paths['html']}\nmarkdown: {paths['markdown']}")
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="write an HTML + Markdown report of a result store",
+        description=(
+            "Write report.html (self-contained: plots embedded) and report.md (with PNG files) for a "
+            "result store: per pipeline QL/CQL mean and spread, pairwise accuracies, the spread across "
+            "seeds, the monthly bias c_k over time and monthly QL and CQL."
+        ),
+        epilog="Example: rolling-calib report runs/demo --out runs/demo/report",
+    )
+    parser.add_argument("store", metavar="STORE", help="result store written by 'rolling-calib run'")
+    parser.add_argument("--out", metavar="DIR", help="output directory (default: STORE/report)")
+    add_scoring_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the written paths as JSON")
+    parser.set_defaults(func=handle)

@@ -1,0 +1,191 @@
+"""``rolling-calib sweep``: run a grid of configurations x seeds x windows, then rank them.
+
+Heavy libraries (Qlib, torch, Ray, MLflow, matplotlib) are imported inside the handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+DESCRIPTION = """\
+Run every configuration of a grid (or the experiment's own pipelines when no --grid
+is given) with the same seeds and rolling windows, through the same runner and
+executors as 'rolling-calib run', then rank them.
+
+Output: every configuration ranked by CQL and by QL with t-intervals of the mean;
+the matrix of pairwise accuracies (P(a run of row beats a run of column), the
+probability of improvement) with bootstrap intervals, as a table and a heatmap;
+the pairs that are statistically indistinguishable (interval contains 0.5); the
+seeds each metric needs to separate the top two; and the experiment's listed
+compare pairs. Written to --out as sweep.md, sweep.json and pairwise_<metric>.png.
+
+Completed units are kept in --store: an interrupted sweep resumes where it stopped
+with the same numbers."""
+
+EPILOG = """\
+grid keys:
+  a short name (hidden_size) is looked up under task.model.kwargs, then
+  task.dataset.kwargs, then task.dataset.kwargs.handler.kwargs; any other key
+  must be a full dotted path under task (task.model.kwargs.lr). Values follow
+  YAML scalar rules: 32 -> int, 5e-6 -> float, true -> bool, adam -> str.
+
+examples:
+  rolling-calib sweep workflows/demo.yaml --grid hidden_size=8,16 --grid weight_decay=0,5e-6 --seeds 3
+  rolling-calib sweep workflows/paper/paper.yaml --executor ray --address auto \\
+      --store /shared/runs/paper --set qlib_init.provider_uri=/shared/qlib_data/us25
+  rolling-calib sweep workflows/paper/paper.yaml --device cuda --workers 4 --json
+"""
+
+
+def register(subparsers) -> None:
+    """Add the ``sweep`` parser."""
+    parser = subparsers.add_parser(
+        "sweep",
+        help="run a grid of configurations with many seeds and rank them (CQL and QL, pairwise matrix)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("config", type=Path, metavar="CONFIG", help="experiment YAML (Qlib workflow + rolling + pipelines)")
+    parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                        help="values of one kwarg to sweep; repeat for more keys (Cartesian product)")
+    parser.add_argument("--seeds", type=int, default=None, metavar="N",
+                        help="seeds 0..N-1 for every configuration (default: the YAML's rolling.seeds)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+                        help="override one YAML value for every configuration, e.g. qlib_init.provider_uri=/data/us25")
+    parser.add_argument("--device", default=None, metavar="DEV",
+                        help="model device for every configuration: cpu, cuda, cuda:N, auto (default: the YAML's)")
+    parser.add_argument("--store", type=Path, default=None, metavar="DIR",
+                        help="result store (default: runs/<config name>-sweep); on a cluster, a shared path")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="report directory (default: STORE/sweep_report)")
+    run = parser.add_argument_group("execution")
+    run.add_argument("--executor", choices=("local", "ray"), default="local",
+                     help="local process pool (default) or Ray")
+    run.add_argument("--workers", type=int, default=None, metavar="K",
+                     help="parallel units: processes of the local pool (default 1), CPUs of a locally "
+                          "started Ray runtime (default: all cores)")
+    run.add_argument("--threads", type=int, default=1, metavar="T",
+                     help="torch threads per unit (default 1; scale with --workers instead); the same "
+                          "--threads gives the same numbers on either executor")
+    run.add_argument("--address", default=None, metavar="ADDR",
+                     help="Ray cluster to join ('auto', 'host:6379', 'ray://host:10001'); default: start a local one")
+    run.add_argument("--max-retries", type=int, default=2, metavar="N",
+                     help="Ray: retries of a failed unit before the sweep stops (default 2)")
+    run.add_argument("--gpus-per-unit", type=float, default=0.0, metavar="G",
+                     help="Ray: GPUs reserved per unit with --device cuda (e.g. 0.25 packs 4 units per GPU)")
+    stats = parser.add_argument_group("statistics")
+    stats.add_argument("--n-boot", type=int, default=2000, metavar="B", help="bootstrap resamples per interval (2000)")
+    stats.add_argument("--confidence", type=float, default=0.95, metavar="C", help="interval level (0.95)")
+    stats.add_argument("--boot-seed", type=int, default=0, metavar="S", help="seed of every bootstrap (0)")
+    track = parser.add_argument_group("tracking (MLflow)").add_mutually_exclusive_group()
+    track.add_argument("--tracking-uri", default=None, metavar="URI",
+                       help="MLflow tracking URI to log the store to (default sqlite:///STORE/mlflow.db)")
+    track.add_argument("--no-tracking", action="store_true", help="do not log the store to MLflow")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.set_defaults(func=handle)
+
+
+def _parse_overrides(items: list[str]) -> dict:
+    from rolling_calib.sweep import parse_value
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set {item!r}: expected PATH=VALUE")
+        out[key.strip()] = parse_value(value)
+    return out
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Run the sweep; returns the exit status.
+
+    Everything the libraries print while working goes to stderr, so that stdout
+    holds only the results (tables, or JSON with ``--json``).
+    """
+    import contextlib
+
+    real_stdout = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        return _sweep(args, real_stdout)
+
+
+def _sweep(args: argparse.Namespace, stdout) -> int:
+    from rolling_calib.config import ConfigError, load_experiment
+    from rolling_calib.executors import LocalExecutor, UnitFailedError
+    from rolling_calib.runner import plan_run, run_plan
+
+    from rolling_calib.evaluate import score_store
+    from rolling_calib.sweep import analyse_sweep, expand_grid, format_sweep, parse_grid, sweep_experiment, write_sweep_report
+
+    try:
+        if args.workers is not None and args.workers < 1:
+            raise ValueError(f"--workers: expected >= 1, found {args.workers}")
+        if args.threads < 1:
+            raise ValueError(f"--threads: expected >= 1, found {args.threads}")
+        if args.seeds is not None and args.seeds < 1:
+            raise ValueError(f"--seeds: expected >= 1, found {args.seeds}")
+        overrides = _parse_overrides(args.overrides)
+        if args.device is not None:
+            overrides["task.model.kwargs.device"] = args.device
+        config = load_experiment(args.config, overrides=overrides or None)
+        pipelines = expand_grid(parse_grid(args.grid, config={"task": config.task})) if args.grid else None
+        experiment = sweep_experiment(config, pipelines)
+        store = args.store or Path("runs") / f"{Path(args.config).stem}-sweep"
+        if args.executor == "ray":
+            from rolling_calib.ray_executor import RayExecutor
+
+            executor = RayExecutor(args.address, max_retries=args.max_retries,
+                                   num_cpus=args.workers if args.address is None else None,  # None: all
+                                   gpus_per_unit=args.gpus_per_unit, log_to_driver=not args.json,
+                                   threads_per_unit=args.threads)
+        else:
+            executor = LocalExecutor(workers=args.workers or 1)
+        plan = plan_run(experiment, store=store, seeds=args.seeds, n_threads=args.threads)
+    except (ConfigError, ValueError) as exc:
+        print(f"rolling-calib sweep: error: {exc}", file=sys.stderr)
+        return 2
+    n_units = len(plan.keys())
+    print(f"sweep: {len(plan.pipelines)} configurations x {len(plan.seeds)} seeds x {len(plan.windows)} windows "
+          f"= {n_units} units -> {plan.store}", file=sys.stderr)
+    try:
+        summary = run_plan(plan, executor=executor, progress=not args.no_progress)
+    except UnitFailedError as exc:
+        print(f"rolling-calib sweep: error: {exc}\ncompleted units are kept in {plan.store}; re-run to resume",
+              file=sys.stderr)
+        return 1
+    cal = experiment.rolling.calibration
+    scores = score_store(plan.store, period=cal.period, bias=cal.bias, pipelines=[p.name for p in plan.pipelines])
+    runs = scores.runs[scores.runs["seed"].isin(plan.seeds)]
+    result = analyse_sweep(runs, pairs=experiment.compare, n_boot=args.n_boot, confidence=args.confidence,
+                           seed=args.boot_seed)
+    out = args.out or plan.store / "sweep_report"
+    paths = write_sweep_report(result, out)
+    tracking_uri = None
+    if not args.no_tracking:
+        from rolling_calib.tracking import default_tracking_uri, log_store
+
+        tracking_uri = args.tracking_uri or default_tracking_uri(plan.store)
+        log_store(plan.store, tracking_uri=tracking_uri, experiment=experiment.experiment_name)
+    if args.json:
+        payload = result.to_dict()
+        payload["run"] = {"store": str(plan.store), "units_ran": summary.ran, "units_skipped": summary.skipped,
+                          "seconds": round(summary.seconds, 3), "executor": args.executor}
+        payload["files"] = {"json": str(paths["json"]), "markdown": str(paths["markdown"]),
+                            "heatmaps": {m: str(p) for m, p in paths["heatmaps"].items()}}
+        payload["tracking_uri"] = tracking_uri
+        print(json.dumps(payload, indent=2, default=str), file=stdout)
+    else:
+        print(format_sweep(result), file=stdout)
+        print(f"units: {summary.ran} ran, {summary.skipped} already in the store ({summary.seconds:.1f} s)", file=stdout)
+        print(f"report: {paths['markdown']}, {paths['json']}, " + ", ".join(str(p) for p in paths["heatmaps"].values()),
+              file=stdout)
+        if tracking_uri is not None:
+            print(f"MLflow: {tracking_uri} (browse: mlflow ui --backend-store-uri {tracking_uri})", file=stdout)
+    stdout.flush()
+    return 0

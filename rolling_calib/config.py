@@ -1,0 +1,726 @@
+"""Experiment configuration: a Qlib workflow YAML plus ``rolling:``, ``pipelines:`` and ``compare:``.
+
+An experiment file is an ordinary Qlib workflow (``qrun`` runs its ``task`` for one
+window) with three extra top-level sections that only rolling-calib reads::
+
+    qlib_init: {provider_uri: {1min: qlib_data/us25}, region: us, kernels: 1}
+    task:
+      model:   {class: RollingLSTM, module_path: rolling_calib.model, kwargs: {...}}
+      dataset: {class: MinuteTSDataset, module_path: rolling_calib.dataset, kwargs: {handler: {...}, segments: {...}}}
+      record:  [...]                      # used by qrun only
+    rolling:                              # see RollingConfig
+      initial_train_start: 2012-01
+      start: 2015-01                      # first evaluated month
+      end: 2018-12                        # last evaluated month
+      step_months: 6
+      mode: finetune                      # or scratch
+      seeds: 10
+      calibration: {period: month, bias: pooled}
+    pipelines:                            # name -> dotted overrides of the task (or files holding such maps)
+      wd0: {}
+      wd5e-6: {task.model.kwargs.weight_decay: 5.0e-6}
+    compare: [[wd5e-6, wd0]]              # pairs (A, B) to compare
+
+Like ``qrun``, a file may start from another with ``BASE_CONFIG_PATH: base.yaml``
+(merged with Qlib's own ``update_config``), so variants never copy a full YAML; its
+``pipelines`` and ``compare`` sections, when present, replace the base's instead of
+merging into them.
+``pipelines:`` may also be a list of small files (``workflows/pipelines/*.yaml``),
+each holding ``pipelines:`` and optionally ``compare:``.
+
+:func:`load_experiment` validates everything before any training starts: unknown
+keys (named by their full dotted path), wrong types, a missing data directory,
+months outside the store's calendar, and model / dataset / handler keyword
+arguments that the classes do not accept (checked against their signatures).
+
+Relative paths (``provider_uri``, ``BASE_CONFIG_PATH``, pipeline files) are resolved
+like ``qrun`` does for the data: ``provider_uri`` against the current directory,
+included files against the including file's directory.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib
+import inspect
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from rolling_calib.schedule import Window, parse_month, rolling_windows
+
+__all__ = [
+    "ConfigError",
+    "CalibrationConfig",
+    "RollingConfig",
+    "ExperimentConfig",
+    "apply_overrides",
+    "load_experiment",
+    "load_yaml",
+    "read_rolling",
+    "init_qlib_once",
+    "store_calendar",
+    "stable_hash",
+    "validate_task",
+]
+
+FREQ = "1min"
+TOP_LEVEL_KEYS = frozenset({"qlib_init", "task", "rolling", "pipelines", "compare", "experiment_name", "BASE_CONFIG_PATH"})
+REPLACED_KEYS = ("pipelines", "compare")
+TASK_KEYS = frozenset({"model", "dataset", "record"})
+CLASS_SPEC_KEYS = frozenset({"class", "module_path", "kwargs"})
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message names the file and the dotted key."""
+
+
+# --------------------------------------------------------------------------- overrides
+def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, source: str = "overrides") -> dict:
+    """Return a deep copy of ``cfg`` with dotted-path ``overrides`` applied.
+
+    Every path must already exist in ``cfg``, except that a new leaf may be added
+    directly under a ``kwargs`` mapping (it is checked against the class signature
+    by :func:`load_experiment`). A value replaces the old one entirely.
+
+    Parameters
+    ----------
+    cfg : mapping
+        Nested configuration (not modified).
+    overrides : mapping of str to value
+        ``{"task.model.kwargs.weight_decay": 5e-6, ...}``.
+    source : str
+        Where the overrides come from, for error messages (e.g. ``"pipelines.wd5e-6"``).
+
+    Returns
+    -------
+    dict
+        The new configuration.
+
+    Raises
+    ------
+    ConfigError
+        When a path does not exist, naming the full key and the missing part.
+
+    Examples
+    --------
+    >>> apply_overrides({"task": {"model": {"kwargs": {"lr": 0.1}}}}, {"task.model.kwargs.lr": 0.01})
+    {'task': {'model': {'kwargs': {'lr': 0.01}}}}
+    >>> apply_overrides({"task": {}}, {"task.modle.kwargs.lr": 1})
+    Traceback (most recent call last):
+    ...
+    rolling_calib.config.ConfigError: overrides: unknown key 'task.modle.kwargs.lr' ('task' has no 'modle'; it has: none)
+    """
+    out = copy.deepcopy(dict(cfg))
+    if not isinstance(overrides, Mapping):
+        raise ConfigError(f"{source}: expected a mapping of dotted keys to values, found {type(overrides).__name__}")
+    for dotted, value in overrides.items():
+        if not isinstance(dotted, str) or not dotted:
+            raise ConfigError(f"{source}: expected dotted string keys, found {dotted!r}")
+        parts = dotted.split(".")
+        node: Any = out
+        for depth, part in enumerate(parts):
+            where = ".".join(parts[:depth]) or "<root>"
+            if not isinstance(node, dict):
+                raise ConfigError(
+                    f"{source}: unknown key '{dotted}' ('{where}' is a {type(node).__name__}, not a mapping)"
+                )
+            last = depth == len(parts) - 1
+            if part not in node and not (last and parts[depth - 1 : depth] == ["kwargs"]):
+                known = ", ".join(sorted(map(str, node))) or "none"
+                raise ConfigError(f"{source}: unknown key '{dotted}' ('{where}' has no '{part}'; it has: {known})")
+            if last:
+                node[part] = copy.deepcopy(value)
+            else:
+                node = node[part]
+    return out
+
+
+# --------------------------------------------------------------------------- typed sections
+@dataclass(frozen=True)
+class CalibrationConfig:
+    """How the rolling calibrated quadratic loss is computed (METHOD 2.2).
+
+    Attributes
+    ----------
+    period : "month", "week" or int
+        Calibration period; an int means that many trading days.
+    bias : "pooled" or "per_instrument"
+        One bias per period for all instruments (the source's rule) or one per instrument.
+    """
+
+    period: str | int = "month"
+    bias: str = "pooled"
+
+
+@dataclass(frozen=True)
+class RollingConfig:
+    """The ``rolling:`` section (see :func:`rolling_calib.schedule.rolling_windows`).
+
+    Attributes
+    ----------
+    initial_train_start, start, end : str
+        Months ``YYYY-MM``: first training month, first and last evaluated month.
+    step_months : int
+        Months predicted by one model before it is fine-tuned / retrained (6 in METHOD 3.3).
+    valid_months : int
+        Months before each test segment used for early stopping.
+    mode : "finetune" or "scratch"
+    train_window : "expanding" or "sliding"
+    sliding_months : int or None
+    finetune_on : "new" or "window"
+    seeds : tuple of int
+        Seeds of every pipeline (``seeds: 10`` means 0..9).
+    calibration : CalibrationConfig
+    """
+
+    initial_train_start: str
+    start: str
+    end: str
+    step_months: int = 6
+    valid_months: int = 1
+    mode: str = "finetune"
+    train_window: str = "expanding"
+    sliding_months: int | None = None
+    finetune_on: str = "new"
+    seeds: tuple[int, ...] = tuple(range(10))
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+
+    def windows(self, calendar: pd.DatetimeIndex) -> list[Window]:
+        """The schedule's windows on ``calendar`` (the store's minute bars)."""
+        return rolling_windows(
+            calendar,
+            initial_train_start=self.initial_train_start,
+            start=self.start,
+            end=self.end,
+            step_months=self.step_months,
+            valid_months=self.valid_months,
+            mode=self.mode,  # type: ignore[arg-type]
+            train_window=self.train_window,  # type: ignore[arg-type]
+            sliding_months=self.sliding_months,
+            finetune_on=self.finetune_on,  # type: ignore[arg-type]
+        )
+
+
+@dataclass
+class ExperimentConfig:
+    """A validated experiment: the Qlib workflow, its schedule, pipelines and comparisons.
+
+    Attributes
+    ----------
+    path : Path or None
+        The YAML file it came from.
+    qlib_init : dict
+        Arguments of ``qlib.init`` (``provider_uri`` resolved to ``{"1min": absolute path}``).
+    task : dict
+        The base Qlib task (``model``, ``dataset``, ``record``).
+    rolling : RollingConfig
+    pipelines : dict
+        ``{name: {dotted key: value}}``, in file order.
+    compare : list of (str, str)
+        Pairs ``(A, B)`` to compare; empty means every pair.
+    experiment_name : str
+    """
+
+    path: Path | None
+    qlib_init: dict
+    task: dict
+    rolling: RollingConfig
+    pipelines: dict[str, dict[str, Any]]
+    compare: list[tuple[str, str]]
+    experiment_name: str = "rolling-calib"
+
+    @property
+    def store_dir(self) -> Path:
+        """The Qlib minute store (``qlib_init.provider_uri['1min']``)."""
+        return Path(self.qlib_init["provider_uri"][FREQ])
+
+    def pipeline_task(self, name: str) -> dict:
+        """The task of pipeline ``name``: the base task with the pipeline's overrides applied."""
+        if name not in self.pipelines:
+            raise ConfigError(f"pipelines: unknown pipeline {name!r}; known: {', '.join(self.pipelines)}")
+        resolved = apply_overrides({"task": self.task}, self.pipelines[name], source=f"pipelines.{name}")
+        return resolved["task"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form, as recorded in the store manifest."""
+        rolling = asdict(self.rolling)
+        rolling["seeds"] = list(self.rolling.seeds)
+        return {
+            "path": str(self.path) if self.path else None,
+            "experiment_name": self.experiment_name,
+            "qlib_init": self.qlib_init,
+            "task": self.task,
+            "rolling": rolling,
+            "pipelines": self.pipelines,
+            "compare": [list(p) for p in self.compare],
+        }
+
+
+# --------------------------------------------------------------------------- helpers
+def stable_hash(obj: Any) -> str:
+    """SHA-256 (first 16 hex digits) of ``obj``'s canonical JSON (sorted keys).
+
+    Examples
+    --------
+    >>> stable_hash({"b": 1, "a": [1, 2]}) == stable_hash({"a": [1, 2], "b": 1})
+    True
+    """
+    text = json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def load_yaml(path: Path) -> dict:
+    """Read a YAML mapping; errors name the file (and line for syntax errors)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, found {type(data).__name__}")
+    return data
+
+
+def _read_with_base(path: Path, *, seen: tuple[Path, ...] = ()) -> dict:
+    """Load ``path``, merging ``BASE_CONFIG_PATH`` files first (Qlib's ``update_config``)."""
+    from qlib.utils.data import update_config
+
+    path = Path(path).resolve()
+    if path in seen:
+        raise ConfigError(f"{path}: BASE_CONFIG_PATH cycle through {' -> '.join(map(str, seen))}")
+    data = load_yaml(path)
+    base_ref = data.pop("BASE_CONFIG_PATH", None)
+    if base_ref is None:
+        return data
+    if not isinstance(base_ref, str):
+        raise ConfigError(f"{path}: BASE_CONFIG_PATH: expected a file path string, found {base_ref!r}")
+    base_path = Path(base_ref)
+    if not base_path.is_absolute():
+        base_path = path.parent / base_path
+    if not base_path.is_file():
+        raise ConfigError(f"{path}: BASE_CONFIG_PATH: file not found: {base_path}")
+    base = _read_with_base(base_path, seen=seen + (path,))
+    # pipelines and comparisons are lists of experiments, not settings: the including file's replace the base's
+    replaced = {key: data.pop(key) for key in REPLACED_KEYS if key in data}
+    merged = update_config(base, data)
+    merged.update(replaced)
+    return merged
+
+
+def _expect(value: Any, types: type | tuple[type, ...], key: str, what: str, where: str) -> Any:
+    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in _as_tuple(types))
+    if not ok:
+        raise ConfigError(f"{where}: {key}: expected {what}, found {type(value).__name__} {value!r}")
+    return value
+
+
+def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _reject_unknown(section: Mapping, allowed: frozenset[str] | set[str], prefix: str, where: str) -> None:
+    for key in section:
+        if key not in allowed:
+            raise ConfigError(
+                f"{where}: unknown key '{prefix}{key}' (allowed: {', '.join(sorted(allowed))})"
+            )
+
+
+def _month_text(value: Any, key: str, edge: str, where: str) -> str:
+    try:
+        return str(parse_month(value, field=key, edge=edge))  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _parse_rolling(section: Any, where: str) -> RollingConfig:
+    _expect(section, dict, "rolling", "a mapping", where)
+    allowed = {f for f in RollingConfig.__dataclass_fields__}
+    _reject_unknown(section, allowed, "rolling.", where)
+    for required in ("initial_train_start", "start", "end"):
+        if required not in section:
+            raise ConfigError(f"{where}: rolling.{required}: missing (expected a month 'YYYY-MM')")
+    kwargs: dict[str, Any] = {
+        "initial_train_start": _month_text(section["initial_train_start"], "rolling.initial_train_start", "start", where),
+        "start": _month_text(section["start"], "rolling.start", "start", where),
+        "end": _month_text(section["end"], "rolling.end", "end", where),
+    }
+    for key, least in (("step_months", 1), ("valid_months", 0)):
+        if key in section:
+            value = _expect(section[key], int, f"rolling.{key}", f"an integer >= {least}", where)
+            if value < least:
+                raise ConfigError(f"{where}: rolling.{key}: expected an integer >= {least}, found {value}")
+            kwargs[key] = value
+    choices = {"mode": ("finetune", "scratch"), "train_window": ("expanding", "sliding"), "finetune_on": ("new", "window")}
+    for key, options in choices.items():
+        if key in section:
+            value = section[key]
+            if value not in options:
+                raise ConfigError(f"{where}: rolling.{key}: expected one of {', '.join(options)}, found {value!r}")
+            kwargs[key] = value
+    if section.get("sliding_months") is not None:
+        value = _expect(section["sliding_months"], int, "rolling.sliding_months", "an integer >= 1", where)
+        if value < 1:
+            raise ConfigError(f"{where}: rolling.sliding_months: expected an integer >= 1, found {value}")
+        kwargs["sliding_months"] = value
+    if kwargs.get("train_window") == "sliding" and "sliding_months" not in kwargs:
+        raise ConfigError(f"{where}: rolling.sliding_months: missing (required with train_window: sliding)")
+    if "seeds" in section:
+        kwargs["seeds"] = _parse_seeds(section["seeds"], "rolling.seeds", where)
+    if "calibration" in section:
+        cal = _expect(section["calibration"], dict, "rolling.calibration", "a mapping", where)
+        _reject_unknown(cal, {"period", "bias"}, "rolling.calibration.", where)
+        period = cal.get("period", "month")
+        if not (period in ("month", "week") or (isinstance(period, int) and not isinstance(period, bool) and period >= 1)):
+            raise ConfigError(
+                f"{where}: rolling.calibration.period: expected 'month', 'week' or a number of trading days >= 1, "
+                f"found {period!r}"
+            )
+        bias = cal.get("bias", "pooled")
+        if bias not in ("pooled", "per_instrument"):
+            raise ConfigError(f"{where}: rolling.calibration.bias: expected 'pooled' or 'per_instrument', found {bias!r}")
+        kwargs["calibration"] = CalibrationConfig(period=period, bias=bias)
+    return RollingConfig(**kwargs)
+
+
+def _parse_seeds(value: Any, key: str, where: str) -> tuple[int, ...]:
+    """``N`` -> seeds 0..N-1; a list of distinct non-negative ints is taken as is."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ConfigError(f"{where}: {key}: expected a count >= 1 or a list of seeds, found {value}")
+        return tuple(range(value))
+    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+        if len(set(value)) != len(value):
+            raise ConfigError(f"{where}: {key}: expected distinct seeds, found {value}")
+        return tuple(value)
+    raise ConfigError(f"{where}: {key}: expected a count >= 1 or a list of non-negative integer seeds, found {value!r}")
+
+
+def _parse_pipelines(value: Any, where: str, base_dir: Path) -> tuple[dict[str, dict], list[tuple[str, str]]]:
+    """``pipelines:`` as a mapping, or a list of mappings / pipeline files."""
+    pipelines: dict[str, dict] = {}
+    compare: list[tuple[str, str]] = []
+
+    def add(mapping: Any, origin: str) -> None:
+        _expect(mapping, dict, "pipelines", "a mapping of pipeline name to overrides", origin)
+        for name, overrides in mapping.items():
+            if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+                raise ConfigError(f"{origin}: pipelines: invalid pipeline name {name!r} (a non-empty string without '/')")
+            if overrides is None:
+                overrides = {}
+            _expect(overrides, dict, f"pipelines.{name}", "a mapping of dotted keys to values", origin)
+            if name in pipelines:
+                raise ConfigError(f"{origin}: pipelines.{name}: defined twice")
+            pipelines[name] = dict(overrides)
+
+    if isinstance(value, dict):
+        add(value, where)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            if isinstance(item, str):
+                file = Path(item) if Path(item).is_absolute() else base_dir / item
+                if not file.is_file():
+                    raise ConfigError(f"{where}: pipelines[{i}]: pipeline file not found: {file}")
+                data = load_yaml(file)
+                _reject_unknown(data, {"pipelines", "compare"}, "", str(file))
+                add(data.get("pipelines", {}), str(file))
+                compare.extend(_parse_compare(data.get("compare", []), str(file)))
+            elif isinstance(item, dict):
+                add(item, where)
+            else:
+                raise ConfigError(
+                    f"{where}: pipelines[{i}]: expected a pipeline file path or a mapping, found {type(item).__name__}"
+                )
+    else:
+        raise ConfigError(
+            f"{where}: pipelines: expected a mapping name -> overrides or a list of pipeline files, "
+            f"found {type(value).__name__}"
+        )
+    if not pipelines:
+        raise ConfigError(f"{where}: pipelines: expected at least one pipeline (use 'base: {{}}' for the base task)")
+    return pipelines, compare
+
+
+def _parse_compare(value: Any, where: str) -> list[tuple[str, str]]:
+    _expect(value, list, "compare", "a list of [A, B] pairs", where)
+    pairs = []
+    for i, pair in enumerate(value):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)) or pair[0] == pair[1]:
+            raise ConfigError(f"{where}: compare[{i}]: expected a pair [A, B] of two different pipeline names, found {pair!r}")
+        pairs.append((pair[0], pair[1]))
+    return pairs
+
+
+def _resolve_qlib_init(section: Any, where: str) -> dict:
+    from qlib.config import MODE_CONF, _default_config, _default_region_config
+
+    _expect(section, dict, "qlib_init", "a mapping of qlib.init arguments", where)
+    allowed = set(_default_config) | set(MODE_CONF["client"]) | {"clear_mem_cache", "skip_if_reg"}
+    allowed |= set().union(*(set(v) for v in _default_region_config.values()))
+    _reject_unknown(section, allowed, "qlib_init.", where)
+    if "provider_uri" not in section:
+        raise ConfigError(f"{where}: qlib_init.provider_uri: missing (expected the minute store directory)")
+    uri = section["provider_uri"]
+    if isinstance(uri, dict):
+        _reject_unknown(uri, {FREQ}, "qlib_init.provider_uri.", where)
+        if FREQ not in uri:
+            raise ConfigError(f"{where}: qlib_init.provider_uri.{FREQ}: missing (expected the minute store directory)")
+        uri = uri[FREQ]
+    _expect(uri, str, "qlib_init.provider_uri", "a directory path", where)
+    store = Path(uri).expanduser().resolve()
+    if not store.is_dir():
+        raise ConfigError(
+            f"{where}: qlib_init.provider_uri: data directory not found: {store} "
+            "(build it with 'rolling-calib data synthetic' or 'rolling-calib data ingest')"
+        )
+    if not (store / "calendars" / f"{FREQ}.txt").is_file():
+        raise ConfigError(
+            f"{where}: qlib_init.provider_uri: {store} is not a Qlib minute store (no calendars/{FREQ}.txt)"
+        )
+    out = dict(section)
+    out["provider_uri"] = {FREQ: str(store)}
+    out.setdefault("region", "us")
+    out.setdefault("expression_cache", None)
+    out.setdefault("dataset_cache", None)
+    out.setdefault("kernels", 1)
+    return out
+
+
+def _import_class(spec: Any, key: str, where: str) -> type:
+    _expect(spec, dict, key, "a mapping with class, module_path and kwargs", where)
+    _reject_unknown(spec, CLASS_SPEC_KEYS, f"{key}.", where)
+    for part in ("class", "module_path"):
+        if not isinstance(spec.get(part), str):
+            raise ConfigError(f"{where}: {key}.{part}: expected a string, found {spec.get(part)!r}")
+    if not isinstance(spec.get("kwargs", {}), dict):
+        raise ConfigError(f"{where}: {key}.kwargs: expected a mapping, found {type(spec['kwargs']).__name__}")
+    try:
+        module = importlib.import_module(spec["module_path"])
+    except ImportError as exc:
+        raise ConfigError(f"{where}: {key}.module_path: cannot import {spec['module_path']!r}: {exc}") from exc
+    cls = getattr(module, spec["class"], None)
+    if cls is None:
+        raise ConfigError(f"{where}: {key}.class: {spec['module_path']} has no class {spec['class']!r}")
+    return cls
+
+
+def _accepted_parameters(cls: type) -> dict[str, inspect.Parameter]:
+    """Named keyword parameters of ``cls.__init__``; through ``**kwargs`` also those of its bases.
+
+    A class that forwards ``**kwargs`` to its Qlib base (``DatasetH``, ``DataHandlerLP``)
+    accepts the base's named parameters too; anything else is a typo.
+    """
+    params: dict[str, inspect.Parameter] = {}
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        try:
+            sig = inspect.signature(init)
+        except (TypeError, ValueError):
+            break
+        forwards = False
+        for name, p in sig.parameters.items():
+            if p.kind is inspect.Parameter.VAR_KEYWORD:
+                forwards = True
+            elif name != "self" and p.kind is not inspect.Parameter.VAR_POSITIONAL:
+                params.setdefault(name, p)
+        if not forwards:
+            break
+    return params
+
+
+def _check_kwargs(cls: type, kwargs: Mapping[str, Any], key: str, where: str) -> None:
+    """Unknown keyword arguments of ``cls.__init__`` fail here, not in a worker hours later."""
+    params = _accepted_parameters(cls)
+    known = list(params)
+    for name, value in kwargs.items():
+        if name not in params:
+            raise ConfigError(
+                f"{where}: {key}.kwargs.{name}: {cls.__name__} has no such argument (it accepts: {', '.join(known)})"
+            )
+        default = params[name].default
+        if default is not inspect.Parameter.empty and default is not None and value is not None:
+            numeric = (int, float)
+            if isinstance(default, bool) != isinstance(value, bool) and (isinstance(default, bool) or isinstance(value, bool)):
+                ok = False
+            elif isinstance(default, numeric) and not isinstance(default, bool):
+                ok = isinstance(value, numeric) and (isinstance(default, float) or isinstance(value, int))
+            elif isinstance(default, str):
+                ok = isinstance(value, str)
+            else:
+                ok = True
+            if not ok:
+                raise ConfigError(
+                    f"{where}: {key}.kwargs.{name}: expected {type(default).__name__} (like the default {default!r}), "
+                    f"found {type(value).__name__} {value!r}"
+                )
+
+
+def validate_task(task: Any, where: str, *, prefix: str = "task") -> None:
+    """Check a Qlib task: known sections, importable classes, accepted keyword arguments."""
+    _expect(task, dict, prefix, "a mapping with model and dataset", where)
+    _reject_unknown(task, TASK_KEYS, f"{prefix}.", where)
+    for part in ("model", "dataset"):
+        if part not in task:
+            raise ConfigError(f"{where}: {prefix}.{part}: missing")
+    model_cls = _import_class(task["model"], f"{prefix}.model", where)
+    _check_kwargs(model_cls, task["model"].get("kwargs", {}), f"{prefix}.model", where)
+    dataset_cls = _import_class(task["dataset"], f"{prefix}.dataset", where)
+    dkw = task["dataset"].get("kwargs", {})
+    _check_kwargs(dataset_cls, {k: v for k, v in dkw.items() if k != "handler"}, f"{prefix}.dataset", where)
+    handler = dkw.get("handler")
+    if not isinstance(handler, dict):
+        raise ConfigError(f"{where}: {prefix}.dataset.kwargs.handler: expected a handler mapping (class, module_path, kwargs)")
+    handler_cls = _import_class(handler, f"{prefix}.dataset.kwargs.handler", where)
+    _check_kwargs(handler_cls, handler.get("kwargs", {}), f"{prefix}.dataset.kwargs.handler", where)
+    record = task.get("record", [])
+    if not isinstance(record, (list, dict)):
+        raise ConfigError(f"{where}: {prefix}.record: expected a list of record configs, found {type(record).__name__}")
+
+
+# --------------------------------------------------------------------------- qlib access
+_QLIB_STATE: dict[str, str] = {}
+
+
+def init_qlib_once(qlib_init: Mapping[str, Any]) -> None:
+    """``qlib.init(**qlib_init)`` unless this process already did so with the same arguments.
+
+    Qlib's configuration is process-global: if other code re-initialised Qlib on another
+    store in between, the provider no longer matches and Qlib is initialised again.
+    """
+    import qlib
+    from qlib.config import C
+
+    key = stable_hash(dict(qlib_init))
+    if _QLIB_STATE.get("key") == key and C.get("provider_uri") == qlib_init.get("provider_uri"):
+        return
+    qlib.init(**copy.deepcopy(dict(qlib_init)))
+    _QLIB_STATE["key"] = key
+
+
+def store_calendar(qlib_init: Mapping[str, Any]) -> pd.DatetimeIndex:
+    """The store's minute bars, read through Qlib's calendar provider (``D.calendar``)."""
+    from qlib.data import D
+
+    init_qlib_once(qlib_init)
+    return pd.DatetimeIndex(D.calendar(freq=FREQ))
+
+
+def _check_instruments(task: Mapping[str, Any], store: Path, where: str) -> None:
+    handler_kwargs = task["dataset"].get("kwargs", {}).get("handler", {}).get("kwargs", {})
+    market = handler_kwargs.get("instruments")
+    if isinstance(market, str) and not (store / "instruments" / f"{market}.txt").is_file():
+        present = sorted(p.stem for p in (store / "instruments").glob("*.txt"))
+        raise ConfigError(
+            f"{where}: task.dataset.kwargs.handler.kwargs.instruments: universe {market!r} not in the store "
+            f"({store / 'instruments'} has: {', '.join(present) or 'none'})"
+        )
+
+
+def read_rolling(path: str | Path) -> RollingConfig:
+    """Only the validated ``rolling:`` section of an experiment file (no data needed).
+
+    Used to size the data before the store exists (the demo builds exactly the
+    months its schedule needs).
+    """
+    path = Path(path).resolve()
+    raw = _read_with_base(path)
+    if "rolling" not in raw:
+        raise ConfigError(f"{path}: rolling: missing section")
+    return _parse_rolling(raw["rolling"], str(path))
+
+
+# --------------------------------------------------------------------------- entry point
+def load_experiment(
+    path: str | Path,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    check_store: bool = True,
+) -> ExperimentConfig:
+    """Load, merge and validate an experiment YAML; nothing is trained here.
+
+    Parameters
+    ----------
+    path : path
+        The experiment file (a Qlib workflow plus ``rolling``/``pipelines``/``compare``).
+    overrides : mapping, optional
+        Dotted overrides applied to the whole file before validation, e.g.
+        ``{"qlib_init.provider_uri": "/data/store", "rolling.seeds": 3}``.
+    check_store : bool
+        Also read the store's calendar (through Qlib) and check that the schedule's
+        months lie inside it. Leave on except for pure syntax checks.
+
+    Returns
+    -------
+    ExperimentConfig
+
+    Raises
+    ------
+    ConfigError
+        Naming the file and dotted key: unknown keys, wrong types, missing data
+        directory, months outside the store, unknown model/dataset arguments.
+
+    Examples
+    --------
+    >>> cfg = load_experiment("workflows/demo.yaml")  # doctest: +SKIP
+    >>> cfg.rolling.step_months, list(cfg.pipelines)  # doctest: +SKIP
+    (2, ['wd0', 'wd5e-6'])
+    """
+    path = Path(path).resolve()
+    where = str(path)
+    raw = _read_with_base(path)
+    if overrides:
+        raw = apply_overrides(raw, overrides, source=f"{where}: overrides")
+    _reject_unknown(raw, TOP_LEVEL_KEYS, "", where)
+    for required in ("qlib_init", "task", "rolling", "pipelines"):
+        if required not in raw:
+            raise ConfigError(f"{where}: {required}: missing section")
+    qlib_init = _resolve_qlib_init(raw["qlib_init"], where)
+    validate_task(raw["task"], where)
+    rolling = _parse_rolling(raw["rolling"], where)
+    pipelines, file_pairs = _parse_pipelines(raw["pipelines"], where, path.parent)
+    pairs = file_pairs + _parse_compare(raw.get("compare", []), where)
+    for i, (a, b) in enumerate(pairs):
+        for name in (a, b):
+            if name not in pipelines:
+                raise ConfigError(f"{where}: compare[{i}]: unknown pipeline {name!r}; known: {', '.join(pipelines)}")
+    pairs = list(dict.fromkeys(pairs))
+    name = raw.get("experiment_name", "rolling-calib")
+    _expect(name, str, "experiment_name", "a string", where)
+    config = ExperimentConfig(
+        path=path,
+        qlib_init=qlib_init,
+        task=raw["task"],
+        rolling=rolling,
+        pipelines=pipelines,
+        compare=pairs,
+        experiment_name=name,
+    )
+    for pipeline in pipelines:
+        validate_task(config.pipeline_task(pipeline), where, prefix=f"pipelines.{pipeline} -> task")
+    _check_instruments(config.task, config.store_dir, where)
+    if check_store:
+        calendar = store_calendar(qlib_init)
+        try:
+            rolling.windows(calendar)
+        except ValueError as exc:
+            raise ConfigError(
+                f"{where}: {exc} (store {config.store_dir} has bars {calendar[0]} .. {calendar[-1]})"
+                if len(calendar)
+                else f"{where}: {exc} (store {config.store_dir} has no bars)"
+            ) from exc
+    return config

@@ -1,0 +1,407 @@
+"""Score a result store: QL and the monthly rolling CQL per run, then compare pipelines.
+
+A *run* is one seed of one pipeline: its windows' predictions merged over the
+whole evaluation period. For every run :func:`score_store` computes, through
+:func:`rolling_calib.metrics.rolling_calibrated_quadratic_loss` (METHOD 2.2)::
+
+    c_k  = mean over month k-1 of (y - p)            (pooled over instruments by default)
+    CQL  = mean over months 2..K of (y - (p + c_k))^2
+    QL   = mean over months 1..K of (y - p)^2        (``ql``)
+    QL'  = mean over months 2..K of (y - p)^2        (``ql_scored``: same rows as CQL)
+
+and :func:`compare_store` turns the per-run scores into the comparison of the
+``compare`` command: per pipeline the mean and standard deviation of each metric
+and the seed budget, per pair the pairwise accuracy of QL and CQL (direction by QL,
+the ground truth) with bootstrap intervals.
+
+This module reads Parquet files and calls the pure metric functions; it knows
+nothing of Qlib or torch.
+
+Example
+-------
+>>> scores = score_store("runs/demo")                     # doctest: +SKIP
+>>> scores.runs.groupby("pipeline")[["ql", "cql"]].std()  # doctest: +SKIP
+>>> print(compare_store(scores, n_boot=1000).format())    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rolling_calib import compare as cmp
+from rolling_calib import metrics
+from rolling_calib import store as st
+from rolling_calib.executors import UnitKey
+from rolling_calib.schedule import CoverageError, Window
+
+__all__ = [
+    "RUN_COLUMNS",
+    "PERIOD_COLUMNS",
+    "METRICS",
+    "StoreScores",
+    "StoreComparison",
+    "load_run",
+    "score_run",
+    "score_store",
+    "compare_store",
+]
+
+RUN_COLUMNS = ("pipeline", "seed", "ql", "ql_scored", "cql", "n_all", "n_scored")
+PERIOD_COLUMNS = ("pipeline", "seed", "period", "start", "rows", "bias", "ql", "cql", "scored")
+#: Metrics compared per pair; ``ql`` (all months) is the ground truth that sets the direction.
+METRICS = ("ql", "ql_scored", "cql")
+
+
+@dataclass
+class StoreScores:
+    """Per-run and per-period scores of a store.
+
+    Attributes
+    ----------
+    store : Path
+    runs : DataFrame
+        One row per (pipeline, seed): ``pipeline, seed, ql, ql_scored, cql, n_all, n_scored``.
+    periods : DataFrame
+        One row per (pipeline, seed, period): ``pipeline, seed, period, start, rows, bias,
+        ql, cql, scored`` (plus ``end`` and ``mean_residual``); ``bias`` is the ``c_k``
+        applied in that period (NaN in the first).
+    period, bias : str
+        The calibration rule used.
+    incomplete : list of str
+        Runs left out because a unit is missing or stale (``"pipeline/seed3: w01 missing"``).
+    compare : list of (str, str)
+        Pairs recorded in the store manifest (from the experiment's ``compare:``).
+    """
+
+    store: Path
+    runs: pd.DataFrame
+    periods: pd.DataFrame
+    period: str | int
+    bias: str
+    incomplete: list[str] = field(default_factory=list)
+    compare: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def pipelines(self) -> list[str]:
+        """Pipelines with at least one complete run, in store order."""
+        return list(dict.fromkeys(self.runs["pipeline"]))
+
+    def scores_of(self, pipeline: str) -> dict[str, np.ndarray]:
+        """``{metric: per-seed values}`` of one pipeline, seeds ascending."""
+        rows = self.runs[self.runs["pipeline"] == pipeline].sort_values("seed")
+        if rows.empty:
+            raise ValueError(f"pipeline {pipeline!r}: no complete runs in {self.store} (have: {', '.join(self.pipelines)})")
+        return {m: rows[m].to_numpy(dtype=float) for m in METRICS}
+
+
+def _windows(entry: dict) -> list[Window]:
+    return [Window.from_dict(w) for w in entry["windows"]]
+
+
+def load_run(store: str | Path, pipeline: str, seed: int, *, manifest: dict | None = None) -> pd.DataFrame:
+    """Merged predictions of one run, checked for coverage.
+
+    Every window's unit must be complete with the pipeline's current config hash;
+    each unit's rows must lie inside its window's test segment, and the merged
+    frame must have no duplicate (datetime, instrument).
+
+    Raises
+    ------
+    ValueError
+        A unit is missing or stale (message names it).
+    CoverageError
+        Rows outside their window, overlapping windows or duplicates.
+    """
+    store = Path(store)
+    manifest = st.read_manifest(store) if manifest is None else manifest
+    entry = manifest["pipelines"].get(pipeline)
+    if entry is None:
+        raise ValueError(f"{store / st.MANIFEST}: no pipeline {pipeline!r} (have: {', '.join(manifest['pipelines'])})")
+    windows = _windows(entry)
+    for prev, nxt in zip(windows, windows[1:]):
+        if nxt.test.start <= prev.test.end:
+            raise CoverageError(f"{store}: windows {prev.index} and {nxt.index} overlap")
+    frames = []
+    for w in windows:
+        key = UnitKey(pipeline, int(seed), w.index)
+        side = st.read_sidecar(store, key)
+        if side is None or not st.unit_paths(store, key).parquet.is_file():
+            raise ValueError(f"{store}: unit {key.slug()} is missing")
+        if side.get("config_hash") != entry["config_hash"]:
+            raise ValueError(f"{store}: unit {key.slug()} is stale (config hash {side.get('config_hash')}, expected {entry['config_hash']})")
+        frame = st.read_unit(store, key)
+        outside = ~w.test.contains(frame["datetime"])
+        if outside.any():
+            raise CoverageError(f"{st.unit_paths(store, key).parquet}: {int(outside.sum())} rows outside test segment {w.test.as_tuple()}")
+        frames.append(frame)
+    merged = pd.concat(frames, ignore_index=True)
+    dup = merged.duplicated(["datetime", "instrument"])
+    if dup.any():
+        raise CoverageError(f"{store}: run {pipeline}/seed{seed} has {int(dup.sum())} duplicate (datetime, instrument) rows")
+    return merged
+
+
+def score_run(frame: pd.DataFrame, *, period: str | int = "month", bias: str = "pooled") -> metrics.RollingCQL:
+    """QL and rolling CQL of one merged run (columns ``datetime, instrument, prediction, label``)."""
+    return metrics.rolling_calibrated_quadratic_loss(
+        frame["prediction"].to_numpy(dtype=float),
+        frame["label"].to_numpy(dtype=float),
+        frame["datetime"].to_numpy(),
+        instruments=frame["instrument"].to_numpy(),
+        period=period,
+        bias=bias,
+    )
+
+
+def score_store(
+    store: str | Path,
+    *,
+    period: str | int = "month",
+    bias: str = "pooled",
+    pipelines: Sequence[str] | None = None,
+    progress: bool = False,
+) -> StoreScores:
+    """Score every complete run of a store.
+
+    Parameters
+    ----------
+    store : path
+        A store written by :func:`rolling_calib.runner.run_plan`.
+    period : "month", "week", "quarter" or int
+        Calibration period (METHOD 2.2: month).
+    bias : "pooled" or "per_instrument"
+    pipelines : sequence of str, optional
+        Restrict to these pipelines (default: all in the manifest).
+    progress : bool
+        Show a tqdm bar over runs (one run = all windows of one seed, read from Parquet).
+
+    Returns
+    -------
+    StoreScores
+
+    Raises
+    ------
+    ValueError
+        Unknown pipelines, or no complete run at all.
+    """
+    store = Path(store)
+    manifest = st.read_manifest(store)
+    names = list(manifest["pipelines"]) if pipelines is None else list(pipelines)
+    unknown = [n for n in names if n not in manifest["pipelines"]]
+    if unknown:
+        raise ValueError(f"--pipelines: {', '.join(unknown)} not in {store} (have: {', '.join(manifest['pipelines'])})")
+    from tqdm.auto import tqdm
+
+    run_rows: list[dict[str, Any]] = []
+    period_frames: list[pd.DataFrame] = []
+    incomplete: list[str] = []
+    runs = [(name, int(seed)) for name in names for seed in manifest["pipelines"][name].get("seeds", [])]
+    for name, seed in tqdm(runs, desc="scoring runs", unit="run", disable=not progress, leave=False):
+        try:
+            frame = load_run(store, name, seed, manifest=manifest)
+        except CoverageError:
+            raise
+        except ValueError as exc:  # a missing or stale unit: report the run as incomplete
+            incomplete.append(f"{name}/seed{seed}: {exc}")
+            continue
+        result = score_run(frame, period=period, bias=bias)
+        run_rows.append(
+            {
+                "pipeline": name,
+                "seed": seed,
+                "ql": result.ql_all,
+                "ql_scored": result.ql_scored,
+                "cql": result.cql,
+                "n_all": result.n_all,
+                "n_scored": result.n_scored,
+            }
+        )
+        period_frames.append(result.table.assign(pipeline=name, seed=seed))
+    if not run_rows:
+        detail = "; ".join(incomplete[:5]) or "no seeds recorded"
+        raise ValueError(f"{store}: no complete run to score ({detail})")
+    periods = pd.concat(period_frames, ignore_index=True)
+    ordered = list(PERIOD_COLUMNS) + [c for c in periods.columns if c not in PERIOD_COLUMNS]
+    pairs = [tuple(p) for p in manifest.get("compare", []) if p[0] in names and p[1] in names]
+    return StoreScores(
+        store=store,
+        runs=pd.DataFrame(run_rows, columns=list(RUN_COLUMNS)),
+        periods=periods[ordered],
+        period=period,
+        bias=bias,
+        incomplete=incomplete,
+        compare=pairs,  # type: ignore[arg-type]
+    )
+
+
+@dataclass
+class StoreComparison:
+    """The ``compare`` command's result.
+
+    Attributes
+    ----------
+    summary : DataFrame
+        Per pipeline: ``runs``, ``<metric>_mean`` and ``<metric>_std`` for ql, ql_scored
+        and cql, ``std_ratio`` (std CQL / std QL over the same rows, months 2..K) and
+        ``seed_budget`` (runs of that QL needed to match the standard error CQL reaches
+        with ``runs`` runs: ``runs * (std_QL / std_CQL)^2``).
+    pairs : list of PairComparison
+        Direction by ``ql``; accuracy of ql, ql_scored and cql with bootstrap intervals.
+    period, bias : calibration rule; n_boot, confidence, seed : bootstrap settings.
+    """
+
+    summary: pd.DataFrame
+    pairs: list[cmp.PairComparison]
+    period: str | int
+    bias: str
+    n_boot: int
+    confidence: float
+    seed: int
+    incomplete: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (for ``--json``)."""
+
+        def clean(value: Any) -> Any:
+            if isinstance(value, float) and not math.isfinite(value):
+                return None
+            if isinstance(value, (np.integer,)):
+                return int(value)
+            if isinstance(value, (np.floating,)):
+                return clean(float(value))
+            return value
+
+        return {
+            "period": self.period,
+            "bias": self.bias,
+            "bootstrap": {"n_boot": self.n_boot, "confidence": self.confidence, "seed": self.seed},
+            "pipelines": [{k: clean(v) for k, v in rec.items()} for rec in self.summary.to_dict(orient="records")],
+            "pairs": [_clean_nested(p.to_dict()) for p in self.pairs],
+            "incomplete_runs": list(self.incomplete),
+        }
+
+    def format(self) -> str:
+        """Plain-text tables for the terminal."""
+        lines = [f"Per pipeline (calibration: {self.period}, bias {self.bias}; std over seeds, ddof=1)"]
+        head = (
+            f"{'pipeline':<16}{'runs':>5}{'QL mean':>12}{'QL std':>10}{'QL2..K mean':>13}{'QL2..K std':>11}"
+            f"{'CQL mean':>12}{'CQL std':>10}{'std ratio':>10}{'seed budget':>12}"
+        )
+        lines += [head, "-" * len(head)]
+        for r in self.summary.itertuples(index=False):
+            lines.append(
+                f"{r.pipeline:<16}{r.runs:>5}{_fmt(r.ql_mean, 12, 4)}{_fmt(r.ql_std, 10, 4)}"
+                f"{_fmt(r.ql_scored_mean, 13, 4)}{_fmt(r.ql_scored_std, 11, 4)}"
+                f"{_fmt(r.cql_mean, 12, 4)}{_fmt(r.cql_std, 10, 4)}{_fmt(r.std_ratio, 10, 3)}{_fmt(r.seed_budget, 12, 1)}"
+            )
+        lines.append(
+            "QL: all evaluation periods; QL2..K: the periods CQL scores (same rows); std ratio = CQL std / QL2..K std;\n"
+            "seed budget = runs of QL2..K needed to reach the standard error CQL has with the runs above."
+        )
+        if self.pairs:
+            lines += ["", f"Pairs (direction by QL; pairwise accuracy with {self.confidence:.0%} bootstrap interval, {self.n_boot} resamples)"]
+            head = f"{'better':<16}{'worse':<16}{'QL gap':>10}  {'Acc QL':<22}{'Acc CQL':<22}"
+            lines += [head, "-" * len(head)]
+            for p in self.pairs:
+                cells = []
+                for m in ("ql", "cql"):
+                    a = p.accuracies[m]
+                    cells.append(f"{a.accuracy:.3f} [{a.ci_low:.3f}, {a.ci_high:.3f}]".ljust(22))
+                tie = " (tie)" if p.tie else ""
+                lines.append(f"{p.better:<16}{p.worse:<16}{p.ground_truth_gap:>10.4f}  {cells[0]}{cells[1]}{tie}")
+        if self.incomplete:
+            lines += ["", f"Left out {len(self.incomplete)} incomplete run(s):"] + [f"  {s}" for s in self.incomplete]
+        return "\n".join(lines)
+
+
+def _fmt(value: float, width: int, digits: int) -> str:
+    return f"{'n/a':>{width}}" if value is None or not math.isfinite(value) else f"{value:>{width}.{digits}f}"
+
+
+def _clean_nested(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _clean_nested(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean_nested(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def compare_store(
+    scores: StoreScores,
+    *,
+    pipelines: Sequence[str] | None = None,
+    pairs: Sequence[tuple[str, str]] | None = None,
+    n_boot: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> StoreComparison:
+    """Summaries per pipeline and pairwise accuracies per pair.
+
+    Parameters
+    ----------
+    scores : StoreScores
+    pipelines : sequence of str, optional
+        Pipelines to include (default: all scored).
+    pairs : sequence of (str, str), optional
+        Pairs to compare. Default: the experiment's ``compare:`` pairs among the
+        included pipelines, else every pair.
+    n_boot, confidence, seed : bootstrap settings (the seed is recorded).
+
+    Returns
+    -------
+    StoreComparison
+    """
+    names = scores.pipelines if pipelines is None else list(pipelines)
+    for name in names:
+        if name not in scores.pipelines:
+            raise ValueError(f"--pipelines: {name!r} has no complete run (scored: {', '.join(scores.pipelines)})")
+    rows = []
+    for name in names:
+        values = scores.scores_of(name)
+        row: dict[str, Any] = {"pipeline": name, "runs": int(values["ql"].size)}
+        for m in METRICS:
+            row[f"{m}_mean"] = float(values[m].mean())
+            row[f"{m}_std"] = float(values[m].std(ddof=1)) if values[m].size > 1 else math.nan
+        if values["ql"].size > 1 and (row["ql_scored_std"] > 0 or row["cql_std"] > 0):
+            # same rows on both sides (months 2..K): the variance reduction calibration buys
+            vr = cmp.variance_reduction(values, vanilla="ql_scored", calibrated="cql")
+            row["std_ratio"], row["seed_budget"] = vr.std_ratio, vr.seed_budget
+        else:
+            row["std_ratio"], row["seed_budget"] = math.nan, math.nan
+        rows.append(row)
+    if pairs is None:
+        recorded = [p for p in scores.compare if p[0] in names and p[1] in names]
+        pairs = recorded or list(itertools.combinations(names, 2))
+    comparisons = []
+    for a, b in pairs:
+        for name in (a, b):
+            if name not in names:
+                raise ValueError(f"pair ({a}, {b}): pipeline {name!r} is not included (included: {', '.join(names)})")
+        comparisons.append(
+            cmp.compare_pair(
+                a, scores.scores_of(a), b, scores.scores_of(b),
+                ground_truth="ql", metrics=list(METRICS), n_boot=n_boot, confidence=confidence, seed=seed,
+            )
+        )
+    return StoreComparison(
+        summary=pd.DataFrame(rows),
+        pairs=comparisons,
+        period=scores.period,
+        bias=scores.bias,
+        n_boot=n_boot,
+        confidence=confidence,
+        seed=seed,
+        incomplete=list(scores.incomplete),
+    )

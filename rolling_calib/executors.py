@@ -1,0 +1,204 @@
+"""Executors: run the (pipeline, seed, window) units of a rolling grid.
+
+A *unit* is one training window of one seed of one pipeline. Units of the same
+(pipeline, seed) may depend on each other: a fine-tuned window starts from the
+weights of its predecessor, so it must wait until that unit has finished. The
+executor only schedules; the work itself (train, predict, write the unit's result
+atomically into the store) is a picklable callable ``work(key) -> result`` given
+by the runner. Because every unit writes its own result before it reports back,
+an executor that stops half-way never loses a completed unit.
+
+Two executors share this contract:
+
+* :class:`LocalExecutor` -- a local process pool (the default).
+* ``rolling_calib.ray_executor.RayExecutor`` -- a Ray cluster.
+
+Example
+-------
+>>> tasks = [UnitTask(UnitKey("a", 0, 0)), UnitTask(UnitKey("a", 0, 1), after=UnitKey("a", 0, 0))]
+>>> results = LocalExecutor(workers=1).run(tasks, str)
+>>> results[UnitKey("a", 0, 1)]
+"UnitKey(pipeline='a', seed=0, window=1)"
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, order=True)
+class UnitKey:
+    """Identifies one unit of work: a window of a seed of a pipeline."""
+
+    pipeline: str
+    seed: int
+    window: int
+
+    def slug(self) -> str:
+        """File-system-safe name, e.g. ``'base__seed3__w01'``."""
+        return f"{self.pipeline}__seed{self.seed}__w{self.window:02d}"
+
+
+@dataclass(frozen=True)
+class UnitTask:
+    """A unit and the unit it must wait for (``None`` when it can start at once)."""
+
+    key: UnitKey
+    after: UnitKey | None = None
+
+
+#: Called in the parent process after each unit finishes: ``(key, result)``.
+ProgressCallback = Callable[[UnitKey, Any], None]
+
+
+class Executor(Protocol):
+    """Runs ``work`` once per task, respecting ``after`` dependencies."""
+
+    def run(
+        self,
+        tasks: Sequence[UnitTask],
+        work: Callable[[UnitKey], Any],
+        *,
+        on_done: ProgressCallback | None = None,
+    ) -> dict[UnitKey, Any]:
+        """Return ``{key: work(key)}`` for every task; raise if any unit failed."""
+        ...
+
+
+class UnitFailedError(RuntimeError):
+    """A unit raised; the message names the unit, the cause is chained.
+
+    ``completed`` holds ``{key: result}`` of the units that did finish (their results
+    are in the store, so a re-run resumes after them).
+    """
+
+    def __init__(self, message: str, *, completed: dict[UnitKey, Any] | None = None) -> None:
+        super().__init__(message)
+        self.completed: dict[UnitKey, Any] = dict(completed or {})
+
+
+class DependencyQueue:
+    """Hands out tasks whose predecessor has finished; shared by every executor.
+
+    Example
+    -------
+    >>> a0, a1 = UnitKey("a", 0, 0), UnitKey("a", 0, 1)
+    >>> queue = DependencyQueue([UnitTask(a0), UnitTask(a1, after=a0)])
+    >>> [t.key.window for t in queue.take_ready()]
+    [0]
+    >>> queue.mark_done(a0); [t.key.window for t in queue.take_ready()]
+    [1]
+    """
+
+    def __init__(self, tasks: Sequence[UnitTask]) -> None:
+        check_tasks(tasks)
+        self._waiting: dict[UnitKey, list[UnitTask]] = {}
+        self._ready: list[UnitTask] = []
+        for task in tasks:
+            if task.after is None:
+                self._ready.append(task)
+            else:
+                self._waiting.setdefault(task.after, []).append(task)
+
+    def take_ready(self) -> list[UnitTask]:
+        """Return (and remove) every task that may start now, in submission order."""
+        ready, self._ready = self._ready, []
+        return ready
+
+    def mark_done(self, key: UnitKey) -> None:
+        """Release the tasks that waited for ``key``."""
+        self._ready.extend(self._waiting.pop(key, []))
+
+
+def failure_error(key: UnitKey, exc: BaseException, completed: dict[UnitKey, Any], *, detail: str = "") -> UnitFailedError:
+    """The error every executor raises when a unit fails for good."""
+    return UnitFailedError(
+        f"unit {key.slug()} failed{detail}: {type(exc).__name__}: {exc}; "
+        f"{len(completed)} unit(s) completed and kept, re-run to resume",
+        completed=completed,
+    )
+
+
+def check_tasks(tasks: Sequence[UnitTask]) -> None:
+    """Raise ``ValueError`` for duplicate keys or a dependency outside the task list.
+
+    A dependency on a unit that is not in ``tasks`` is allowed only when the runner
+    already completed it; the runner removes such dependencies before scheduling.
+    """
+    keys = [task.key for task in tasks]
+    if len(set(keys)) != len(keys):
+        raise ValueError("tasks: duplicate unit keys")
+    known = set(keys)
+    for task in tasks:
+        if task.after is not None and task.after not in known:
+            raise ValueError(f"tasks: {task.key} waits for {task.after}, which is not scheduled")
+
+
+class LocalExecutor:
+    """Run units on a local process pool (``workers=1`` runs them in this process).
+
+    Parameters
+    ----------
+    workers : int
+        Number of worker processes. With 1, units run sequentially in the calling
+        process, which is the easiest to debug and profile.
+    """
+
+    def __init__(self, *, workers: int = 1) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.workers = workers
+
+    def run(
+        self,
+        tasks: Sequence[UnitTask],
+        work: Callable[[UnitKey], Any],
+        *,
+        on_done: ProgressCallback | None = None,
+    ) -> dict[UnitKey, Any]:
+        queue = DependencyQueue(tasks)
+        results: dict[UnitKey, Any] = {}
+
+        def finish(key: UnitKey, result: Any) -> None:
+            results[key] = result
+            if on_done is not None:
+                on_done(key, result)
+            queue.mark_done(key)
+
+        if self.workers == 1:
+            ready = queue.take_ready()
+            while ready:
+                task = ready.pop(0)
+                try:
+                    result = work(task.key)
+                except Exception as exc:
+                    raise failure_error(task.key, exc, results) from exc
+                finish(task.key, result)
+                ready.extend(queue.take_ready())
+            return results
+
+        failure: tuple[UnitKey, BaseException] | None = None
+        with cf.ProcessPoolExecutor(max_workers=self.workers) as pool:
+            running: dict[cf.Future, UnitKey] = {}
+            while True:
+                if failure is None:
+                    for task in queue.take_ready():
+                        running[pool.submit(work, task.key)] = task.key
+                if not running:
+                    break
+                done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
+                for future in done:
+                    key = running.pop(future)
+                    try:
+                        result = future.result()
+                    except Exception as exc:  # re-raised below, after the running units finish
+                        failure = failure or (key, exc)
+                        continue
+                    finish(key, result)
+        if failure is not None:
+            key, exc = failure
+            raise failure_error(key, exc, results) from exc
+        return results

@@ -1,0 +1,311 @@
+"""The report: HTML (self-contained, PNGs embedded as base64) and Markdown (PNG files beside it).
+
+Contents:
+
+* per pipeline: mean and standard deviation of QL and CQL over seeds, std ratio, seed budget;
+* per pair: pairwise accuracy of QL and CQL with bootstrap intervals (direction by QL);
+* plots: the spread of QL and CQL across seeds for each pipeline, the monthly bias
+  ``c_k`` over time (mean over seeds, band = min..max), monthly QL and CQL;
+* the METHOD 4 caveat: CQL cannot see an improvement that is itself a calibration
+  improvement.
+
+Computing and drawing are separate: :func:`make_figures` returns matplotlib
+figures, :func:`render_markdown` / :func:`render_html` return text, and
+:func:`write_report` saves everything atomically.
+
+Example
+-------
+>>> from rolling_calib.evaluate import score_store, compare_store   # doctest: +SKIP
+>>> scores = score_store("runs/demo")                               # doctest: +SKIP
+>>> paths = write_report(scores, compare_store(scores), "runs/demo/report")  # doctest: +SKIP
+>>> paths["html"]                                                   # doctest: +SKIP
+PosixPath('runs/demo/report/report.html')
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rolling_calib.evaluate import StoreComparison, StoreScores
+from rolling_calib.store import atomic_write_text
+
+__all__ = ["CAVEAT", "make_figures", "render_markdown", "render_html", "write_report"]
+
+CAVEAT = (
+    "Known limitation (METHOD 4): the calibrated loss removes each period's output bias before "
+    "scoring, so it cannot see an improvement that *is* a calibration improvement. If pipeline B's "
+    "only advantage is a better-calibrated output bias, CQL will rank A and B as equal (or reversed); "
+    "check the plain QL column and the monthly bias plot before trusting a CQL ranking in that case."
+)
+
+
+def _figure_spread(scores: StoreScores):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pipes = scores.pipelines
+    panels = (("ql", "QL, all periods"), ("ql_scored", "QL, periods 2..K"), ("cql", "CQL, periods 2..K"))
+    fig, axes = plt.subplots(1, 3, figsize=(max(9.0, 2.4 * len(pipes) + 6), 3.8), constrained_layout=True)
+    fig.suptitle("Spread across seeds (one dot per seed)")
+    rng = np.random.default_rng(0)  # jitter only; fixed so the picture is reproducible
+    for ax, (metric, title) in zip(axes, panels):
+        data = [scores.scores_of(p)[metric] for p in pipes]
+        ax.boxplot(data, showfliers=False, widths=0.5)
+        for i, values in enumerate(data, start=1):
+            ax.scatter(i + rng.uniform(-0.12, 0.12, values.size), values, s=14, alpha=0.8, zorder=3)
+        ax.set_xticks(range(1, len(pipes) + 1), pipes, rotation=30, ha="right")
+        ax.set_title(title)
+        ax.set_ylabel("loss (bp^2)")
+        ax.grid(axis="y", alpha=0.3)
+    return fig
+
+
+def _period_stats(scores: StoreScores, column: str) -> pd.DataFrame:
+    table = scores.periods
+    grouped = table.groupby(["pipeline", "start"], sort=True)[column]
+    return grouped.agg(["mean", "min", "max"]).reset_index()
+
+
+def _figure_over_time(scores: StoreScores, columns: list[tuple[str, str]], ylabel: str, title: str):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 3.8), constrained_layout=True)
+    for pipeline in scores.pipelines:
+        for column, style in columns:
+            stats = _period_stats(scores, column)
+            stats = stats[(stats["pipeline"] == pipeline) & stats["mean"].notna()]
+            if stats.empty:
+                continue
+            label = f"{pipeline} {column.upper()}" if len(columns) > 1 else pipeline
+            line = ax.plot(stats["start"], stats["mean"], style, marker="o", ms=3, label=label)[0]
+            ax.fill_between(stats["start"], stats["min"], stats["max"], color=line.get_color(), alpha=0.12)
+    ax.set_title(title, fontsize=10)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.autofmt_xdate()
+    return fig
+
+
+def _figure_monthly(scores: StoreScores):
+    """Two panels: QL and CQL per period; CQL - QL per period (what calibration changed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, constrained_layout=True)
+    periods = scores.periods.assign(gain=scores.periods["cql"] - scores.periods["ql"])
+    view = StoreScores(scores.store, scores.runs, periods, scores.period, scores.bias)
+    for pipeline in scores.pipelines:
+        for column, style, ax in (("ql", "-", top), ("cql", "--", top), ("gain", "-", bottom)):
+            stats = _period_stats(view, column)
+            stats = stats[(stats["pipeline"] == pipeline) & stats["mean"].notna()]
+            if stats.empty:
+                continue
+            label = pipeline if column == "gain" else f"{pipeline} {column.upper()}"
+            line = ax.plot(stats["start"], stats["mean"], style, marker="o", ms=3, label=label)[0]
+            ax.fill_between(stats["start"], stats["min"], stats["max"], color=line.get_color(), alpha=0.12)
+    top.set_title(f"QL and CQL per {scores.period} (mean over seeds; band: min..max)")
+    top.set_ylabel("loss (bp^2)")
+    bottom.axhline(0.0, color="grey", lw=0.8)
+    bottom.set_title("CQL - QL per period (below 0: calibration lowered the loss)")
+    bottom.set_ylabel("bp^2")
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.autofmt_xdate()
+    return fig
+
+
+def make_figures(scores: StoreScores) -> dict[str, Any]:
+    """The report's figures: ``{"spread", "bias", "monthly"}`` -> matplotlib Figure."""
+    return {
+        "spread": _figure_spread(scores),
+        "bias": _figure_over_time(
+            scores, [("bias", "-")], "c_k (bp)",
+            f"Bias c_k applied each {scores.period} = previous period's mean residual\n(mean over seeds; band: min..max)",
+        ),
+        "monthly": _figure_monthly(scores),
+    }
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _num(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    return f"{float(value):.{digits}f}"
+
+
+def _tables(scores: StoreScores, comparison: StoreComparison) -> tuple[list[str], list[list[str]], list[str], list[list[str]]]:
+    head1 = ["pipeline", "runs", "QL mean", "QL std", "QL 2..K mean", "QL 2..K std", "CQL mean", "CQL std",
+             "std ratio CQL / QL 2..K", "seed budget"]
+    rows1 = [
+        [
+            r["pipeline"], _num(r["runs"]), _num(r["ql_mean"]), _num(r["ql_std"]), _num(r["ql_scored_mean"]),
+            _num(r["ql_scored_std"]), _num(r["cql_mean"]), _num(r["cql_std"]), _num(r["std_ratio"], 3),
+            _num(r["seed_budget"], 1),
+        ]
+        for r in comparison.summary.to_dict(orient="records")
+    ]
+    head2 = ["better (by QL)", "worse", "QL gap", "Acc QL [CI]", "Acc QL periods 2..K [CI]", "Acc CQL [CI]"]
+    rows2 = []
+    for p in comparison.pairs:
+        cells = [p.better + (" (tie)" if p.tie else ""), p.worse, _num(p.ground_truth_gap)]
+        for m in ("ql", "ql_scored", "cql"):
+            a = p.accuracies[m]
+            cells.append(f"{a.accuracy:.3f} [{a.ci_low:.3f}, {a.ci_high:.3f}]")
+        rows2.append(cells)
+    return head1, rows1, head2, rows2
+
+
+def _details(scores: StoreScores) -> tuple[list[str], list[list[str]], str]:
+    """Schedule table (from the first scored pipeline) and a provenance line, read from the manifest."""
+    from rolling_calib import store as st
+
+    try:
+        manifest = st.read_manifest(scores.store)
+    except ValueError:
+        return [], [], ""
+    entry = manifest["pipelines"].get(scores.pipelines[0], {}) if scores.pipelines else {}
+    head = ["window", "train", "valid", "test"]
+    rows = []
+    for w in entry.get("windows", []):
+        def seg(v):
+            return "none" if v is None else f"{v[0]} .. {v[1]}"
+
+        rows.append([str(w["index"]), seg(w.get("train")), seg(w.get("valid")), seg(w.get("test"))])
+    versions = manifest.get("versions", {})
+    hashes = ", ".join(f"{name} {e.get('config_hash')}" for name, e in manifest["pipelines"].items() if name in scores.pipelines)
+    line = (
+        f"Mode: {entry.get('mode', '?')}. Config hashes: {hashes}. Versions: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))
+        + "."
+    )
+    return head, rows, line
+
+
+def _intro(scores: StoreScores, comparison: StoreComparison) -> str:
+    n_runs = len(scores.runs)
+    return (
+        f"Store `{scores.store}`: {n_runs} run(s) of {len(scores.pipelines)} pipeline(s). "
+        f"QL is the plain quadratic loss of the 10-minute forward return (bp^2) over the whole evaluation span; "
+        f"CQL shifts each {scores.period}'s predictions by the previous {scores.period}'s mean residual "
+        f"({scores.bias} bias) and scores periods 2..K (period 1 only supplies the first bias). Pairwise accuracy = share of (seed of A, seed of B) pairs "
+        f"ranked like the ground truth (QL means); intervals: {comparison.confidence:.0%} percentile bootstrap "
+        f"over seeds, {comparison.n_boot} resamples, seed {comparison.seed}. "
+        f"QL 2..K is the plain loss on the rows CQL scores; the std ratio and the seed budget (runs of QL 2..K "
+        f"needed to reach the standard error CQL has with the runs at hand) compare those same rows."
+    )
+
+
+def render_markdown(scores: StoreScores, comparison: StoreComparison, *, images: dict[str, str]) -> str:
+    """Markdown report; ``images`` maps figure name -> relative PNG path."""
+    head1, rows1, head2, rows2 = _tables(scores, comparison)
+
+    def table(head: list[str], rows: list[list[str]]) -> list[str]:
+        return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+    lines = ["# rolling-calib report", "", _intro(scores, comparison), "", "## Pipelines", ""]
+    lines += table(head1, rows1)
+    if rows2:
+        lines += ["", "## Pairs", ""] + table(head2, rows2)
+    lines += ["", "## Spread across seeds", "", f"![QL and CQL across seeds]({images['spread']})"]
+    lines += ["", "## Monthly bias c_k", "", f"![bias over time]({images['bias']})"]
+    lines += ["", "## Monthly QL and CQL", "", f"![monthly QL and CQL]({images['monthly']})"]
+    lines += ["", "## Caveat", "", CAVEAT]
+    head3, rows3, provenance = _details(scores)
+    if rows3:
+        lines += ["", "## Schedule and provenance", ""] + table(head3, rows3) + ["", provenance]
+    if scores.incomplete:
+        lines += ["", "## Incomplete runs (left out)", ""] + [f"- {s}" for s in scores.incomplete]
+    return "\n".join(lines) + "\n"
+
+
+def render_html(scores: StoreScores, comparison: StoreComparison, *, pngs: dict[str, bytes]) -> str:
+    """Self-contained HTML report (figures embedded as base64 PNG)."""
+    head1, rows1, head2, rows2 = _tables(scores, comparison)
+    esc = html.escape
+
+    def table(head: list[str], rows: list[list[str]]) -> str:
+        th = "".join(f"<th>{esc(h)}</th>" for h in head)
+        trs = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
+        return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
+
+    def img(name: str, alt: str) -> str:
+        data = base64.b64encode(pngs[name]).decode("ascii")
+        return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
+
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>rolling-calib report</title>",
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.4}"
+        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+        "td:first-child,th:first-child{text-align:left}img{max-width:100%}.caveat{background:#fff4e0;padding:.8em}</style>",
+        "</head><body><h1>rolling-calib report</h1>",
+        f"<p>{esc(_intro(scores, comparison))}</p>",
+        "<h2>Pipelines</h2>", table(head1, rows1),
+    ]
+    if rows2:
+        parts += ["<h2>Pairs</h2>", table(head2, rows2)]
+    parts += [
+        "<h2>Spread across seeds</h2>", img("spread", "QL and CQL across seeds"),
+        "<h2>Monthly bias c_k</h2>", img("bias", "bias over time"),
+        "<h2>Monthly QL and CQL</h2>", img("monthly", "monthly QL and CQL"),
+        f"<h2>Caveat</h2><p class='caveat'>{esc(CAVEAT)}</p>",
+    ]
+    head3, rows3, provenance = _details(scores)
+    if rows3:
+        parts += ["<h2>Schedule and provenance</h2>", table(head3, rows3), f"<p>{esc(provenance)}</p>"]
+    if scores.incomplete:
+        parts += ["<h2>Incomplete runs (left out)</h2><ul>"] + [f"<li>{esc(s)}</li>" for s in scores.incomplete] + ["</ul>"]
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def write_report(scores: StoreScores, comparison: StoreComparison, out_dir: str | Path) -> dict[str, Path]:
+    """Write ``report.html``, ``report.md``, the PNGs and the tables (CSV) into ``out_dir``.
+
+    Returns
+    -------
+    dict
+        ``{"html", "markdown", "runs_csv", "periods_csv", "<figure>_png"...}`` -> path.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    pngs = {name: _png(fig) for name, fig in make_figures(scores).items()}
+    paths: dict[str, Path] = {}
+    for name, data in pngs.items():
+        path = out / f"{name}.png"
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+        paths[f"{name}_png"] = path
+    paths["markdown"] = atomic_write_text(out / "report.md", render_markdown(scores, comparison, images={n: f"{n}.png" for n in pngs}))
+    paths["html"] = atomic_write_text(out / "report.html", render_html(scores, comparison, pngs=pngs))
+    paths["runs_csv"] = atomic_write_text(out / "runs.csv", scores.runs.to_csv(index=False))
+    paths["periods_csv"] = atomic_write_text(out / "periods.csv", scores.periods.to_csv(index=False))
+    paths["summary_csv"] = atomic_write_text(out / "pipelines.csv", comparison.summary.to_csv(index=False))
+    return paths

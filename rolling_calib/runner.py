@@ -1,0 +1,566 @@
+"""The runner: plan the grid pipelines x seeds x windows, execute units, fill the store.
+
+This is the only layer that drives Qlib. A *unit* is one window of one seed of one
+pipeline; :func:`execute_unit` trains it with Qlib's own machinery and writes it
+into the store (see :mod:`rolling_calib.store`)::
+
+    task   = the pipeline's Qlib task with this window's dates and this unit's seed
+    model  = init_instance_by_config(task["model"])      # rolling_calib.model.RollingLSTM
+    data   = init_instance_by_config(task["dataset"])    # MinuteTSDataset(MinuteBarHandler)
+    fine-tune mode, window k >= 1: model.load_state(checkpoint of window k-1)
+    model.fit(data); p = model.predict(data, "test"); y = data.labels("test")
+    write units/<pipeline>/seed<k>/w<NN>.parquet, checkpoint, sidecar (atomically, sidecar last)
+
+Example
+-------
+>>> from rolling_calib.config import load_experiment                    # doctest: +SKIP
+>>> from rolling_calib.executors import LocalExecutor                  # doctest: +SKIP
+>>> plan = plan_run(load_experiment("workflows/demo.yaml"), store=Path("runs/demo"))  # doctest: +SKIP
+>>> summary = run_plan(plan, executor=LocalExecutor(workers=2))       # doctest: +SKIP
+>>> summary.ran, summary.skipped                                        # doctest: +SKIP
+(20, 0)
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rolling_calib import store as st
+from rolling_calib.config import ExperimentConfig, init_qlib_once, stable_hash, store_calendar
+from rolling_calib.executors import Executor, UnitKey, UnitTask
+from rolling_calib.schedule import CoverageError, Window, check_coverage
+
+__all__ = [
+    "PipelinePlan",
+    "RunPlan",
+    "UnitResult",
+    "RunSummary",
+    "plan_run",
+    "window_task",
+    "execute_unit",
+    "run_plan",
+    "check_store_coverage",
+    "default_threads",
+    "pending_units",
+]
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    """One pipeline of a run: its resolved Qlib task and config hash."""
+
+    name: str
+    task: dict
+    config_hash: str
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a worker needs to execute any unit of a run (picklable).
+
+    Attributes
+    ----------
+    store : Path
+        The result store.
+    qlib_init : dict
+        ``qlib.init`` arguments (the minute store).
+    pipelines : tuple of PipelinePlan
+    seeds : tuple of int
+    windows : tuple of Window
+    mode : str
+        ``"finetune"`` (window k starts from window k-1's checkpoint) or ``"scratch"``.
+    n_threads : int
+        Torch threads per unit (default 1; recorded in the config hash because the
+        thread count changes floating-point summation order).
+    experiment : dict
+        The validated experiment (recorded in the manifest).
+    data : dict
+        Data identity of the minute store.
+    """
+
+    store: Path
+    qlib_init: dict
+    pipelines: tuple[PipelinePlan, ...]
+    seeds: tuple[int, ...]
+    windows: tuple[Window, ...]
+    mode: str
+    n_threads: int
+    experiment: dict
+    data: dict
+
+    def pipeline(self, name: str) -> PipelinePlan:
+        """The plan of pipeline ``name``."""
+        for p in self.pipelines:
+            if p.name == name:
+                return p
+        raise KeyError(f"pipeline {name!r} is not in this plan ({', '.join(p.name for p in self.pipelines)})")
+
+    def keys(self) -> list[UnitKey]:
+        """All units, pipeline-major, then seed, then window."""
+        return [UnitKey(p.name, s, w.index) for p in self.pipelines for s in self.seeds for w in self.windows]
+
+    def predecessor(self, key: UnitKey) -> UnitKey | None:
+        """The unit whose checkpoint ``key`` starts from (fine-tune mode), else ``None``."""
+        if self.mode != "finetune" or key.window == 0:
+            return None
+        return UnitKey(key.pipeline, key.seed, key.window - 1)
+
+
+@dataclass(frozen=True)
+class UnitResult:
+    """What a worker reports back for one unit (small; the data is in the store)."""
+
+    key: UnitKey
+    rows: int
+    seconds: float
+    ql: float
+    dropped: int = 0  # predictions without a finite label (not stored), counted
+
+
+@dataclass
+class RunSummary:
+    """Outcome of :func:`run_plan`."""
+
+    store: Path
+    ran: int
+    skipped: int
+    stale_moved: int
+    seconds: float
+    results: dict[UnitKey, UnitResult] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly summary (for ``rolling-calib run --json``)."""
+        return {
+            "store": str(self.store),
+            "units_ran": self.ran,
+            "units_skipped": self.skipped,
+            "stale_units_moved": self.stale_moved,
+            "seconds": round(self.seconds, 3),
+            "rows_dropped_unlabelled": sum(r.dropped for r in self.results.values()),
+            "units": [
+                {"unit": k.slug(), "rows": r.rows, "rows_dropped_unlabelled": r.dropped,
+                 "seconds": round(r.seconds, 3), "ql": r.ql}
+                for k, r in sorted(self.results.items())
+            ],
+        }
+
+
+def default_threads(workers: int) -> int:
+    """Torch threads per unit so that ``workers`` processes share this machine's cores.
+
+    ``rolling-calib run`` uses 1 thread per unit by default instead: the thread count
+    is part of the config hash (it changes floating-point summation order), so a value
+    that depends on the machine would make a store resumed elsewhere recompute.
+
+    Examples
+    --------
+    >>> default_threads(os.cpu_count() or 1)
+    1
+    """
+    return max(1, (os.cpu_count() or 1) // max(1, workers))
+
+
+# --------------------------------------------------------------------------- planning
+def _pipeline_hash(task: dict, windows: Sequence[Window], rolling: dict, data: dict, n_threads: int) -> str:
+    """Hash of everything that shapes a pipeline's numbers.
+
+    The resolved task, the exact windows and mode, the data identity (not its path)
+    and the torch thread count: threads change the floating-point summation order,
+    so 1 and 2 threads give predictions that differ in the 6th digit.
+    """
+    schedule = {
+        "windows": [w.to_dict() for w in windows],
+        "mode": rolling["mode"],
+        "finetune_on": rolling["finetune_on"],
+    }
+    data_id = {k: v for k, v in data.items() if k != "path"}
+    return stable_hash({"task": task, "schedule": schedule, "data": data_id, "n_threads": int(n_threads)})
+
+
+def plan_run(
+    config: ExperimentConfig,
+    *,
+    store: str | os.PathLike,
+    pipelines: Sequence[str] | None = None,
+    seeds: int | Sequence[int] | None = None,
+    n_threads: int = 1,
+) -> RunPlan:
+    """Build the (picklable) plan of a run: windows from the store calendar, hashes, units.
+
+    Parameters
+    ----------
+    config : ExperimentConfig
+        A validated experiment (:func:`rolling_calib.config.load_experiment`).
+    store : path
+        The result store directory (created by :func:`run_plan`).
+    pipelines : sequence of str, optional
+        Subset of the config's pipelines (default: all).
+    seeds : int or sequence of int, optional
+        ``N`` means seeds ``0..N-1``; default: the config's ``rolling.seeds``.
+    n_threads : int
+        Torch threads per unit (part of the config hash: it changes the last digits).
+
+    Raises
+    ------
+    ValueError
+        Unknown pipeline names or bad seeds.
+    """
+    names = list(config.pipelines) if pipelines is None else list(pipelines)
+    unknown = [n for n in names if n not in config.pipelines]
+    if unknown:
+        raise ValueError(f"--pipelines: unknown pipeline(s) {', '.join(unknown)}; known: {', '.join(config.pipelines)}")
+    if not names:
+        raise ValueError("--pipelines: expected at least one pipeline")
+    if seeds is None:
+        seed_list = tuple(config.rolling.seeds)
+    elif isinstance(seeds, int):
+        if seeds < 1:
+            raise ValueError(f"--seeds: expected a count >= 1, found {seeds}")
+        seed_list = tuple(range(seeds))
+    else:
+        seed_list = tuple(int(s) for s in seeds)
+        if not seed_list or min(seed_list) < 0 or len(set(seed_list)) != len(seed_list):
+            raise ValueError(f"seeds: expected distinct non-negative seeds, found {list(seeds)}")
+    if n_threads < 1:
+        raise ValueError(f"n_threads: expected >= 1, found {n_threads}")
+    calendar = store_calendar(config.qlib_init)
+    windows = tuple(config.rolling.windows(calendar))
+    market = config.task["dataset"].get("kwargs", {}).get("handler", {}).get("kwargs", {}).get("instruments")
+    data = st.data_identity(config.store_dir, instruments=[market] if isinstance(market, str) else ())
+    experiment = config.to_dict()
+    plans = []
+    for name in dict.fromkeys(names):
+        task = config.pipeline_task(name)
+        plans.append(PipelinePlan(name, task, _pipeline_hash(task, windows, experiment["rolling"], data, n_threads)))
+    return RunPlan(
+        store=Path(store).resolve(),
+        qlib_init=copy.deepcopy(config.qlib_init),
+        pipelines=tuple(plans),
+        seeds=seed_list,
+        windows=windows,
+        mode=config.rolling.mode,
+        n_threads=int(n_threads),
+        experiment=experiment,
+        data=data,
+    )
+
+
+def window_task(task: dict, window: Window, *, seed: int, n_threads: int) -> dict:
+    """The Qlib task of one unit: the pipeline's task with this window's dates and seed.
+
+    Sets the handler's ``start_time``/``end_time`` (fit start to test end) and
+    ``fit_start_time``/``fit_end_time`` (the window's fit span), the dataset's
+    ``segments`` (exact first/last minute bars) and the model's ``seed`` and ``n_threads``.
+    """
+    out = copy.deepcopy(task)
+    model_kwargs = out["model"].setdefault("kwargs", {})
+    model_kwargs["seed"] = int(seed)
+    model_kwargs["n_threads"] = int(n_threads)
+    dkw = out["dataset"].setdefault("kwargs", {})
+    hkw = dkw["handler"].setdefault("kwargs", {})
+    start = min(window.fit.start, window.train.start)
+    hkw["start_time"] = start.isoformat(sep=" ")
+    hkw["end_time"] = window.test.end.isoformat(sep=" ")
+    hkw["fit_start_time"] = window.fit.start.isoformat(sep=" ")
+    hkw["fit_end_time"] = window.fit.end.isoformat(sep=" ")
+    dkw["segments"] = {"train": list(window.train.as_tuple()), "test": list(window.test.as_tuple())}
+    if window.valid is not None:  # no valid segment: the model keeps its last epoch
+        dkw["segments"]["valid"] = list(window.valid.as_tuple())
+    return out
+
+
+# --------------------------------------------------------------------------- one unit
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def _unit_frame(pred: pd.Series | pd.DataFrame, label: pd.Series | pd.DataFrame, window: Window, key: UnitKey) -> tuple[pd.DataFrame, int]:
+    """Join predictions and labels into the unit's table; returns it and the rows dropped."""
+    if isinstance(pred, pd.DataFrame):
+        pred = pred.iloc[:, 0]
+    if isinstance(label, pd.DataFrame):
+        label = label.iloc[:, 0]
+    joined = pd.concat({"prediction": pred.astype("float64"), "label": label.astype("float64")}, axis=1, join="inner")
+    names = list(joined.index.names)
+    if "datetime" not in names or "instrument" not in names:
+        raise ValueError(f"unit {key.slug()}: expected predictions indexed by (datetime, instrument), found {names}")
+    frame = joined.reset_index()[list(st.UNIT_COLUMNS)]
+    frame["datetime"] = pd.to_datetime(frame["datetime"])
+    frame["instrument"] = frame["instrument"].astype(str)
+    n_before = len(pred)
+    bad_pred = ~np.isfinite(frame["prediction"].to_numpy())
+    if bad_pred.any():
+        raise ValueError(f"unit {key.slug()}: model returned {int(bad_pred.sum())} non-finite predictions")
+    frame = frame[np.isfinite(frame["label"].to_numpy())]
+    outside = ~window.test.contains(frame["datetime"])
+    if outside.any():
+        raise CoverageError(
+            f"unit {key.slug()}: {int(outside.sum())} predictions outside the test segment {window.test.as_tuple()}"
+        )
+    frame = frame.sort_values(["datetime", "instrument"], kind="mergesort").reset_index(drop=True)
+    if frame.duplicated(["datetime", "instrument"]).any():
+        raise CoverageError(f"unit {key.slug()}: duplicate (datetime, instrument) predictions")
+    if frame.empty:
+        raise CoverageError(f"unit {key.slug()}: no labelled predictions in test segment {window.test.as_tuple()}")
+    return frame, n_before - len(frame)
+
+
+def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
+    """Train, predict and store one unit; safe to call in any worker process.
+
+    Parameters
+    ----------
+    plan : RunPlan
+    key : UnitKey
+
+    Returns
+    -------
+    UnitResult
+        Rows written, wall seconds and the unit's plain quadratic loss.
+
+    Notes
+    -----
+    ``functools.partial(execute_unit, plan)`` is the picklable ``work`` callable that
+    executors (local pool, Ray) receive. Qlib is initialised once per process.
+    """
+    from qlib.utils import init_instance_by_config
+
+    t0 = time.perf_counter()
+    pipeline = plan.pipeline(key.pipeline)
+    window = plan.windows[key.window]
+    paths = st.unit_paths(plan.store, key)
+    init_qlib_once(plan.qlib_init)
+    task = window_task(pipeline.task, window, seed=key.seed, n_threads=plan.n_threads)
+    model = init_instance_by_config(task["model"])
+    dataset = init_instance_by_config(task["dataset"])
+    t_data = time.perf_counter()
+    start_from = None
+    previous = plan.predecessor(key)
+    if previous is not None:
+        prev_paths = st.unit_paths(plan.store, previous)
+        prev_side = st.read_sidecar(plan.store, previous)
+        if prev_side is None or prev_side.get("config_hash") != pipeline.config_hash or not prev_paths.checkpoint.is_file():
+            raise RuntimeError(f"unit {key.slug()}: predecessor {previous.slug()} is not complete; cannot fine-tune")
+        model.load_state(prev_paths.checkpoint)
+        start_from = {"checkpoint": prev_paths.relative_checkpoint(plan.store), "sha256": _sha256(prev_paths.checkpoint)}
+    model.fit(dataset)
+    t_fit = time.perf_counter()
+    pred = model.predict(dataset, segment="test")
+    label = dataset.labels("test")
+    frame, dropped = _unit_frame(pred, label, window, key)
+    t_pred = time.perf_counter()
+    model.save_state(paths.checkpoint)  # atomic
+    st.atomic_write_parquet(paths.parquet, frame)
+    residual = frame["label"].to_numpy() - frame["prediction"].to_numpy()
+    ql = float(np.mean(residual**2))
+    t_end = time.perf_counter()
+    sidecar = {
+        "pipeline": key.pipeline,
+        "seed": key.seed,
+        "window": key.window,
+        "config_hash": pipeline.config_hash,
+        "rows": int(len(frame)),
+        "rows_dropped_unlabelled": int(dropped),
+        "test": list(window.test.as_tuple()),
+        "first_prediction": frame["datetime"].iloc[0].isoformat(sep=" "),
+        "last_prediction": frame["datetime"].iloc[-1].isoformat(sep=" "),
+        "ql": ql,
+        "checkpoint": paths.relative_checkpoint(plan.store),
+        "checkpoint_sha256": _sha256(paths.checkpoint),
+        "started_from": start_from,
+        "n_threads": plan.n_threads,
+        "pid": os.getpid(),
+        "timings": {
+            "build_s": round(t_data - t0, 3),
+            "fit_s": round(t_fit - t_data, 3),
+            "predict_s": round(t_pred - t_fit, 3),
+            "write_s": round(t_end - t_pred, 3),
+            "total_s": round(t_end - t0, 3),
+        },
+        "finished_at": pd.Timestamp.now(tz="UTC").isoformat(),
+    }
+    st.atomic_write_json(paths.sidecar, sidecar)  # last: marks the unit complete
+    return UnitResult(key=key, rows=int(len(frame)), seconds=t_end - t0, ql=ql, dropped=int(dropped))
+
+
+# --------------------------------------------------------------------------- the grid
+def pending_units(plan: RunPlan) -> tuple[list[UnitKey], int, int]:
+    """Units still to run, units already complete, and stale units moved aside.
+
+    A unit is complete when its sidecar names the pipeline's current config hash
+    (:func:`rolling_calib.store.is_complete`). Units of another hash are moved to
+    ``STORE/stale/`` first. In fine-tune mode every window after a missing one is
+    pending too (its starting checkpoint will change).
+
+    Returns
+    -------
+    (list of UnitKey, int, int)
+        Pending units in plan order, the number skipped, the number moved aside.
+    """
+    pending: list[UnitKey] = []
+    skipped = stale = 0
+    for p in plan.pipelines:
+        for seed in plan.seeds:
+            broken = False
+            for w in plan.windows:
+                key = UnitKey(p.name, seed, w.index)
+                if st.move_stale(plan.store, key, p.config_hash) is not None:
+                    stale += 1
+                if not broken and st.is_complete(plan.store, key, p.config_hash):
+                    skipped += 1
+                    continue
+                pending.append(key)
+                broken = plan.mode == "finetune"
+    return pending, skipped, stale
+
+
+def _write_manifest(plan: RunPlan) -> None:
+    entries = {
+        p.name: {
+            "config_hash": p.config_hash,
+            "task": p.task,
+            "windows": [w.to_dict() for w in plan.windows],
+            "mode": plan.mode,
+            "seeds": list(plan.seeds),
+            "calibration": plan.experiment["rolling"]["calibration"],
+        }
+        for p in plan.pipelines
+    }
+    st.write_manifest(
+        plan.store,
+        pipelines=entries,
+        extra={
+            "experiment": plan.experiment,
+            "versions": st.library_versions(),
+            "data": plan.data,
+            "qlib_init": plan.qlib_init,
+            "compare": plan.experiment.get("compare", []),
+            "updated_at": pd.Timestamp.now(tz="UTC").isoformat(),
+        },
+    )
+
+
+def run_plan(plan: RunPlan, *, executor: Executor, progress: bool = True) -> RunSummary:
+    """Run every unit of ``plan`` that is not complete yet, then check coverage.
+
+    Completed units whose sidecar names the pipeline's current config hash are
+    skipped; stale ones are moved to ``STORE/stale/`` and recomputed. In fine-tune
+    mode a unit waits for its predecessor (``UnitTask.after``), and a missing
+    window forces the later windows of that seed to be recomputed.
+
+    Parameters
+    ----------
+    plan : RunPlan
+    executor : Executor
+        ``LocalExecutor(workers=K)`` or ``RayExecutor(...)``.
+    progress : bool
+        Show a tqdm bar of units.
+
+    Returns
+    -------
+    RunSummary
+
+    Raises
+    ------
+    rolling_calib.executors.UnitFailedError
+        When a unit fails (completed units stay in the store).
+    rolling_calib.schedule.CoverageError
+        When the merged predictions of a (pipeline, seed) leave a gap or overlap.
+    """
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    plan.store.mkdir(parents=True, exist_ok=True)
+    _write_manifest(plan)
+    pending, skipped, stale = pending_units(plan)
+    pending_set = set(pending)
+    tasks = []
+    for key in pending:
+        before = plan.predecessor(key)
+        tasks.append(UnitTask(key, after=before if before in pending_set else None))
+    bar = tqdm(total=len(plan.keys()), initial=skipped, desc="units", unit="unit", disable=not progress, dynamic_ncols=True)
+
+    def on_done(key: UnitKey, result: UnitResult) -> None:
+        bar.update(1)
+        bar.set_postfix_str(f"{key.slug()} {result.seconds:.0f}s", refresh=False)
+
+    try:
+        results = executor.run(tasks, partial(execute_unit, plan), on_done=on_done) if tasks else {}
+    finally:
+        bar.close()
+    check_store_coverage(plan)
+    summary = RunSummary(
+        store=plan.store,
+        ran=len(results),
+        skipped=skipped,
+        stale_moved=stale,
+        seconds=time.perf_counter() - t0,
+        results=dict(results),
+    )
+    _record_history(plan, summary, executor)
+    return summary
+
+
+def _record_history(plan: RunPlan, summary: RunSummary, executor: Executor) -> None:
+    """Append this run's timing to the manifest's ``history`` (unit timings are in the sidecars)."""
+    manifest = st.read_manifest(plan.store)
+    unit_seconds = [r.seconds for r in summary.results.values()]
+    manifest.setdefault("history", []).append(
+        {
+            "finished_at": pd.Timestamp.now(tz="UTC").isoformat(),
+            "pipelines": [p.name for p in plan.pipelines],
+            "seeds": list(plan.seeds),
+            "units_ran": summary.ran,
+            "units_skipped": summary.skipped,
+            "stale_units_moved": summary.stale_moved,
+            "wall_s": round(summary.seconds, 3),
+            "unit_s_total": round(float(sum(unit_seconds)), 3),
+            "unit_s_max": round(float(max(unit_seconds, default=0.0)), 3),
+            "executor": type(executor).__name__,
+            "workers": getattr(executor, "workers", None),
+            "n_threads": plan.n_threads,
+        }
+    )
+    st.atomic_write_json(plan.store / st.MANIFEST, manifest)
+
+
+def check_store_coverage(plan: RunPlan) -> None:
+    """Check that each (pipeline, seed)'s units tile the evaluation period exactly.
+
+    The windows' test segments must tile the calendar (no gap, no overlap); every
+    unit must be complete with rows only inside its own test segment (so merged
+    predictions never overlap), and its first and last predictions must lie in its
+    first and last test sessions (so no window is silently cut short).
+    """
+    calendar = store_calendar(plan.qlib_init)
+    check_coverage(plan.windows, calendar)
+    for p in plan.pipelines:
+        for seed in plan.seeds:
+            for w in plan.windows:
+                key = UnitKey(p.name, seed, w.index)
+                side = st.read_sidecar(plan.store, key)
+                if side is None or side.get("config_hash") != p.config_hash:
+                    raise CoverageError(f"coverage: unit {key.slug()} is missing from {plan.store}")
+                first, last = pd.Timestamp(side["first_prediction"]), pd.Timestamp(side["last_prediction"])
+                if first < w.test.start or last > w.test.end:
+                    raise CoverageError(f"coverage: unit {key.slug()} has predictions outside {w.test.as_tuple()}")
+                if first.normalize() != w.test.start.normalize() or last.normalize() != w.test.end.normalize():
+                    raise CoverageError(
+                        f"coverage: unit {key.slug()} predicts {first} .. {last}, "
+                        f"not the whole test segment {w.test.as_tuple()} (first and last session)"
+                    )

@@ -1,0 +1,193 @@
+"""Experiment config: loading, overrides, and every kind of bad config failing before training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rolling_calib.config import ConfigError, apply_overrides, load_experiment, read_rolling
+
+from runner_helpers import REPO
+
+WORKFLOWS = REPO / "workflows"
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory) -> Path:
+    from data_prep import build_synthetic_store
+
+    return build_synthetic_store(tmp_path_factory.mktemp("cfgdata"), start="2018-01-01", end="2018-04-30",
+                                 symbols=["AAPL", "F"], seed=1)
+
+
+def _write(tmp_path: Path, data: dict, name: str = "exp.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _good(tiny_data: Path) -> dict:
+    return {
+        "BASE_CONFIG_PATH": str(WORKFLOWS / "base.yaml"),
+        "qlib_init": {"provider_uri": {"1min": str(tiny_data)}},
+        "rolling": {"initial_train_start": "2018-01", "start": "2018-03", "end": "2018-04", "step_months": 1, "seeds": 2},
+        "pipelines": {"a": {}, "b": {"task.model.kwargs.weight_decay": 1.0e-4}},
+        "compare": [["a", "b"]],
+    }
+
+
+def _load(tmp_path, data, **kw):
+    return load_experiment(_write(tmp_path, data), **kw)
+
+
+def test_good_config_loads_with_base_and_overrides(tiny_data, tmp_path):
+    cfg = _load(tmp_path, _good(tiny_data))
+    assert cfg.rolling.seeds == (0, 1) and cfg.rolling.step_months == 1 and cfg.rolling.start == "2018-03"
+    assert list(cfg.pipelines) == ["a", "b"]  # the base file's pipelines are replaced, not merged
+    assert cfg.pipeline_task("b")["model"]["kwargs"]["weight_decay"] == 1.0e-4
+    assert cfg.pipeline_task("a")["model"]["kwargs"]["weight_decay"] == 0.0
+    assert cfg.store_dir == tiny_data.resolve()
+    assert cfg.compare == [("a", "b")]
+    assert cfg.to_dict()["rolling"]["seeds"] == [0, 1]
+
+
+def test_shipped_workflows_parse(tiny_data):
+    over = {"qlib_init.provider_uri": str(tiny_data)}
+    m33 = load_experiment(WORKFLOWS / "method33.yaml", overrides=over, check_store=False)
+    assert len(m33.pipelines) == 24 and len(m33.compare) == 25
+    assert m33.pipeline_task("l6")["model"]["kwargs"]["num_layers"] == 6
+    assert m33.rolling.step_months == 6 and m33.rolling.seeds == tuple(range(10))
+    demo = load_experiment(WORKFLOWS / "demo.yaml", overrides=over, check_store=False)
+    assert list(demo.pipelines) == ["wd0", "wd1e-3"] and demo.rolling.seeds == tuple(range(10))
+    real = load_experiment(WORKFLOWS / "real2018.yaml", overrides=over, check_store=False)
+    assert real.rolling.calibration.period == "week"
+    assert read_rolling(WORKFLOWS / "demo.yaml").end == "2018-06"
+
+
+def test_apply_overrides_dotted_paths():
+    cfg = {"task": {"model": {"kwargs": {"lr": 0.1}}}, "rolling": {"seeds": 3}}
+    out = apply_overrides(cfg, {"task.model.kwargs.lr": 0.01, "task.model.kwargs.dropout": 0.1, "rolling.seeds": 5})
+    assert out == {"task": {"model": {"kwargs": {"lr": 0.01, "dropout": 0.1}}}, "rolling": {"seeds": 5}}
+    assert cfg["task"]["model"]["kwargs"] == {"lr": 0.1}  # input untouched
+    with pytest.raises(ConfigError, match=r"unknown key 'task\.modle\.kwargs\.lr' \('task' has no 'modle'; it has: model\)"):
+        apply_overrides(cfg, {"task.modle.kwargs.lr": 1})
+    with pytest.raises(ConfigError, match=r"unknown key 'rolling\.seeds\.x' \('rolling\.seeds' is a int"):
+        apply_overrides(cfg, {"rolling.seeds.x": 1})
+
+
+def test_unknown_top_level_key(tiny_data, tmp_path):
+    data = _good(tiny_data) | {"rollin": {}}
+    with pytest.raises(ConfigError, match=r"exp\.yaml: unknown key 'rollin'"):
+        _load(tmp_path, data)
+
+
+def test_unknown_rolling_key(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    data["rolling"]["step_month"] = 2
+    with pytest.raises(ConfigError, match=r"unknown key 'rolling\.step_month'"):
+        _load(tmp_path, data)
+
+
+def test_unknown_model_kwarg_checked_against_the_class_signature(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    data["pipelines"]["b"] = {"task.model.kwargs.wieght_decay": 1e-4}
+    with pytest.raises(ConfigError, match=r"pipelines\.b -> task\.model\.kwargs\.wieght_decay: RollingLSTM has no such argument"):
+        _load(tmp_path, data)
+
+
+def test_unknown_handler_kwarg(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    data["task"] = {"dataset": {"kwargs": {"handler": {"kwargs": {"label_horizn": 5}}}}}
+    with pytest.raises(ConfigError, match=r"task\.dataset\.kwargs\.handler\.kwargs\.label_horizn: MinuteBarHandler has no such argument"):
+        _load(tmp_path, data)
+
+
+def test_unknown_override_path_in_pipeline(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    data["pipelines"]["b"] = {"task.modle.kwargs.lr": 0.1}
+    with pytest.raises(ConfigError, match=r"pipelines\.b: unknown key 'task\.modle\.kwargs\.lr'"):
+        _load(tmp_path, data)
+
+
+def test_wrong_type_in_rolling(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    data["rolling"]["step_months"] = "six"
+    with pytest.raises(ConfigError, match=r"rolling\.step_months: expected an integer >= 1, found str 'six'"):
+        _load(tmp_path, data)
+
+
+def test_wrong_type_of_model_kwarg(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    data["pipelines"]["b"] = {"task.model.kwargs.hidden_size": "big"}
+    with pytest.raises(ConfigError, match=r"task\.model\.kwargs\.hidden_size: expected int .* found str 'big'"):
+        _load(tmp_path, data)
+
+
+def test_bad_choice(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    data["rolling"]["calibration"] = {"period": "fortnight"}
+    with pytest.raises(ConfigError, match=r"rolling\.calibration\.period: expected 'month', 'week'"):
+        _load(tmp_path, data)
+
+
+def test_missing_data_directory(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    data["qlib_init"]["provider_uri"] = {"1min": str(tmp_path / "nowhere")}
+    with pytest.raises(ConfigError, match=r"qlib_init\.provider_uri: data directory not found: .*nowhere"):
+        _load(tmp_path, data)
+
+
+def test_dates_outside_the_store(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    data["rolling"]["end"] = "2018-08"
+    with pytest.raises(ConfigError, match=r"rolling\.end: 2018-08 ends after the store's last bar 2018-04-30 15:59"):
+        _load(tmp_path, data)
+    data = _good(tiny_data)
+    data["rolling"]["initial_train_start"] = "2017-11"
+    with pytest.raises(ConfigError, match=r"rolling\.initial_train_start: 2017-11 begins before the store's first bar"):
+        _load(tmp_path, data)
+
+
+def test_unknown_universe(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    data["task"] = {"dataset": {"kwargs": {"handler": {"kwargs": {"instruments": "sp500"}}}}}
+    with pytest.raises(ConfigError, match=r"instruments: universe 'sp500' not in the store"):
+        _load(tmp_path, data)
+
+
+def test_compare_names_unknown_pipeline(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    data["compare"] = [["a", "zz"]]
+    with pytest.raises(ConfigError, match=r"compare\[0\]: unknown pipeline 'zz'"):
+        _load(tmp_path, data)
+
+
+def test_missing_pipeline_file_and_base_file(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    data["pipelines"] = ["pipelines/none.yaml"]
+    with pytest.raises(ConfigError, match=r"pipelines\[0\]: pipeline file not found: .*none\.yaml"):
+        _load(tmp_path, data)
+    data = _good(tiny_data)
+    data["BASE_CONFIG_PATH"] = "missing_base.yaml"
+    with pytest.raises(ConfigError, match=r"BASE_CONFIG_PATH: file not found: .*missing_base\.yaml"):
+        _load(tmp_path, data)
+
+
+def test_yaml_syntax_error_names_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("rolling:\n  start: [2018-01\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml:\d+: invalid YAML"):
+        load_experiment(path)
+
+
+def test_run_command_reports_config_error_before_training(tiny_data, tmp_path, capsys):
+    from rolling_calib.cli import main
+
+    data = _good(tiny_data)
+    data["rolling"]["mode"] = "warm"
+    code = main(["run", str(_write(tmp_path, data)), "--store", str(tmp_path / "store"), "--no-tracking"])
+    assert code == 2
+    assert "rolling.mode: expected one of finetune, scratch, found 'warm'" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists()

@@ -1,0 +1,139 @@
+"""Stylised facts of the synthetic minute market, measured on generated samples, with tolerances."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from data_prep.synthetic import PROFILES, draw_regimes, generate_bars, simulate_market, simulate_symbol
+from data_prep.trading_calendar import minute_of_session
+
+SYMS = ["AAPL", "MSFT", "INTC", "JPM", "BAC", "XOM", "KO", "F"]
+
+
+@pytest.fixture(scope="module")
+def year():
+    df = generate_bars(SYMS, start="2016-01-01", end="2016-12-31", seed=11)
+    close = df.pivot(index="datetime", columns="symbol", values="close")
+    opens = df.pivot(index="datetime", columns="symbol", values="open")
+    volume = df.pivot(index="datetime", columns="symbol", values="volume")
+    k = minute_of_session(close.index)
+    ret = np.log(close).diff()
+    ret[k == 0] = np.nan  # intraday returns only
+    return {"df": df, "close": close, "open": opens, "volume": volume, "k": k, "ret": ret}
+
+
+def test_heavy_tails(year):
+    r = year["ret"].stack().dropna().to_numpy()
+    assert stats.kurtosis(r) > 5.0  # normal: 0; real minute returns: 10..50
+
+
+def test_volatility_clustering_without_return_autocorrelation(year):
+    for sym in ("AAPL", "JPM", "KO"):
+        r = year["ret"][sym].dropna()
+        a = r.abs()
+        assert a.autocorr(1) > 0.1 and a.autocorr(30) > 0.08 and a.autocorr(390) > 0.05
+        assert abs(r.autocorr(1)) < 0.05
+
+
+def test_intraday_u_shapes_of_volatility_and_volume(year):
+    k = year["k"]
+    absret = year["ret"].abs().groupby(k).mean().mean(axis=1)
+    vol = year["volume"].groupby(k).median().mean(axis=1)
+    for prof in (absret, vol):
+        open_, mid, close = prof.loc[1:15].mean(), prof.loc[150:240].mean(), prof.loc[375:389].mean()
+        assert open_ > 1.3 * mid and close > 1.2 * mid
+
+
+def test_cross_sectional_correlation_market_and_sectors(year):
+    c = year["ret"].corr().to_numpy()
+    off = c[~np.eye(len(SYMS), dtype=bool)]
+    assert 0.15 < off.mean() < 0.6
+    sector = [PROFILES[s].sector for s in year["ret"].columns]
+    same = [c[i, j] for i in range(len(sector)) for j in range(i) if sector[i] == sector[j]]
+    cross = [c[i, j] for i in range(len(sector)) for j in range(i) if sector[i] != sector[j]]
+    assert np.mean(same) > np.mean(cross) + 0.05
+
+
+def test_volume_correlates_with_absolute_returns(year):
+    r, v = year["ret"]["AAPL"], np.log(year["volume"]["AAPL"])
+    ok = r.notna() & v.notna()
+    assert stats.spearmanr(r[ok].abs(), v[ok]).statistic > 0.3
+
+
+def test_overnight_gaps(year):
+    k = year["k"]
+    close, opens = year["close"]["AAPL"].ffill(), year["open"]["AAPL"]
+    gap = np.log(opens[k == 0].to_numpy() / close.shift(1)[k == 0].to_numpy())
+    midday = year["ret"]["AAPL"][(k > 150) & (k < 240)].std()
+    assert np.nanstd(gap) > 5 * midday
+
+
+def test_bars_are_consistent_and_missing_minutes_are_occasional(year):
+    df = year["df"]
+    bars = df.dropna(subset=["close"])
+    assert (bars["high"] >= bars[["open", "close"]].max(axis=1)).all()
+    assert (bars["low"] <= bars[["open", "close"]].min(axis=1)).all()
+    assert ((bars["vwap"] >= bars["low"]) & (bars["vwap"] <= bars["high"])).all()
+    assert (bars["volume"] >= 1).all() and (bars["factor"] == 1.0).all()
+    missing = df["close"].isna().mean()
+    assert 0.0005 < missing < 0.005
+    assert df[df["close"].isna()][["open", "volume", "vwap"]].isna().all().all()
+
+
+def test_price_levels_stay_plausible_over_2012_2018():
+    m = simulate_market("2012-01-01", "2018-12-31", seed=0, sectors=["tech", "consumer"])
+    for sym, lo, hi in (("AAPL", 30, 300), ("F", 5, 20)):
+        close = simulate_symbol(sym, m)["close"]
+        assert lo < np.nanmin(close) and np.nanmax(close) < hi, sym
+
+
+def test_regime_schedule_lengths_and_sign_changes():
+    r = draw_regimes(1760, seed=5)
+    lengths = np.diff(r.start_session)
+    assert lengths.min() >= 40 and lengths.max() <= 110  # 2 to 5 months
+    assert np.all((np.abs(r.beta) >= 0.15) & (np.abs(r.beta) <= 0.35))
+    assert (np.sign(r.beta) > 0).any() and (np.sign(r.beta) < 0).any()
+
+
+def _features_and_target(close: np.ndarray, session: np.ndarray):
+    lc = pd.Series(np.log(close)).ffill().to_numpy()
+    n = len(lc)
+    fwd = np.full(n, np.nan)
+    fwd[:-10] = np.where(session[10:] == session[:-10], lc[10:] - lc[:-10], np.nan)
+    feats = []
+    for lag in (5, 15, 30):
+        f = np.full(n, np.nan)
+        f[lag:] = np.where(session[lag:] == session[:-lag], lc[lag:] - lc[:-lag], np.nan)
+        feats.append(f)
+    return np.column_stack(feats), fwd
+
+
+def test_forward_return_is_learnable_within_a_regime_and_drifts_between_regimes():
+    m = simulate_market("2014-01-01", "2015-12-31", seed=0, sectors=[PROFILES[s].sector for s in SYMS[:6]])
+    xs, ys, regime, sess = [], [], [], []
+    for sym in SYMS[:6]:
+        x, y = _features_and_target(simulate_symbol(sym, m)["close"], m.session_of)
+        ok = np.isfinite(x).all(axis=1) & np.isfinite(y)
+        xs.append(x[ok]), ys.append(y[ok]), regime.append(m.regime_of_bar[ok]), sess.append(m.session_of[ok])
+    x, y, regime, sess = map(np.concatenate, (xs, ys, regime, sess))
+    r2, coef = {}, {}
+    for j in np.unique(regime):
+        sel = regime == j
+        half = np.median(sess[sel])
+        tr, te = sel & (sess <= half), sel & (sess > half)
+        design = np.column_stack([np.ones(tr.sum()), x[tr]])
+        b, *_ = np.linalg.lstsq(design, y[tr], rcond=None)
+        pred = np.column_stack([np.ones(te.sum()), x[te]]) @ b
+        r2[j] = 1 - np.mean((y[te] - pred) ** 2) / np.mean((y[te] - y[te].mean()) ** 2)
+        coef[j] = np.polyfit(x[sel, 1], y[sel], 1)[0]  # univariate slope on the past 15-minute return
+    strong = [j for j in r2 if abs(m.regimes.beta[j]) >= 0.25]
+    assert strong and all(r2[j] > 0 for j in strong)  # beats predicting zero out of sample
+    assert np.mean([r2[j] for j in strong]) > 0.005
+    # the optimal coefficient follows the regime: momentum (+) vs reversal (-)
+    for j in coef:
+        if abs(m.regimes.beta[j]) >= 0.2:
+            assert np.sign(coef[j]) == np.sign(m.regimes.beta[j]), (j, coef[j], m.regimes.beta[j])
+    assert max(coef.values()) - min(coef.values()) > 0.1

@@ -1,0 +1,175 @@
+"""MLflow tracking of a real run store (SQLite backend), read back through MlflowClient;
+and Qlib's own recorder logging into the same database."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from sweep_helpers import tiny_experiment
+
+from rolling_calib.config import load_experiment
+from rolling_calib.evaluate import score_store
+from rolling_calib.executors import LocalExecutor
+from rolling_calib.runner import plan_run, run_plan
+from rolling_calib.store import unit_paths
+from rolling_calib.tracking import default_tracking_uri, flatten_task_params, log_store, track_store
+
+mlflow = pytest.importorskip("mlflow")
+from mlflow.tracking import MlflowClient  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def run_store(tmp_path_factory):
+    """A real store: pipelines wd0 / wd1e-3 x 2 seeds x 2 windows, run by the local executor."""
+    root = tmp_path_factory.mktemp("tracking")
+    path = tiny_experiment(root, seeds=2, pipelines={"wd0": {}, "wd1e-3": {"task.model.kwargs.weight_decay": 1e-3}})
+    config = load_experiment(path)
+    store = root / "store"
+    run_plan(plan_run(config, store=store, n_threads=1), executor=LocalExecutor(workers=2), progress=False)
+    return {"root": root, "config": config, "store": store, "yaml": path}
+
+
+def runs_by_level(client, experiment_id):
+    runs = client.search_runs([experiment_id], max_results=1000)
+    out = {"pipeline": [], "seed": [], "window": []}
+    for run in runs:
+        out[run.data.tags["rc.level"]].append(run)
+    return runs, out
+
+
+def test_parent_and_nested_runs_with_metrics_equal_to_the_scores(run_store):
+    store = run_store["store"]
+    uri = default_tracking_uri(store)
+    assert uri == f"sqlite:///{store.resolve()}/mlflow.db"
+    log_store(store, tracking_uri=uri)
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("tiny-sweep")  # the YAML's experiment_name
+    assert experiment is not None
+    runs, level = runs_by_level(client, experiment.experiment_id)
+    assert (len(level["pipeline"]), len(level["seed"]), len(level["window"])) == (2, 4, 8)
+    parents = {r.data.tags["rc.pipeline"]: r for r in level["pipeline"]}
+    by_id = {r.info.run_id: r for r in runs}
+    scores = score_store(store)
+    periods = scores.periods.sort_values(["pipeline", "seed", "start"])
+
+    # parent: resolved kwargs as params, config hash as tag, seed mean of the metrics
+    wd = parents["wd1e-3"]
+    assert wd.data.params["model.weight_decay"] == "0.001" and wd.data.params["model.hidden_size"] == "8"
+    assert wd.data.params["handler.instruments"] == "us25"
+    assert wd.data.tags["rc.config_hash"] == __import__("json").loads((store / "manifest.json").read_text())[
+        "pipelines"]["wd1e-3"]["config_hash"]
+    mine = scores.runs[scores.runs.pipeline == "wd1e-3"]
+    assert wd.data.metrics["cql_mean"] == pytest.approx(mine["cql"].mean(), rel=1e-12)
+    assert wd.data.metrics["ql_std"] == pytest.approx(mine["ql"].std(ddof=1), rel=1e-12)
+
+    # seed runs: nested under their pipeline, overall metrics and per-month series
+    for run in level["seed"]:
+        pipeline, seed = run.data.tags["rc.pipeline"], int(run.data.params["seed"])
+        assert run.data.tags["mlflow.parentRunId"] == parents[pipeline].info.run_id
+        row = scores.runs[(scores.runs.pipeline == pipeline) & (scores.runs.seed == seed)].iloc[0]
+        for metric in ("ql", "ql_scored", "cql"):
+            assert run.data.metrics[metric] == pytest.approx(row[metric], rel=1e-12)
+        months = periods[(periods.pipeline == pipeline) & (periods.seed == seed)]
+        ql_hist = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "ql_month"))
+        assert ql_hist == [(i, pytest.approx(v, rel=1e-12)) for i, v in enumerate(months["ql"])]
+        cql_hist = client.get_metric_history(run.info.run_id, "cql_month")
+        assert [(m.step, m.value) for m in cql_hist] == [(1, pytest.approx(months["cql"].iloc[1], rel=1e-12))]
+
+    # window runs: nested under their seed run, dates, pointer to the stored predictions
+    for run in level["window"]:
+        parent = by_id[run.data.tags["mlflow.parentRunId"]]
+        assert parent.data.tags["rc.level"] == "seed" and parent.data.params["seed"] == run.data.params["seed"]
+        path = Path(run.data.params["predictions"])
+        from rolling_calib.executors import UnitKey
+
+        key = UnitKey(run.data.tags["rc.pipeline"], int(run.data.params["seed"]), int(run.data.params["window"]))
+        assert path == unit_paths(store.resolve(), key).parquet and path.is_file()
+        assert run.data.params["test_start"].startswith(("2018-02-01", "2018-03-01"))
+        assert len(client.get_metric_history(run.info.run_id, "ql_month")) == 1  # one month per window
+
+
+def test_relogging_is_idempotent_and_adds_new_seeds(run_store, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'separate.db'}"
+    first = track_store(run_store["store"], tracking_uri=uri, experiment="exp-a")
+    assert (first.created, first.updated, first.unchanged) == (14, 0, 0)
+    again = track_store(run_store["store"], tracking_uri=uri, experiment="exp-a")
+    assert (again.created, again.updated, again.unchanged) == (0, 0, 14)
+    assert again.run_ids == first.run_ids
+    # a third seed lands in the store: 1 seed run + 2 window runs per pipeline are new,
+    # each pipeline's parent is updated (its seed statistics changed)
+    plan = plan_run(run_store["config"], store=run_store["store"], seeds=[2], n_threads=1)
+    run_plan(plan, executor=LocalExecutor(workers=1), progress=False)
+    more = track_store(run_store["store"], tracking_uri=uri, experiment="exp-a")
+    assert (more.created, more.updated, more.unchanged) == (6, 2, 12)
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("exp-a")
+    assert len(client.search_runs([exp.experiment_id], max_results=1000)) == 20
+    parent = client.get_run(more.run_ids[next(k for k in more.run_ids if k.startswith("wd0|") and k.count("|") == 1)])
+    assert parent.data.metrics["n_seeds"] == 3
+
+
+def test_flatten_task_params():
+    task = {"model": {"class": "M", "kwargs": {"lr": 0.01, "layers": [1, 2]}},
+            "dataset": {"class": "D", "kwargs": {"segments": {"x": 1}, "handler": {"class": "H", "kwargs": {"w": "x" * 900}}}}}
+    params = flatten_task_params(task)
+    assert params["model.lr"] == "0.01" and params["model.layers"] == "[1, 2]"
+    assert "dataset.segments" not in params and len(params["handler.w"]) == 500
+
+
+def test_missing_store_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="no manifest"):
+        log_store(tmp_path, tracking_uri=f"sqlite:///{tmp_path / 'x.db'}")
+
+
+def test_qlib_recorder_writes_to_the_same_database(run_store):
+    """Qlib's MLflowExpManager + R.start/R.log_metrics against the tracking DB (own process:
+    qlib.init is process-global)."""
+    uri = default_tracking_uri(run_store["store"])
+    log_store(run_store["store"], tracking_uri=uri)
+    script = textwrap.dedent(
+        f"""
+        import qlib
+        from qlib.workflow import R
+        qlib.init(provider_uri={str(run_store['root'] / 'qlib')!r}, region="us",
+                  exp_manager={{"class": "MLflowExpManager", "module_path": "qlib.workflow.expm",
+                               "kwargs": {{"uri": {uri!r}, "default_exp_name": "qlib-default"}}}})
+        with R.start(experiment_name="qlib-recorder", recorder_name="check"):
+            R.log_params(model="RollingLSTM")
+            R.log_metrics(ic=0.125, step=0)
+            R.set_tags(source="qlib")
+        """
+    )
+    # cwd: Qlib creates its experiments with MLflow's default artifact root, ./mlruns
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=run_store["root"]
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    client = MlflowClient(tracking_uri=uri)
+    qexp = client.get_experiment_by_name("qlib-recorder")
+    assert qexp is not None
+    (qrun,) = client.search_runs([qexp.experiment_id])
+    assert qrun.data.metrics["ic"] == 0.125 and qrun.data.params["model"] == "RollingLSTM"
+    # our runs are still there, and re-logging after Qlib wrote is still idempotent
+    ours = client.get_experiment_by_name("tiny-sweep")
+    assert len(client.search_runs([ours.experiment_id], max_results=1000)) >= 14
+    assert track_store(run_store["store"], tracking_uri=uri).created == 0
+
+
+def test_windows_without_a_validation_segment_are_logged(tmp_path):
+    """valid_months: 0 (as in workflows/real2018.yaml) leaves windows without a valid segment."""
+    path = tiny_experiment(tmp_path, seeds=1, valid_months=0)
+    store = tmp_path / "store"
+    run_plan(plan_run(load_experiment(path), store=store, n_threads=1), executor=LocalExecutor(workers=1), progress=False)
+    uri = default_tracking_uri(store)
+    log_store(store, tracking_uri=uri)
+    client = MlflowClient(tracking_uri=uri)
+    _, level = runs_by_level(client, client.get_experiment_by_name("tiny-sweep").experiment_id)
+    assert len(level["window"]) == 2
+    assert {r.data.params["valid_start"] for r in level["window"]} == {"none"}
+    assert all(r.data.params["test_start"].startswith("2018-0") for r in level["window"])
