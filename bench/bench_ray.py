@@ -45,12 +45,12 @@ def main(argv=None) -> int:
     import pandas as pd
     import ray
 
-    from rolling_calib.config import load_experiment
-    from rolling_calib.demo import DEMO_CONFIG, ensure_demo_data
-    from rolling_calib.evaluate import score_store
-    from rolling_calib.executors import LocalExecutor
-    from rolling_calib.ray_executor import RayExecutor
-    from rolling_calib.runner import plan_run, run_plan
+    from rolling_calib.config.experiment import load_experiment
+    from rolling_calib.experiment.demo import DEMO_CONFIG, ensure_demo_data
+    from rolling_calib.analysis.scoring import score_store
+    from rolling_calib.execution.executors import LocalExecutor
+    from rolling_calib.execution.ray_executor import RayExecutor
+    from rolling_calib.execution.runner import plan_run, run_plan
 
     ensure_demo_data(args.data, progress=False)
     config = load_experiment(DEMO_CONFIG, overrides={"qlib_init.provider_uri": str(args.data.resolve())})

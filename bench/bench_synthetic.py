@@ -1,7 +1,7 @@
 """Wall time of the synthetic experiments (METHOD 3.1, 3.2) against a per-run scikit-learn loop.
 
 Runs the full protocols (default 100 rounds x 100 runs per pipeline) with the
-vectorised implementation in ``rolling_calib.synthetic`` and prints the wall times
+vectorised implementation in ``rolling_calib.core.synthetic_experiments`` and prints the wall times
 and the result tables. The baseline is the straightforward implementation: one
 scikit-learn fit and one metric call per run (``LinearRegression`` /
 ``LogisticRegression(C=inf)``, BLAS held to one thread as in the vectorised
@@ -28,13 +28,13 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import log_loss, mean_squared_error
 from threadpoolctl import threadpool_limits
 
-from rolling_calib import metrics as M
-from rolling_calib import synthetic as S
-from rolling_calib.compare import pairwise_accuracy
+from rolling_calib.core import metrics as M
+from rolling_calib.core import synthetic_experiments as S
+from rolling_calib.core.pairwise import pairwise_accuracy
 
 
 def naive_round(seed_seq: np.random.SeedSequence, *, runs: int, params: dict, logistic: bool) -> dict[str, float]:
-    """One round, one scikit-learn fit per run (same draw order as ``rolling_calib.synthetic``)."""
+    """One round, one scikit-learn fit per run (same draw order as ``rolling_calib.core.synthetic_experiments``)."""
     rng = np.random.default_rng(seed_seq)
     d, nb = params["dims"], params["n_bias"]
     beta = np.full(d, params["beta"])

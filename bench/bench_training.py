@@ -5,7 +5,7 @@ Qlib's provider), with the same network (Qlib's ``LSTMModel``: ``d_feat=6``, sam
 layers), batch size, window (``step_len``) and torch thread count, one prediction time per bar
 (sample stride 1):
 
-* **ours** -- :class:`rolling_calib.dataset.MinuteTSDataset` (windows cut per batch by index
+* **ours** -- :class:`rolling_calib.qlib_adapter.dataset.MinuteTSDataset` (windows cut per batch by index
   arithmetic on a contiguous per-bar array) and ``RollingLSTM._train_epoch``;
 * **qlib** -- a ``DataHandlerLP`` with a ``QlibDataLoader`` of the six per-bar fields
   (``$open/$close`` ... ``$vwap/$close``, ``Log($volume+1)``; label ``Ref($close,-10)/$close-1``,
@@ -67,12 +67,12 @@ def _ours(args, instruments) -> dict:
     """Set up our path; returns callables for one training epoch and one fit."""
     import numpy as np
 
-    from rolling_calib.dataset import MinuteTSDataset, MinuteWindowSampler, clear_cache
-    from rolling_calib.model import RollingLSTM
+    from rolling_calib.qlib_adapter.dataset import MinuteTSDataset, MinuteWindowSampler, clear_cache
+    from rolling_calib.qlib_adapter.model import RollingLSTM
 
     clear_cache()
     t0 = time.perf_counter()
-    handler = {"class": "MinuteBarHandler", "module_path": "rolling_calib.dataset",
+    handler = {"class": "MinuteBarHandler", "module_path": "rolling_calib.qlib_adapter.dataset",
                "kwargs": dict(instruments=instruments, start_time=args.start, end_time=args.end,
                               fit_start_time=args.start, fit_end_time=args.end, window=args.step_len)}
     ds = MinuteTSDataset(handler=handler, segments={"train": (args.start, args.end)},

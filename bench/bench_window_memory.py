@@ -1,7 +1,7 @@
 """Peak memory of one training window at full scale (25 symbols, three years of minute bars).
 
 Loads the per-bar data of ``--years`` years of the 25-stock universe through Qlib's provider
-(:class:`rolling_calib.dataset.MinuteBarHandler`), fits the feature normalisation on the
+(:class:`rolling_calib.qlib_adapter.dataset.MinuteBarHandler`), fits the feature normalisation on the
 training range, prepares the train / valid / test samplers of one rolling window (train = all
 but the last 6 months, valid = the last 5 trading days of train, test = the 6 months after),
 and trains ``--batches`` batches of the LSTM (a full epoch would only add time, not memory:
@@ -77,15 +77,15 @@ def main(argv=None) -> int:
     rss_before = current_rss_gib()
     init_qlib(store)
 
-    from rolling_calib.dataset import MinuteTSDataset
-    from rolling_calib.model import RollingLSTM
+    from rolling_calib.qlib_adapter.dataset import MinuteTSDataset
+    from rolling_calib.qlib_adapter.model import RollingLSTM
 
     end = pd.Timestamp(args.end)
     test_start = (end - pd.DateOffset(months=args.test_months)).normalize() + pd.Timedelta(days=1)
     train_end = test_start - pd.Timedelta(days=1)
     valid_start = train_end - pd.Timedelta(days=7)
     t1 = time.perf_counter()
-    handler = {"class": "MinuteBarHandler", "module_path": "rolling_calib.dataset",
+    handler = {"class": "MinuteBarHandler", "module_path": "rolling_calib.qlib_adapter.dataset",
                "kwargs": dict(instruments="us25", start_time=args.start, end_time=args.end,
                               fit_start_time=args.start, fit_end_time=str(valid_start.date()),
                               window=args.step_len)}

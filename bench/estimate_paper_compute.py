@@ -114,8 +114,8 @@ def time_shapes(shapes, *, store: Path, config, args) -> tuple[dict, float]:
     """Train/eval samples/s per shape, and loaded bars/s of the handler."""
     import numpy as np
 
-    from rolling_calib.dataset import MinuteTSDataset, MinuteWindowSampler, clear_cache
-    from rolling_calib.model import RollingLSTM
+    from rolling_calib.qlib_adapter.dataset import MinuteTSDataset, MinuteWindowSampler, clear_cache
+    from rolling_calib.qlib_adapter.model import RollingLSTM
 
     dkw = config.task["dataset"]["kwargs"]
     hkw = dict(dkw["handler"]["kwargs"])
@@ -174,7 +174,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     from data_prep import DEFAULT_SYMBOLS, build_synthetic_store
 
-    from rolling_calib.config import load_experiment, stable_hash
+    from rolling_calib.config.experiment import load_experiment, stable_hash
 
     t_all = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="paper_estimate_"))

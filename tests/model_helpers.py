@@ -51,7 +51,7 @@ def handler_config(**overrides) -> dict:
         norm_samples=5000,
     )
     kwargs.update(overrides)
-    return {"class": "MinuteBarHandler", "module_path": "rolling_calib.dataset", "kwargs": kwargs}
+    return {"class": "MinuteBarHandler", "module_path": "rolling_calib.qlib_adapter.dataset", "kwargs": kwargs}
 
 
 def dataset_config(*, segments: dict | None = None, handler: dict | None = None, **overrides) -> dict:
@@ -63,11 +63,11 @@ def dataset_config(*, segments: dict | None = None, handler: dict | None = None,
         test_stride=5,
     )
     kwargs.update(overrides)
-    return {"class": "MinuteTSDataset", "module_path": "rolling_calib.dataset", "kwargs": kwargs}
+    return {"class": "MinuteTSDataset", "module_path": "rolling_calib.qlib_adapter.dataset", "kwargs": kwargs}
 
 
 def model_config(**overrides) -> dict:
     kwargs = dict(hidden_size=8, num_layers=1, n_epochs=2, finetune_epochs=1, batch_size=256, lr=3e-3,
                   seed=0, n_threads=1, early_stop=5)
     kwargs.update(overrides)
-    return {"class": "RollingLSTM", "module_path": "rolling_calib.model", "kwargs": kwargs}
+    return {"class": "RollingLSTM", "module_path": "rolling_calib.qlib_adapter.model", "kwargs": kwargs}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rolling_calib.executors import UnitKey, UnitTask
+from rolling_calib.execution.executors import UnitKey, UnitTask
 
 
 def chain_tasks(pipelines: tuple[str, ...] = ("a", "b"), seeds: int = 2, windows: int = 3) -> list[UnitTask]:
@@ -79,7 +79,7 @@ class FlakyUnit:
     marker_dir: str
 
     def __call__(self, key: UnitKey):
-        from rolling_calib.runner import execute_unit
+        from rolling_calib.execution.runner import execute_unit
 
         if key.slug() == self.fail_once:
             marker = Path(self.marker_dir) / f"{key.slug()}.failed"

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rolling_calib import store as st
-from rolling_calib.executors import UnitKey
-from rolling_calib.schedule import rolling_windows
+from rolling_calib.execution import store as st
+from rolling_calib.execution.executors import UnitKey
+from rolling_calib.core.schedule import rolling_windows
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_2018 = REPO.parent / "shared" / "data" / "us-equities-1min-2018"

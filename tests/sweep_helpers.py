@@ -30,17 +30,17 @@ def tiny_experiment(
         "task": {
             "model": {
                 "class": "RollingLSTM",
-                "module_path": "rolling_calib.model",
+                "module_path": "rolling_calib.qlib_adapter.model",
                 "kwargs": {"hidden_size": 8, "num_layers": 1, "n_epochs": 1, "finetune_epochs": 1,
                            "batch_size": 256, "lr": 0.003, "early_stop": 5, "weight_decay": 0.0},
             },
             "dataset": {
                 "class": "MinuteTSDataset",
-                "module_path": "rolling_calib.dataset",
+                "module_path": "rolling_calib.qlib_adapter.dataset",
                 "kwargs": {
                     "handler": {
                         "class": "MinuteBarHandler",
-                        "module_path": "rolling_calib.dataset",
+                        "module_path": "rolling_calib.qlib_adapter.dataset",
                         "kwargs": {"instruments": "us25", "window": 20, "norm_samples": 5000},
                     },
                     "step_len": 20,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rolling_calib.atomic import atomic_write, atomic_write_text
+from rolling_calib.core.atomic import atomic_write, atomic_write_text
 
 
 def test_replaces_the_whole_file(tmp_path):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy import stats
 
-from rolling_calib import compare as C
+from rolling_calib.core import pairwise as C
 
 scores = hnp.arrays(np.float64, st.integers(1, 30), elements=st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.25]))
 any_scores = hnp.arrays(np.float64, st.integers(1, 30), elements=st.floats(-1e6, 1e6))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rolling_calib.config import ConfigError, apply_overrides, load_experiment, read_rolling
+from rolling_calib.config.experiment import ConfigError, apply_overrides, load_experiment, read_rolling
 
 from runner_helpers import REPO
 

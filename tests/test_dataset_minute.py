@@ -54,7 +54,7 @@ def _labels_loop(close: np.ndarray, session: np.ndarray, h: int) -> np.ndarray:
 
 
 def test_compute_labels_hand_values():
-    from rolling_calib.dataset import compute_labels
+    from rolling_calib.qlib_adapter.dataset import compute_labels
 
     close = np.array([[100.0, 101.0, np.nan, 104.0, 50.0, 55.0]])
     session = np.array([0, 0, 0, 0, 1, 1])
@@ -72,7 +72,7 @@ def test_compute_labels_hand_values():
     st.integers(0, 2**31 - 1),
 )
 def test_compute_labels_matches_loop(h, session_lengths, seed):
-    from rolling_calib.dataset import compute_labels
+    from rolling_calib.qlib_adapter.dataset import compute_labels
 
     rng = np.random.default_rng(seed)
     session = np.repeat(np.arange(len(session_lengths)), session_lengths)
@@ -128,7 +128,7 @@ def test_window_values_are_alpha360_log_ratios(dataset, raw):
 
 
 def test_normalised_windows_are_clipped_robust_z_scores(dataset):
-    from rolling_calib.dataset import fit_window_norm
+    from rolling_calib.qlib_adapter.dataset import fit_window_norm
 
     sampler = dataset.prepare("train")
     x, y = sampler.batch(np.arange(min(500, len(sampler))))
@@ -149,7 +149,7 @@ def test_norm_matches_independent_median_mad(store):
     """WindowNorm.fit = per-cell median and 1.4826 * MAD (checked against scipy)."""
     from scipy import stats
 
-    from rolling_calib.dataset import WindowNorm
+    from rolling_calib.qlib_adapter.dataset import WindowNorm
 
     rng = np.random.default_rng(0)
     w = rng.standard_t(3, size=(400, 4, 6)).astype(np.float32)
@@ -224,7 +224,7 @@ def test_handler_fetch_is_qlib_frame(dataset):
 
 # ------------------------------------------------------------------------------ bad input
 def test_unknown_and_bad_kwargs_rejected(store):
-    from rolling_calib.dataset import MinuteBarHandler, MinuteTSDataset
+    from rolling_calib.qlib_adapter.dataset import MinuteBarHandler, MinuteTSDataset
 
     use_store(store)
     with pytest.raises(TypeError, match="label_horizn"):
@@ -246,7 +246,7 @@ def test_unknown_and_bad_kwargs_rejected(store):
 def test_missing_bars_are_filled_and_counted(tmp_path):
     """A hand-made store with gaps and bad values: repairs are counted, labels stay honest."""
     from data_prep import qlib_store, session_minutes
-    from rolling_calib.dataset import MinuteBarHandler, clear_cache
+    from rolling_calib.qlib_adapter.dataset import MinuteBarHandler, clear_cache
 
     minutes = session_minutes("2018-01-02", "2018-01-03")
     n = len(minutes)
@@ -285,7 +285,7 @@ def test_pickled_dataset_reloads_its_data(store, dataset):
     """Qlib's Serializable drops '_' attributes when pickling; the handler reloads on demand."""
     import pickle
 
-    from rolling_calib.dataset import clear_cache
+    from rolling_calib.qlib_adapter.dataset import clear_cache
 
     use_store(store)
     clear_cache()  # force a real reload from the store
@@ -296,7 +296,7 @@ def test_pickled_dataset_reloads_its_data(store, dataset):
 
 
 def test_instrument_list_and_universe_name_agree(store):
-    from rolling_calib.dataset import MinuteBarHandler
+    from rolling_calib.qlib_adapter.dataset import MinuteBarHandler
 
     use_store(store)
     by_name = MinuteBarHandler(**handler_config()["kwargs"])
@@ -310,7 +310,7 @@ def test_instrument_list_and_universe_name_agree(store):
 @given(st.integers(1, 4), st.integers(2, 30), st.integers(1, 12), st.integers(0, 2**31 - 1))
 def test_windows_match_per_sample_loop_and_never_cross_instruments(n_inst, n_min, step_len, seed):
     """Vectorised window cutting == a per-sample loop that pads with the instrument's first bar."""
-    from rolling_calib.dataset import BarPanel
+    from rolling_calib.qlib_adapter.dataset import BarPanel
 
     rng = np.random.default_rng(seed)
     values = rng.normal(size=(n_inst * n_min, 6)).astype(np.float32)

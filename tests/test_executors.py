@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rolling_calib.executors import LocalExecutor, UnitFailedError, UnitKey, UnitTask, check_tasks
+from rolling_calib.execution.executors import LocalExecutor, UnitFailedError, UnitKey, UnitTask, check_tasks
 
 
 def _record(log_dir: str, key: UnitKey) -> str:

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rolling_calib import metrics as M
+from rolling_calib.core import metrics as M
 
 TS = pd.to_datetime(["2015-01-05", "2015-01-06", "2015-02-02", "2015-02-03"])
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy.special import expit
 
-from rolling_calib import metrics as M
+from rolling_calib.core import metrics as M
 
 SETTINGS = settings(max_examples=60, deadline=None)
 finite = st.floats(min_value=-10.0, max_value=10.0, allow_nan=False, allow_infinity=False)

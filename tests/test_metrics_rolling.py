@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rolling_calib.metrics import rolling_calibrated_quadratic_loss as rolling_cql
+from rolling_calib.core.metrics import rolling_calibrated_quadratic_loss as rolling_cql
 
 # Three months, two instruments. Residuals y - p:
 #   Jan: A 1, A 3, B 0   -> pooled mean 4/3; A 2, B 0

@@ -13,7 +13,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import expit, logit, softmax
 from sklearn import metrics as skm
 
-from rolling_calib import metrics as M
+from rolling_calib.core import metrics as M
 
 
 def test_docstring_examples_run():
@@ -213,8 +213,8 @@ def test_fit_logit_shift_rows_matches_the_scalar_fit():
 
 def test_metric_layer_imports_no_heavy_framework():
     code = (
-        "import sys, rolling_calib.metrics, rolling_calib.compare, rolling_calib.synthetic, "
-        "rolling_calib.commands.synthetic\n"
+        "import sys, rolling_calib.core.metrics, rolling_calib.core.pairwise, rolling_calib.core.synthetic_experiments, "
+        "rolling_calib.cli.synthetic_experiments\n"
         "heavy = sorted(m for m in ('qlib', 'torch', 'ray', 'mlflow') if m in sys.modules)\n"
         "print(','.join(heavy))"
     )

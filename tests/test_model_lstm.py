@@ -137,7 +137,7 @@ def test_save_state_is_atomic_and_leaves_no_temp(dataset, tmp_path):
 
 # ------------------------------------------------------------------------------ weight decay
 def test_unknown_kwargs_rejected():
-    from rolling_calib.model import RollingLSTM
+    from rolling_calib.qlib_adapter.model import RollingLSTM
 
     with pytest.raises(TypeError, match="weight_decy"):
         RollingLSTM(weight_decy=1e-4)
@@ -171,7 +171,7 @@ def test_weight_decay_changes_the_trained_weights(dataset):
 
 def test_sgd_weight_decay_is_l2_gradient():
     """With SGD, one step equals w - lr * (grad + wd * w): the L2 term really is applied."""
-    from rolling_calib.model import RollingLSTM
+    from rolling_calib.qlib_adapter.model import RollingLSTM
 
     m = RollingLSTM(hidden_size=4, num_layers=1, optimizer="sgd", lr=0.1, weight_decay=0.5, grad_clip=0.0)
     x = np.random.default_rng(0).normal(size=(8, 5, 6)).astype(np.float32)
@@ -230,7 +230,7 @@ def test_predict_before_fit_raises(dataset):
 
 
 def test_train_and_predict_helper_chains_windows(store, tmp_path):
-    from rolling_calib.model import train_and_predict
+    from rolling_calib.qlib_adapter.model import train_and_predict
 
     use_store(store)
     p0, y0, i0 = train_and_predict(model_config(), dataset_config(), state_out_path=tmp_path / "w0.pt")
@@ -265,7 +265,7 @@ def test_same_seed_same_predictions_in_a_fresh_process(store, dataset, tmp_path)
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "from model_helpers import use_store, dataset_config, model_config\n"
         f"use_store({str(store)!r})\n"
-        "from rolling_calib.model import train_and_predict\n"
+        "from rolling_calib.qlib_adapter.model import train_and_predict\n"
         f"p, y, info = train_and_predict(model_config(seed=21), dataset_config())\n"
         f"np.save({str(out)!r}, p.to_numpy())\n"
     )

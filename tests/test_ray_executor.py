@@ -16,8 +16,8 @@ ray = pytest.importorskip("ray")
 import ray_helpers  # noqa: E402
 from ray_helpers import StoreWork, chain_tasks  # noqa: E402
 
-from rolling_calib.executors import LocalExecutor, UnitFailedError, UnitKey, UnitTask  # noqa: E402
-from rolling_calib.ray_executor import RayExecutor  # noqa: E402
+from rolling_calib.execution.executors import LocalExecutor, UnitFailedError, UnitKey, UnitTask  # noqa: E402
+from rolling_calib.execution.ray_executor import RayExecutor  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -132,8 +132,8 @@ def tiny_plans(tmp_path_factory):
     """A tiny real experiment planned twice (local store, Ray store), both with 1 torch thread."""
     from sweep_helpers import tiny_experiment
 
-    from rolling_calib.config import load_experiment
-    from rolling_calib.runner import plan_run
+    from rolling_calib.config.experiment import load_experiment
+    from rolling_calib.execution.runner import plan_run
 
     root = tmp_path_factory.mktemp("ray_e2e")
     config = load_experiment(tiny_experiment(root, seeds=2))
@@ -141,7 +141,7 @@ def tiny_plans(tmp_path_factory):
 
 
 def _unit_frames(plan):
-    from rolling_calib.store import read_unit
+    from rolling_calib.execution.store import read_unit
 
     return {key: read_unit(plan.store, key) for key in plan.keys()}
 
@@ -149,15 +149,15 @@ def _unit_frames(plan):
 @pytest.fixture(scope="module")
 def local_run(tiny_plans):
     """The tiny plan run once by the local executor (the reference numbers)."""
-    from rolling_calib.runner import run_plan
+    from rolling_calib.execution.runner import run_plan
 
     summary = run_plan(tiny_plans["local"], executor=LocalExecutor(workers=1), progress=False)
     return summary, _unit_frames(tiny_plans["local"])
 
 
 def test_runner_on_ray_gives_the_local_numbers(ray_runtime, tiny_plans, local_run):
-    from rolling_calib.evaluate import score_store
-    from rolling_calib.runner import run_plan
+    from rolling_calib.analysis.scoring import score_store
+    from rolling_calib.execution.runner import run_plan
 
     local, local_frames = local_run
     remote = run_plan(tiny_plans["ray"], executor=RayExecutor(max_retries=0), progress=False)

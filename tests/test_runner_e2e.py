@@ -20,11 +20,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from rolling_calib import store as st
-from rolling_calib.config import load_experiment
-from rolling_calib.evaluate import compare_store, score_store
-from rolling_calib.executors import LocalExecutor, UnitKey
-from rolling_calib.runner import check_store_coverage, pending_units, plan_run, run_plan, window_task
+from rolling_calib.execution import store as st
+from rolling_calib.config.experiment import load_experiment
+from rolling_calib.analysis.scoring import compare_store, score_store
+from rolling_calib.execution.executors import LocalExecutor, UnitKey
+from rolling_calib.execution.runner import check_store_coverage, pending_units, plan_run, run_plan, window_task
 
 from runner_helpers import REPO
 

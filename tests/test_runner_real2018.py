@@ -48,8 +48,8 @@ def test_real_2018_sample_weekly_calibration(tmp_path, capsys):
     units = {u["unit"]: u for u in summary["units"]}
     assert set(units) == {f"{p}__seed{s}__w{w:02d}" for p in ("wd0", "wd1e-3") for s in (0, 1) for w in (0, 1)}
 
-    from rolling_calib import store as st
-    from rolling_calib.executors import UnitKey
+    from rolling_calib.execution import store as st
+    from rolling_calib.execution.executors import UnitKey
 
     april = st.read_unit(store, UnitKey("wd0", 0, 1))
     assert str(april["datetime"].min().date()) == "2018-04-02" and str(april["datetime"].max().date()) == "2018-04-20"
@@ -59,7 +59,7 @@ def test_real_2018_sample_weekly_calibration(tmp_path, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["period"] == "week"  # taken from the store's config
     assert {p["pipeline"] for p in result["pipelines"]} == {"wd0", "wd1e-3"}
-    from rolling_calib.evaluate import score_store
+    from rolling_calib.analysis.scoring import score_store
 
     scores = score_store(store, period="week")
     weeks = scores.periods[(scores.periods["pipeline"] == "wd0") & (scores.periods["seed"] == 0)]

@@ -8,7 +8,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as hs
 
 from data_prep import session_minutes
-from rolling_calib.schedule import (
+from rolling_calib.core.schedule import (
     CoverageError,
     Segment,
     Window,

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rolling_calib import store as st
-from rolling_calib.evaluate import compare_store, load_run, score_store
-from rolling_calib.executors import UnitKey
-from rolling_calib.schedule import CoverageError
+from rolling_calib.execution import store as st
+from rolling_calib.analysis.scoring import compare_store, load_run, score_store
+from rolling_calib.execution.executors import UnitKey
+from rolling_calib.core.schedule import CoverageError
 
 from runner_helpers import write_fake_store
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rolling_calib.sweep import Pipeline, analyse_sweep, format_sweep, write_sweep_report
+from rolling_calib.analysis.sweep import Pipeline, analyse_sweep, format_sweep, write_sweep_report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,8 +76,8 @@ def test_report_files_are_written(tmp_path):
 def test_paper_profile_is_the_full_method_33_sweep(tmp_path):
     from data_prep import build_synthetic_store
 
-    from rolling_calib.config import load_experiment
-    from rolling_calib.sweep import sweep_experiment
+    from rolling_calib.config.experiment import load_experiment
+    from rolling_calib.analysis.sweep import sweep_experiment
 
     store = build_synthetic_store(tmp_path / "q", start="2018-01-02", end="2018-01-05", symbols=["AAPL"], seed=0)
     config = load_experiment(ROOT / "workflows" / "paper" / "paper.yaml",
@@ -107,8 +107,8 @@ def test_paper_profile_is_the_full_method_33_sweep(tmp_path):
 def test_grid_points_become_pipelines(tmp_path):
     from sweep_helpers import tiny_experiment
 
-    from rolling_calib.config import ConfigError, load_experiment
-    from rolling_calib.sweep import sweep_experiment
+    from rolling_calib.config.experiment import ConfigError, load_experiment
+    from rolling_calib.analysis.sweep import sweep_experiment
 
     config = load_experiment(tiny_experiment(tmp_path), check_store=False)
     swept = sweep_experiment(config, [Pipeline("hidden_size=4", {"task.model.kwargs.hidden_size": 4})])

@@ -10,7 +10,7 @@ import pytest
 from sweep_helpers import tiny_experiment
 
 from rolling_calib.cli import build_parser, main
-from rolling_calib.evaluate import score_store
+from rolling_calib.analysis.scoring import score_store
 
 pytestmark = pytest.mark.slow
 

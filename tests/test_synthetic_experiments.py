@@ -14,10 +14,10 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import log_loss as sk_log_loss
 from sklearn.metrics import mean_squared_error
 
-from rolling_calib import metrics as M
-from rolling_calib import synthetic as S
+from rolling_calib.core import metrics as M
+from rolling_calib.core import synthetic_experiments as S
 from rolling_calib.cli import main
-from rolling_calib.compare import pairwise_accuracy
+from rolling_calib.core.pairwise import pairwise_accuracy
 
 SMALL = dict(n_train=120, n_bias=80, n_remaining=200)
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from sweep_helpers import tiny_experiment
 
-from rolling_calib.config import load_experiment
-from rolling_calib.evaluate import score_store
-from rolling_calib.executors import LocalExecutor
-from rolling_calib.runner import plan_run, run_plan
-from rolling_calib.store import unit_paths
-from rolling_calib.tracking import default_tracking_uri, flatten_task_params, log_store, track_store
+from rolling_calib.config.experiment import load_experiment
+from rolling_calib.analysis.scoring import score_store
+from rolling_calib.execution.executors import LocalExecutor
+from rolling_calib.execution.runner import plan_run, run_plan
+from rolling_calib.execution.store import unit_paths
+from rolling_calib.tracking.mlflow_log import default_tracking_uri, flatten_task_params, log_store, track_store
 
 mlflow = pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
@@ -86,7 +86,7 @@ def test_parent_and_nested_runs_with_metrics_equal_to_the_scores(run_store):
         parent = by_id[run.data.tags["mlflow.parentRunId"]]
         assert parent.data.tags["rc.level"] == "seed" and parent.data.params["seed"] == run.data.params["seed"]
         path = Path(run.data.params["predictions"])
-        from rolling_calib.executors import UnitKey
+        from rolling_calib.execution.executors import UnitKey
 
         key = UnitKey(run.data.tags["rc.pipeline"], int(run.data.params["seed"]), int(run.data.params["window"]))
         assert path == unit_paths(store.resolve(), key).parquet and path.is_file()

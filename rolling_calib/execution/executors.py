@@ -11,7 +11,7 @@ an executor that stops half-way never loses a completed unit.
 Two executors share this contract:
 
 * :class:`LocalExecutor` -- a local process pool (the default).
-* ``rolling_calib.ray_executor.RayExecutor`` -- a Ray cluster.
+* ``rolling_calib.execution.ray_executor.RayExecutor`` -- a Ray cluster.
 
 Example
 -------

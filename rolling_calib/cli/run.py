@@ -24,11 +24,11 @@ def parse_set(items: list[str] | None) -> dict:
 def make_executor(args: argparse.Namespace):
     """The executor named by ``--executor`` (local process pool or Ray)."""
     if args.executor == "local":
-        from rolling_calib.executors import LocalExecutor
+        from rolling_calib.execution.executors import LocalExecutor
 
         return LocalExecutor(workers=args.workers)
     try:
-        from rolling_calib.ray_executor import RayExecutor
+        from rolling_calib.execution.ray_executor import RayExecutor
     except ImportError as exc:
         raise ValueError(f"--executor ray: the Ray executor is not available: {exc}") from exc
     return RayExecutor(args.address, max_retries=args.max_retries, num_cpus=args.workers if args.address is None else None,
@@ -45,9 +45,9 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> tuple[int, object]:
-    from rolling_calib.config import ConfigError, load_experiment
-    from rolling_calib.executors import UnitFailedError
-    from rolling_calib.runner import plan_run, run_plan
+    from rolling_calib.config.experiment import ConfigError, load_experiment
+    from rolling_calib.execution.executors import UnitFailedError
+    from rolling_calib.execution.runner import plan_run, run_plan
 
     try:
         if args.workers < 1:
@@ -76,7 +76,7 @@ def _run(args: argparse.Namespace) -> tuple[int, object]:
         return 1, None
     result = summary.to_dict()
     if not args.no_tracking:
-        from rolling_calib.tracking import default_tracking_uri, log_store
+        from rolling_calib.tracking.mlflow_log import default_tracking_uri, log_store
 
         uri = args.tracking_uri or default_tracking_uri(plan.store)
         log_store(plan.store, tracking_uri=uri)

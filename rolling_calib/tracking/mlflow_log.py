@@ -52,8 +52,8 @@ from typing import Any
 
 import pandas as pd
 
-from rolling_calib import store as st
-from rolling_calib.executors import UnitKey
+from rolling_calib.execution import store as st
+from rolling_calib.execution.executors import UnitKey
 
 __all__ = ["default_tracking_uri", "log_store", "track_store", "TrackingSummary", "flatten_task_params"]
 
@@ -261,7 +261,7 @@ def track_store(
     """
     from mlflow.tracking import MlflowClient
 
-    from rolling_calib.evaluate import score_store
+    from rolling_calib.analysis.scoring import score_store
 
     store = Path(store_dir).resolve()
     manifest = st.read_manifest(store)

@@ -1,11 +1,11 @@
 """Hyperparameter sweeps: a grid over YAML kwarg paths, run through the rolling runner, ranked.
 
-A sweep takes an experiment YAML (see ``rolling_calib.config.load_experiment``)
+A sweep takes an experiment YAML (see ``rolling_calib.config.experiment.load_experiment``)
 and a grid such as ``hidden_size=32,64,128`` and ``weight_decay=0,5e-6``. Every
 point of the grid's Cartesian product becomes one *pipeline* (a name plus the
 dotted-path overrides it applies to the YAML); all of them run with the same
 seeds through the same runner and executors as ``rolling-calib run``, into one
-store; then :mod:`rolling_calib.ranking` ranks them by CQL and QL, builds the
+store; then :mod:`rolling_calib.core.ranking` ranks them by CQL and QL, builds the
 pairwise-accuracy matrix, finds the indistinguishable pairs and the seed budget.
 
 Grid syntax (``--grid KEY=V1,V2,...``)
@@ -224,16 +224,16 @@ def sweep_experiment(config: Any, pipelines: Sequence[Pipeline] | None) -> Any:
 
     Parameters
     ----------
-    config : rolling_calib.config.ExperimentConfig
+    config : rolling_calib.config.experiment.ExperimentConfig
     pipelines : sequence of Pipeline or None
 
     Returns
     -------
-    rolling_calib.config.ExperimentConfig
+    rolling_calib.config.experiment.ExperimentConfig
     """
     import dataclasses
 
-    from rolling_calib.config import validate_task
+    from rolling_calib.config.experiment import validate_task
 
     if pipelines is None:
         return config
@@ -250,11 +250,11 @@ class SweepResult:
     Attributes
     ----------
     ranking : DataFrame
-        :func:`rolling_calib.ranking.rank_configurations` of all configurations.
+        :func:`rolling_calib.core.ranking.rank_configurations` of all configurations.
     matrices : dict
         ``{metric: PairwiseMatrix}`` (rows/columns in ranking order of the first metric).
     indistinguishable : dict
-        ``{metric: [(a, b), ...]}``; see :func:`rolling_calib.ranking.indistinguishable`.
+        ``{metric: [(a, b), ...]}``; see :func:`rolling_calib.core.ranking.indistinguishable`.
     top_groups : dict
         ``{metric: [best, ...configs indistinguishable from it]}``.
     seed_budgets : list of SeedBudget
@@ -313,8 +313,8 @@ def analyse_sweep(
     n_boot, confidence, seed
         Bootstrap settings of every interval (recorded in ``settings``).
     """
-    from rolling_calib.compare import compare_pair
-    from rolling_calib.ranking import (
+    from rolling_calib.core.pairwise import compare_pair
+    from rolling_calib.core.ranking import (
         indistinguishable,
         pairwise_matrix,
         rank_configurations,
@@ -420,8 +420,8 @@ def write_sweep_report(result: SweepResult, out_dir: str | Any) -> dict[str, Any
 
     import matplotlib.pyplot as plt
 
-    from rolling_calib.ranking import plot_pairwise_heatmap
-    from rolling_calib.atomic import atomic_write, atomic_write_text
+    from rolling_calib.core.ranking import plot_pairwise_heatmap
+    from rolling_calib.core.atomic import atomic_write, atomic_write_text
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """Run the (pipeline, seed, window) units of a rolling grid on a Ray cluster.
 
 :class:`RayExecutor` implements the same contract as
-:class:`rolling_calib.executors.LocalExecutor`: ``run(tasks, work, *, on_done)``
+:class:`rolling_calib.execution.executors.LocalExecutor`: ``run(tasks, work, *, on_done)``
 calls ``work(key)`` once per unit, never starts a unit before the unit it waits
 for (``UnitTask.after``) has finished, and returns ``{key: result}``. Only the
 place where ``work`` runs changes: each unit is one Ray task.
@@ -16,7 +16,7 @@ Failures
     budget covers a worker process that dies). A unit that still fails makes
     :meth:`RayExecutor.run` stop submitting new units, wait for the units
     already running (they finish and write their results, so nothing completed
-    is lost), and raise :class:`~rolling_calib.executors.UnitFailedError`
+    is lost), and raise :class:`~rolling_calib.execution.executors.UnitFailedError`
     naming the unit, with the worker's exception chained. A re-run of the
     runner skips the completed units and resumes.
 Numbers
@@ -30,7 +30,7 @@ Storage
 
 Example
 -------
->>> from rolling_calib.executors import UnitKey, UnitTask
+>>> from rolling_calib.execution.executors import UnitKey, UnitTask
 >>> ex = RayExecutor(num_cpus=2)                         # doctest: +SKIP
 >>> ex.run([UnitTask(UnitKey("a", 0, 0))], str)           # doctest: +SKIP
 {UnitKey(pipeline='a', seed=0, window=0): "UnitKey(pipeline='a', seed=0, window=0)"}
@@ -43,7 +43,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rolling_calib.executors import (
+from rolling_calib.execution.executors import (
     DependencyQueue,
     ProgressCallback,
     UnitKey,

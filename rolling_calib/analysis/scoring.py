@@ -2,7 +2,7 @@
 
 A *run* is one seed of one pipeline: its windows' predictions merged over the
 whole evaluation period. For every run :func:`score_store` computes, through
-:func:`rolling_calib.metrics.rolling_calibrated_quadratic_loss` (METHOD 2.2)::
+:func:`rolling_calib.core.metrics.rolling_calibrated_quadratic_loss` (METHOD 2.2)::
 
     c_k  = mean over month k-1 of (y - p)            (pooled over instruments by default)
     CQL  = mean over months 2..K of (y - (p + c_k))^2
@@ -36,11 +36,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rolling_calib import compare as cmp
-from rolling_calib import metrics
-from rolling_calib import store as st
-from rolling_calib.executors import UnitKey
-from rolling_calib.schedule import CoverageError, Window
+from rolling_calib.core import pairwise as cmp
+from rolling_calib.core import metrics
+from rolling_calib.execution import store as st
+from rolling_calib.execution.executors import UnitKey
+from rolling_calib.core.schedule import CoverageError, Window
 
 __all__ = [
     "RUN_COLUMNS",
@@ -174,7 +174,7 @@ def score_store(
     Parameters
     ----------
     store : path
-        A store written by :func:`rolling_calib.runner.run_plan`.
+        A store written by :func:`rolling_calib.execution.runner.run_plan`.
     period : "month", "week", "quarter" or int
         Calibration period (METHOD 2.2: month).
     bias : "pooled" or "per_instrument"

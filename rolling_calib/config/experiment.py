@@ -5,8 +5,8 @@ window) with three extra top-level sections that only rolling-calib reads::
 
     qlib_init: {provider_uri: {1min: qlib_data/us25}, region: us, kernels: 1}
     task:
-      model:   {class: RollingLSTM, module_path: rolling_calib.model, kwargs: {...}}
-      dataset: {class: MinuteTSDataset, module_path: rolling_calib.dataset, kwargs: {handler: {...}, segments: {...}}}
+      model:   {class: RollingLSTM, module_path: rolling_calib.qlib_adapter.model, kwargs: {...}}
+      dataset: {class: MinuteTSDataset, module_path: rolling_calib.qlib_adapter.dataset, kwargs: {handler: {...}, segments: {...}}}
       record:  [...]                      # used by qrun only
     rolling:                              # see RollingConfig
       initial_train_start: 2012-01
@@ -41,10 +41,6 @@ included files against the including file's directory.
 from __future__ import annotations
 
 import copy
-import hashlib
-import importlib
-import inspect
-import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,7 +49,11 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from rolling_calib.schedule import Window, parse_month, rolling_windows
+from rolling_calib.core.fingerprint import stable_hash
+from rolling_calib.core.schedule import Window, parse_month, rolling_windows
+from rolling_calib.core.validation import ConfigError, expect, reject_unknown
+from rolling_calib.qlib_adapter.session import FREQ, init_qlib_once, resolve_qlib_init, store_calendar
+from rolling_calib.qlib_adapter.task_spec import merge_base_config, validate_task
 
 __all__ = [
     "ConfigError",
@@ -64,21 +64,12 @@ __all__ = [
     "load_experiment",
     "load_yaml",
     "read_rolling",
-    "init_qlib_once",
-    "store_calendar",
     "stable_hash",
     "validate_task",
 ]
 
-FREQ = "1min"
 TOP_LEVEL_KEYS = frozenset({"qlib_init", "task", "rolling", "pipelines", "compare", "experiment_name", "BASE_CONFIG_PATH"})
 REPLACED_KEYS = ("pipelines", "compare")
-TASK_KEYS = frozenset({"model", "dataset", "record"})
-CLASS_SPEC_KEYS = frozenset({"class", "module_path", "kwargs"})
-
-
-class ConfigError(ValueError):
-    """A configuration problem; the message names the file and the dotted key."""
 
 
 # --------------------------------------------------------------------------- overrides
@@ -115,7 +106,7 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, sou
     >>> apply_overrides({"task": {}}, {"task.modle.kwargs.lr": 1})
     Traceback (most recent call last):
     ...
-    rolling_calib.config.ConfigError: overrides: unknown key 'task.modle.kwargs.lr' ('task' has no 'modle'; it has: none)
+    rolling_calib.config.experiment.ConfigError: overrides: unknown key 'task.modle.kwargs.lr' ('task' has no 'modle'; it has: none)
     """
     out = copy.deepcopy(dict(cfg))
     if not isinstance(overrides, Mapping):
@@ -161,7 +152,7 @@ class CalibrationConfig:
 
 @dataclass(frozen=True)
 class RollingConfig:
-    """The ``rolling:`` section (see :func:`rolling_calib.schedule.rolling_windows`).
+    """The ``rolling:`` section (see :func:`rolling_calib.core.schedule.rolling_windows`).
 
     Attributes
     ----------
@@ -264,18 +255,6 @@ class ExperimentConfig:
 
 
 # --------------------------------------------------------------------------- helpers
-def stable_hash(obj: Any) -> str:
-    """SHA-256 (first 16 hex digits) of ``obj``'s canonical JSON (sorted keys).
-
-    Examples
-    --------
-    >>> stable_hash({"b": 1, "a": [1, 2]}) == stable_hash({"a": [1, 2], "b": 1})
-    True
-    """
-    text = json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
 def load_yaml(path: Path) -> dict:
     """Read a YAML mapping; errors name the file (and line for syntax errors)."""
     path = Path(path)
@@ -296,8 +275,6 @@ def load_yaml(path: Path) -> dict:
 
 def _read_with_base(path: Path, *, seen: tuple[Path, ...] = ()) -> dict:
     """Load ``path``, merging ``BASE_CONFIG_PATH`` files first (Qlib's ``update_config``)."""
-    from qlib.utils.data import update_config
-
     path = Path(path).resolve()
     if path in seen:
         raise ConfigError(f"{path}: BASE_CONFIG_PATH cycle through {' -> '.join(map(str, seen))}")
@@ -315,28 +292,9 @@ def _read_with_base(path: Path, *, seen: tuple[Path, ...] = ()) -> dict:
     base = _read_with_base(base_path, seen=seen + (path,))
     # pipelines and comparisons are lists of experiments, not settings: the including file's replace the base's
     replaced = {key: data.pop(key) for key in REPLACED_KEYS if key in data}
-    merged = update_config(base, data)
+    merged = merge_base_config(base, data)
     merged.update(replaced)
     return merged
-
-
-def _expect(value: Any, types: type | tuple[type, ...], key: str, what: str, where: str) -> Any:
-    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in _as_tuple(types))
-    if not ok:
-        raise ConfigError(f"{where}: {key}: expected {what}, found {type(value).__name__} {value!r}")
-    return value
-
-
-def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
-    return types if isinstance(types, tuple) else (types,)
-
-
-def _reject_unknown(section: Mapping, allowed: frozenset[str] | set[str], prefix: str, where: str) -> None:
-    for key in section:
-        if key not in allowed:
-            raise ConfigError(
-                f"{where}: unknown key '{prefix}{key}' (allowed: {', '.join(sorted(allowed))})"
-            )
 
 
 def _month_text(value: Any, key: str, edge: str, where: str) -> str:
@@ -347,9 +305,9 @@ def _month_text(value: Any, key: str, edge: str, where: str) -> str:
 
 
 def _parse_rolling(section: Any, where: str) -> RollingConfig:
-    _expect(section, dict, "rolling", "a mapping", where)
+    expect(section, dict, "rolling", "a mapping", where)
     allowed = {f for f in RollingConfig.__dataclass_fields__}
-    _reject_unknown(section, allowed, "rolling.", where)
+    reject_unknown(section, allowed, "rolling.", where)
     for required in ("initial_train_start", "start", "end"):
         if required not in section:
             raise ConfigError(f"{where}: rolling.{required}: missing (expected a month 'YYYY-MM')")
@@ -360,7 +318,7 @@ def _parse_rolling(section: Any, where: str) -> RollingConfig:
     }
     for key, least in (("step_months", 1), ("valid_months", 0)):
         if key in section:
-            value = _expect(section[key], int, f"rolling.{key}", f"an integer >= {least}", where)
+            value = expect(section[key], int, f"rolling.{key}", f"an integer >= {least}", where)
             if value < least:
                 raise ConfigError(f"{where}: rolling.{key}: expected an integer >= {least}, found {value}")
             kwargs[key] = value
@@ -372,7 +330,7 @@ def _parse_rolling(section: Any, where: str) -> RollingConfig:
                 raise ConfigError(f"{where}: rolling.{key}: expected one of {', '.join(options)}, found {value!r}")
             kwargs[key] = value
     if section.get("sliding_months") is not None:
-        value = _expect(section["sliding_months"], int, "rolling.sliding_months", "an integer >= 1", where)
+        value = expect(section["sliding_months"], int, "rolling.sliding_months", "an integer >= 1", where)
         if value < 1:
             raise ConfigError(f"{where}: rolling.sliding_months: expected an integer >= 1, found {value}")
         kwargs["sliding_months"] = value
@@ -381,8 +339,8 @@ def _parse_rolling(section: Any, where: str) -> RollingConfig:
     if "seeds" in section:
         kwargs["seeds"] = _parse_seeds(section["seeds"], "rolling.seeds", where)
     if "calibration" in section:
-        cal = _expect(section["calibration"], dict, "rolling.calibration", "a mapping", where)
-        _reject_unknown(cal, {"period", "bias"}, "rolling.calibration.", where)
+        cal = expect(section["calibration"], dict, "rolling.calibration", "a mapping", where)
+        reject_unknown(cal, {"period", "bias"}, "rolling.calibration.", where)
         period = cal.get("period", "month")
         if not (period in ("month", "week") or (isinstance(period, int) and not isinstance(period, bool) and period >= 1)):
             raise ConfigError(
@@ -415,13 +373,13 @@ def _parse_pipelines(value: Any, where: str, base_dir: Path) -> tuple[dict[str, 
     compare: list[tuple[str, str]] = []
 
     def add(mapping: Any, origin: str) -> None:
-        _expect(mapping, dict, "pipelines", "a mapping of pipeline name to overrides", origin)
+        expect(mapping, dict, "pipelines", "a mapping of pipeline name to overrides", origin)
         for name, overrides in mapping.items():
             if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
                 raise ConfigError(f"{origin}: pipelines: invalid pipeline name {name!r} (a non-empty string without '/')")
             if overrides is None:
                 overrides = {}
-            _expect(overrides, dict, f"pipelines.{name}", "a mapping of dotted keys to values", origin)
+            expect(overrides, dict, f"pipelines.{name}", "a mapping of dotted keys to values", origin)
             if name in pipelines:
                 raise ConfigError(f"{origin}: pipelines.{name}: defined twice")
             pipelines[name] = dict(overrides)
@@ -435,7 +393,7 @@ def _parse_pipelines(value: Any, where: str, base_dir: Path) -> tuple[dict[str, 
                 if not file.is_file():
                     raise ConfigError(f"{where}: pipelines[{i}]: pipeline file not found: {file}")
                 data = load_yaml(file)
-                _reject_unknown(data, {"pipelines", "compare"}, "", str(file))
+                reject_unknown(data, {"pipelines", "compare"}, "", str(file))
                 add(data.get("pipelines", {}), str(file))
                 compare.extend(_parse_compare(data.get("compare", []), str(file)))
             elif isinstance(item, dict):
@@ -455,169 +413,13 @@ def _parse_pipelines(value: Any, where: str, base_dir: Path) -> tuple[dict[str, 
 
 
 def _parse_compare(value: Any, where: str) -> list[tuple[str, str]]:
-    _expect(value, list, "compare", "a list of [A, B] pairs", where)
+    expect(value, list, "compare", "a list of [A, B] pairs", where)
     pairs = []
     for i, pair in enumerate(value):
         if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)) or pair[0] == pair[1]:
             raise ConfigError(f"{where}: compare[{i}]: expected a pair [A, B] of two different pipeline names, found {pair!r}")
         pairs.append((pair[0], pair[1]))
     return pairs
-
-
-def _resolve_qlib_init(section: Any, where: str) -> dict:
-    from qlib.config import MODE_CONF, _default_config, _default_region_config
-
-    _expect(section, dict, "qlib_init", "a mapping of qlib.init arguments", where)
-    allowed = set(_default_config) | set(MODE_CONF["client"]) | {"clear_mem_cache", "skip_if_reg"}
-    allowed |= set().union(*(set(v) for v in _default_region_config.values()))
-    _reject_unknown(section, allowed, "qlib_init.", where)
-    if "provider_uri" not in section:
-        raise ConfigError(f"{where}: qlib_init.provider_uri: missing (expected the minute store directory)")
-    uri = section["provider_uri"]
-    if isinstance(uri, dict):
-        _reject_unknown(uri, {FREQ}, "qlib_init.provider_uri.", where)
-        if FREQ not in uri:
-            raise ConfigError(f"{where}: qlib_init.provider_uri.{FREQ}: missing (expected the minute store directory)")
-        uri = uri[FREQ]
-    _expect(uri, str, "qlib_init.provider_uri", "a directory path", where)
-    store = Path(uri).expanduser().resolve()
-    if not store.is_dir():
-        raise ConfigError(
-            f"{where}: qlib_init.provider_uri: data directory not found: {store} "
-            "(build it with 'rolling-calib data synthetic' or 'rolling-calib data ingest')"
-        )
-    if not (store / "calendars" / f"{FREQ}.txt").is_file():
-        raise ConfigError(
-            f"{where}: qlib_init.provider_uri: {store} is not a Qlib minute store (no calendars/{FREQ}.txt)"
-        )
-    out = dict(section)
-    out["provider_uri"] = {FREQ: str(store)}
-    out.setdefault("region", "us")
-    out.setdefault("expression_cache", None)
-    out.setdefault("dataset_cache", None)
-    out.setdefault("kernels", 1)
-    return out
-
-
-def _import_class(spec: Any, key: str, where: str) -> type:
-    _expect(spec, dict, key, "a mapping with class, module_path and kwargs", where)
-    _reject_unknown(spec, CLASS_SPEC_KEYS, f"{key}.", where)
-    for part in ("class", "module_path"):
-        if not isinstance(spec.get(part), str):
-            raise ConfigError(f"{where}: {key}.{part}: expected a string, found {spec.get(part)!r}")
-    if not isinstance(spec.get("kwargs", {}), dict):
-        raise ConfigError(f"{where}: {key}.kwargs: expected a mapping, found {type(spec['kwargs']).__name__}")
-    try:
-        module = importlib.import_module(spec["module_path"])
-    except ImportError as exc:
-        raise ConfigError(f"{where}: {key}.module_path: cannot import {spec['module_path']!r}: {exc}") from exc
-    cls = getattr(module, spec["class"], None)
-    if cls is None:
-        raise ConfigError(f"{where}: {key}.class: {spec['module_path']} has no class {spec['class']!r}")
-    return cls
-
-
-def _accepted_parameters(cls: type) -> dict[str, inspect.Parameter]:
-    """Named keyword parameters of ``cls.__init__``; through ``**kwargs`` also those of its bases.
-
-    A class that forwards ``**kwargs`` to its Qlib base (``DatasetH``, ``DataHandlerLP``)
-    accepts the base's named parameters too; anything else is a typo.
-    """
-    params: dict[str, inspect.Parameter] = {}
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        try:
-            sig = inspect.signature(init)
-        except (TypeError, ValueError):
-            break
-        forwards = False
-        for name, p in sig.parameters.items():
-            if p.kind is inspect.Parameter.VAR_KEYWORD:
-                forwards = True
-            elif name != "self" and p.kind is not inspect.Parameter.VAR_POSITIONAL:
-                params.setdefault(name, p)
-        if not forwards:
-            break
-    return params
-
-
-def _check_kwargs(cls: type, kwargs: Mapping[str, Any], key: str, where: str) -> None:
-    """Unknown keyword arguments of ``cls.__init__`` fail here, not in a worker hours later."""
-    params = _accepted_parameters(cls)
-    known = list(params)
-    for name, value in kwargs.items():
-        if name not in params:
-            raise ConfigError(
-                f"{where}: {key}.kwargs.{name}: {cls.__name__} has no such argument (it accepts: {', '.join(known)})"
-            )
-        default = params[name].default
-        if default is not inspect.Parameter.empty and default is not None and value is not None:
-            numeric = (int, float)
-            if isinstance(default, bool) != isinstance(value, bool) and (isinstance(default, bool) or isinstance(value, bool)):
-                ok = False
-            elif isinstance(default, numeric) and not isinstance(default, bool):
-                ok = isinstance(value, numeric) and (isinstance(default, float) or isinstance(value, int))
-            elif isinstance(default, str):
-                ok = isinstance(value, str)
-            else:
-                ok = True
-            if not ok:
-                raise ConfigError(
-                    f"{where}: {key}.kwargs.{name}: expected {type(default).__name__} (like the default {default!r}), "
-                    f"found {type(value).__name__} {value!r}"
-                )
-
-
-def validate_task(task: Any, where: str, *, prefix: str = "task") -> None:
-    """Check a Qlib task: known sections, importable classes, accepted keyword arguments."""
-    _expect(task, dict, prefix, "a mapping with model and dataset", where)
-    _reject_unknown(task, TASK_KEYS, f"{prefix}.", where)
-    for part in ("model", "dataset"):
-        if part not in task:
-            raise ConfigError(f"{where}: {prefix}.{part}: missing")
-    model_cls = _import_class(task["model"], f"{prefix}.model", where)
-    _check_kwargs(model_cls, task["model"].get("kwargs", {}), f"{prefix}.model", where)
-    dataset_cls = _import_class(task["dataset"], f"{prefix}.dataset", where)
-    dkw = task["dataset"].get("kwargs", {})
-    _check_kwargs(dataset_cls, {k: v for k, v in dkw.items() if k != "handler"}, f"{prefix}.dataset", where)
-    handler = dkw.get("handler")
-    if not isinstance(handler, dict):
-        raise ConfigError(f"{where}: {prefix}.dataset.kwargs.handler: expected a handler mapping (class, module_path, kwargs)")
-    handler_cls = _import_class(handler, f"{prefix}.dataset.kwargs.handler", where)
-    _check_kwargs(handler_cls, handler.get("kwargs", {}), f"{prefix}.dataset.kwargs.handler", where)
-    record = task.get("record", [])
-    if not isinstance(record, (list, dict)):
-        raise ConfigError(f"{where}: {prefix}.record: expected a list of record configs, found {type(record).__name__}")
-
-
-# --------------------------------------------------------------------------- qlib access
-_QLIB_STATE: dict[str, str] = {}
-
-
-def init_qlib_once(qlib_init: Mapping[str, Any]) -> None:
-    """``qlib.init(**qlib_init)`` unless this process already did so with the same arguments.
-
-    Qlib's configuration is process-global: if other code re-initialised Qlib on another
-    store in between, the provider no longer matches and Qlib is initialised again.
-    """
-    import qlib
-    from qlib.config import C
-
-    key = stable_hash(dict(qlib_init))
-    if _QLIB_STATE.get("key") == key and C.get("provider_uri") == qlib_init.get("provider_uri"):
-        return
-    qlib.init(**copy.deepcopy(dict(qlib_init)))
-    _QLIB_STATE["key"] = key
-
-
-def store_calendar(qlib_init: Mapping[str, Any]) -> pd.DatetimeIndex:
-    """The store's minute bars, read through Qlib's calendar provider (``D.calendar``)."""
-    from qlib.data import D
-
-    init_qlib_once(qlib_init)
-    return pd.DatetimeIndex(D.calendar(freq=FREQ))
 
 
 def _check_instruments(task: Mapping[str, Any], store: Path, where: str) -> None:
@@ -685,11 +487,11 @@ def load_experiment(
     raw = _read_with_base(path)
     if overrides:
         raw = apply_overrides(raw, overrides, source=f"{where}: overrides")
-    _reject_unknown(raw, TOP_LEVEL_KEYS, "", where)
+    reject_unknown(raw, TOP_LEVEL_KEYS, "", where)
     for required in ("qlib_init", "task", "rolling", "pipelines"):
         if required not in raw:
             raise ConfigError(f"{where}: {required}: missing section")
-    qlib_init = _resolve_qlib_init(raw["qlib_init"], where)
+    qlib_init = resolve_qlib_init(raw["qlib_init"], where)
     validate_task(raw["task"], where)
     rolling = _parse_rolling(raw["rolling"], where)
     pipelines, file_pairs = _parse_pipelines(raw["pipelines"], where, path.parent)
@@ -700,7 +502,7 @@ def load_experiment(
                 raise ConfigError(f"{where}: compare[{i}]: unknown pipeline {name!r}; known: {', '.join(pipelines)}")
     pairs = list(dict.fromkeys(pairs))
     name = raw.get("experiment_name", "rolling-calib")
-    _expect(name, str, "experiment_name", "a string", where)
+    expect(name, str, "experiment_name", "a string", where)
     config = ExperimentConfig(
         path=path,
         qlib_init=qlib_init,

@@ -106,14 +106,14 @@ def register(subparsers) -> None:
 
 
 def _write_csv_atomically(frame, path: Path) -> None:
-    from rolling_calib.atomic import atomic_write
+    from rolling_calib.core.atomic import atomic_write
 
     atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
 
 
 def handler(args: argparse.Namespace) -> int:
     """Run the chosen experiment, print the table (or JSON); 2 on bad parameters."""
-    from rolling_calib.synthetic import run_linear_experiment, run_logistic_experiment
+    from rolling_calib.core.synthetic_experiments import run_linear_experiment, run_logistic_experiment
 
     common = dict(
         rounds=args.rounds, runs=args.runs, seed=args.seed, dims=args.dims, features_b=args.features_b,
@@ -133,7 +133,7 @@ def handler(args: argparse.Namespace) -> int:
     if args.rounds_csv is not None:
         _write_csv_atomically(result.rounds, args.rounds_csv)
     if args.plot is not None:
-        from rolling_calib.synthetic import plot_rounds
+        from rolling_calib.core.synthetic_experiments import plot_rounds
 
         plot_rounds(result, args.plot)
     if args.json:

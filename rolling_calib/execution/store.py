@@ -13,7 +13,7 @@ Layout of a store directory ``STORE``::
                                                  timings, checkpoint path, checkpoint it started from
     STORE/checkpoints/<pipeline>/seed<k>/w<NN>.pt model state after the unit (fine-tuning starts here)
     STORE/stale/<pipeline>/<hash>/seed<k>/...    units of an older config, moved aside (never reused)
-    STORE/mlflow.db                              MLflow tracking (written by ``rolling_calib.tracking``)
+    STORE/mlflow.db                              MLflow tracking (written by ``rolling_calib.tracking.mlflow_log``)
 
 Rules:
 
@@ -45,8 +45,8 @@ from typing import Any
 
 import pandas as pd
 
-from rolling_calib.atomic import atomic_write
-from rolling_calib.executors import UnitKey
+from rolling_calib.core.atomic import atomic_write
+from rolling_calib.execution.executors import UnitKey
 
 __all__ = [
     "MANIFEST",
@@ -73,7 +73,7 @@ FORMAT_VERSION = 1
 
 # --------------------------------------------------------------------------- atomic writes
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (see :mod:`rolling_calib.atomic`)."""
+    """Write ``text`` to ``path`` atomically (see :mod:`rolling_calib.core.atomic`)."""
     return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 

@@ -41,8 +41,8 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
 
 def score_and_compare(args: argparse.Namespace):
     """Score the store and compare pipelines with the options of ``args``."""
-    from rolling_calib import store as st
-    from rolling_calib.evaluate import compare_store, score_store
+    from rolling_calib.execution import store as st
+    from rolling_calib.analysis.scoring import compare_store, score_store
 
     manifest = st.read_manifest(args.store)
     calibration = manifest.get("experiment", {}).get("rolling", {}).get("calibration", {})

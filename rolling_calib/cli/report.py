@@ -8,11 +8,11 @@ import json
 import sys
 from pathlib import Path
 
-from rolling_calib.commands.compare import add_scoring_arguments, score_and_compare
+from rolling_calib.cli.compare import add_scoring_arguments, score_and_compare
 
 
 def handle(args: argparse.Namespace) -> int:
-    from rolling_calib.report import write_report
+    from rolling_calib.reporting.document import write_report
 
     try:
         with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json

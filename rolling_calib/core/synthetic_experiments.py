@@ -50,8 +50,8 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
-from rolling_calib.compare import pairwise_accuracy, seed_budget
-from rolling_calib.metrics import fit_logit_shift_rows
+from rolling_calib.core.pairwise import pairwise_accuracy, seed_budget
+from rolling_calib.core.metrics import fit_logit_shift_rows
 
 __all__ = [
     "SyntheticResult",
@@ -532,7 +532,7 @@ def plot_rounds(result: SyntheticResult, path: str | os.PathLike[str]) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rolling_calib.atomic import atomic_write
+    from rolling_calib.core.atomic import atomic_write
 
     target = Path(path)
     t = result.rounds

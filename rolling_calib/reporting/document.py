@@ -15,7 +15,7 @@ figures, :func:`render_markdown` / :func:`render_html` return text, and
 
 Example
 -------
->>> from rolling_calib.evaluate import score_store, compare_store   # doctest: +SKIP
+>>> from rolling_calib.analysis.scoring import score_store, compare_store   # doctest: +SKIP
 >>> scores = score_store("runs/demo")                               # doctest: +SKIP
 >>> paths = write_report(scores, compare_store(scores), "runs/demo/report")  # doctest: +SKIP
 >>> paths["html"]                                                   # doctest: +SKIP
@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rolling_calib.evaluate import StoreComparison, StoreScores
-from rolling_calib.store import atomic_write_text
+from rolling_calib.analysis.scoring import StoreComparison, StoreScores
+from rolling_calib.execution.store import atomic_write_text
 
 __all__ = ["CAVEAT", "make_figures", "render_markdown", "render_html", "write_report"]
 
@@ -184,7 +184,7 @@ def _tables(scores: StoreScores, comparison: StoreComparison) -> tuple[list[str]
 
 def _details(scores: StoreScores) -> tuple[list[str], list[list[str]], str]:
     """Schedule table (from the first scored pipeline) and a provenance line, read from the manifest."""
-    from rolling_calib import store as st
+    from rolling_calib.execution import store as st
 
     try:
         manifest = st.read_manifest(scores.store)

@@ -37,7 +37,7 @@ class DemoResult:
 
     data_dir: Path
     store: Path
-    comparison: object  # rolling_calib.evaluate.StoreComparison
+    comparison: object  # rolling_calib.analysis.scoring.StoreComparison
     report: dict[str, Path]
     seconds: float
     data_built: bool
@@ -48,7 +48,7 @@ def ensure_demo_data(data_dir: Path, *, config: Path = DEMO_CONFIG, seed: int = 
     import pandas as pd
 
     from data_prep import build_synthetic_store
-    from rolling_calib.config import read_rolling
+    from rolling_calib.config.experiment import read_rolling
 
     if (data_dir / "calendars" / "1min.txt").is_file():
         return False
@@ -85,11 +85,11 @@ def run_demo(
     progress : bool
         Progress bars for data generation and units.
     """
-    from rolling_calib.config import load_experiment
-    from rolling_calib.evaluate import compare_store, score_store
-    from rolling_calib.executors import LocalExecutor
-    from rolling_calib.report import write_report
-    from rolling_calib.runner import plan_run, run_plan
+    from rolling_calib.config.experiment import load_experiment
+    from rolling_calib.analysis.scoring import compare_store, score_store
+    from rolling_calib.execution.executors import LocalExecutor
+    from rolling_calib.reporting.document import write_report
+    from rolling_calib.execution.runner import plan_run, run_plan
 
     if seeds < 2:
         raise ValueError(f"seeds: expected >= 2 (a spread needs two runs), found {seeds}")

@@ -91,7 +91,7 @@ def register(subparsers) -> None:
 
 
 def _parse_overrides(items: list[str]) -> dict:
-    from rolling_calib.sweep import parse_value
+    from rolling_calib.analysis.sweep import parse_value
 
     out = {}
     for item in items:
@@ -116,12 +116,12 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace, stdout) -> int:
-    from rolling_calib.config import ConfigError, load_experiment
-    from rolling_calib.executors import LocalExecutor, UnitFailedError
-    from rolling_calib.runner import plan_run, run_plan
+    from rolling_calib.config.experiment import ConfigError, load_experiment
+    from rolling_calib.execution.executors import LocalExecutor, UnitFailedError
+    from rolling_calib.execution.runner import plan_run, run_plan
 
-    from rolling_calib.evaluate import score_store
-    from rolling_calib.sweep import analyse_sweep, expand_grid, format_sweep, parse_grid, sweep_experiment, write_sweep_report
+    from rolling_calib.analysis.scoring import score_store
+    from rolling_calib.analysis.sweep import analyse_sweep, expand_grid, format_sweep, parse_grid, sweep_experiment, write_sweep_report
 
     try:
         if args.workers is not None and args.workers < 1:
@@ -138,7 +138,7 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
         experiment = sweep_experiment(config, pipelines)
         store = args.store or Path("runs") / f"{Path(args.config).stem}-sweep"
         if args.executor == "ray":
-            from rolling_calib.ray_executor import RayExecutor
+            from rolling_calib.execution.ray_executor import RayExecutor
 
             executor = RayExecutor(args.address, max_retries=args.max_retries,
                                    num_cpus=args.workers if args.address is None else None,  # None: all
@@ -168,7 +168,7 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
     paths = write_sweep_report(result, out)
     tracking_uri = None
     if not args.no_tracking:
-        from rolling_calib.tracking import default_tracking_uri, log_store
+        from rolling_calib.tracking.mlflow_log import default_tracking_uri, log_store
 
         tracking_uri = args.tracking_uri or default_tracking_uri(plan.store)
         log_store(plan.store, tracking_uri=tracking_uri, experiment=experiment.experiment_name)

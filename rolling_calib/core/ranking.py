@@ -2,7 +2,7 @@
 
 Input everywhere is a *runs table*: one row per (configuration, seed) with one
 column per metric, lower is better (losses) -- exactly the ``.runs`` frame of
-``rolling_calib.evaluate.score_store`` (columns ``pipeline, seed, ql, cql, ...``).
+``rolling_calib.analysis.scoring.score_store`` (columns ``pipeline, seed, ql, cql, ...``).
 
 * :func:`rank_configurations` -- mean, standard deviation and a Student-t
   confidence interval of the mean for every configuration and metric, and its
@@ -10,7 +10,7 @@ column per metric, lower is better (losses) -- exactly the ``.runs`` frame of
 * :func:`pairwise_matrix` -- ``accuracy[i, j]`` = probability that one run of
   configuration ``i`` beats (scores lower than) one run of configuration ``j``,
   i.e. the probability of improvement of METHOD section 1, with bootstrap
-  intervals (via :func:`rolling_calib.compare.pairwise_accuracy_ci`).
+  intervals (via :func:`rolling_calib.core.pairwise.pairwise_accuracy_ci`).
 * :func:`indistinguishable` -- the pairs whose interval contains 0.5.
 * :func:`seed_budget_to_separate` -- how many seeds per configuration each
   metric needs before the top two configurations' means are separated.
@@ -282,7 +282,7 @@ def pairwise_matrix(
     >>> pairwise_matrix(runs, metric="cql", n_boot=100).accuracy.round(2).tolist()
     [[nan, 0.75], [0.25, nan]]
     """
-    from rolling_calib.compare import pairwise_accuracy_ci
+    from rolling_calib.core.pairwise import pairwise_accuracy_ci
 
     _check_confidence(confidence)
     if n_boot < 1:

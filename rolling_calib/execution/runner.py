@@ -2,10 +2,10 @@
 
 This is the only layer that drives Qlib. A *unit* is one window of one seed of one
 pipeline; :func:`execute_unit` trains it with Qlib's own machinery and writes it
-into the store (see :mod:`rolling_calib.store`)::
+into the store (see :mod:`rolling_calib.execution.store`)::
 
     task   = the pipeline's Qlib task with this window's dates and this unit's seed
-    model  = init_instance_by_config(task["model"])      # rolling_calib.model.RollingLSTM
+    model  = init_instance_by_config(task["model"])      # rolling_calib.qlib_adapter.model.RollingLSTM
     data   = init_instance_by_config(task["dataset"])    # MinuteTSDataset(MinuteBarHandler)
     fine-tune mode, window k >= 1: model.load_state(checkpoint of window k-1)
     model.fit(data); p = model.predict(data, "test"); y = data.labels("test")
@@ -13,8 +13,8 @@ into the store (see :mod:`rolling_calib.store`)::
 
 Example
 -------
->>> from rolling_calib.config import load_experiment                    # doctest: +SKIP
->>> from rolling_calib.executors import LocalExecutor                  # doctest: +SKIP
+>>> from rolling_calib.config.experiment import load_experiment                    # doctest: +SKIP
+>>> from rolling_calib.execution.executors import LocalExecutor                  # doctest: +SKIP
 >>> plan = plan_run(load_experiment("workflows/demo.yaml"), store=Path("runs/demo"))  # doctest: +SKIP
 >>> summary = run_plan(plan, executor=LocalExecutor(workers=2))       # doctest: +SKIP
 >>> summary.ran, summary.skipped                                        # doctest: +SKIP
@@ -36,10 +36,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rolling_calib import store as st
-from rolling_calib.config import ExperimentConfig, init_qlib_once, stable_hash, store_calendar
-from rolling_calib.executors import Executor, UnitKey, UnitTask
-from rolling_calib.schedule import CoverageError, Window, check_coverage
+from rolling_calib.execution import store as st
+from rolling_calib.config.experiment import ExperimentConfig
+from rolling_calib.core.fingerprint import stable_hash
+from rolling_calib.qlib_adapter.session import store_calendar
+from rolling_calib.qlib_adapter.training import train_window, window_task
+from rolling_calib.execution.executors import Executor, UnitKey, UnitTask
+from rolling_calib.core.schedule import CoverageError, Window, check_coverage
 
 __all__ = [
     "PipelinePlan",
@@ -201,7 +204,7 @@ def plan_run(
     Parameters
     ----------
     config : ExperimentConfig
-        A validated experiment (:func:`rolling_calib.config.load_experiment`).
+        A validated experiment (:func:`rolling_calib.config.experiment.load_experiment`).
     store : path
         The result store directory (created by :func:`run_plan`).
     pipelines : sequence of str, optional
@@ -254,30 +257,6 @@ def plan_run(
         experiment=experiment,
         data=data,
     )
-
-
-def window_task(task: dict, window: Window, *, seed: int, n_threads: int) -> dict:
-    """The Qlib task of one unit: the pipeline's task with this window's dates and seed.
-
-    Sets the handler's ``start_time``/``end_time`` (fit start to test end) and
-    ``fit_start_time``/``fit_end_time`` (the window's fit span), the dataset's
-    ``segments`` (exact first/last minute bars) and the model's ``seed`` and ``n_threads``.
-    """
-    out = copy.deepcopy(task)
-    model_kwargs = out["model"].setdefault("kwargs", {})
-    model_kwargs["seed"] = int(seed)
-    model_kwargs["n_threads"] = int(n_threads)
-    dkw = out["dataset"].setdefault("kwargs", {})
-    hkw = dkw["handler"].setdefault("kwargs", {})
-    start = min(window.fit.start, window.train.start)
-    hkw["start_time"] = start.isoformat(sep=" ")
-    hkw["end_time"] = window.test.end.isoformat(sep=" ")
-    hkw["fit_start_time"] = window.fit.start.isoformat(sep=" ")
-    hkw["fit_end_time"] = window.fit.end.isoformat(sep=" ")
-    dkw["segments"] = {"train": list(window.train.as_tuple()), "test": list(window.test.as_tuple())}
-    if window.valid is not None:  # no valid segment: the model keeps its last epoch
-        dkw["segments"]["valid"] = list(window.valid.as_tuple())
-    return out
 
 
 # --------------------------------------------------------------------------- one unit
@@ -338,17 +317,10 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
     ``functools.partial(execute_unit, plan)`` is the picklable ``work`` callable that
     executors (local pool, Ray) receive. Qlib is initialised once per process.
     """
-    from qlib.utils import init_instance_by_config
-
     t0 = time.perf_counter()
     pipeline = plan.pipeline(key.pipeline)
     window = plan.windows[key.window]
     paths = st.unit_paths(plan.store, key)
-    init_qlib_once(plan.qlib_init)
-    task = window_task(pipeline.task, window, seed=key.seed, n_threads=plan.n_threads)
-    model = init_instance_by_config(task["model"])
-    dataset = init_instance_by_config(task["dataset"])
-    t_data = time.perf_counter()
     start_from = None
     previous = plan.predecessor(key)
     if previous is not None:
@@ -356,15 +328,16 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
         prev_side = st.read_sidecar(plan.store, previous)
         if prev_side is None or prev_side.get("config_hash") != pipeline.config_hash or not prev_paths.checkpoint.is_file():
             raise RuntimeError(f"unit {key.slug()}: predecessor {previous.slug()} is not complete; cannot fine-tune")
-        model.load_state(prev_paths.checkpoint)
         start_from = {"checkpoint": prev_paths.relative_checkpoint(plan.store), "sha256": _sha256(prev_paths.checkpoint)}
-    model.fit(dataset)
-    t_fit = time.perf_counter()
-    pred = model.predict(dataset, segment="test")
-    label = dataset.labels("test")
-    frame, dropped = _unit_frame(pred, label, window, key)
+    task = window_task(pipeline.task, window, seed=key.seed, n_threads=plan.n_threads)
+    trained = train_window(
+        plan.qlib_init, task,
+        warm_start=prev_paths.checkpoint if previous is not None else None,
+        checkpoint=paths.checkpoint,
+    )
+    t_data, t_fit = t0 + trained.build_s, t0 + trained.build_s + trained.fit_s
+    frame, dropped = _unit_frame(trained.predictions, trained.labels, window, key)
     t_pred = time.perf_counter()
-    model.save_state(paths.checkpoint)  # atomic
     st.atomic_write_parquet(paths.parquet, frame)
     residual = frame["label"].to_numpy() - frame["prediction"].to_numpy()
     ql = float(np.mean(residual**2))
@@ -403,7 +376,7 @@ def pending_units(plan: RunPlan) -> tuple[list[UnitKey], int, int]:
     """Units still to run, units already complete, and stale units moved aside.
 
     A unit is complete when its sidecar names the pipeline's current config hash
-    (:func:`rolling_calib.store.is_complete`). Units of another hash are moved to
+    (:func:`rolling_calib.execution.store.is_complete`). Units of another hash are moved to
     ``STORE/stale/`` first. In fine-tune mode every window after a missing one is
     pending too (its starting checkpoint will change).
 
@@ -477,9 +450,9 @@ def run_plan(plan: RunPlan, *, executor: Executor, progress: bool = True) -> Run
 
     Raises
     ------
-    rolling_calib.executors.UnitFailedError
+    rolling_calib.execution.executors.UnitFailedError
         When a unit fails (completed units stay in the store).
-    rolling_calib.schedule.CoverageError
+    rolling_calib.core.schedule.CoverageError
         When the merged predictions of a (pipeline, seed) leave a gap or overlap.
     """
     from tqdm.auto import tqdm

@@ -9,8 +9,8 @@ import sys
 
 
 def handle(args: argparse.Namespace) -> int:
-    from rolling_calib.config import ConfigError
-    from rolling_calib.demo import DEMO_CONFIG, run_demo
+    from rolling_calib.config.experiment import ConfigError
+    from rolling_calib.experiment.demo import DEMO_CONFIG, run_demo
 
     try:
         with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json

@@ -17,13 +17,13 @@ from rolling_calib import __version__
 
 #: Modules that contribute sub-commands, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
-    "rolling_calib.commands.demo",
+    "rolling_calib.cli.demo",
     "data_prep.cli",
-    "rolling_calib.commands.run",
-    "rolling_calib.commands.compare",
-    "rolling_calib.commands.report",
-    "rolling_calib.commands.sweep",
-    "rolling_calib.commands.synthetic",
+    "rolling_calib.cli.run",
+    "rolling_calib.cli.compare",
+    "rolling_calib.cli.report",
+    "rolling_calib.cli.sweep",
+    "rolling_calib.cli.synthetic_experiments",
 )
 
 

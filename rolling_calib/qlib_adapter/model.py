@@ -1,0 +1,553 @@
+"""A Qlib-compatible LSTM return predictor for rolling retraining.
+
+:class:`RollingLSTM` is a :class:`qlib.model.base.Model` built around Qlib's own
+network (``qlib.contrib.model.pytorch_lstm_ts.LSTMModel``: a stacked LSTM and a
+linear head on the last step). A workflow YAML names it by
+``module_path: rolling_calib.qlib_adapter.model`` / ``class: RollingLSTM`` and Qlib's
+``init_instance_by_config`` builds it; it keeps Qlib's ``fit(dataset)`` /
+``predict(dataset)`` contract on :class:`rolling_calib.qlib_adapter.dataset.MinuteTSDataset`.
+
+Differences from Qlib's ``LSTM`` (each one deliberate):
+
+* **Unknown keyword arguments are rejected** (``TypeError`` naming them); Qlib's
+  silently swallows them, so e.g. ``weight_decay`` had no effect there.
+* **weight_decay** is the L2 coefficient handed to the optimiser
+  (``torch.optim.Adam(..., weight_decay=wd)`` adds ``wd * w`` to every gradient).
+* **Warm start**: :meth:`load_state` loads a previous window's checkpoint; the next
+  :meth:`fit` then fine-tunes for ``finetune_epochs`` (fresh optimiser state)
+  instead of training ``n_epochs`` from a fresh initialisation.
+* **One recorded seed** drives initialisation (``torch.manual_seed(seed)``), dropout and
+  the shuffling of training samples (``numpy.random.default_rng([seed, fit_count])``); on
+  CPU the same seed (and the same ``n_threads``) gives bit-identical predictions, also in
+  another process (``torch.use_deterministic_algorithms(True)`` is switched on for CPU
+  models). On GPU, cuDNN's LSTM is not bit-reproducible; results agree to rounding.
+* **Early stopping never crashes**: the validation part is scored in full, in
+  chunks (no ``drop_last``), so a valid part smaller than one batch works; with an
+  empty valid part early stopping is off and the last epoch is kept.
+* **Label scale**: the network learns a standardised label
+  ``(y - mean) / std`` (stats of the training segment), and :meth:`predict` returns
+  ``mean + std * output`` -- predictions are in the label's units (basis points).
+
+Loss: mean squared error on the standardised label,
+``L = mean_i (f(x_i) - (y_i - m) / s)^2`` (+ the optimiser's L2 term).
+
+Example
+-------
+>>> model = RollingLSTM(hidden_size=16, num_layers=1, n_epochs=2, seed=3)   # doctest: +SKIP
+>>> model.fit(dataset)                                                     # doctest: +SKIP
+>>> pred = model.predict(dataset)          # Series, index (datetime, instrument), bp  # doctest: +SKIP
+>>> model.save_state("w00.pt")                                             # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import copy
+import contextlib
+import io
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from qlib.log import get_module_logger
+from qlib.model.base import Model
+
+from rolling_calib.core.atomic import atomic_write
+from rolling_calib.qlib_adapter.dataset import FEATURE_NAMES, MinuteTSDataset, MinuteWindowSampler, WindowNorm
+
+
+def _import_qlib_lstm() -> type:
+    """Import Qlib's LSTM network without its package's notes about optional models.
+
+    ``qlib.contrib.model`` prints "ModuleNotFoundError. CatBoostModel are skipped ..." to
+    stdout for every optional booster that is not installed; those lines say nothing about
+    this model and would break ``--json`` output. Any other line is passed on to stderr.
+    """
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        from qlib.contrib.model.pytorch_lstm_ts import LSTMModel as qlib_lstm
+    for line in captured.getvalue().splitlines():
+        if line.strip() and "skipped" not in line:
+            print(line, file=sys.stderr)
+    return qlib_lstm
+
+
+LSTMModel = _import_qlib_lstm()
+
+__all__ = ["RollingLSTM", "train_and_predict", "STATE_FORMAT"]
+
+#: Version tag written into every checkpoint.
+STATE_FORMAT = "rolling_calib.RollingLSTM/1"
+_ARCH_KEYS = ("d_feat", "hidden_size", "num_layers")
+_OPTIMIZERS = ("adam", "adamw", "sgd", "gd")
+_LOSSES = ("mse",)
+_EVAL_CHUNK = 8192
+
+_logger = get_module_logger("rolling_calib.qlib_adapter.model")
+
+
+def _resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu" or device.startswith("cuda"):
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device: {device!r} requested but torch.cuda.is_available() is False")
+        return torch.device(device)
+    raise ValueError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', found {device!r}")
+
+
+class RollingLSTM(Model):
+    """Qlib LSTM with L2, warm start, one seed, robust early stopping and bp-scale output.
+
+    Parameters
+    ----------
+    d_feat : int
+        Channels per bar (6: open, high, low, close, vwap, volume).
+    hidden_size, num_layers, dropout :
+        LSTM size (Qlib's ``LSTMModel``); ``dropout`` between layers.
+    n_epochs : int
+        Epochs when training from scratch.
+    finetune_epochs : int
+        Epochs of a warm-started fit (after :meth:`load_state`).
+    lr : float
+        Learning rate.
+    batch_size : int
+        Training batch size (samples).
+    weight_decay : float
+        L2 coefficient given to the optimiser (0 = none).
+    early_stop : int
+        Stop after this many epochs without a better validation loss (0 = never stop early).
+    loss : {"mse"}
+    optimizer : {"adam", "adamw", "sgd"} (``"gd"`` is an alias of ``"sgd"``)
+    seed : int
+        Seeds initialisation, dropout and shuffling.
+    device : {"cpu", "cuda", "cuda:N", "auto"}
+    n_threads : int, optional
+        ``torch.set_num_threads`` for this process (the runner passes 1 per worker).
+    grad_clip : float
+        Gradients are clipped elementwise to ``[-grad_clip, grad_clip]`` (Qlib: 3.0; 0 = off).
+
+    Attributes
+    ----------
+    lstm_model : qlib.contrib.model.pytorch_lstm_ts.LSTMModel
+        The network.
+    fitted, warm_started : bool
+        ``warm_started`` is True between :meth:`load_state` and the next :meth:`fit`.
+    norm : WindowNorm or None
+        Feature normalisation the network was trained with (used by :meth:`predict`).
+    label_mean, label_std : float
+        Label scale (bp) of the last training segment; ``predict = mean + std * output``.
+    epochs_trained, fit_count : int
+        Epochs and fits behind the current weights, across warm-started windows.
+    last_fit_info : dict
+        Seed, warm start, epochs planned/run, best epoch, per-epoch losses, sample counts,
+        label scale, wall time and device of the last :meth:`fit`.
+
+    Example
+    -------
+    >>> m = RollingLSTM(hidden_size=8, num_layers=1, weight_decay=3e-6, seed=1)
+    >>> m.train_optimizer.param_groups[0]["weight_decay"]
+    3e-06
+    >>> RollingLSTM(weight_decy=1e-4)
+    Traceback (most recent call last):
+    ...
+    TypeError: RollingLSTM: unknown keyword argument(s) ['weight_decy']; expected any of d_feat, hidden_size, num_layers, dropout, n_epochs, finetune_epochs, lr, batch_size, weight_decay, early_stop, loss, optimizer, seed, device, n_threads, grad_clip
+    """
+
+    def __init__(
+        self,
+        *,
+        d_feat: int = 6,
+        hidden_size: int = 64,
+        num_layers: int = 2,
+        dropout: float = 0.0,
+        n_epochs: int = 10,
+        finetune_epochs: int = 2,
+        lr: float = 1e-3,
+        batch_size: int = 2000,
+        weight_decay: float = 0.0,
+        early_stop: int = 5,
+        loss: str = "mse",
+        optimizer: str = "adam",
+        seed: int = 0,
+        device: str = "cpu",
+        n_threads: int | None = None,
+        grad_clip: float = 3.0,
+        **unknown: Any,
+    ):
+        if unknown:
+            raise TypeError(
+                f"RollingLSTM: unknown keyword argument(s) {sorted(unknown)}; expected any of "
+                "d_feat, hidden_size, num_layers, dropout, n_epochs, finetune_epochs, lr, batch_size, "
+                "weight_decay, early_stop, loss, optimizer, seed, device, n_threads, grad_clip"
+            )
+        _int("d_feat", d_feat, 1)
+        _int("hidden_size", hidden_size, 1)
+        _int("num_layers", num_layers, 1)
+        _int("n_epochs", n_epochs, 0)
+        _int("finetune_epochs", finetune_epochs, 0)
+        _int("batch_size", batch_size, 1)
+        _int("early_stop", early_stop, 0)
+        _int("seed", seed, 0)
+        if n_threads is not None:
+            _int("n_threads", n_threads, 1)
+        _num("dropout", dropout, 0.0, 1.0, hi_open=True)
+        _num("lr", lr, 0.0, None, lo_open=True)
+        _num("weight_decay", weight_decay, 0.0, None)
+        _num("grad_clip", grad_clip, 0.0, None)
+        if loss not in _LOSSES:
+            raise ValueError(f"loss: expected one of {list(_LOSSES)}, found {loss!r}")
+        if str(optimizer).lower() not in _OPTIMIZERS:
+            raise ValueError(f"optimizer: expected one of {list(_OPTIMIZERS)}, found {optimizer!r}")
+        self.d_feat = int(d_feat)
+        self.hidden_size = int(hidden_size)
+        self.num_layers = int(num_layers)
+        self.dropout = float(dropout)
+        self.n_epochs = int(n_epochs)
+        self.finetune_epochs = int(finetune_epochs)
+        self.lr = float(lr)
+        self.batch_size = int(batch_size)
+        self.weight_decay = float(weight_decay)
+        self.early_stop = int(early_stop)
+        self.loss = loss
+        self.optimizer = str(optimizer).lower()
+        self.seed = int(seed)
+        self.device_name = device
+        self.n_threads = n_threads
+        self.grad_clip = float(grad_clip)
+        self.device = _resolve_device(device)
+        self._apply_threads()
+        torch.manual_seed(self.seed)
+        self.lstm_model = LSTMModel(d_feat=self.d_feat, hidden_size=self.hidden_size,
+                                    num_layers=self.num_layers, dropout=self.dropout).to(self.device)
+        self.fitted = False
+        self.warm_started = False
+        self.norm: WindowNorm | None = None
+        self.label_mean = 0.0
+        self.label_std = 1.0
+        self.epochs_trained = 0  # over the whole life of the weights (all windows)
+        self.fit_count = 0
+        self.last_fit_info: dict = {}
+        self.train_optimizer = self._make_optimizer()
+
+    # ------------------------------------------------------------------ configuration
+    def hyperparameters(self) -> dict:
+        """The constructor's keyword arguments (what a checkpoint records)."""
+        return {
+            "d_feat": self.d_feat, "hidden_size": self.hidden_size, "num_layers": self.num_layers,
+            "dropout": self.dropout, "n_epochs": self.n_epochs, "finetune_epochs": self.finetune_epochs,
+            "lr": self.lr, "batch_size": self.batch_size, "weight_decay": self.weight_decay,
+            "early_stop": self.early_stop, "loss": self.loss, "optimizer": self.optimizer, "seed": self.seed,
+            "device": self.device_name, "n_threads": self.n_threads, "grad_clip": self.grad_clip,
+        }
+
+    def _apply_threads(self) -> None:
+        if self.n_threads is not None:
+            torch.set_num_threads(self.n_threads)
+        if self.device.type == "cpu":
+            # CPU kernels used here are deterministic; this makes any non-deterministic one raise.
+            torch.use_deterministic_algorithms(True)
+
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        params = self.lstm_model.parameters()
+        if self.optimizer == "adam":
+            return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
+        if self.optimizer == "adamw":
+            return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay)
+        return torch.optim.SGD(params, lr=self.lr, weight_decay=self.weight_decay)
+
+    # ------------------------------------------------------------------ training
+    def _forward(self, x: np.ndarray) -> torch.Tensor:
+        xt = torch.from_numpy(x).to(self.device, non_blocking=True)
+        return self.lstm_model(xt).reshape(-1)
+
+    def _eval_loss(self, sampler: MinuteWindowSampler) -> float:
+        """Mean squared error (standardised label) over ALL samples, chunked; NaN if empty."""
+        if sampler.empty:
+            return float("nan")
+        self.lstm_model.eval()
+        total, n = 0.0, 0
+        chunk = max(self.batch_size, _EVAL_CHUNK)
+        with torch.inference_mode():
+            for lo in range(0, len(sampler), chunk):
+                x, y = sampler.batch(np.arange(lo, min(lo + chunk, len(sampler))))
+                pred = self._forward(x)
+                yt = torch.from_numpy((y - self.label_mean) / self.label_std).to(self.device)
+                total += float(((pred - yt) ** 2).sum())
+                n += len(y)
+        return total / n
+
+    def _train_epoch(self, sampler: MinuteWindowSampler, rng: np.random.Generator) -> float:
+        self.lstm_model.train()
+        order = rng.permutation(len(sampler))
+        total, n = 0.0, 0
+        for lo in range(0, len(order), self.batch_size):
+            idx = order[lo : lo + self.batch_size]
+            x, y = sampler.batch(idx)
+            yt = torch.from_numpy((y - self.label_mean) / self.label_std).to(self.device)
+            pred = self._forward(x)
+            loss = torch.mean((pred - yt) ** 2)
+            self.train_optimizer.zero_grad()
+            loss.backward()
+            if self.grad_clip > 0:
+                torch.nn.utils.clip_grad_value_(self.lstm_model.parameters(), self.grad_clip)
+            self.train_optimizer.step()
+            total += float(loss.detach()) * len(idx)
+            n += len(idx)
+        return total / max(n, 1)
+
+    def fit(self, dataset: MinuteTSDataset, evals_result: dict | None = None, reweighter: Any = None) -> "RollingLSTM":
+        """Train on ``dataset``'s ``train`` segment, early-stopping on ``valid``.
+
+        From scratch: ``n_epochs`` epochs from the seed's initialisation. Warm-started
+        (after :meth:`load_state`): ``finetune_epochs`` epochs from the loaded weights.
+        The best epoch by validation loss is kept (the last one if ``valid`` is empty).
+
+        Parameters
+        ----------
+        dataset : MinuteTSDataset
+        evals_result : dict, optional
+            Filled with ``"train"`` and ``"valid"`` lists of per-epoch losses (standardised MSE).
+        reweighter : None
+            Not supported (accepted for Qlib's signature; anything but None raises).
+
+        Returns
+        -------
+        self
+        """
+        if reweighter is not None:
+            raise ValueError("reweighter: RollingLSTM does not support sample reweighting; pass None")
+        if not isinstance(dataset, MinuteTSDataset):
+            raise ValueError(f"dataset: expected a rolling_calib.qlib_adapter.dataset.MinuteTSDataset, found {type(dataset).__name__}")
+        t0 = time.perf_counter()
+        self._apply_threads()
+        train = dataset.prepare("train")
+        valid = dataset.prepare("valid")
+        if train.empty:
+            raise ValueError(f"dataset segment 'train' = {dataset.segments.get('train')}: expected labelled bars, found none")
+        if self.d_feat != len(FEATURE_NAMES):
+            raise ValueError(f"d_feat: the minute dataset has {len(FEATURE_NAMES)} channels per bar "
+                             f"{list(FEATURE_NAMES)}, found d_feat={self.d_feat}")
+
+        warm = self.warm_started
+        if not warm:
+            torch.manual_seed(self.seed)
+            self.lstm_model = LSTMModel(d_feat=self.d_feat, hidden_size=self.hidden_size,
+                                        num_layers=self.num_layers, dropout=self.dropout).to(self.device)
+            self.epochs_trained = 0
+        # Fresh optimiser state for every fit (fine-tuning starts Adam anew, documented).
+        self.train_optimizer = self._make_optimizer()
+        n_epochs = self.finetune_epochs if warm else self.n_epochs
+        if n_epochs > 0 or not warm:
+            # Normalisation refitted on this window's training segment (feature norm: the
+            # handler's fit range; label scale: the train labels). A warm start with 0 epochs
+            # leaves the network untouched, so it keeps the statistics it was trained with.
+            self.norm = train.norm
+            y = train.labels.astype(np.float64)
+            self.label_mean = float(np.mean(y))
+            std = float(np.std(y))
+            self.label_std = std if std > 0 else 1.0
+        rng = np.random.default_rng([self.seed, self.fit_count])
+        torch.manual_seed(self.seed + 7919 * (self.fit_count + 1))  # dropout stream of this fit
+        hist: dict[str, list[float]] = {"train": [], "valid": []}
+        best_loss, best_epoch, best_state, stale = np.inf, -1, None, 0
+        use_valid = not valid.empty
+        for epoch in range(n_epochs):
+            tr = self._train_epoch(train, rng)
+            va = self._eval_loss(valid)
+            hist["train"].append(tr)
+            hist["valid"].append(va)
+            if not np.isfinite(tr):
+                raise FloatingPointError(
+                    f"RollingLSTM.fit: training loss became {tr} at epoch {epoch} (seed {self.seed}, lr {self.lr}); "
+                    "expected a finite loss -- lower lr or check the data"
+                )
+            _logger.info(f"epoch {epoch}: train {tr:.6f} valid {va:.6f}")
+            if not use_valid:
+                continue
+            if va < best_loss:
+                best_loss, best_epoch, stale = va, epoch, 0
+                best_state = copy.deepcopy(self.lstm_model.state_dict())
+            else:
+                stale += 1
+                if self.early_stop and stale >= self.early_stop:
+                    _logger.info(f"early stop at epoch {epoch}")
+                    break
+        if best_state is not None:
+            self.lstm_model.load_state_dict(best_state)
+        epochs_run = len(hist["train"])
+        self.epochs_trained += epochs_run
+        self.fit_count += 1
+        self.fitted = True
+        self.warm_started = False
+        if evals_result is not None:
+            evals_result.update(hist)
+        self.last_fit_info = {
+            "seed": self.seed,
+            "warm_start": warm,
+            "epochs_planned": n_epochs,
+            "epochs_run": epochs_run,
+            "best_epoch": best_epoch if use_valid else epochs_run - 1,
+            "early_stopping": "on" if use_valid else "off: empty valid segment",
+            "best_valid_loss": float(best_loss) if use_valid else None,
+            "train_loss": hist["train"],
+            "valid_loss": hist["valid"],
+            "n_train": len(train),
+            "n_valid": len(valid),
+            "label_mean": self.label_mean,
+            "label_std": self.label_std,
+            "fit_seconds": round(time.perf_counter() - t0, 3),
+            "device": str(self.device),
+        }
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return self
+
+    # ------------------------------------------------------------------ inference
+    def predict(self, dataset: MinuteTSDataset, segment: str | slice = "test") -> pd.Series:
+        """Predictions in basis points, index ``(datetime, instrument)``, rows/order of ``dataset.labels(segment)``.
+
+        Windows are normalised with the statistics this model was trained with.
+        """
+        if not self.fitted:
+            raise ValueError("RollingLSTM.predict: the model is not fitted yet (call fit or load_state first)")
+        sampler = dataset.prepare(segment)
+        if self.norm is not None:
+            sampler = sampler.with_norm(self.norm)
+        out = np.empty(len(sampler), dtype=np.float64)
+        self.lstm_model.eval()
+        chunk = max(self.batch_size, _EVAL_CHUNK)
+        with torch.inference_mode():
+            for lo in range(0, len(sampler), chunk):
+                hi = min(lo + chunk, len(sampler))
+                x, _ = sampler.batch(np.arange(lo, hi))
+                out[lo:hi] = self._forward(x).double().cpu().numpy()
+        pred = self.label_mean + self.label_std * out
+        return pd.Series(pred, index=sampler.get_index(), name="score")
+
+    # ------------------------------------------------------------------ checkpoints
+    def state(self) -> dict:
+        """Everything a checkpoint holds (weights on CPU, normalisation, label scale, metadata)."""
+        return {
+            "format": STATE_FORMAT,
+            "weights": {k: v.detach().cpu() for k, v in self.lstm_model.state_dict().items()},
+            "norm": None if self.norm is None else self.norm.to_dict(),
+            "label_mean": self.label_mean,
+            "label_std": self.label_std,
+            "meta": {
+                "seed": self.seed,
+                "epochs_trained": self.epochs_trained,
+                "fit_count": self.fit_count,
+                "kwargs": self.hyperparameters(),
+                "last_fit": {k: v for k, v in self.last_fit_info.items()},
+                "torch": str(torch.__version__),
+            },
+        }
+
+    def save_state(self, path: str | os.PathLike) -> None:
+        """Write the checkpoint atomically (temp file in the same directory, then ``os.replace``)."""
+        if not self.fitted:
+            raise ValueError("RollingLSTM.save_state: the model is not fitted yet; nothing to save")
+        state = self.state()
+        atomic_write(path, lambda tmp: torch.save(state, tmp))
+
+    def load_state(self, path: str | os.PathLike) -> None:
+        """Load a checkpoint written by :meth:`save_state`; the next :meth:`fit` fine-tunes.
+
+        Raises ``ValueError`` naming the file when it is not such a checkpoint or its
+        architecture (``d_feat``, ``hidden_size``, ``num_layers``) differs from this model's.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(f"{path}: expected a RollingLSTM checkpoint file, found nothing there")
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # re-raised with the file named
+            raise ValueError(f"{path}: expected a RollingLSTM checkpoint (torch.save), could not read it: {exc}") from exc
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            found = state.get("format") if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"{path}: expected checkpoint format {STATE_FORMAT!r}, found {found!r}")
+        saved = state["meta"]["kwargs"]
+        mine = self.hyperparameters()
+        diff = {k: (saved.get(k), mine[k]) for k in _ARCH_KEYS if saved.get(k) != mine[k]}
+        if diff:
+            raise ValueError(f"{path}: architecture differs from this model (checkpoint, model): {diff}")
+        self.lstm_model.load_state_dict(state["weights"])
+        self.lstm_model.to(self.device)
+        self.norm = None if state["norm"] is None else WindowNorm.from_dict(state["norm"])
+        self.label_mean = float(state["label_mean"])
+        self.label_std = float(state["label_std"])
+        self.epochs_trained = int(state["meta"]["epochs_trained"])
+        self.fit_count = int(state["meta"]["fit_count"])
+        self.fitted = True
+        self.warm_started = True
+
+
+# ---------------------------------------------------------------------- validation helpers
+def _int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name}: expected an integer >= {minimum}, found {value!r}")
+
+
+def _num(name: str, value: Any, lo: float | None, hi: float | None, *, lo_open: bool = False,
+         hi_open: bool = False) -> None:
+    ok = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool) and np.isfinite(value)
+    if ok and lo is not None:
+        ok = value > lo if lo_open else value >= lo
+    if ok and hi is not None:
+        ok = value < hi if hi_open else value <= hi
+    if not ok:
+        rng = f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}{')' if hi_open or hi is None else ']'}"
+        raise ValueError(f"{name}: expected a number in {rng}, found {value!r}")
+
+
+# ---------------------------------------------------------------------- one window
+def train_and_predict(
+    model_config: dict,
+    dataset_config: dict,
+    *,
+    init_state_path: str | os.PathLike | None = None,
+    state_out_path: str | os.PathLike | None = None,
+    segment: str = "test",
+) -> tuple[pd.Series, pd.Series, dict]:
+    """Build model and dataset from Qlib configs, (fine-tune or) train, predict one window.
+
+    Parameters
+    ----------
+    model_config, dataset_config : dict
+        Qlib ``{"class", "module_path", "kwargs"}`` configs (or instances).
+    init_state_path : path, optional
+        Checkpoint of the previous window: warm start (``finetune_epochs``); ``None``: from scratch.
+    state_out_path : path, optional
+        Where to write this window's checkpoint (atomically).
+    segment : str
+        Segment to predict (``"test"``).
+
+    Returns
+    -------
+    pred : Series
+        Predictions (bp), index (datetime, instrument).
+    label : Series
+        Labels (bp), same index and order.
+    info : dict
+        ``model.last_fit_info`` plus ``n_pred`` and ``predict_seconds``.
+    """
+    from qlib.utils import init_instance_by_config
+
+    model = init_instance_by_config(model_config, accept_types=RollingLSTM)
+    dataset = init_instance_by_config(dataset_config, accept_types=MinuteTSDataset)
+    if init_state_path is not None:
+        model.load_state(init_state_path)
+    model.fit(dataset)
+    t0 = time.perf_counter()
+    pred = model.predict(dataset, segment=segment)
+    label = dataset.labels(segment)
+    info = dict(model.last_fit_info)
+    info.update({"n_pred": len(pred), "predict_seconds": round(time.perf_counter() - t0, 3)})
+    if state_out_path is not None:
+        model.save_state(state_out_path)
+    return pred, label, info

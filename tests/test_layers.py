@@ -1,0 +1,68 @@
+"""The import contracts of pyproject.toml ([tool.importlinter]) hold, and the core installs alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_import_contracts_hold():
+    """import-linter: layer order, the pure core, and who may import qlib/torch/matplotlib/mlflow/ray."""
+    from importlinter.cli import lint_imports
+
+    code = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True)
+    assert code == 0, "an import crosses a layer: run `.venv/bin/lint-imports` for the offending chain"
+
+
+def test_a_crossing_import_is_caught(tmp_path):
+    """The contract check is not vacuous: a core module importing matplotlib breaks it."""
+    import importlinter  # noqa: F401  (the tool must be installed for the check above to mean anything)
+
+    pkg = tmp_path / "layered"
+    (pkg / "core").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core" / "__init__.py").write_text("")
+    (pkg / "core" / "bad.py").write_text("import json\n")
+    (pkg / "top.py").write_text("from layered.core import bad\n")
+    (pkg / "core" / "worse.py").write_text("from layered import top\n")
+    cfg = tmp_path / ".importlinter"
+    cfg.write_text(textwrap.dedent("""\
+        [importlinter]
+        root_package = layered
+
+        [importlinter:contract:1]
+        name = core below top
+        type = layers
+        layers =
+            layered.top
+            layered.core
+        """))
+    proc = subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports; import sys; "
+                           f"sys.exit(lint_imports(config_filename={str(cfg)!r}, no_cache=True))"],
+                          cwd=tmp_path, capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path), "PATH": ""})
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "layered.core.worse -> layered.top" in proc.stdout
+
+
+@pytest.mark.parametrize("module", [
+    "rolling_calib.core.metrics", "rolling_calib.core.pairwise", "rolling_calib.core.ranking",
+    "rolling_calib.core.schedule", "rolling_calib.core.synthetic_experiments", "rolling_calib.core.validation",
+])
+def test_core_imports_without_heavy_libraries(module):
+    """With qlib, torch, ray, mlflow and matplotlib made unimportable, the core still imports."""
+    blocked = ["qlib", "torch", "ray", "mlflow", "matplotlib", "polars", "data_prep"]
+    code = (
+        "import sys\n"
+        f"for name in {blocked!r}: sys.modules[name] = None\n"
+        f"import {module}\n"
+        f"print(sorted(n for n in {blocked!r} if sys.modules.get(n) is not None))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
