@@ -25,6 +25,10 @@ def _fail_on(bad: UnitKey, log_dir: str, key: UnitKey) -> str:
     return _record(log_dir, key)
 
 
+def _fail_always(log_dir: str, key: UnitKey) -> str:
+    raise RuntimeError(f"boom in {key.slug()}")
+
+
 def _chain_tasks(pipelines=("a", "b"), seeds=(0, 1), windows=3) -> list[UnitTask]:
     tasks = []
     for pipeline in pipelines:
@@ -98,3 +102,17 @@ def test_bad_task_lists_are_rejected():
 
 def test_slug_is_stable():
     assert UnitKey("wd5e-6", 3, 7).slug() == "wd5e-6__seed3__w07"
+
+
+def test_every_failed_unit_is_reported(tmp_path):
+    """Two units fail while running side by side: the error names both, the first cause is chained."""
+    tasks = [UnitTask(UnitKey("a", 0, 0)), UnitTask(UnitKey("b", 0, 0))]
+    with pytest.raises(UnitFailedError) as info:
+        LocalExecutor(workers=2).run(tasks, functools.partial(_fail_always, str(tmp_path)))
+    message = str(info.value)
+    assert message.startswith("2 units failed; first: unit ")
+    assert "a__seed0__w00" in message and "b__seed0__w00" in message
+    assert [key for key, _ in info.value.failures] in ([UnitKey("a", 0, 0), UnitKey("b", 0, 0)],
+                                                       [UnitKey("b", 0, 0), UnitKey("a", 0, 0)])
+    assert all(isinstance(exc, RuntimeError) for _, exc in info.value.failures)
+    assert info.value.__cause__ is info.value.failures[0][1]

@@ -1,4 +1,4 @@
-"""Ranking, pairwise matrix, indistinguishable pairs and seed budget: hand-computed cases,
+"""Ranking, pairwise matrix, indistinguishable pairs and runs to separate: hand-computed cases,
 scipy (Mann-Whitney U, Student t) as independent implementations, hypothesis properties."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from rolling_calib.core.ranking import (
     pairwise_matrix,
     rank_configurations,
     runs_to_separate,
+    runs_to_separate_top_two,
     scores_by_config,
-    seed_budget_to_separate,
     top_group,
 )
 
@@ -156,7 +156,7 @@ def test_indistinguishable_and_top_group():
         top_group(m, best="zz")
 
 
-# --------------------------------------------------------------------------- seed budget
+# --------------------------------------------------------------------------- runs to separate
 def test_runs_to_separate_hand_computed():
     # z = 1.959964; z^2 * (0.1^2 + 0.1^2) / 0.1^2 = 7.68 -> 8
     assert runs_to_separate(gap=0.1, std_a=0.1, std_b=0.1) == 8
@@ -178,12 +178,12 @@ def test_runs_to_separate_is_the_smallest_separating_n(gap, std_a, std_b):
         assert half(n - 1) > gap
 
 
-def test_seed_budget_uses_the_same_top_two_for_every_metric():
+def test_runs_to_separate_top_two_uses_the_same_top_two_for_every_metric():
     # ql (ground truth) ranks a < b < c; cql has smaller spread -> fewer seeds needed
     ql = {"a": [1.0, 1.4, 0.6, 1.0], "b": [1.5, 1.9, 1.1, 1.5], "c": [5.0, 5.0, 5.1, 4.9]}
     cql = {"a": [1.0, 1.1, 0.9, 1.0], "b": [1.5, 1.6, 1.4, 1.5], "c": [5.0, 5.0, 5.1, 4.9]}
     runs = runs_frame(cql, other=ql)
-    budgets = {b.metric: b for b in seed_budget_to_separate(runs, metrics=("cql", "ql"), by="ql")}
+    budgets = {b.metric: b for b in runs_to_separate_top_two(runs, metrics=("cql", "ql"), by="ql")}
     assert (budgets["cql"].a, budgets["cql"].b) == ("a", "b") == (budgets["ql"].a, budgets["ql"].b)
     std_q = float(np.std(ql["a"], ddof=1))
     assert budgets["ql"].gap == pytest.approx(0.5)
@@ -192,7 +192,7 @@ def test_seed_budget_uses_the_same_top_two_for_every_metric():
     assert budgets["cql"].runs_observed == 4
     assert budgets["ql"].to_dict()["runs_needed"] == budgets["ql"].runs_needed
     with pytest.raises(ValueError, match="at least two configurations"):
-        seed_budget_to_separate(runs_frame({"a": [1.0, 2.0]}, other={"a": [1.0, 2.0]}))
+        runs_to_separate_top_two(runs_frame({"a": [1.0, 2.0]}, other={"a": [1.0, 2.0]}))
 
 
 def test_heatmap_hatches_exactly_the_indistinguishable_cells():

@@ -253,3 +253,65 @@ def test_scores_compare_and_report_on_the_run(full_run, tmp_path, capsys):
     assert by_name["wd0"]["cql_mean"] == pytest.approx(want.loc["wd0", "cql_mean"])
     assert main(["report", str(plan.store), "--out", str(tmp_path / "rep"), "--n-boot", "100"]) == 0
     assert f"{want.loc['wdbig', 'ql_mean']:.4f}" in (tmp_path / "rep" / "report.html").read_text()
+
+
+def test_corrupt_manifest_stops_run_and_report_with_the_file_named(full_run, tiny_data, tmp_path, capsys):
+    """Only a missing manifest is a new store: a corrupt one is never overwritten (it holds every pipeline)."""
+    import shutil
+
+    from rolling_calib.cli import main
+
+    _, plan, _ = full_run
+    store = tmp_path / "store"
+    shutil.copytree(plan.store, store)
+    manifest = store / st.MANIFEST
+    text = manifest.read_text()
+    manifest.write_text(text[: len(text) // 2])  # truncated, as by a full disk outside our atomic writes
+    exp = tiny_experiment(tmp_path, tiny_data)
+    assert main(["run", str(exp), "--store", str(store), "--pipelines", "wd0", "--no-tracking"]) == 2
+    err = capsys.readouterr().err
+    assert f"{manifest}:" in err and "invalid JSON in manifest" in err
+    assert manifest.read_text() == text[: len(text) // 2], "the corrupt manifest must be left as it was"
+    assert main(["report", str(store), "--out", str(tmp_path / "rep"), "--n-boot", "50"]) == 2
+    assert f"{manifest}:" in capsys.readouterr().err
+    assert not (tmp_path / "rep" / "report.html").exists()
+
+
+def test_corrupt_sidecar_is_an_error_not_a_missing_unit(full_run, tmp_path):
+    import shutil
+
+    _, plan, _ = full_run
+    store = tmp_path / "store"
+    shutil.copytree(plan.store, store)
+    key = UnitKey("wd0", 0, 1)
+    st.unit_paths(store, key).sidecar.write_text('{"config_hash": ')
+    with pytest.raises(st.CorruptStoreFileError, match="w01.json: corrupt unit sidecar"):
+        st.is_complete(store, key, plan.pipeline("wd0").config_hash)
+    with pytest.raises(st.CorruptStoreFileError, match="corrupt unit sidecar"):
+        score_store(store)
+
+
+def test_changed_data_makes_units_stale(full_run, tiny_data, tmp_path):
+    """Values changed in the middle of a feature file (where a sampled fingerprint looks at nothing) are seen."""
+    import shutil
+
+    import numpy as np
+
+    _, plan, _ = full_run
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data)
+    store = tmp_path / "store"
+    shutil.copytree(plan.store, store)
+    exp = tiny_experiment(tmp_path, data)
+    before = plan_run(load_experiment(exp), store=store, pipelines=["wd0"])
+    assert before.pipeline("wd0").config_hash == plan.pipeline("wd0").config_hash, "a byte-identical copy is the same data"
+    close = data / "features" / "aapl" / "close.1min.bin"
+    values = np.fromfile(close, dtype="<f4")
+    middle = slice(len(values) // 2 - 3000, len(values) // 2 + 3000)
+    values[middle] *= 1.5
+    values.tofile(close)
+    after = plan_run(load_experiment(exp), store=store, pipelines=["wd0"])
+    assert after.pipeline("wd0").config_hash != before.pipeline("wd0").config_hash
+    assert after.data["features"] != before.data["features"]
+    pending, skipped, stale = pending_units(after)
+    assert len(pending) == 4 and skipped == 0 and stale == 4

@@ -39,7 +39,7 @@ import pandas as pd
 from rolling_calib.core import pairwise as cmp
 from rolling_calib.core import metrics
 from rolling_calib.execution import store as st
-from rolling_calib.execution.executors import UnitKey
+from rolling_calib.execution.units import UnitKey
 from rolling_calib.core.schedule import CoverageError, Window
 
 __all__ = [
@@ -207,7 +207,7 @@ def score_store(
     for name, seed in tqdm(runs, desc="scoring runs", unit="run", disable=not progress, leave=False):
         try:
             frame = load_run(store, name, seed, manifest=manifest)
-        except CoverageError:
+        except (CoverageError, st.CorruptStoreFileError):
             raise
         except ValueError as exc:  # a missing or stale unit: report the run as incomplete
             incomplete.append(f"{name}/seed{seed}: {exc}")

@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
+from rolling_calib.config.overrides import parse_value
 
 __all__ = [
     "SHORT_NAME_PREFIXES",
@@ -56,7 +56,6 @@ SHORT_NAME_PREFIXES: tuple[str, ...] = (
 )
 
 _MISSING = object()
-_FLOAT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
 @dataclass(frozen=True)
@@ -65,23 +64,6 @@ class Pipeline:
 
     name: str
     overrides: dict[str, Any] = field(default_factory=dict)
-
-
-def parse_value(text: str) -> Any:
-    """Read one grid value with YAML scalar rules (plus ``5e-6``-style floats).
-
-    Examples
-    --------
-    >>> [parse_value(t) for t in ["32", "5e-6", "0.5", "true", "null", "adam"]]
-    [32, 5e-06, 0.5, True, None, 'adam']
-    """
-    stripped = text.strip()
-    value = yaml.safe_load(stripped)
-    if isinstance(value, str) and _FLOAT_RE.match(stripped):
-        return float(stripped)  # PyYAML (YAML 1.1) reads "5e-6" as a string
-    if isinstance(value, (dict, list)):
-        raise ValueError(f"expected a scalar, found {stripped!r}")
-    return value
 
 
 def _lookup(config: Mapping[str, Any], path: str) -> Any:
@@ -156,7 +138,7 @@ def parse_grid(specs: Sequence[str], *, config: Mapping[str, Any]) -> dict[str, 
                 raise ValueError(f"--grid {spec!r}: value {position} is empty (check for a stray comma)")
             try:
                 value = parse_value(item)
-            except (ValueError, yaml.YAMLError) as exc:
+            except ValueError as exc:
                 raise ValueError(f"--grid {spec!r}: value {position} {item.strip()!r}: {exc}") from exc
             if any(_same(value, seen) for seen in values):
                 raise ValueError(f"--grid {spec!r}: value {item.strip()!r} appears twice")

@@ -15,14 +15,14 @@ def handle(args: argparse.Namespace) -> int:
     try:
         with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
             result = run_demo(args.out, workers=args.workers, seeds=args.seeds, config=args.config or DEMO_CONFIG,
-                              n_boot=args.n_boot, progress=not args.json)
+                              n_boot=args.n_boot, progress=not args.json, track=not args.no_tracking)
     except (ConfigError, ValueError) as exc:
         print(f"rolling-calib demo: error: {exc}", file=sys.stderr)
         return 2
     if args.json:
         data = result.comparison.to_dict()
         data.update(store=str(result.store), report={k: str(v) for k, v in result.report.items()},
-                    seconds=round(result.seconds, 1))
+                    seconds=round(result.seconds, 1), tracking_uri=result.tracking_uri)
         print(json.dumps(data, indent=2))
         return 0
     print()
@@ -31,6 +31,8 @@ def handle(args: argparse.Namespace) -> int:
     print(f"data:   {result.data_dir}{' (generated)' if result.data_built else ' (reused)'}")
     print(f"store:  {result.store}")
     print(f"report: {result.report['html']}  (Markdown: {result.report['markdown']})")
+    if result.tracking_uri is not None:
+        print(f"MLflow: {result.tracking_uri} (browse: mlflow ui --backend-store-uri {result.tracking_uri})")
     print(f"wall time: {result.seconds:.1f} s")
     return 0
 
@@ -52,5 +54,6 @@ def register(subparsers) -> None:
     parser.add_argument("--seeds", type=int, default=10, metavar="N", help="seeds per pipeline (default 10, as in METHOD 3.3)")
     parser.add_argument("--config", default=None, metavar="YAML", help="experiment file (default workflows/demo.yaml)")
     parser.add_argument("--n-boot", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
+    parser.add_argument("--no-tracking", action="store_true", help="do not log the store to MLflow")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON (no progress bars)")
     parser.set_defaults(func=handle)

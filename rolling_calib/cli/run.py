@@ -7,32 +7,13 @@ import contextlib
 import json
 import sys
 
-
-def parse_set(items: list[str] | None) -> dict:
-    """``KEY=VALUE`` pairs (VALUE read as YAML: numbers, booleans, lists) -> overrides."""
-    import yaml
-
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--set: expected KEY=VALUE with a dotted KEY, found {item!r}")
-        out[key.strip()] = yaml.safe_load(value)
-    return out
-
-
-def make_executor(args: argparse.Namespace):
-    """The executor named by ``--executor`` (local process pool or Ray)."""
-    if args.executor == "local":
-        from rolling_calib.execution.executors import LocalExecutor
-
-        return LocalExecutor(workers=args.workers)
-    try:
-        from rolling_calib.execution.ray_executor import RayExecutor
-    except ImportError as exc:
-        raise ValueError(f"--executor ray: the Ray executor is not available: {exc}") from exc
-    return RayExecutor(args.address, max_retries=args.max_retries, num_cpus=args.workers if args.address is None else None,
-                       threads_per_unit=args.threads, log_to_driver=not args.json)
+from rolling_calib.cli.options import (
+    add_execution_arguments,
+    add_overrides_argument,
+    add_tracking_arguments,
+    executor_options,
+    overrides,
+)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -45,51 +26,46 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> tuple[int, object]:
-    from rolling_calib.config.experiment import ConfigError, load_experiment
+    from rolling_calib.config import ConfigError, load_experiment
     from rolling_calib.execution.executors import UnitFailedError
-    from rolling_calib.execution.runner import plan_run, run_plan
+    from rolling_calib.execution.lock import StoreLockedError
+    from rolling_calib.execution.store import CorruptStoreFileError
+    from rolling_calib.experiment.flow import RunOptions, run_experiment
 
     try:
-        if args.workers < 1:
-            raise ValueError(f"--workers: expected >= 1, found {args.workers}")
-        overrides = parse_set(args.set)
-        config = load_experiment(args.config, overrides=overrides)
-        if args.threads < 1:
-            raise ValueError(f"--threads: expected >= 1, found {args.threads}")
-        plan = plan_run(config, store=args.store, pipelines=args.pipelines, seeds=args.seeds, n_threads=args.threads)
-        executor = make_executor(args)
+        executor = executor_options(args, quiet=args.json)
+        config = load_experiment(args.config, overrides=overrides(args))
+        options = RunOptions(store=args.store, pipelines=args.pipelines, seeds=args.seeds, executor=executor,
+                             tracking_uri=args.tracking_uri, track=not args.no_tracking, score=False,
+                             progress=not args.json)
     except (ConfigError, ValueError) as exc:
         print(f"rolling-calib run: error: {exc}", file=sys.stderr)
         return 2, None
-    n_units = len(plan.keys())
     if not args.json:
-        print(
-            f"{len(plan.pipelines)} pipeline(s) x {len(plan.seeds)} seed(s) x {len(plan.windows)} window(s) "
-            f"= {n_units} units -> {plan.store} ({args.executor}, {args.workers} worker(s), {args.threads} thread(s) each)",
-            file=sys.stderr,
-        )
+        print(f"{args.config} -> {args.store} ({args.executor}, {executor.workers or 1} worker(s), "
+              f"{args.threads} thread(s) each)", file=sys.stderr)
     try:
-        summary = run_plan(plan, executor=executor, progress=not args.json)
+        outcome = run_experiment(config, options)
     except UnitFailedError as exc:
-        print(f"rolling-calib run: error: {exc} (cause: {exc.__cause__!r}); completed units are kept, re-run to resume",
-              file=sys.stderr)
+        print(f"rolling-calib run: error: {exc} (cause: {exc.__cause__!r}); completed units are kept in "
+              f"{args.store}: fix the cause and re-run to resume", file=sys.stderr)
         return 1, None
+    except (CorruptStoreFileError, StoreLockedError, ValueError) as exc:
+        print(f"rolling-calib run: error: {exc}", file=sys.stderr)
+        return 2, None
+    summary = outcome.summary
     result = summary.to_dict()
-    if not args.no_tracking:
-        from rolling_calib.tracking.mlflow_log import default_tracking_uri, log_store
-
-        uri = args.tracking_uri or default_tracking_uri(plan.store)
-        log_store(plan.store, tracking_uri=uri)
-        result["tracking_uri"] = uri
+    if outcome.tracking_uri is not None:
+        result["tracking_uri"] = outcome.tracking_uri
     if args.json:
         return 0, result
     text = (
         f"done: {summary.ran} unit(s) ran, {summary.skipped} already complete, {summary.stale_moved} stale moved aside, "
         f"{result['rows_dropped_unlabelled']} prediction(s) without a label dropped, {summary.seconds:.1f} s.\n"
-        f"Next: rolling-calib compare {plan.store}"
+        f"Next: rolling-calib compare {outcome.plan.store}"
     )
-    if "tracking_uri" in result:
-        text += f"\nMLflow: {result['tracking_uri']}"
+    if outcome.tracking_uri is not None:
+        text += f"\nMLflow: {outcome.tracking_uri}"
     return 0, text
 
 
@@ -117,18 +93,10 @@ def register(subparsers) -> None:
     parser.add_argument("--store", required=True, metavar="DIR", help="result store directory (created if absent)")
     parser.add_argument("--pipelines", nargs="+", metavar="NAME", help="run only these pipelines (default: all)")
     parser.add_argument("--seeds", type=int, metavar="N", help="seeds 0..N-1 (default: rolling.seeds of CONFIG)")
-    parser.add_argument("--workers", type=int, default=1, metavar="K", help="parallel units (processes or Ray CPUs; default 1)")
-    parser.add_argument("--threads", type=int, default=1, metavar="T",
-                        help="torch threads per unit (default 1; scale with --workers instead). Part of the "
-                        "config hash: a different count changes the last digits, so units are recomputed")
-    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
-                        help="override a config value by dotted key, e.g. rolling.seeds=3 (repeatable)")
-    parser.add_argument("--executor", choices=("local", "ray"), default="local", help="where units run (default local)")
-    parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray runtime)")
-    parser.add_argument("--max-retries", type=int, default=2, metavar="N", help="Ray: retries of a failed unit (default 2)")
-    tracking = parser.add_mutually_exclusive_group()
-    tracking.add_argument("--tracking-uri", default=None, metavar="URI",
-                          help="MLflow tracking URI (default sqlite:///STORE/mlflow.db)")
-    tracking.add_argument("--no-tracking", action="store_true", help="do not log the store to MLflow")
+    add_overrides_argument(parser)
+    add_execution_arguments(parser, workers_default=1,
+                            workers_help="parallel units: local processes, or the CPUs of a locally started "
+                                         "Ray runtime (default 1)")
+    add_tracking_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the run summary as JSON (no progress bar)")
     parser.set_defaults(func=handle)

@@ -10,6 +10,14 @@ import json
 import sys
 from pathlib import Path
 
+from rolling_calib.cli.options import (
+    add_execution_arguments,
+    add_overrides_argument,
+    add_tracking_arguments,
+    executor_options,
+    overrides,
+)
+
 DESCRIPTION = """\
 Run every configuration of a grid (or the experiment's own pipelines when no --grid
 is given) with the same seeds and rolling windows, through the same runner and
@@ -54,52 +62,22 @@ def register(subparsers) -> None:
                         help="values of one kwarg to sweep; repeat for more keys (Cartesian product)")
     parser.add_argument("--seeds", type=int, default=None, metavar="N",
                         help="seeds 0..N-1 for every configuration (default: the YAML's rolling.seeds)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
-                        help="override one YAML value for every configuration, e.g. qlib_init.provider_uri=/data/us25")
-    parser.add_argument("--device", default=None, metavar="DEV",
-                        help="model device for every configuration: cpu, cuda, cuda:N, auto (default: the YAML's)")
+    add_overrides_argument(parser)
     parser.add_argument("--store", type=Path, default=None, metavar="DIR",
                         help="result store (default: runs/<config name>-sweep); on a cluster, a shared path")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="report directory (default: STORE/sweep_report)")
-    run = parser.add_argument_group("execution")
-    run.add_argument("--executor", choices=("local", "ray"), default="local",
-                     help="local process pool (default) or Ray")
-    run.add_argument("--workers", type=int, default=None, metavar="K",
-                     help="parallel units: processes of the local pool (default 1), CPUs of a locally "
-                          "started Ray runtime (default: all cores)")
-    run.add_argument("--threads", type=int, default=1, metavar="T",
-                     help="torch threads per unit (default 1; scale with --workers instead); the same "
-                          "--threads gives the same numbers on either executor")
-    run.add_argument("--address", default=None, metavar="ADDR",
-                     help="Ray cluster to join ('auto', 'host:6379', 'ray://host:10001'); default: start a local one")
-    run.add_argument("--max-retries", type=int, default=2, metavar="N",
-                     help="Ray: retries of a failed unit before the sweep stops (default 2)")
-    run.add_argument("--gpus-per-unit", type=float, default=0.0, metavar="G",
-                     help="Ray: GPUs reserved per unit with --device cuda (e.g. 0.25 packs 4 units per GPU)")
+    add_execution_arguments(parser, workers_default=None,
+                            workers_help="parallel units: processes of the local pool (default 1), CPUs of a "
+                                         "locally started Ray runtime (default: all cores)")
     stats = parser.add_argument_group("statistics")
     stats.add_argument("--n-boot", type=int, default=2000, metavar="B", help="bootstrap resamples per interval (2000)")
     stats.add_argument("--confidence", type=float, default=0.95, metavar="C", help="interval level (0.95)")
     stats.add_argument("--boot-seed", type=int, default=0, metavar="S", help="seed of every bootstrap (0)")
-    track = parser.add_argument_group("tracking (MLflow)").add_mutually_exclusive_group()
-    track.add_argument("--tracking-uri", default=None, metavar="URI",
-                       help="MLflow tracking URI to log the store to (default sqlite:///STORE/mlflow.db)")
-    track.add_argument("--no-tracking", action="store_true", help="do not log the store to MLflow")
+    add_tracking_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=handle)
-
-
-def _parse_overrides(items: list[str]) -> dict:
-    from rolling_calib.analysis.sweep import parse_value
-
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--set {item!r}: expected PATH=VALUE")
-        out[key.strip()] = parse_value(value)
-    return out
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -116,62 +94,42 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace, stdout) -> int:
-    from rolling_calib.config.experiment import ConfigError, load_experiment
-    from rolling_calib.execution.executors import LocalExecutor, UnitFailedError
-    from rolling_calib.execution.runner import plan_run, run_plan
-
-    from rolling_calib.analysis.scoring import score_store
-    from rolling_calib.analysis.sweep import analyse_sweep, expand_grid, format_sweep, parse_grid, sweep_experiment, write_sweep_report
+    from rolling_calib.analysis.sweep import analyse_sweep, expand_grid, format_sweep, parse_grid, sweep_experiment
+    from rolling_calib.config import ConfigError, load_experiment
+    from rolling_calib.execution.executors import UnitFailedError
+    from rolling_calib.execution.lock import StoreLockedError
+    from rolling_calib.experiment.flow import RunOptions, run_experiment
+    from rolling_calib.reporting.sweep_report import write_sweep_report
 
     try:
-        if args.workers is not None and args.workers < 1:
-            raise ValueError(f"--workers: expected >= 1, found {args.workers}")
-        if args.threads < 1:
-            raise ValueError(f"--threads: expected >= 1, found {args.threads}")
         if args.seeds is not None and args.seeds < 1:
             raise ValueError(f"--seeds: expected >= 1, found {args.seeds}")
-        overrides = _parse_overrides(args.overrides)
-        if args.device is not None:
-            overrides["task.model.kwargs.device"] = args.device
-        config = load_experiment(args.config, overrides=overrides or None)
+        executor = executor_options(args, quiet=args.json)
+        config = load_experiment(args.config, overrides=overrides(args))
         pipelines = expand_grid(parse_grid(args.grid, config={"task": config.task})) if args.grid else None
         experiment = sweep_experiment(config, pipelines)
         store = args.store or Path("runs") / f"{Path(args.config).stem}-sweep"
-        if args.executor == "ray":
-            from rolling_calib.execution.ray_executor import RayExecutor
-
-            executor = RayExecutor(args.address, max_retries=args.max_retries,
-                                   num_cpus=args.workers if args.address is None else None,  # None: all
-                                   gpus_per_unit=args.gpus_per_unit, log_to_driver=not args.json,
-                                   threads_per_unit=args.threads)
-        else:
-            executor = LocalExecutor(workers=args.workers or 1)
-        plan = plan_run(experiment, store=store, seeds=args.seeds, n_threads=args.threads)
+        options = RunOptions(store=store, seeds=args.seeds, executor=executor, tracking_uri=args.tracking_uri,
+                             track=not args.no_tracking, progress=not args.no_progress)
     except (ConfigError, ValueError) as exc:
         print(f"rolling-calib sweep: error: {exc}", file=sys.stderr)
         return 2
-    n_units = len(plan.keys())
-    print(f"sweep: {len(plan.pipelines)} configurations x {len(plan.seeds)} seeds x {len(plan.windows)} windows "
-          f"= {n_units} units -> {plan.store}", file=sys.stderr)
+    print(f"sweep: {len(experiment.pipelines)} configurations -> {store}", file=sys.stderr)
     try:
-        summary = run_plan(plan, executor=executor, progress=not args.no_progress)
+        outcome = run_experiment(experiment, options)
     except UnitFailedError as exc:
-        print(f"rolling-calib sweep: error: {exc}\ncompleted units are kept in {plan.store}; re-run to resume",
-              file=sys.stderr)
+        print(f"rolling-calib sweep: error: {exc}\ncompleted units are kept in {store}: fix the cause and "
+              "re-run to resume", file=sys.stderr)
         return 1
-    cal = experiment.rolling.calibration
-    scores = score_store(plan.store, period=cal.period, bias=cal.bias, pipelines=[p.name for p in plan.pipelines])
-    runs = scores.runs[scores.runs["seed"].isin(plan.seeds)]
+    except (StoreLockedError, ValueError) as exc:
+        print(f"rolling-calib sweep: error: {exc}", file=sys.stderr)
+        return 2
+    plan, summary = outcome.plan, outcome.summary
+    runs = outcome.scores.runs[outcome.scores.runs["seed"].isin(plan.seeds)]
     result = analyse_sweep(runs, pairs=experiment.compare, n_boot=args.n_boot, confidence=args.confidence,
                            seed=args.boot_seed)
-    out = args.out or plan.store / "sweep_report"
-    paths = write_sweep_report(result, out)
-    tracking_uri = None
-    if not args.no_tracking:
-        from rolling_calib.tracking.mlflow_log import default_tracking_uri, log_store
-
-        tracking_uri = args.tracking_uri or default_tracking_uri(plan.store)
-        log_store(plan.store, tracking_uri=tracking_uri, experiment=experiment.experiment_name)
+    paths = write_sweep_report(result, args.out or plan.store / "sweep_report")
+    tracking_uri = outcome.tracking_uri
     if args.json:
         payload = result.to_dict()
         payload["run"] = {"store": str(plan.store), "units_ran": summary.ran, "units_skipped": summary.skipped,

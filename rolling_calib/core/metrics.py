@@ -51,6 +51,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rolling_calib.core.validation import BIAS_MODE, BIAS_WINDOW, CALIBRATION_PERIOD, FALLBACK, validate_params
+
 __all__ = [
     "EPS",
     "RollingCQL",
@@ -71,10 +73,6 @@ __all__ = [
 
 #: Clipping epsilon for probabilities before logarithms: ``p -> clip(p, EPS, 1 - EPS)``.
 EPS: float = float(np.finfo(np.float64).eps)
-
-_PERIOD_NAMES = ("month", "week", "quarter")
-_BIAS_MODES = ("pooled", "per_instrument")
-_FALLBACKS = ("error", "pooled")
 
 
 # ---------------------------------------------------------------------------
@@ -413,15 +411,10 @@ def _assign_trading_days(ts: np.ndarray, n_days: int) -> _Periods:
 
 
 def _assign_periods(ts: np.ndarray, period: str | int) -> _Periods:
-    if isinstance(period, (bool, np.bool_)):
-        raise ValueError(f"period: expected 'month', 'week', 'quarter' or a positive int, found {period!r}")
-    if isinstance(period, (int, np.integer)):
-        if period < 1:
-            raise ValueError(f"period: expected a positive number of trading days, found {period}")
-        return _assign_trading_days(ts, int(period))
-    if period not in _PERIOD_NAMES:
-        raise ValueError(f"period: expected 'month', 'week', 'quarter' or a positive int, found {period!r}")
-    return _assign_calendar(ts, period)
+    """Periods of ``ts``; ``period`` has passed :data:`~rolling_calib.core.validation.CALIBRATION_PERIOD`."""
+    if isinstance(period, str):
+        return _assign_calendar(ts, period)
+    return _assign_trading_days(ts, int(period))
 
 
 def _scored_periods(periods: _Periods, score_periods: Iterable[str | int] | None) -> np.ndarray:
@@ -459,6 +452,9 @@ def _scored_periods(periods: _Periods, score_periods: Iterable[str | int] | None
     return scored
 
 
+@validate_params(
+    {"period": CALIBRATION_PERIOD, "bias": BIAS_MODE, "bias_window": BIAS_WINDOW, "missing_instrument": FALLBACK}
+)
 def rolling_calibrated_quadratic_loss(
     predictions: Any,
     labels: Any,
@@ -536,14 +532,6 @@ def rolling_calibrated_quadratic_loss(
     y = _as_float_1d("labels", labels)
     n = _check_lengths(predictions=p, labels=y)
     ts = _as_timestamps(timestamps, n)
-    if bias not in _BIAS_MODES:
-        raise ValueError(f"bias: expected 'pooled' or 'per_instrument', found {bias!r}")
-    if missing_instrument not in _FALLBACKS:
-        raise ValueError(f"missing_instrument: expected 'error' or 'pooled', found {missing_instrument!r}")
-    if bias_window is not None and (
-        isinstance(bias_window, (bool, np.bool_)) or not isinstance(bias_window, (int, np.integer)) or bias_window < 1
-    ):
-        raise ValueError(f"bias_window: expected None or a positive number of trading days, found {bias_window!r}")
     if bias == "per_instrument":
         if instruments is None:
             raise ValueError("instruments: required when bias='per_instrument', found None")

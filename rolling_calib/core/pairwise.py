@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rolling_calib.core.validation import CONFIDENCE, N_BOOT, POSITIVE_INT, SEED, STANDARD_DEVIATION, validate_params
+
 __all__ = [
     "CALIBRATION_BLIND_SPOT",
     "PairwiseAccuracy",
@@ -122,6 +124,7 @@ class PairwiseAccuracy:
         return asdict(self)
 
 
+@validate_params({"n_boot": N_BOOT, "confidence": CONFIDENCE, "seed": SEED})
 def pairwise_accuracy_ci(
     scores_better: Any,
     scores_worse: Any,
@@ -147,12 +150,6 @@ def pairwise_accuracy_ci(
     """
     a = _as_scores("scores_better", scores_better)
     b = _as_scores("scores_worse", scores_worse)
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
-        raise ValueError(f"n_boot: expected a positive int, found {n_boot!r}")
-    if not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
-        raise ValueError(f"confidence: expected a number strictly between 0 and 1, found {confidence!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed: expected a non-negative int, found {seed!r}")
     m, n = a.size, b.size
     w = _win_matrix(a, b)
     point = float(w.mean())
@@ -322,6 +319,7 @@ def summarize_pipelines(scores_by_pipeline: Mapping[str, Mapping[str, Any]]) -> 
     return pd.concat(frames, ignore_index=True)[["pipeline", "metric", "runs", "mean", "std", "sem"]]
 
 
+@validate_params({"std_vanilla": STANDARD_DEVIATION, "std_calibrated": STANDARD_DEVIATION, "runs": POSITIVE_INT})
 def seed_budget(std_vanilla: float, std_calibrated: float, runs: int) -> float:
     """Vanilla runs needed for the calibrated metric's standard error of the mean with ``runs`` runs.
 
@@ -334,11 +332,6 @@ def seed_budget(std_vanilla: float, std_calibrated: float, runs: int) -> float:
     >>> round(seed_budget(0.3, 0.1, 10), 9)
     90.0
     """
-    for name, value in (("std_vanilla", std_vanilla), ("std_calibrated", std_calibrated)):
-        if not isinstance(value, (int, float, np.floating, np.integer)) or not math.isfinite(value) or value < 0:
-            raise ValueError(f"{name}: expected a finite standard deviation >= 0, found {value!r}")
-    if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or runs < 1:
-        raise ValueError(f"runs: expected a positive int, found {runs!r}")
     if std_calibrated == 0:
         if std_vanilla == 0:
             raise ValueError("std_calibrated: both standard deviations are 0, so the budget ratio is undefined")

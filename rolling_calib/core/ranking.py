@@ -1,4 +1,4 @@
-"""Rank many configurations from their per-seed scores: tables, pairwise matrix, seed budgets.
+"""Rank many configurations from their per-seed scores: tables, pairwise matrix, runs to separate.
 
 Input everywhere is a *runs table*: one row per (configuration, seed) with one
 column per metric, lower is better (losses) -- exactly the ``.runs`` frame of
@@ -12,8 +12,10 @@ column per metric, lower is better (losses) -- exactly the ``.runs`` frame of
   i.e. the probability of improvement of METHOD section 1, with bootstrap
   intervals (via :func:`rolling_calib.core.pairwise.pairwise_accuracy_ci`).
 * :func:`indistinguishable` -- the pairs whose interval contains 0.5.
-* :func:`seed_budget_to_separate` -- how many seeds per configuration each
-  metric needs before the top two configurations' means are separated.
+* :func:`runs_to_separate_top_two` -- how many runs (seeds) per configuration
+  each metric needs before the top two configurations' means are separated
+  (not :func:`rolling_calib.core.pairwise.seed_budget`, the vanilla runs that
+  match the calibrated metric's standard error).
 * :func:`plot_pairwise_heatmap` -- the matrix as a picture (computed first,
   drawn second).
 
@@ -42,15 +44,18 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from rolling_calib.core.validation import CONFIDENCE, N_BOOT, SEED, STANDARD_DEVIATION, validate_params
+
 __all__ = [
     "PairwiseMatrix",
-    "SeedBudget",
+    "RunsToSeparate",
     "scores_by_config",
     "rank_configurations",
     "pairwise_matrix",
     "indistinguishable",
     "top_group",
-    "seed_budget_to_separate",
+    "runs_to_separate",
+    "runs_to_separate_top_two",
     "plot_pairwise_heatmap",
 ]
 
@@ -100,6 +105,7 @@ def scores_by_config(
 
 
 # --------------------------------------------------------------------------- ranking
+@validate_params({"confidence": CONFIDENCE})
 def mean_interval(values: np.ndarray, *, confidence: float = 0.95) -> tuple[float, float]:
     """Student-t interval of the mean: ``mean ± t_{(1+c)/2, n-1} · s / sqrt(n)``.
 
@@ -112,7 +118,6 @@ def mean_interval(values: np.ndarray, *, confidence: float = 0.95) -> tuple[floa
     >>> round(lo, 4), round(hi, 4)   # 2 ± 4.3027 · 1/sqrt(3)
     (-0.4841, 4.4841)
     """
-    _check_confidence(confidence)
     values = np.asarray(values, dtype=float)
     n = values.size
     if n < 2:
@@ -246,6 +251,7 @@ class PairwiseMatrix:
         }
 
 
+@validate_params({"n_boot": N_BOOT, "confidence": CONFIDENCE, "seed": SEED})
 def pairwise_matrix(
     runs: pd.DataFrame,
     *,
@@ -284,9 +290,6 @@ def pairwise_matrix(
     """
     from rolling_calib.core.pairwise import pairwise_accuracy_ci
 
-    _check_confidence(confidence)
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
     groups = scores_by_config(runs, metric=metric, config_col=config_col, order=order)
     names = tuple(groups)
     k = len(names)
@@ -352,10 +355,10 @@ def top_group(matrix: PairwiseMatrix, *, best: str) -> list[str]:
     return group
 
 
-# --------------------------------------------------------------------------- seed budget
+# --------------------------------------------------------------------------- runs to separate
 @dataclass(frozen=True)
-class SeedBudget:
-    """Seeds per configuration a metric needs to separate two configurations.
+class RunsToSeparate:
+    """Runs (seeds) per configuration a metric needs to separate two configurations.
 
     ``runs_needed = ceil(z² · (std_a² + std_b²) / gap²)`` (at least 2), where
     ``z`` is the standard normal ``(1 + confidence) / 2`` quantile and ``gap`` is
@@ -382,6 +385,7 @@ class SeedBudget:
         return out
 
 
+@validate_params({"std_a": STANDARD_DEVIATION, "std_b": STANDARD_DEVIATION, "confidence": CONFIDENCE})
 def runs_to_separate(*, gap: float, std_a: float, std_b: float, confidence: float = 0.95) -> float:
     """``ceil(z² (std_a² + std_b²) / gap²)``, at least 2; ``inf`` for a zero gap.
 
@@ -390,33 +394,30 @@ def runs_to_separate(*, gap: float, std_a: float, std_b: float, confidence: floa
     >>> runs_to_separate(gap=0.1, std_a=0.1, std_b=0.1, confidence=0.95)   # 1.96² · 2 = 7.68
     8
     """
-    _check_confidence(confidence)
-    if std_a < 0 or std_b < 0 or not (math.isfinite(std_a) and math.isfinite(std_b)):
-        raise ValueError(f"std_a, std_b: expected finite values >= 0, found {std_a}, {std_b}")
     if gap == 0:
         return math.inf
     z = stats.norm.ppf((1 + confidence) / 2)
     return max(2, math.ceil(z**2 * (std_a**2 + std_b**2) / gap**2 - 1e-12))
 
 
-def seed_budget_to_separate(
+def runs_to_separate_top_two(
     runs: pd.DataFrame,
     *,
     metrics: Sequence[str] = ("cql", "ql"),
     by: str = "ql",
     config_col: str = "pipeline",
     confidence: float = 0.95,
-) -> list[SeedBudget]:
-    """Seeds each metric needs to separate the two best configurations.
+) -> list[RunsToSeparate]:
+    """Runs (seeds) each metric needs to separate the two best configurations.
 
     The top two are chosen once, by the mean of the reference metric ``by``
     (default ``"ql"``, the ground truth of METHOD 3.3), so every metric is
-    asked to separate the same pair; then each metric's budget is
+    asked to separate the same pair; then each metric's number is
     :func:`runs_to_separate` with that metric's gap and stds.
 
     Returns
     -------
-    list of SeedBudget
+    list of RunsToSeparate
         One per metric, in ``metrics`` order.
     """
     table = rank_configurations(runs, metrics=list(dict.fromkeys([by, *metrics])), config_col=config_col,
@@ -425,15 +426,15 @@ def seed_budget_to_separate(
         raise ValueError(f"runs: need at least two configurations to separate, found {len(table)}")
     top = table.sort_values([f"{by}_mean", config_col]).iloc[:2]
     a, b = (str(top[config_col].iloc[0]), str(top[config_col].iloc[1]))
-    budgets = []
+    needed = []
     for metric in metrics:
         row_a, row_b = top.iloc[0], top.iloc[1]
         std_a, std_b = float(row_a[f"{metric}_std"]), float(row_b[f"{metric}_std"])
         if not (math.isfinite(std_a) and math.isfinite(std_b)):
             raise ValueError(f"runs: {metric!r} needs at least two runs of {a!r} and {b!r} to estimate a std")
         gap = float(row_b[f"{metric}_mean"] - row_a[f"{metric}_mean"])
-        budgets.append(
-            SeedBudget(
+        needed.append(
+            RunsToSeparate(
                 metric=metric,
                 a=a,
                 b=b,
@@ -445,7 +446,7 @@ def seed_budget_to_separate(
                 confidence=confidence,
             )
         )
-    return budgets
+    return needed
 
 
 # --------------------------------------------------------------------------- plotting
@@ -486,7 +487,3 @@ def plot_pairwise_heatmap(matrix: PairwiseMatrix, *, title: str | None = None, a
     fig.tight_layout()
     return fig
 
-
-def _check_confidence(confidence: float) -> None:
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")

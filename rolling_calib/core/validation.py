@@ -7,6 +7,7 @@ words its errors the same way::
     <name>: expected <what the constraint describes>, found <type> <value>
 
 and a configuration error adds the file in front: ``<file>: <dotted key>: expected ...``.
+A :class:`Worded` constraint keeps a message's established words and shows the value bare.
 
 Examples
 --------
@@ -42,22 +43,36 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
+    "BIAS_MODE",
     "BIAS_MODES",
+    "BIAS_WINDOW",
     "CALIBRATION_PERIOD",
     "CALIBRATION_PERIODS",
+    "CONFIDENCE",
+    "FALLBACK",
+    "FALLBACKS",
     "FINETUNE_ON",
     "MODES",
+    "NON_NEGATIVE_INT",
+    "N_BOOT",
+    "POSITIVE_INT",
+    "SEED",
+    "STANDARD_DEVIATION",
+    "TRADING_DAYS",
     "TRAIN_WINDOWS",
+    "AllOf",
     "AnyOf",
     "ConfigError",
     "Constraint",
     "InstanceOf",
     "Interval",
     "Options",
+    "Worded",
     "as_tuple",
     "check",
     "describe_found",
     "expect",
+    "explain",
     "reject_unknown",
     "validate_params",
 ]
@@ -86,6 +101,18 @@ class Constraint:
 
     def describe(self) -> str:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def found(self, value: Any) -> str:
+        """How a message shows a rejected ``value``: ``"<type> <repr>"`` (see :class:`Worded`)."""
+        return describe_found(value)
+
+    def blame(self, value: Any) -> Constraint:
+        """The constraint a message about rejected ``value`` names: this one (see :class:`AnyOf`, :class:`AllOf`)."""
+        return self
+
+    def in_kind(self, value: Any) -> bool:
+        """Whether ``value`` is of the kind this constraint bounds (a number of the interval's kind)."""
+        return False
 
 
 def _is_int(value: Any) -> bool:
@@ -119,8 +146,11 @@ class Interval(Constraint):
     closed: Literal["both", "left", "right", "neither"] = "both"
     allow_inf: bool = False
 
+    def in_kind(self, value: Any) -> bool:
+        return _is_int(value) if self.kind is int else _is_real(value)
+
     def accepts(self, value: Any) -> bool:
-        if not (_is_int(value) if self.kind is int else _is_real(value)):
+        if not self.in_kind(value):
             return False
         if self.kind is not int and not self.allow_inf and not math.isfinite(float(value)):
             return False
@@ -183,14 +213,22 @@ class InstanceOf(Constraint):
 class AnyOf(Constraint):
     """Any one of several constraints.
 
+    With ``narrow=True`` a value of the kind of exactly one alternative (an integer
+    for an integer interval) is reported against that alternative alone.
+
     Examples
     --------
-    >>> CALIBRATION_PERIOD.describe()
-    "one of 'month', 'week', 'quarter' or an integer >= 1 (trading days)"
+    >>> AnyOf((Options(None), Interval(int, 1, None))).describe()
+    'one of None or an integer >= 1'
+    >>> check("period", 0, CALIBRATION_PERIOD)
+    Traceback (most recent call last):
+    ...
+    ValueError: period: expected a positive number of trading days, found 0
     """
 
     constraints: tuple[Constraint, ...]
     what: str | None = None
+    narrow: bool = False
 
     def accepts(self, value: Any) -> bool:
         return any(c.accepts(value) for c in self.constraints)
@@ -198,16 +236,123 @@ class AnyOf(Constraint):
     def describe(self) -> str:
         return self.what or " or ".join(c.describe() for c in self.constraints)
 
+    def in_kind(self, value: Any) -> bool:
+        return any(c.in_kind(value) for c in self.constraints)
+
+    def blame(self, value: Any) -> Constraint:
+        if self.narrow:
+            kin = [c for c in self.constraints if c.in_kind(value)]
+            if len(kin) == 1:
+                return kin[0].blame(value)
+        return self
+
+
+@dataclass(frozen=True)
+class AllOf(Constraint):
+    """Every one of several constraints, checked in order; a message names the first that fails.
+
+    Examples
+    --------
+    >>> std = AllOf((Worded(Interval(float, None, None), "a finite number"), Interval(float, 0, None)))
+    >>> check("x_std", float("nan"), std)
+    Traceback (most recent call last):
+    ...
+    ValueError: x_std: expected a finite number, found nan
+    >>> check("x_std", -1.0, std)
+    Traceback (most recent call last):
+    ...
+    ValueError: x_std: expected a number >= 0, found float -1.0
+    """
+
+    constraints: tuple[Constraint, ...]
+
+    def accepts(self, value: Any) -> bool:
+        return all(c.accepts(value) for c in self.constraints)
+
+    def describe(self) -> str:
+        return " and ".join(c.describe() for c in self.constraints)
+
+    def in_kind(self, value: Any) -> bool:
+        return all(c.in_kind(value) for c in self.constraints)
+
+    def blame(self, value: Any) -> Constraint:
+        for c in self.constraints:
+            if not c.accepts(value):
+                return c.blame(value)
+        return self
+
+
+@dataclass(frozen=True)
+class Worded(Constraint):
+    """``constraint`` in the project's established words: ``what`` describes it and the value found is shown bare.
+
+    Keeps a precise message (``"n_boot: expected a positive int, found 0"``) while the rule is
+    declared once; a narrower constraint blamed inside (see :class:`AnyOf`) keeps its own words.
+
+    Examples
+    --------
+    >>> check("n_boot", 0, POSITIVE_INT)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_boot: expected a positive int, found 0
+    """
+
+    constraint: Constraint
+    what: str
+
+    def accepts(self, value: Any) -> bool:
+        return self.constraint.accepts(value)
+
+    def describe(self) -> str:
+        return self.what
+
+    def found(self, value: Any) -> str:
+        return repr(value.item() if hasattr(value, "item") and type(value).__module__ == "numpy" else value)
+
+    def in_kind(self, value: Any) -> bool:
+        return self.constraint.in_kind(value)
+
+    def blame(self, value: Any) -> Constraint:
+        inner = self.constraint.blame(value)
+        return self if inner is self.constraint else inner
+
+
+def _either(values: tuple[Any, ...], last: str | None = None) -> str:
+    """``"'a', 'b' or 'c'"``: the choices as messages list them (``last`` replaces the final "or" term)."""
+    words = [repr(v) for v in values]
+    if last is not None:
+        return f"{', '.join(words)} or {last}"
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
 
 # --------------------------------------------------------------------------- the shared choice tables
+#: Counts and seeds in the project's words (``"a positive int"``, ``"a non-negative int"``).
+POSITIVE_INT = Worded(Interval(int, 1, None), "a positive int")
+NON_NEGATIVE_INT = Worded(Interval(int, 0, None), "a non-negative int")
+#: Bootstrap settings (pairwise accuracy, the ranking matrix, the CLI).
+N_BOOT = POSITIVE_INT
+CONFIDENCE = Worded(Interval(float, 0, 1, closed="neither"), "a number strictly between 0 and 1")
+SEED = NON_NEGATIVE_INT
+#: A standard deviation (of scores over runs).
+STANDARD_DEVIATION = Worded(Interval(float, 0, None), "a finite standard deviation >= 0")
+
 #: Calendar calibration periods (METHOD 2.2); an integer N means N trading days.
 CALIBRATION_PERIODS: tuple[str, ...] = ("month", "week", "quarter")
-CALIBRATION_PERIOD = AnyOf(
-    (Options(*CALIBRATION_PERIODS), Interval(int, 1, None)),
-    what="one of 'month', 'week', 'quarter' or an integer >= 1 (trading days)",
+#: A number of trading days (a calibration period or a bias window).
+TRADING_DAYS = Worded(Interval(int, 1, None), "a positive number of trading days")
+#: A calibration period, for YAML (``rolling.calibration.period``), CLI (``--period``) and metrics alike.
+CALIBRATION_PERIOD = Worded(
+    AnyOf((Options(*CALIBRATION_PERIODS), TRADING_DAYS), narrow=True),
+    _either(CALIBRATION_PERIODS, last="a positive int"),
 )
 #: How the bias is pooled: one offset per period, or one per instrument and period.
 BIAS_MODES: tuple[str, ...] = ("pooled", "per_instrument")
+BIAS_MODE = Worded(Options(*BIAS_MODES), _either(BIAS_MODES))
+#: Days the bias is fitted on: ``None`` (the previous period) or a number of trading days.
+BIAS_WINDOW = Worded(AnyOf((Options(None), TRADING_DAYS)), "None or a positive number of trading days")
+#: Per-instrument bias, instrument without rows to fit on: raise, or use the pooled bias.
+FALLBACKS: tuple[str, ...] = ("error", "pooled")
+FALLBACK = Worded(Options(*FALLBACKS), _either(FALLBACKS))
 #: Rolling retraining: fine-tune the previous window's model, or train each window from scratch.
 MODES: tuple[str, ...] = ("finetune", "scratch")
 #: Training span of a window: all history since the first month, or the last N months.
@@ -234,12 +379,31 @@ def check(name: str, value: Any, constraint: Constraint, *, where: str | None = 
     ValueError or ConfigError
         ``"[<where>: ]<name>: expected <describe>, found <type> <value>"``.
     """
-    if constraint.accepts(value):
+    problem = explain(value, constraint)
+    if problem is None:
         return value
-    message = f"{name}: expected {constraint.describe()}, found {describe_found(value)}"
+    message = f"{name}: {problem}"
     if where is not None:
         raise ConfigError(f"{where}: {message}")
     raise ValueError(message)
+
+
+def explain(value: Any, constraint: Constraint) -> str | None:
+    """``"expected <describe>, found <value>"`` when ``constraint`` rejects ``value``, else ``None``.
+
+    The text :func:`check` puts after the name (argparse ``type=`` helpers show it as is).
+
+    Examples
+    --------
+    >>> explain("fortnight", CALIBRATION_PERIOD)
+    "expected 'month', 'week', 'quarter' or a positive int, found 'fortnight'"
+    >>> explain("week", CALIBRATION_PERIOD) is None
+    True
+    """
+    if constraint.accepts(value):
+        return None
+    culprit = constraint.blame(value)
+    return f"expected {culprit.describe()}, found {culprit.found(value)}"
 
 
 def validate_params(constraints: Mapping[str, Constraint]) -> Callable:

@@ -25,29 +25,9 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-
-@dataclass(frozen=True, order=True)
-class UnitKey:
-    """Identifies one unit of work: a window of a seed of a pipeline."""
-
-    pipeline: str
-    seed: int
-    window: int
-
-    def slug(self) -> str:
-        """File-system-safe name, e.g. ``'base__seed3__w01'``."""
-        return f"{self.pipeline}__seed{self.seed}__w{self.window:02d}"
-
-
-@dataclass(frozen=True)
-class UnitTask:
-    """A unit and the unit it must wait for (``None`` when it can start at once)."""
-
-    key: UnitKey
-    after: UnitKey | None = None
+from rolling_calib.execution.units import UnitKey, UnitTask
 
 
 #: Called in the parent process after each unit finishes: ``(key, result)``.
@@ -69,15 +49,18 @@ class Executor(Protocol):
 
 
 class UnitFailedError(RuntimeError):
-    """A unit raised; the message names the unit, the cause is chained.
+    """One or more units raised; the message names every failed unit, the first cause is chained.
 
-    ``completed`` holds ``{key: result}`` of the units that did finish (their results
-    are in the store, so a re-run resumes after them).
+    ``failures`` holds ``[(key, exception), ...]`` of every unit that failed, in the
+    order they were seen; ``completed`` holds ``{key: result}`` of the units that did
+    finish (their results are in the store, so a re-run resumes after them).
     """
 
-    def __init__(self, message: str, *, completed: dict[UnitKey, Any] | None = None) -> None:
+    def __init__(self, message: str, *, completed: dict[UnitKey, Any] | None = None,
+                 failures: Sequence[tuple[UnitKey, BaseException]] = ()) -> None:
         super().__init__(message)
         self.completed: dict[UnitKey, Any] = dict(completed or {})
+        self.failures: list[tuple[UnitKey, BaseException]] = list(failures)
 
 
 class DependencyQueue:
@@ -113,12 +96,28 @@ class DependencyQueue:
         self._ready.extend(self._waiting.pop(key, []))
 
 
-def failure_error(key: UnitKey, exc: BaseException, completed: dict[UnitKey, Any], *, detail: str = "") -> UnitFailedError:
-    """The error every executor raises when a unit fails for good."""
+def failure_error(
+    failures: Sequence[tuple[UnitKey, BaseException]],
+    completed: dict[UnitKey, Any],
+    *,
+    detail: str = "",
+) -> UnitFailedError:
+    """The error every executor raises when units fail for good; it names all of them.
+
+    Examples
+    --------
+    >>> err = failure_error([(UnitKey("a", 0, 1), ValueError("boom")), (UnitKey("b", 2, 0), OSError("disk"))], {})
+    >>> print(err)
+    2 units failed; first: unit a__seed0__w01 failed: ValueError: boom; also: b__seed2__w00 (OSError: disk); 0 unit(s) completed and kept in the store
+    """
+    (key, exc), rest = failures[0], failures[1:]
+    first = f"unit {key.slug()} failed{detail}: {type(exc).__name__}: {exc}"
+    head = f"{len(failures)} units failed; first: {first}" if rest else first
+    also = "; also: " + ", ".join(f"{k.slug()} ({type(e).__name__}: {e})" for k, e in rest) if rest else ""
     return UnitFailedError(
-        f"unit {key.slug()} failed{detail}: {type(exc).__name__}: {exc}; "
-        f"{len(completed)} unit(s) completed and kept, re-run to resume",
+        f"{head}{also}; {len(completed)} unit(s) completed and kept in the store",
         completed=completed,
+        failures=failures,
     )
 
 
@@ -152,6 +151,9 @@ class LocalExecutor:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.workers = workers
 
+    def __repr__(self) -> str:
+        return f"LocalExecutor(workers={self.workers})"
+
     def run(
         self,
         tasks: Sequence[UnitTask],
@@ -175,16 +177,16 @@ class LocalExecutor:
                 try:
                     result = work(task.key)
                 except Exception as exc:
-                    raise failure_error(task.key, exc, results) from exc
+                    raise failure_error([(task.key, exc)], results) from exc
                 finish(task.key, result)
                 ready.extend(queue.take_ready())
             return results
 
-        failure: tuple[UnitKey, BaseException] | None = None
+        failures: list[tuple[UnitKey, BaseException]] = []
         with cf.ProcessPoolExecutor(max_workers=self.workers) as pool:
             running: dict[cf.Future, UnitKey] = {}
             while True:
-                if failure is None:
+                if not failures:  # after a failure, only the units already running finish
                     for task in queue.take_ready():
                         running[pool.submit(work, task.key)] = task.key
                 if not running:
@@ -195,10 +197,9 @@ class LocalExecutor:
                     try:
                         result = future.result()
                     except Exception as exc:  # re-raised below, after the running units finish
-                        failure = failure or (key, exc)
+                        failures.append((key, exc))
                         continue
                     finish(key, result)
-        if failure is not None:
-            key, exc = failure
-            raise failure_error(key, exc, results) from exc
+        if failures:
+            raise failure_error(failures, results) from failures[0][1]
         return results

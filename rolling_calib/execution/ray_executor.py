@@ -223,7 +223,7 @@ class RayExecutor:
         queue = DependencyQueue(tasks)
         running: dict[Any, UnitKey] = {}
         results: dict[UnitKey, Any] = {}
-        failure: tuple[UnitKey, BaseException] | None = None
+        failures: list[tuple[UnitKey, BaseException]] = []
 
         def submit_ready() -> None:
             for task in queue.take_ready():
@@ -238,19 +238,16 @@ class RayExecutor:
                 try:
                     result = ray.get(ref)
                 except Exception as exc:  # noqa: BLE001 - re-raised below, chained
-                    if failure is None:
-                        failure = (key, exc)
+                    failures.append((key, getattr(exc, "cause", None) or exc))
                     continue
                 results[key] = result
                 if on_done is not None:
                     on_done(key, result)
                 queue.mark_done(key)
-            if failure is None:
+            if not failures:  # after a failure, only the units already running finish
                 submit_ready()
 
-        if failure is not None:
-            key, exc = failure
-            cause = getattr(exc, "cause", None) or exc
+        if failures:
             retries = f" after {self.max_retries} retr{'y' if self.max_retries == 1 else 'ies'}"
-            raise failure_error(key, cause, results, detail=retries) from exc
+            raise failure_error(failures, results, detail=retries) from failures[0][1]
         return results

@@ -27,6 +27,7 @@ import copy
 import hashlib
 import os
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -37,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from rolling_calib.execution import store as st
+from rolling_calib.execution.lock import StoreLock, clean_orphan_temporaries
 from rolling_calib.config.experiment import ExperimentConfig
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.qlib_adapter.session import store_calendar
@@ -454,11 +456,21 @@ def run_plan(plan: RunPlan, *, executor: Executor, progress: bool = True) -> Run
         When a unit fails (completed units stay in the store).
     rolling_calib.core.schedule.CoverageError
         When the merged predictions of a (pipeline, seed) leave a gap or overlap.
+    rolling_calib.execution.lock.StoreLockedError
+        When another process is writing into the store (it is named).
     """
+    with StoreLock(plan.store):
+        return _run_locked(plan, executor=executor, progress=progress)
+
+
+def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSummary:
     from tqdm.auto import tqdm
 
     t0 = time.perf_counter()
-    plan.store.mkdir(parents=True, exist_ok=True)
+    orphans = clean_orphan_temporaries(plan.store)
+    if orphans:
+        warnings.warn(f"{plan.store}: removed {len(orphans)} temporary file(s) left by an interrupted write "
+                      f"(e.g. {orphans[0]})", stacklevel=3)
     _write_manifest(plan)
     pending, skipped, stale = pending_units(plan)
     pending_set = set(pending)
@@ -491,9 +503,9 @@ def run_plan(plan: RunPlan, *, executor: Executor, progress: bool = True) -> Run
 
 def _record_history(plan: RunPlan, summary: RunSummary, executor: Executor) -> None:
     """Append this run's timing to the manifest's ``history`` (unit timings are in the sidecars)."""
-    manifest = st.read_manifest(plan.store)
     unit_seconds = [r.seconds for r in summary.results.values()]
-    manifest.setdefault("history", []).append(
+    st.append_history(
+        plan.store,
         {
             "finished_at": pd.Timestamp.now(tz="UTC").isoformat(),
             "pipelines": [p.name for p in plan.pipelines],
@@ -507,9 +519,8 @@ def _record_history(plan: RunPlan, summary: RunSummary, executor: Executor) -> N
             "executor": type(executor).__name__,
             "workers": getattr(executor, "workers", None),
             "n_threads": plan.n_threads,
-        }
+        },
     )
-    st.atomic_write_json(plan.store / st.MANIFEST, manifest)
 
 
 def check_store_coverage(plan: RunPlan) -> None:

@@ -46,7 +46,7 @@ from typing import Any
 import pandas as pd
 
 from rolling_calib.core.atomic import atomic_write
-from rolling_calib.execution.executors import UnitKey
+from rolling_calib.execution.units import UnitKey
 
 __all__ = [
     "MANIFEST",
@@ -56,6 +56,9 @@ __all__ = [
     "atomic_write_parquet",
     "unit_paths",
     "UnitPaths",
+    "CorruptStoreFileError",
+    "NoManifestError",
+    "append_history",
     "read_manifest",
     "write_manifest",
     "read_sidecar",
@@ -120,22 +123,45 @@ def unit_paths(store: str | os.PathLike, key: UnitKey) -> UnitPaths:
 
 
 # --------------------------------------------------------------------------- manifest
+class CorruptStoreFileError(ValueError):
+    """A store file exists but cannot be read (manifest, sidecar); the message names it. Never taken for absent."""
+
+
+class NoManifestError(ValueError):
+    """``STORE/manifest.json`` does not exist: a new store (for writing) or not a store (for reading)."""
+
+
 def read_manifest(store: str | os.PathLike) -> dict:
-    """Read ``STORE/manifest.json``; ``ValueError`` naming the file if absent or broken."""
+    """Read ``STORE/manifest.json``.
+
+    Raises
+    ------
+    NoManifestError
+        The file does not exist.
+    CorruptStoreFileError
+        The file exists but is not a manifest (broken JSON, wrong shape), naming the file and line.
+    """
     path = Path(store) / MANIFEST
     if not path.is_file():
-        raise ValueError(f"{path}: no manifest; is {Path(store)} a rolling-calib store (made by 'rolling-calib run')?")
+        raise NoManifestError(f"{path}: no manifest; is {Path(store)} a rolling-calib store (made by 'rolling-calib run')?")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}:{exc.lineno}: invalid JSON in manifest: {exc.msg}") from exc
-    if not isinstance(data, dict) or "pipelines" not in data:
-        raise ValueError(f"{path}: expected a manifest with a 'pipelines' mapping")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        line = f":{exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise CorruptStoreFileError(
+            f"{path}{line}: invalid JSON in manifest: {getattr(exc, 'msg', exc)} (the manifest records every "
+            "pipeline and the run history, so it is never overwritten: restore it, or move the store aside)"
+        ) from exc
+    if not isinstance(data, dict) or not isinstance(data.get("pipelines"), dict):
+        raise CorruptStoreFileError(f"{path}: expected a manifest with a 'pipelines' mapping, found {type(data).__name__}")
     return data
 
 
 def write_manifest(store: str | os.PathLike, *, pipelines: Mapping[str, Mapping[str, Any]], extra: Mapping[str, Any]) -> dict:
     """Merge ``pipelines`` entries into the manifest (other pipelines are kept) and write it.
+
+    Only a missing manifest starts a new one; a corrupt one raises :class:`CorruptStoreFileError`
+    (overwriting it would lose the other pipelines and the run history).
 
     Parameters
     ----------
@@ -149,7 +175,7 @@ def write_manifest(store: str | os.PathLike, *, pipelines: Mapping[str, Mapping[
     store = Path(store)
     try:
         manifest = read_manifest(store)
-    except ValueError:
+    except NoManifestError:
         manifest = {"format": FORMAT_VERSION, "pipelines": {}}
     for name, entry in pipelines.items():
         old = manifest["pipelines"].get(name)
@@ -163,16 +189,34 @@ def write_manifest(store: str | os.PathLike, *, pipelines: Mapping[str, Mapping[
     return manifest
 
 
+def append_history(store: str | os.PathLike, entry: Mapping[str, Any]) -> dict:
+    """Append one run's record to the manifest's ``history`` (the one place that writes it)."""
+    manifest = read_manifest(store)
+    manifest.setdefault("history", []).append(dict(entry))
+    atomic_write_json(Path(store) / MANIFEST, manifest)
+    return manifest
+
+
 # --------------------------------------------------------------------------- units
 def read_sidecar(store: str | os.PathLike, key: UnitKey) -> dict | None:
-    """The unit's sidecar, or ``None`` when it does not exist (or is unreadable debris)."""
+    """The unit's sidecar, or ``None`` when it does not exist.
+
+    Sidecars are written atomically and last, so a broken one is damage, not a half-written
+    unit: it raises ``ValueError`` naming the file instead of being taken for an absent unit.
+    """
     path = unit_paths(store, key).sidecar
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return None  # cannot happen with atomic writes; treat as incomplete and recompute
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CorruptStoreFileError(
+            f"{path}: corrupt unit sidecar ({getattr(exc, 'msg', exc)}); delete the unit's files "
+            f"({path.parent}/{path.stem}.*) to recompute it"
+        ) from exc
+    if not isinstance(data, dict):
+        raise CorruptStoreFileError(f"{path}: corrupt unit sidecar (expected a JSON object, found {type(data).__name__})")
+    return data
 
 
 def is_complete(store: str | os.PathLike, key: UnitKey, config_hash: str) -> bool:
@@ -222,34 +266,66 @@ def library_versions() -> dict[str, str]:
     return out
 
 
-def data_identity(provider_dir: str | os.PathLike, *, instruments: Iterable[str] = ()) -> dict[str, Any]:
-    """Fingerprint of a Qlib store: calendar and instrument files, feature file samples.
+def _universe_symbols(root: Path, instruments: Iterable[str]) -> list[str] | None:
+    """Symbols (lower case, as Qlib names feature folders) of the named universes or symbols; None: all."""
+    symbols: set[str] = set()
+    for name in instruments:
+        universe = root / "instruments" / f"{name}.txt"
+        if universe.is_file():
+            for line in universe.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    symbols.add(line.split("\t")[0].strip().lower())
+        else:
+            symbols.add(str(name).lower())
+    return sorted(symbols) if symbols else None
 
-    ``files`` hashes the calendar and the universe files in full; ``features`` hashes,
-    for every ``features/**/*.bin``, its path, size and three 64 KiB samples (start,
-    middle, end). That changes whenever the store is rebuilt with another range,
-    universe, seed or vendor file, yet reads a few MB even for the full 2012-2018 store.
-    ``meta.json`` is left out on purpose: it records generation timings, which differ
-    between two builds of identical data.
+
+def data_identity(provider_dir: str | os.PathLike, *, instruments: Iterable[str] = ()) -> dict[str, Any]:
+    """Content fingerprint of the data a run reads: every byte of its calendar, universe and feature files.
+
+    ``files`` hashes the calendars and the named universe files; ``features`` hashes, for
+    every feature file (``features/<symbol>/*.bin``) of the universe's symbols (all symbols
+    when no universe is named), its path and its whole content. Any changed value changes
+    the identity, and with it the config hash of every unit that read it (the unit is then
+    stale and recomputed). ``meta.json`` is left out on purpose: it records generation
+    timings, which differ between two builds of identical data.
+
+    Parameters
+    ----------
+    provider_dir : path
+        The Qlib store.
+    instruments : iterable of str
+        Universe names (``instruments/<name>.txt``) or symbols the run reads.
+
+    Returns
+    -------
+    dict
+        ``path``, ``files`` and ``features`` (16 hex digits each), ``feature_files`` and ``feature_bytes``.
     """
     import hashlib
 
     root = Path(provider_dir)
+    instruments = list(instruments)
     digest = hashlib.sha256()
-    for rel in ["calendars/1min.txt", *(f"instruments/{name}.txt" for name in instruments)]:
+    names = sorted(p.relative_to(root).as_posix() for p in (root / "calendars").glob("*.txt")) if (root / "calendars").is_dir() else []
+    for rel in [*names, *(f"instruments/{name}.txt" for name in instruments)]:
         path = root / rel
         digest.update(rel.encode())
         if path.is_file():
             digest.update(path.read_bytes())
-    sample = hashlib.sha256()
+    content = hashlib.sha256()
     features = root / "features"
-    chunk = 1 << 16
-    if features.is_dir():
-        for path in sorted(features.rglob("*.bin")):
-            size = path.stat().st_size
-            sample.update(f"{path.relative_to(features).as_posix()}:{size};".encode())
+    symbols = _universe_symbols(root, instruments)
+    folders = sorted(features.iterdir()) if features.is_dir() else []
+    if symbols is not None:
+        folders = [f for f in folders if f.name.lower() in symbols]
+    n_files = n_bytes = 0
+    for folder in folders:
+        for path in sorted(folder.glob("*.bin")):
             with open(path, "rb") as fh:
-                for offset in sorted({0, max(0, size // 2 - chunk // 2), max(0, size - chunk)}):
-                    fh.seek(offset)
-                    sample.update(fh.read(chunk))
-    return {"path": str(root), "files": digest.hexdigest()[:16], "features": sample.hexdigest()[:16]}
+                file_hash = hashlib.file_digest(fh, "sha256").digest()
+            content.update(f"{path.relative_to(features).as_posix()}:".encode() + file_hash)
+            n_files += 1
+            n_bytes += path.stat().st_size
+    return {"path": str(root), "files": digest.hexdigest()[:16], "features": content.hexdigest()[:16],
+            "feature_files": n_files, "feature_bytes": n_bytes}

@@ -28,7 +28,7 @@ from pathlib import Path
 __all__ = ["DEMO_CONFIG", "DemoResult", "ensure_demo_data", "run_demo"]
 
 #: The demo's experiment file (inside the repository).
-DEMO_CONFIG = Path(__file__).resolve().parents[1] / "workflows" / "demo.yaml"
+DEMO_CONFIG = Path(__file__).resolve().parents[2] / "workflows" / "demo.yaml"
 
 
 @dataclass
@@ -41,6 +41,7 @@ class DemoResult:
     report: dict[str, Path]
     seconds: float
     data_built: bool
+    tracking_uri: str | None = None
 
 
 def ensure_demo_data(data_dir: Path, *, config: Path = DEMO_CONFIG, seed: int = 0, progress: bool = True) -> bool:
@@ -67,6 +68,7 @@ def run_demo(
     config: str | Path = DEMO_CONFIG,
     n_boot: int = 2000,
     progress: bool = True,
+    track: bool = True,
 ) -> DemoResult:
     """Run the whole demo; see the module docstring.
 
@@ -84,12 +86,14 @@ def run_demo(
         Bootstrap resamples of the pairwise-accuracy intervals.
     progress : bool
         Progress bars for data generation and units.
+    track : bool
+        Log the store to MLflow (``OUT/store/mlflow.db``).
     """
-    from rolling_calib.config.experiment import load_experiment
-    from rolling_calib.analysis.scoring import compare_store, score_store
-    from rolling_calib.execution.executors import LocalExecutor
+    from rolling_calib.analysis.scoring import compare_store
+    from rolling_calib.config import load_experiment
+    from rolling_calib.execution.factory import ExecutorOptions
+    from rolling_calib.experiment.flow import RunOptions, run_experiment
     from rolling_calib.reporting.document import write_report
-    from rolling_calib.execution.runner import plan_run, run_plan
 
     if seeds < 2:
         raise ValueError(f"seeds: expected >= 2 (a spread needs two runs), found {seeds}")
@@ -98,13 +102,11 @@ def run_demo(
     data_dir = out / "qlib_data"
     built = ensure_demo_data(data_dir, config=Path(config), progress=progress)
     experiment = load_experiment(config, overrides={"qlib_init.provider_uri": str(data_dir)})
-    plan = plan_run(experiment, store=out / "store", seeds=seeds, n_threads=1)
-    run_plan(plan, executor=LocalExecutor(workers=workers), progress=progress)
-    cal = experiment.rolling.calibration
-    scores = score_store(plan.store, period=cal.period, bias=cal.bias)
-    comparison = compare_store(scores, n_boot=n_boot)
-    paths = write_report(scores, comparison, out / "report")
+    outcome = run_experiment(experiment, RunOptions(store=out / "store", seeds=seeds, progress=progress, track=track,
+                                                    executor=ExecutorOptions(workers=workers, threads=1)))
+    comparison = compare_store(outcome.scores, n_boot=n_boot)
+    paths = write_report(outcome.scores, comparison, out / "report")
     return DemoResult(
-        data_dir=data_dir, store=plan.store, comparison=comparison, report=paths,
-        seconds=time.perf_counter() - t0, data_built=built,
+        data_dir=data_dir, store=outcome.plan.store, comparison=comparison, report=paths,
+        seconds=time.perf_counter() - t0, data_built=built, tracking_uri=outcome.tracking_uri,
     )

@@ -28,6 +28,7 @@ import base64
 import html
 import io
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -188,9 +189,14 @@ def _details(scores: StoreScores) -> tuple[list[str], list[list[str]], str]:
 
     try:
         manifest = st.read_manifest(scores.store)
-    except ValueError:
-        return [], [], ""
+    except st.NoManifestError as exc:  # a corrupt manifest raises: only an absent one is reported
+        warnings.warn(f"report without provenance: {exc}", stacklevel=2)
+        return [], [], f"**Warning: no provenance** ({exc}): schedule, config hashes and versions are unknown."
     entry = manifest["pipelines"].get(scores.pipelines[0], {}) if scores.pipelines else {}
+    if not entry.get("windows") or not manifest.get("versions"):
+        missing = ", ".join(n for n, ok in (("schedule", entry.get("windows")), ("versions", manifest.get("versions")))
+                            if not ok)
+        warnings.warn(f"report: the manifest of {scores.store} records no {missing}", stacklevel=2)
     head = ["window", "train", "valid", "test"]
     rows = []
     for w in entry.get("windows", []):

@@ -53,7 +53,7 @@ from typing import Any
 import pandas as pd
 
 from rolling_calib.execution import store as st
-from rolling_calib.execution.executors import UnitKey
+from rolling_calib.execution.units import UnitKey
 
 __all__ = ["default_tracking_uri", "log_store", "track_store", "TrackingSummary", "flatten_task_params"]
 

@@ -1,0 +1,57 @@
+"""The one ``--set KEY=VALUE`` parser: values read with YAML scalar rules, as ``qrun``'s YAML reads them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+__all__ = ["parse_set", "parse_value"]
+
+_FLOAT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def parse_value(text: str) -> Any:
+    """Read one value with YAML scalar rules (plus ``5e-6``-style floats, as YAML 1.2 and ``qrun`` read them).
+
+    Examples
+    --------
+    >>> [parse_value(t) for t in ["32", "5e-6", "0.5", "true", "null", "adam"]]
+    [32, 5e-06, 0.5, True, None, 'adam']
+    """
+    stripped = text.strip()
+    try:
+        value = yaml.safe_load(stripped)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"not a YAML scalar: {stripped!r} ({getattr(exc, 'problem', exc)})") from exc
+    if isinstance(value, str) and _FLOAT_RE.match(stripped):
+        return float(stripped)  # PyYAML (YAML 1.1) reads "5e-6" as a string
+    if isinstance(value, (dict, list)):
+        raise ValueError(f"expected a scalar, found {stripped!r}")
+    return value
+
+
+def parse_set(items: Sequence[str] | None) -> dict[str, Any]:
+    """``["KEY=VALUE", ...]`` -> ``{dotted key: value}`` for :func:`rolling_calib.config.experiment.apply_overrides`.
+
+    Examples
+    --------
+    >>> parse_set(["task.model.kwargs.weight_decay=5e-6", "rolling.seeds=3"])
+    {'task.model.kwargs.weight_decay': 5e-06, 'rolling.seeds': 3}
+    >>> parse_set(["seeds"])
+    Traceback (most recent call last):
+    ...
+    ValueError: --set 'seeds': expected KEY=VALUE with a dotted KEY
+    """
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE with a dotted KEY")
+        try:
+            out[key.strip()] = parse_value(value)
+        except ValueError as exc:
+            raise ValueError(f"--set {item!r}: {exc}") from exc
+    return out

@@ -1,0 +1,140 @@
+"""One writer per result store: an advisory lock held for the whole run.
+
+``STORE/.lock`` is locked with ``fcntl.flock`` and holds the holder's process id, host,
+start time and command. A second writer is refused at once with the holder named. The
+operating system releases the lock when its process dies, however it dies (``kill -9``
+included), so a stale lock file of a dead process is taken over without guessing from
+process ids; the take-over is reported.
+
+The lock is re-entrant within a process (the runner and the orchestration around it can
+both hold it) and is not inherited by worker processes, which never write the manifest.
+
+Examples
+--------
+>>> import tempfile
+>>> store = Path(tempfile.mkdtemp())
+>>> with StoreLock(store) as lock:
+...     lock.holder()["pid"] == os.getpid()
+True
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import sys
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LOCK_FILE", "StoreLock", "StoreLockedError", "clean_orphan_temporaries"]
+
+LOCK_FILE = ".lock"
+
+_HELD: dict[Path, tuple[int, int]] = {}  # store -> (fd, depth), this process's locks
+_GUARD = threading.Lock()
+
+
+class StoreLockedError(RuntimeError):
+    """Another process is writing into the store; the message names it (pid, host, start time, command)."""
+
+
+def _now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _describe(holder: dict[str, Any]) -> str:
+    if not holder:
+        return "a process that left no details"
+    return (f"pid {holder.get('pid')} on host {holder.get('host')}, started {holder.get('started_at')}"
+            f" ({holder.get('command', '?')})")
+
+
+class StoreLock:
+    """Context manager holding the store's writer lock.
+
+    Parameters
+    ----------
+    store : path
+        The result store (created if absent).
+
+    Raises
+    ------
+    StoreLockedError
+        When another process holds the lock.
+    """
+
+    def __init__(self, store: str | os.PathLike) -> None:
+        self.store = Path(store).resolve()
+        self.path = self.store / LOCK_FILE
+        self.took_over: dict[str, Any] | None = None
+
+    def holder(self) -> dict[str, Any]:
+        """The details the current (or last) holder wrote into the lock file (``{}`` if none)."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        try:
+            data = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError:
+            return {"details": text[:200]}
+        return data if isinstance(data, dict) else {}
+
+    def __enter__(self) -> StoreLock:
+        with _GUARD:
+            if self.store in _HELD:
+                fd, depth = _HELD[self.store]
+                _HELD[self.store] = (fd, depth + 1)
+                return self
+            self.store.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise StoreLockedError(
+                    f"{self.store}: another run is writing into this store: {_describe(self.holder())}. "
+                    f"Wait for it to finish, or use another --store (lock file: {self.path})"
+                ) from None
+            previous = self.holder()
+            if previous:  # the lock was free, yet details remain: their process died without releasing
+                self.took_over = previous
+                warnings.warn(f"{self.store}: took over the lock left by a process that is gone "
+                              f"({_describe(previous)})", stacklevel=2)
+            details = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": _now(),
+                       "command": " ".join(sys.argv)[:300]}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(details).encode(), 0)
+            os.fsync(fd)
+            _HELD[self.store] = (fd, 1)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        with _GUARD:
+            fd, depth = _HELD[self.store]
+            if depth > 1:
+                _HELD[self.store] = (fd, depth - 1)
+                return
+            del _HELD[self.store]
+            os.ftruncate(fd, 0)  # a clean release leaves no details: the next holder has nothing to take over
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def clean_orphan_temporaries(store: str | os.PathLike) -> list[Path]:
+    """Delete the hidden ``.NAME.*.tmp`` files that killed atomic writes left in ``store``; returns them.
+
+    Call only while holding :class:`StoreLock`: then no other writer can own them.
+    """
+    removed = []
+    for path in Path(store).rglob(".*.tmp"):
+        if path.is_file():
+            path.unlink()
+            removed.append(path)
+    return removed

@@ -1,0 +1,117 @@
+"""The one orchestration path: plan -> execute -> score -> track (reports are built from its result).
+
+``rolling-calib run``, ``rolling-calib sweep`` and ``rolling-calib demo`` all call
+:func:`run_experiment`; they differ only in what they do with its result (print a
+run summary, rank a grid, compare a pair and write the report).
+
+Example
+-------
+>>> from rolling_calib.config import load_experiment                              # doctest: +SKIP
+>>> result = run_experiment(load_experiment("workflows/demo.yaml"),               # doctest: +SKIP
+...                         RunOptions(store=Path("runs/demo"), executor=ExecutorOptions(workers=2)))
+>>> result.summary.ran, result.scores.runs.shape[0]                               # doctest: +SKIP
+(40, 20)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rolling_calib.analysis.scoring import StoreScores, score_store
+from rolling_calib.config.experiment import ExperimentConfig
+from rolling_calib.execution.factory import ExecutorOptions, make_executor
+from rolling_calib.execution.lock import StoreLock
+from rolling_calib.execution.runner import RunPlan, RunSummary, plan_run, run_plan
+
+__all__ = ["ExperimentResult", "RunOptions", "run_experiment", "track"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """Where and how an experiment runs.
+
+    Attributes
+    ----------
+    store : path
+        The result store directory.
+    pipelines : sequence of str or None
+        A subset of the experiment's pipelines (default: all).
+    seeds : int, sequence of int or None
+        ``N`` means seeds ``0..N-1`` (default: the experiment's ``rolling.seeds``).
+    executor : ExecutorOptions
+        Local pool or Ray, workers, threads per unit, GPUs per unit.
+    tracking_uri : str or None
+        MLflow tracking URI (default ``sqlite:///STORE/mlflow.db``); ignored when ``track`` is false.
+    track : bool
+        Log the store to MLflow after the run.
+    score : bool
+        Score every run (QL, CQL) after execution.
+    progress : bool
+        Progress bars.
+    """
+
+    store: Path
+    pipelines: Sequence[str] | None = None
+    seeds: int | Sequence[int] | None = None
+    executor: ExecutorOptions = field(default_factory=ExecutorOptions)
+    tracking_uri: str | None = None
+    track: bool = True
+    score: bool = True
+    progress: bool = True
+
+
+@dataclass
+class ExperimentResult:
+    """What one pass of :func:`run_experiment` produced."""
+
+    config: ExperimentConfig
+    plan: RunPlan
+    summary: RunSummary
+    scores: StoreScores | None
+    tracking_uri: str | None
+
+
+def track(store: Path, *, tracking_uri: str | None, experiment_name: str) -> str:
+    """Log ``store`` to MLflow (SQLite in the store by default); returns the URI used."""
+    from rolling_calib.tracking import default_tracking_uri, log_store
+
+    uri = tracking_uri or default_tracking_uri(store)
+    log_store(store, tracking_uri=uri, experiment=experiment_name)
+    return uri
+
+
+def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentResult:
+    """Plan the grid, execute the units not yet in the store, score the runs, track them.
+
+    Parameters
+    ----------
+    config : ExperimentConfig
+        A validated experiment (:func:`rolling_calib.config.load_experiment`, or a sweep's grid).
+    options : RunOptions
+
+    Returns
+    -------
+    ExperimentResult
+
+    Raises
+    ------
+    ValueError
+        Bad pipelines or seeds (before any training).
+    rolling_calib.execution.executors.UnitFailedError
+        Units failed (completed ones stay in the store).
+    """
+    plan = plan_run(config, store=options.store, pipelines=options.pipelines, seeds=options.seeds,
+                    n_threads=options.executor.threads)
+    executor = make_executor(options.executor)
+    with StoreLock(plan.store):  # one writer from the first unit to the last tracking row
+        summary = run_plan(plan, executor=executor, progress=options.progress)
+        scores = None
+        if options.score:
+            calibration = config.rolling.calibration
+            scores = score_store(plan.store, period=calibration.period, bias=calibration.bias,
+                                 pipelines=[p.name for p in plan.pipelines], progress=options.progress)
+        uri = track(plan.store, tracking_uri=options.tracking_uri, experiment_name=config.experiment_name) \
+            if options.track else None
+    return ExperimentResult(config=config, plan=plan, summary=summary, scores=scores, tracking_uri=uri)
