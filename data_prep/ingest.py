@@ -333,7 +333,28 @@ def ingest(
     rows_in = {s: r.rows_in for s, r in results.items()}
     del results
 
-    # requested range and the calendar
+    lo_day, hi_day = _requested_range(clean, options, issues)
+    report = _new_report(options, infos, issues, rows_in)
+    _stop_on_errors(report, options, infos)
+    if lo_day is None:
+        raise IngestError("every row was dropped; nothing to write (see the report)")
+
+    events = read_adjustments(options.adjustments) if options.adjustments else {}
+    prepared = _prepare_frames(clean, events)
+    calendar = session_minutes(lo_day, hi_day)
+    written, appended, new_sessions, store_cal, positions = _write_store(store, calendar, prepared, options, events)
+    _finish_report(report, written, calendar, store_cal, positions)
+    _update_meta(store, report, appended, options, infos, store_cal)
+    return IngestResult(store=store, report=report, appended=appended, new_sessions=new_sessions,
+                        bars_written=sum(written.values()), seconds=time.perf_counter() - t0)
+
+
+def _requested_range(clean: dict[str, pl.DataFrame], options: IngestOptions, issues: list[pl.DataFrame]):
+    """First and last calendar day: the clean data's, or ``--start``/``--end`` (``None`` when nothing is left).
+
+    With ``--start``/``--end``, bars outside are dropped from ``clean`` and reported in ``issues``
+    (both updated in place).
+    """
     all_ts = [c.get_column("ts") for c in clean.values() if c.height]
     if not all_ts:
         lo_day = hi_day = None
@@ -349,30 +370,39 @@ def ingest(
             clean[sym], extra = _range_issues(clean[sym], sym, lo_day, hi_day)
             if extra.height:
                 issues.append(extra.cast(ISSUE_SCHEMA))
-    all_issues = pl.concat(issues) if issues else pl.DataFrame(schema=ISSUE_SCHEMA)
-    report = IngestReport(
+    return lo_day, hi_day
+
+
+def _new_report(options: IngestOptions, infos, issues: list[pl.DataFrame], rows_in: dict[str, int]) -> IngestReport:
+    """The report of every anomaly found (written counts are filled in by :func:`_finish_report`)."""
+    return IngestReport(
         mode=options.mode,
         files=[{"path": i.path, "rows": i.rows, "symbols": list(i.symbols)} for i in infos],
-        issues=all_issues,
+        issues=pl.concat(issues) if issues else pl.DataFrame(schema=ISSUE_SCHEMA),
         rows_in=rows_in,
         rows_out={},
         notes=[CLOSE_BAR_RULE, VWAP_RULE if not all(i.has_vwap for i in infos) else "vwap from the vendor; " + VWAP_RULE,
                "adjusted with " + options.adjustments if options.adjustments else "prices as delivered, factor = 1"],
     )
 
+
+def _stop_on_errors(report: IngestReport, options: IngestOptions, infos) -> None:
+    """``--strict``: raise :class:`StrictError` at the first error; default mode: :class:`ValidationFailed`."""
     if options.mode == "strict":
-        first = _first_error(all_issues)
+        first = _first_error(report.issues)
         if first.height:
             r = first.row(0, named=True)
             raise StrictError(file=infos[r["_file"]].path, line=r["_line"], field=r["field"], expected=r["expected"],
                               found=r["found"], kind=r["kind"])
     elif options.mode == "validate" and report.error_count():
         raise ValidationFailed(report)
-    if lo_day is None:
-        raise IngestError("every row was dropped; nothing to write (see the report)")
 
-    # adjustments, vwap
-    events = read_adjustments(options.adjustments) if options.adjustments else {}
+
+def _prepare_frames(clean: dict[str, pl.DataFrame], events: dict) -> dict[str, pl.DataFrame]:
+    """The bars to write, by symbol: vwap filled with the typical price, back-adjusted with ``factor``.
+
+    ``clean`` is emptied on the way (each frame is released once prepared).
+    """
     prepared: dict[str, pl.DataFrame] = {}
     for sym in sorted(clean):
         frame = clean.pop(sym)
@@ -389,18 +419,18 @@ def ingest(
             prepared[sym] = apply_factor(frame, factor)
         else:
             prepared[sym] = frame.with_columns(pl.lit(1.0).alias("factor"))
+    return prepared
 
-    calendar = session_minutes(lo_day, hi_day)
-    written, appended, new_sessions, store_cal, positions = _write_store(store, calendar, prepared, options, events)
+
+def _finish_report(report: IngestReport, written: dict[str, int], calendar: pd.DatetimeIndex,
+                   store_cal: pd.DatetimeIndex, positions: dict[str, np.ndarray]) -> None:
+    """Bars written, missing minutes per symbol and session (on the store calendar), the calendar written."""
     report.rows_out = written
     cal_np = store_cal.to_numpy().astype("datetime64[m]")
-    report.missing_minutes = {s: missing_minutes(None, cal_np, index=positions[s]) for s in prepared}
+    report.missing_minutes = {s: missing_minutes(None, cal_np, index=positions[s]) for s in positions}
     report.calendar = {"first": str(calendar[0]) if len(calendar) else None,
                        "last": str(calendar[-1]) if len(calendar) else None,
                        "sessions": int(len(np.unique(calendar.normalize()))), "bars": int(len(calendar))}
-    _update_meta(store, report, appended, options, infos, store_cal)
-    return IngestResult(store=store, report=report, appended=appended, new_sessions=new_sessions,
-                        bars_written=sum(written.values()), seconds=time.perf_counter() - t0)
 
 
 # ---------------------------------------------------------------------------- writing
@@ -475,16 +505,7 @@ def _write_instruments(store: Path, spans: dict, options) -> None:
 
 
 def _append(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.DatetimeIndex, prepared, options, events):
-    old_first, old_last = old_cal[0].normalize(), old_cal[-1].normalize()
-    new_first = calendar[0].normalize()
-    if new_first < old_first:
-        raise StoreConflict(
-            f"{store}: expected new data on or after the store's first session {old_first.date()}, found bars from "
-            f"{new_first.date()} (history is not rewritten; ingest into a new store)"
-        )
-    full = session_minutes(old_first, max(old_last, calendar[-1].normalize()))
-    if not full[: len(old_cal)].equals(old_cal):
-        raise StoreConflict(f"{store}/calendars/1min.txt: expected the NYSE minute calendar, found a different one")
+    full = _extended_calendar(store, old_cal, calendar)
     cal_m = full.to_numpy().astype("datetime64[m]")
     cix = _CalendarIndex(cal_m)
     n_old = len(old_cal)
@@ -495,75 +516,115 @@ def _append(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.DatetimeIndex, 
         idx, cols = _values_on(cix, frame)
         positions[sym] = idx
         if sym in old_spans and events.get(sym):
-            late = [str(e[0]) for e in events[sym] if pd.Timestamp(e[0]) > old_last]
-            if late:
-                conflicts.append(f"{sym}: corporate action(s) on {late} after the stored history would change its "
-                                 "adjustment factors (re-ingest from scratch)")
-        exists = qlib_store.feature_path(store, sym, "close").exists()
-        if exists:
+            conflicts += _late_actions(sym, events[sym], old_cal[-1].normalize())
+        start = None
+        if qlib_store.feature_path(store, sym, "close").exists():
             start, _ = qlib_store.read_feature(store, sym, "close")
-            overlap = idx < n_old
-            if np.any(idx[overlap] < start):
-                t = cal_m[idx[overlap][idx[overlap] < start][0]]
-                conflicts.append(f"{sym}: bar {t} is before the symbol's first stored bar (history is not rewritten)")
-            for f in qlib_store.FIELDS:
-                s0, stored = qlib_store.read_feature(store, sym, f)
-                stored = stored[: max(n_old - s0, 0)]
-                pos = idx[overlap] - s0
-                inside = (pos >= 0) & (pos < len(stored))
-                new_v = cols[f][overlap][inside].astype("<f4")
-                old_v = stored[pos[inside]]
-                differ = ~((new_v == old_v) | (np.isnan(new_v) & np.isnan(old_v)))
-                if differ.any():
-                    k = int(np.argmax(differ))
-                    t = cal_m[idx[overlap][inside][k]]
-                    conflicts.append(f"{sym}: {t} field '{f}': stored {old_v[k]!r}, new {new_v[k]!r}")
-                    break
-        else:
-            start = None
+            conflicts += _overlap_conflicts(store, sym, idx, cols, start, n_old, cal_m)
         plans[sym] = (idx, cols, start)
     if conflicts:
         raise StoreConflict(
             f"{store}: the update overlaps stored history with different values; nothing written. "
             f"{len(conflicts)} conflicts, first: " + "; ".join(conflicts[:5])
         )
-
     written, spans = {}, dict(old_spans)
     for sym, (idx, cols, start) in plans.items():
-        tail = idx >= n_old
-        if start is None:  # a symbol new to the store
-            first, last = int(idx[0]), int(idx[-1])
-            if first < n_old:
-                raise StoreConflict(f"{sym}: new symbol with bars inside the stored range; ingest into a new store")
-            qlib_store.write_symbol(store, sym, first, _dense(idx, cols, first, last))
-            spans[sym] = (full[first], full[last])
-            written[sym] = len(idx)
-            continue
-        if not tail.any():
-            written[sym] = 0
-            continue
-        last = int(idx[-1])
-        for f in qlib_store.FIELDS:
-            path = qlib_store.feature_path(store, sym, f)
-            s0, _ = qlib_store.read_feature(store, sym, f)
-            allowed = max(n_old - s0, 0)  # values that belong to the stored calendar
-            size = path.stat().st_size // 4 - 1
-            if size > allowed:  # leftovers of an interrupted append
-                os.truncate(path, 4 * (allowed + 1))
-                size = allowed
-            block = np.full(last - (s0 + size) + 1, np.nan, dtype="<f4")
-            block[idx[tail] - (s0 + size)] = cols[f][tail]
-            with open(path, "ab") as fh:
-                block.tofile(fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-        first_t = spans.get(sym, (full[int(idx[0])], None))[0]
-        spans[sym] = (first_t, full[last])
-        written[sym] = int(tail.sum())
+        written[sym] = _append_symbol(store, sym, idx, cols, start, n_old, full, spans)
     qlib_store.write_calendar(store, full)
     _write_instruments(store, spans, options)
     new_sessions = int(len(np.unique(full[n_old:].normalize()))) if len(full) > n_old else 0
     return written, True, new_sessions, full, positions
+
+
+def _extended_calendar(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.DatetimeIndex) -> pd.DatetimeIndex:
+    """The store calendar extended to cover ``calendar`` (refused if it starts before the store)."""
+    old_first, old_last = old_cal[0].normalize(), old_cal[-1].normalize()
+    new_first = calendar[0].normalize()
+    if new_first < old_first:
+        raise StoreConflict(
+            f"{store}: expected new data on or after the store's first session {old_first.date()}, found bars from "
+            f"{new_first.date()} (history is not rewritten; ingest into a new store)"
+        )
+    full = session_minutes(old_first, max(old_last, calendar[-1].normalize()))
+    if not full[: len(old_cal)].equals(old_cal):
+        raise StoreConflict(f"{store}/calendars/1min.txt: expected the NYSE minute calendar, found a different one")
+    return full
+
+
+def _late_actions(sym: str, events, old_last: pd.Timestamp) -> list[str]:
+    """A conflict when a stored symbol has corporate actions after its stored history."""
+    late = [str(e[0]) for e in events if pd.Timestamp(e[0]) > old_last]
+    if not late:
+        return []
+    message = (f"{sym}: corporate action(s) on {late} after the stored history would change its "
+               "adjustment factors (re-ingest from scratch)")
+    return [message]
+
+
+def _overlap_conflicts(store: Path, sym: str, idx: np.ndarray, cols: dict[str, np.ndarray], start: int, n_old: int,
+                       cal_m: np.ndarray) -> list[str]:
+    """Where new bars inside the stored range differ from the stored float32 values (first per symbol)."""
+    out = []
+    overlap = idx < n_old
+    if np.any(idx[overlap] < start):
+        t = cal_m[idx[overlap][idx[overlap] < start][0]]
+        out.append(f"{sym}: bar {t} is before the symbol's first stored bar (history is not rewritten)")
+    for f in qlib_store.FIELDS:
+        s0, stored = qlib_store.read_feature(store, sym, f)
+        stored = stored[: max(n_old - s0, 0)]
+        pos = idx[overlap] - s0
+        inside = (pos >= 0) & (pos < len(stored))
+        new_v = cols[f][overlap][inside].astype("<f4")
+        old_v = stored[pos[inside]]
+        differ = ~((new_v == old_v) | (np.isnan(new_v) & np.isnan(old_v)))
+        if differ.any():
+            k = int(np.argmax(differ))
+            t = cal_m[idx[overlap][inside][k]]
+            out.append(f"{sym}: {t} field '{f}': stored {old_v[k]!r}, new {new_v[k]!r}")
+            break
+    return out
+
+
+def _append_symbol(store: Path, sym: str, idx: np.ndarray, cols: dict[str, np.ndarray], start: int | None,
+                   n_old: int, full: pd.DatetimeIndex, spans: dict) -> int:
+    """Write one symbol's new bars (a new symbol: whole files); updates ``spans``; the bars written."""
+    if start is None:  # a symbol new to the store
+        first, last = int(idx[0]), int(idx[-1])
+        if first < n_old:
+            raise StoreConflict(f"{sym}: new symbol with bars inside the stored range; ingest into a new store")
+        qlib_store.write_symbol(store, sym, first, _dense(idx, cols, first, last))
+        spans[sym] = (full[first], full[last])
+        return len(idx)
+    tail = idx >= n_old
+    if not tail.any():
+        return 0
+    last = int(idx[-1])
+    for f in qlib_store.FIELDS:
+        _append_feature(store, sym, f, idx[tail], cols[f][tail], last, n_old)
+    first_t = spans.get(sym, (full[int(idx[0])], None))[0]
+    spans[sym] = (first_t, full[last])
+    return int(tail.sum())
+
+
+def _append_feature(store: Path, sym: str, f: str, positions: np.ndarray, values: np.ndarray, last: int,
+                    n_old: int) -> None:
+    """Extend one feature file up to calendar position ``last`` (NaN where no bar), history bytes untouched.
+
+    Values beyond the stored calendar (left by an interrupted append) are truncated first.
+    """
+    path = qlib_store.feature_path(store, sym, f)
+    s0, _ = qlib_store.read_feature(store, sym, f)
+    allowed = max(n_old - s0, 0)  # values that belong to the stored calendar
+    size = path.stat().st_size // 4 - 1
+    if size > allowed:  # leftovers of an interrupted append
+        os.truncate(path, 4 * (allowed + 1))
+        size = allowed
+    block = np.full(last - (s0 + size) + 1, np.nan, dtype="<f4")
+    block[positions - (s0 + size)] = values
+    with open(path, "ab") as fh:
+        block.tofile(fh)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def _update_meta(store: Path, report: IngestReport, appended: bool, options: IngestOptions, infos,

@@ -1,7 +1,8 @@
 """A picture of a minute store: price paths, and the intraday shapes of volatility and volume.
 
 ``rolling-calib data info DIR --plot FILE.png`` draws three panels from the store's binary
-files (no Qlib needed):
+files (no Qlib needed; :func:`store_profiles` computes them, :func:`plot_store_profiles` draws
+them into a figure or given axes, :func:`plot_store` does both and saves the file):
 
 1. each symbol's daily close, divided by its first close (log scale);
 2. the mean absolute one-minute log return by minute of the session (09:30 .. 15:59), averaged
@@ -28,7 +29,7 @@ import pandas as pd
 
 from data_prep import qlib_store
 
-__all__ = ["store_profiles", "plot_store"]
+__all__ = ["store_profiles", "plot_store_profiles", "plot_store"]
 
 
 def store_profiles(store: str | Path, *, symbols: list[str] | None = None) -> dict:
@@ -68,34 +69,61 @@ def store_profiles(store: str | Path, *, symbols: list[str] | None = None) -> di
     return {"daily_close": daily, "abs_return": abs_return, "volume": volume}
 
 
-def plot_store(store: str | Path, path: str | Path, *, symbols: list[str] | None = None) -> Path:
-    """Draw the three panels of the module docstring into ``path`` (PNG/PDF/SVG by suffix)."""
-    import matplotlib
+def plot_store_profiles(profiles: dict, *, title: str | None = None, ax=None):
+    """Draw the three panels of the module docstring from :func:`store_profiles`; returns the Figure.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Compute first, plot second: ``profiles`` is the dict :func:`store_profiles` returns.
+    ``ax=None`` makes a new :class:`matplotlib.figure.Figure` (no pyplot, no backend switch;
+    ``title`` becomes its title); otherwise ``ax`` is a sequence of three Axes to draw into and
+    ``ax[0].figure`` is returned (the figure's title and layout are left to the caller).
+    """
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
-    stats = store_profiles(store, symbols=symbols)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    ax = axes[0]
-    stats["daily_close"].plot(ax=ax, logy=True, legend=False, lw=0.8)
-    ax.set_title("daily close / first close")
-    ax.set_xlabel("")
+    if ax is None:
+        fig = Figure(figsize=(15, 4.2), layout="constrained")
+        axes = list(fig.subplots(1, 3))
+        if title:
+            fig.suptitle(title)
+    else:
+        axes = list(np.ravel(np.asarray(ax, dtype=object)))
+        if len(axes) != 3 or not all(isinstance(a, Axes) for a in axes):
+            raise ValueError(f"ax: expected 3 Axes (one per panel), found {[type(a).__name__ for a in axes]}")
+        fig = axes[0].figure
+    daily = profiles["daily_close"]
+    first = axes[0]
+    for sym in daily.columns:
+        first.plot(daily.index, daily[sym].to_numpy(), lw=0.8, label=str(sym))
+    first.set_yscale("log")
+    first.set_title("daily close / first close")
+    first.tick_params(axis="x", labelrotation=30)
     labels = [f"{h:02d}:{m:02d}" for h, m in ((9, 30), (11, 0), (12, 30), (14, 0), (15, 30))]
     ticks = [0, 90, 180, 270, 360]
-    for ax, key, title in (
+    for panel, key, panel_title in (
         (axes[1], "abs_return", "mean |1-min log return| by minute"),
         (axes[2], "volume", "median volume by minute (midday = 1)"),
     ):
-        ax.plot(np.arange(390), stats[key], lw=1.0)
-        ax.set_title(title)
-        ax.set_xticks(ticks, labels)
-    fig.suptitle(f"{Path(store)}: {stats['daily_close'].shape[1]} symbols, {len(stats['daily_close'])} sessions")
-    fig.tight_layout()
+        panel.plot(np.arange(390), profiles[key], lw=1.0)
+        panel.set_title(panel_title)
+        panel.set_xticks(ticks, labels)
+    return fig
+
+
+def plot_store(store: str | Path, path: str | Path, *, symbols: list[str] | None = None) -> Path:
+    """Compute, draw and save the three panels into ``path`` (PNG/PDF/SVG by suffix), atomically.
+
+    Returns ``path`` as a Path.
+    """
+    stats = store_profiles(store, symbols=symbols)
+    fig = plot_store_profiles(
+        stats, title=f"{Path(store)}: {stats['daily_close'].shape[1]} symbols, {len(stats['daily_close'])} sessions"
+    )
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(out)
+    try:
+        fig.savefig(tmp, dpi=110, format=out.suffix.lstrip(".").lower() or "png")
+        tmp.replace(out)
+    finally:
+        tmp.unlink(missing_ok=True)
     return out

@@ -361,18 +361,48 @@ def _momentum_returns(shock: np.ndarray, drift_per_bar: np.ndarray, market: Mark
 def simulate_symbol(symbol: str, market: MarketPath) -> dict[str, np.ndarray]:
     """Simulate one symbol's bars on the market's calendar.
 
+    The symbol's random stream is drawn in a fixed order: own log-volatility and shocks
+    (:func:`_bar_returns`), overnight gaps (:func:`_log_prices`), high/low/vwap noise
+    (:func:`_bar_prices`), volume noise (:func:`_bar_volume`), then the missing bars.
+
     Returns
     -------
     dict
         ``open, high, low, close, volume, vwap, factor`` as float64 arrays aligned with
         ``market.minutes`` (missing bars NaN in every field).
     """
-    p = market.params
     prof = _profile(symbol)
     rng = _rng(market.seed, f"symbol:{symbol}")
     total = len(market.minutes)
-    k, n = market.minute_in_session, market.session_length
+    sigma, shock, ret = _bar_returns(rng, prof, market)
+    log_close, log_open = _log_prices(rng, prof, market, ret)
+    open_, high, low, close, vwap = _bar_prices(rng, sigma, log_close, log_open)
+    volume = _bar_volume(rng, prof, market, sigma, shock)
+    cols = {
+        "open": open_,
+        "high": high,
+        "low": low,
+        "close": close,
+        "volume": volume,
+        "vwap": vwap,
+        "factor": np.ones(total),
+    }
+    missing = rng.random(total) < market.params.missing_prob
+    if missing.any():
+        for v in cols.values():
+            v[missing] = np.nan
+    return cols
 
+
+def _bar_returns(rng: np.random.Generator, prof: SymbolProfile,
+                 market: MarketPath) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-bar volatility ``sigma``, shock ``sigma * z`` (market, sector, own Student-t) and return.
+
+    The return adds the regime's drift and the regime's momentum (:func:`_momentum_returns`).
+    """
+    p = market.params
+    total = len(market.minutes)
+    k, n = market.minute_in_session, market.session_length
     phi = float(np.exp(-np.log(2.0) / p.vol_half_life_minutes))
     own_logvol = _ar1(rng, phi, p.symbol_logvol_sd, total)
     base_vol = prof.annual_vol / np.sqrt(252.0 * 390.0)
@@ -384,17 +414,23 @@ def simulate_symbol(symbol: str, market: MarketPath) -> dict[str, np.ndarray]:
     z_own = _student_t(rng, p.t_df, total)
     z = bm * market.market_shock + bs * market.sector_shocks[prof.sector] + bi * z_own
     shock = sigma * z
-
     drift = market.regimes.drift[market.regime_of_bar] / (252.0 * 390.0)
-    ret = _momentum_returns(shock, drift, market)
+    return sigma, shock, _momentum_returns(shock, drift, market)
 
-    # overnight gaps with weak mean reversion to the anchor path (AR(1) in the log deviation)
+
+def _log_prices(rng: np.random.Generator, prof: SymbolProfile, market: MarketPath,
+                ret: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Log close and open of every bar: intraday returns plus overnight gaps.
+
+    The gaps revert weakly to the anchor path (AR(1) in the log deviation
+    ``x_d = L_d - A_d = (1 - kappa) x_{d-1} + noise_d + D_d - (A_d - A_{d-1})``).
+    """
+    p = market.params
     n_sess = len(market.first_bar)
     day_ret = np.add.reduceat(ret, market.first_bar)
     anchor = _anchor_log_price(prof, market.session_dates)
     gap_sd = p.gap_vol_fraction * prof.annual_vol / np.sqrt(252.0)
     gap_noise = gap_sd * (0.6 * market.market_gap + 0.8 * _student_t(rng, p.t_df, n_sess))
-    # x_d = L_d - A_d = (1 - kappa) x_{d-1} + noise_d + D_d - (A_d - A_{d-1})
     d_anchor = np.diff(anchor, prepend=anchor[0])
     x0 = rng.normal(0.0, 0.1)
     drive = gap_noise + day_ret - d_anchor
@@ -407,7 +443,13 @@ def simulate_symbol(symbol: str, market: MarketPath) -> dict[str, np.ndarray]:
     ret_with_gap[market.first_bar] += gap
     log_close = (anchor[0] + x0) + np.cumsum(ret_with_gap)
     log_open = log_close - ret  # on a session's first bar: previous close + gap
+    return log_close, log_open
 
+
+def _bar_prices(rng: np.random.Generator, sigma: np.ndarray, log_close: np.ndarray,
+                log_open: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``open, high, low, close, vwap``: high/low beyond open/close by half-normal noise, vwap within."""
+    total = len(sigma)
     close = np.exp(log_close)
     open_ = np.exp(log_open)
     hi_base = np.maximum(open_, close)
@@ -415,27 +457,19 @@ def simulate_symbol(symbol: str, market: MarketPath) -> dict[str, np.ndarray]:
     high = hi_base * np.exp(0.5 * sigma * np.abs(rng.standard_normal(total)))
     low = lo_base * np.exp(-0.5 * sigma * np.abs(rng.standard_normal(total)))
     vwap = np.clip((open_ + high + low + close) / 4.0 * np.exp(0.1 * sigma * rng.standard_normal(total)), low, high)
+    return open_, high, low, close, vwap
 
+
+def _bar_volume(rng: np.random.Generator, prof: SymbolProfile, market: MarketPath, sigma: np.ndarray,
+                shock: np.ndarray) -> np.ndarray:
+    """Whole-share volumes: intraday U-shape, market volatility, |shock| and AR(1) noise."""
+    p = market.params
+    k, n = market.minute_in_session, market.session_length
     vol_profile = 1.8 * np.exp(-k / 12.0) + 2.0 * np.exp(-(n - 1 - k) / 8.0)
-    noise = _ar1(rng, p.volume_ar, p.volume_noise_sd, total)
+    noise = _ar1(rng, p.volume_ar, p.volume_noise_sd, len(sigma))
     abs_term = p.volume_abs_return_coef * (np.abs(shock) / sigma - 0.8)
     log_v = np.log(prof.adv / 390.0) + vol_profile - 0.35 + abs_term + 0.5 * market.market_logvol + noise
-    volume = np.maximum(np.rint(np.exp(log_v)), 1.0)
-
-    cols = {
-        "open": open_,
-        "high": high,
-        "low": low,
-        "close": close,
-        "volume": volume,
-        "vwap": vwap,
-        "factor": np.ones(total),
-    }
-    missing = rng.random(total) < p.missing_prob
-    if missing.any():
-        for v in cols.values():
-            v[missing] = np.nan
-    return cols
+    return np.maximum(np.rint(np.exp(log_v)), 1.0)
 
 
 def generate_bars(
@@ -531,8 +565,6 @@ def build_synthetic_store(
     >>> (d / "calendars" / "1min.txt").read_text().splitlines()[0]
     '2018-01-02 09:30:00'
     """
-    from tqdm.auto import tqdm
-
     t0 = time.perf_counter()
     symbols = _check_symbols(symbols)
     if not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -541,39 +573,52 @@ def build_synthetic_store(
     out.mkdir(parents=True, exist_ok=True)
     market = simulate_market(start, end, seed=int(seed), sectors=[_profile(s).sector for s in symbols], params=params)
     qlib_store.write_calendar(out, market.minutes)
+    rows = _write_symbols(out, symbols, market, progress)
     first, last = pd.Timestamp(market.minutes[0]), pd.Timestamp(market.minutes[-1])
+    spans = {sym: (first, last) for sym in symbols}
+    qlib_store.write_instruments(out, "all", spans)
+    universe = [s for s in symbols if s in DEFAULT_SYMBOLS]
+    qlib_store.write_instruments(out, qlib_store.UNIVERSE_NAME, {s: spans[s] for s in universe})
+    meta = _synthetic_meta(market, seed=int(seed), start=start, end=end, symbols=symbols, universe=universe, rows=rows)
+    meta["seconds"] = round(time.perf_counter() - t0, 3)
+    qlib_store.write_meta(out, meta)
+    return out
+
+
+def _write_symbols(out: Path, symbols: Sequence[str], market: MarketPath, progress: bool) -> dict[str, dict[str, int]]:
+    """Simulate and write each symbol's feature files; ``{symbol: {"bars", "missing"}}``."""
+    from tqdm.auto import tqdm
+
     rows: dict[str, dict[str, int]] = {}
     for sym in tqdm(symbols, desc="synth", unit="symbol", disable=not progress):
         cols = simulate_symbol(sym, market)
         qlib_store.write_symbol(out, sym, 0, {f: cols[f] for f in qlib_store.FIELDS})
         n_missing = int(np.isnan(cols["close"]).sum())
         rows[sym] = {"bars": len(cols["close"]) - n_missing, "missing": n_missing}
-    spans = {sym: (first, last) for sym in symbols}
-    qlib_store.write_instruments(out, "all", spans)
-    universe = [s for s in symbols if s in DEFAULT_SYMBOLS]
-    qlib_store.write_instruments(out, qlib_store.UNIVERSE_NAME, {s: spans[s] for s in universe})
-    qlib_store.write_meta(
-        out,
-        {
-            "source": "synthetic",
-            "generator": "data_prep.synthetic",
-            "seed": int(seed),
-            "start": str(pd.Timestamp(start).date()),
-            "end": str(pd.Timestamp(end).date()),
-            "symbols": list(symbols),
-            "universe": {"name": qlib_store.UNIVERSE_NAME, "symbols": universe},
-            "params": params.as_dict(),
-            "regimes": {
-                "first_session": [str(market.session_dates[i]) for i in market.regimes.start_session],
-                "drift": market.regimes.drift.tolist(),
-                "beta": market.regimes.beta.tolist(),
-            },
-            "calendar": {"bars": len(market.minutes), "sessions": len(market.first_bar), "first": str(first), "last": str(last)},
-            "fields": list(qlib_store.FIELDS),
-            "price_adjustment": "prices are generated as already back-adjusted; factor = 1.0",
-            "rows": rows,
-            "total_rows": int(sum(r["bars"] for r in rows.values())),
-            "seconds": round(time.perf_counter() - t0, 3),
+    return rows
+
+
+def _synthetic_meta(market: MarketPath, *, seed: int, start, end, symbols: Sequence[str], universe: list[str],
+                    rows: dict[str, dict[str, int]]) -> dict:
+    """``meta.json`` of a synthetic store: seed, parameters, regimes, calendar and row counts."""
+    first, last = pd.Timestamp(market.minutes[0]), pd.Timestamp(market.minutes[-1])
+    return {
+        "source": "synthetic",
+        "generator": "data_prep.synthetic",
+        "seed": seed,
+        "start": str(pd.Timestamp(start).date()),
+        "end": str(pd.Timestamp(end).date()),
+        "symbols": list(symbols),
+        "universe": {"name": qlib_store.UNIVERSE_NAME, "symbols": universe},
+        "params": market.params.as_dict(),
+        "regimes": {
+            "first_session": [str(market.session_dates[i]) for i in market.regimes.start_session],
+            "drift": market.regimes.drift.tolist(),
+            "beta": market.regimes.beta.tolist(),
         },
-    )
-    return out
+        "calendar": {"bars": len(market.minutes), "sessions": len(market.first_bar), "first": str(first), "last": str(last)},
+        "fields": list(qlib_store.FIELDS),
+        "price_adjustment": "prices are generated as already back-adjusted; factor = 1.0",
+        "rows": rows,
+        "total_rows": int(sum(r["bars"] for r in rows.values())),
+    }

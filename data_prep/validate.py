@@ -216,6 +216,10 @@ def validate_symbol(
 ) -> ValidationResult:
     """Find every anomaly of one symbol's rows and compute the repaired bars.
 
+    The check families run in the order of :data:`ERROR_KINDS`: parse problems, session
+    membership, value ranges, duplicates, order within a file, then (on the rows that survive)
+    OHLC consistency and vwap range, and stale prices on the repaired bars.
+
     Parameters
     ----------
     df : polars.DataFrame
@@ -239,104 +243,156 @@ def validate_symbol(
         raise ValueError(f"stale_minutes: expected an integer >= 2, found {stale_minutes}")
     rows_in = df.height
     fields = [f for f in ("open", "high", "low", "close", "volume", "vwap") if f in df.columns]
+    df = _with_calendar(df, sessions)
+    scan = _Scan.start(df, files, time_field)
+    vwap_missing = _check_parse(scan, df, fields)
+    _check_sessions(scan)
+    _check_ranges(scan, fields)
+    df = _check_duplicates(scan, df, fields, files)
+    df = _check_unsorted(scan, df)
+    df = _repair_ohlc(scan, df, fields, vwap_missing)
+    df = _repair_vwap(scan, df, fields)
+    clean = (
+        df.filter(~pl.col("_drop"))
+        .select(["_file", "_line", "ts", *fields])
+        .sort("ts", maintain_order=True)
+    )
+    # stale prices (warning) on the repaired bars
+    issues = _collect_issues(scan.checks.parts + [_stale_runs(clean, symbol, stale_minutes)], df, symbol)
+    return ValidationResult(issues=issues, clean=clean, rows_in=rows_in)
 
-    def txt_of(f: str) -> pl.Expr:
-        return pl.col(f"_txt_{f}") if f"_txt_{f}" in df.columns else pl.lit(None, dtype=pl.String)
 
-    tf = [time_field] * (len(files) or 1) if isinstance(time_field, str) else list(time_field)
+@dataclass
+class _Scan:
+    """What the check families of one symbol share.
 
-    def _by_file(names: list[str]) -> pl.Expr:
-        return pl.col("_file").replace_strict(list(range(len(names))), names, return_dtype=pl.String, default="time")
+    ``checks`` collects the issues, ``drop`` is the condition of every row dropped so far;
+    ``ts_text`` quotes a row's time for messages and ``tf_expr``/``tf_date``/``tf_time`` name
+    its time column(s): in "date,ToD" layouts the date column is named for day problems, the
+    time column for the rest.
+    """
 
-    # "date,ToD" layouts: the date column is named for day problems, the time column for the rest
-    tf_expr = _by_file(tf)
-    tf_date = _by_file([t.split(",")[0] for t in tf])
-    tf_time = _by_file([t.split(",")[-1] for t in tf])
+    checks: _Checks
+    ts_ok: pl.Expr
+    ts_text: pl.Expr
+    tf_expr: pl.Expr
+    tf_date: pl.Expr
+    tf_time: pl.Expr
+    drop: pl.Expr
 
-    # ---- calendar position of every parsed time
+    @classmethod
+    def start(cls, df: pl.DataFrame, files: Sequence[str], time_field: str | Sequence[str]) -> _Scan:
+        tf = [time_field] * (len(files) or 1) if isinstance(time_field, str) else list(time_field)
+        raw_ts = pl.col("_ts_text") if "_ts_text" in df.columns else pl.col("ts").dt.strftime("%Y-%m-%d %H:%M:%S")
+        return cls(
+            checks=_Checks(),
+            ts_ok=pl.col("ts").is_not_null(),
+            ts_text=_quoted(raw_ts),
+            tf_expr=_by_file(tf),
+            tf_date=_by_file([t.split(",")[0] for t in tf]),
+            tf_time=_by_file([t.split(",")[-1] for t in tf]),
+            drop=pl.lit(False),
+        )
+
+    def reject(self, cond: pl.Expr, kind: str, field, expected, found, *, first_copy=False,
+               drop: pl.Expr | None = None) -> None:
+        """An issue whose rows are dropped (``drop``: the dropping condition, default ``cond``)."""
+        self.checks.add(cond, kind, field, expected, found, first_copy=first_copy)
+        self.drop = self.drop | (cond if drop is None else drop)
+
+
+def _by_file(names: list[str]) -> pl.Expr:
+    """``names[_file]`` of every row (``"time"`` for an unknown file index)."""
+    return pl.col("_file").replace_strict(list(range(len(names))), names, return_dtype=pl.String, default="time")
+
+
+def _txt_of(df: pl.DataFrame, f: str) -> pl.Expr:
+    """The raw text of field ``f`` (null when the file had typed columns)."""
+    return pl.col(f"_txt_{f}") if f"_txt_{f}" in df.columns else pl.lit(None, dtype=pl.String)
+
+
+def _hhmm(minutes: pl.Expr) -> pl.Expr:
+    """Minutes after midnight as ``HH:MM``."""
+    return pl.concat_str([
+        (minutes // 60).cast(pl.String).str.zfill(2), pl.lit(":"), (minutes % 60).cast(pl.String).str.zfill(2),
+    ])
+
+
+def _with_calendar(df: pl.DataFrame, sessions: pl.DataFrame | None) -> pl.DataFrame:
+    """Calendar position of every parsed time: ``_day``, ``_mod`` (minute of day), ``_offmin``, the session's minutes."""
     if sessions is None:
         ts_non_null = df.get_column("ts").drop_nulls()
         if ts_non_null.len():
             sessions = session_table(ts_non_null.min().date(), ts_non_null.max().date())
         else:
             sessions = pl.DataFrame(schema={"day": pl.Int32, "open_min": pl.Int32, "close_min": pl.Int32})
-    df = df.with_columns(
+    return df.with_columns(
         pl.col("ts").dt.date().cast(pl.Int32).alias("_day"),
         (pl.col("ts").dt.hour().cast(pl.Int32) * 60 + pl.col("ts").dt.minute().cast(pl.Int32)).alias("_mod"),
         ((pl.col("ts").dt.second() != 0) | (pl.col("ts").dt.microsecond() != 0)).alias("_offmin"),
     ).join(sessions.rename({"day": "_day"}), on="_day", how="left", maintain_order="left")
 
-    checks = _Checks()
-    drop = pl.lit(False)
-    ts_ok = pl.col("ts").is_not_null()
-    raw_ts = pl.col("_ts_text") if "_ts_text" in df.columns else pl.col("ts").dt.strftime("%Y-%m-%d %H:%M:%S")
-    ts_text = _quoted(raw_ts)
 
-    # ---- parse problems
-    bad_ts = ~ts_ok
-    checks.add(bad_ts, "bad_timestamp", tf_expr,
-                        "a time like 2018-02-16 09:30:00 that exists in the source zone", ts_text)
-    drop = drop | bad_ts
+def _check_parse(scan: _Scan, df: pl.DataFrame, fields: list[str]) -> pl.Expr:
+    """bad_timestamp, missing_value, unparseable_value; returns the missing-vwap condition (not dropped)."""
+    scan.reject(~scan.ts_ok, "bad_timestamp", scan.tf_expr,
+                "a time like 2018-02-16 09:30:00 that exists in the source zone", scan.ts_text)
     if df.get_column("symbol").is_null().any() or (df.get_column("symbol") == "").any():
         no_sym = pl.col("symbol").is_null() | (pl.col("symbol") == "")
-        checks.add(no_sym, "missing_value", "symbol", "a symbol", pl.lit("''"))
-        drop = drop | no_sym
-    required = [f for f in fields if f != "vwap"]
+        scan.reject(no_sym, "missing_value", "symbol", "a symbol", pl.lit("''"))
     vwap_missing = pl.lit(False)
     for f in fields:
-        txt = txt_of(f)
+        txt = _txt_of(df, f)
         empty_txt = txt.is_null() | (txt.str.strip_chars() == "")
         is_missing = pl.col(f).is_nan() | (pl.col(f).is_null() & empty_txt)
-        unparse = pl.col(f).is_null() & ~empty_txt
-        if f in required:
-            checks.add(is_missing, "missing_value", f, "a number",
-                                pl.when(pl.col(f).is_nan()).then(pl.lit("NaN")).otherwise(_quoted(txt)))
-            drop = drop | is_missing
-        else:  # vwap is optional per row: derived when empty (reported below for kept rows)
+        if f != "vwap":
+            scan.reject(is_missing, "missing_value", f, "a number",
+                        pl.when(pl.col(f).is_nan()).then(pl.lit("NaN")).otherwise(_quoted(txt)))
+        else:  # vwap is optional per row: derived when empty (reported for kept rows by _repair_ohlc)
             vwap_missing = is_missing
-        checks.add(unparse, "unparseable_value", f, "a number", _quoted(txt))
-        drop = drop | unparse
+        scan.reject(pl.col(f).is_null() & ~empty_txt, "unparseable_value", f, "a number", _quoted(txt))
+    return vwap_missing
 
-    # ---- session membership
+
+def _check_sessions(scan: _Scan) -> None:
+    """off_minute, non_session_day, pre_market, closing_auction, post_market, after_early_close."""
+    ts_ok = scan.ts_ok
     in_sess_day = pl.col("open_min").is_not_null()
     early = pl.col("close_min") < 960
-    last_bar = pl.concat_str([
-        ((pl.col("close_min") - 1) // 60).cast(pl.String).str.zfill(2), pl.lit(":"),
-        ((pl.col("close_min") - 1) % 60).cast(pl.String).str.zfill(2),
-    ])
-    close_hhmm = pl.concat_str([
-        (pl.col("close_min") // 60).cast(pl.String).str.zfill(2), pl.lit(":"),
-        (pl.col("close_min") % 60).cast(pl.String).str.zfill(2),
-    ])
+    last_bar = _hhmm(pl.col("close_min") - 1)
+    close_hhmm = _hhmm(pl.col("close_min"))
     session_checks = [
-        ("off_minute", ts_ok & pl.col("_offmin"), tf_time, pl.lit("a time on a whole minute (seconds 00)")),
-        ("non_session_day", ts_ok & ~in_sess_day, tf_date,
+        ("off_minute", ts_ok & pl.col("_offmin"), scan.tf_time, pl.lit("a time on a whole minute (seconds 00)")),
+        ("non_session_day", ts_ok & ~in_sess_day, scan.tf_date,
          pl.lit("a date that is an NYSE session (not a weekend, holiday or closure)")),
-        ("pre_market", ts_ok & in_sess_day & (pl.col("_mod") < pl.col("open_min")), tf_time,
+        ("pre_market", ts_ok & in_sess_day & (pl.col("_mod") < pl.col("open_min")), scan.tf_time,
          pl.lit("a bar starting at or after 09:30")),
-        ("closing_auction", ts_ok & in_sess_day & (pl.col("_mod") == pl.col("close_min")) & ~pl.col("_offmin"), tf_time,
+        ("closing_auction", ts_ok & in_sess_day & (pl.col("_mod") == pl.col("close_min")) & ~pl.col("_offmin"),
+         scan.tf_time,
          pl.concat_str([pl.lit("a bar starting at or before "), last_bar, pl.lit(" (the "), close_hhmm,
                         pl.lit(" bar is the closing-auction print, not a one-minute bar)")])),
-        ("post_market", ts_ok & in_sess_day & ~early & (pl.col("_mod") > pl.col("close_min")), tf_time,
+        ("post_market", ts_ok & in_sess_day & ~early & (pl.col("_mod") > pl.col("close_min")), scan.tf_time,
          pl.lit("a bar starting at or before 15:59 (no post-market bars)")),
-        ("after_early_close", ts_ok & in_sess_day & early & (pl.col("_mod") > pl.col("close_min")), tf_time,
+        ("after_early_close", ts_ok & in_sess_day & early & (pl.col("_mod") > pl.col("close_min")), scan.tf_time,
          pl.concat_str([pl.lit("a bar starting at or before "), last_bar, pl.lit(" (early close at "), close_hhmm,
                         pl.lit(")")])),
     ]
     for kind, cond, fld, expected in session_checks:
-        checks.add(cond, kind, fld, expected, ts_text)
-        drop = drop | cond
+        scan.reject(cond, kind, fld, expected, scan.ts_text)
 
-    # ---- value ranges
+
+def _check_ranges(scan: _Scan, fields: list[str]) -> None:
+    """non_positive_price (open, high, low, close, vwap), negative_volume."""
     for f in [f for f in PRICE_FIELDS + ("vwap",) if f in fields]:
         cond = pl.col(f) <= 0
-        checks.add(cond, "non_positive_price", f, "a price > 0", _fmt(pl.col(f)))
-        drop = drop | cond.fill_null(False)
+        scan.reject(cond, "non_positive_price", f, "a price > 0", _fmt(pl.col(f)), drop=cond.fill_null(False))
     neg_vol = pl.col("volume") < 0
-    checks.add(neg_vol, "negative_volume", "volume", "a volume >= 0", _fmt(pl.col("volume")))
-    drop = drop | neg_vol.fill_null(False)
+    scan.reject(neg_vol, "negative_volume", "volume", "a volume >= 0", _fmt(pl.col("volume")),
+                drop=neg_vol.fill_null(False))
 
-    # ---- duplicates (among rows with a time), file order decides the first copy
+
+def _check_duplicates(scan: _Scan, df: pl.DataFrame, fields: list[str], files: Sequence[str]) -> pl.DataFrame:
+    """exact_duplicate, conflicting_duplicate among rows with a time; file order decides the first copy."""
     name_of = {i: f for i, f in enumerate(files)}
     df = _duplicate_columns(df, fields)
     where_first = pl.concat_str([
@@ -346,78 +402,82 @@ def validate_symbol(
                                                                     return_dtype=pl.String, default="?"))
         .otherwise(pl.lit("")),
     ])
-    exact = ts_ok & (pl.col("_ncopies") > 1) & (pl.col("_nver") == 1) & ~pl.col("_is_first")
-    checks.add(exact, "exact_duplicate", tf_expr,
-                        pl.concat_str([pl.lit("one row per minute; an identical row is at "), where_first]),
-                        pl.concat_str([pl.lit("a copy of "), where_first, pl.lit(" for "), ts_text]))
-    drop = drop | exact
-    conflict = ts_ok & (pl.col("_nver") > 1)
-    checks.add(
-        conflict, "conflicting_duplicate", tf_expr,
+    exact = scan.ts_ok & (pl.col("_ncopies") > 1) & (pl.col("_nver") == 1) & ~pl.col("_is_first")
+    scan.reject(exact, "exact_duplicate", scan.tf_expr,
+                pl.concat_str([pl.lit("one row per minute; an identical row is at "), where_first]),
+                pl.concat_str([pl.lit("a copy of "), where_first, pl.lit(" for "), scan.ts_text]))
+    scan.reject(
+        scan.ts_ok & (pl.col("_nver") > 1), "conflicting_duplicate", scan.tf_expr,
         pl.when(pl.col("_is_first")).then(pl.lit("one row per minute (this is the first of several differing rows)"))
         .otherwise(pl.concat_str([pl.lit("one row per minute; a different row is at "), where_first])),
-        pl.concat_str([pl.col("_ncopies").cast(pl.String), pl.lit(" differing rows for "), ts_text]),
+        pl.concat_str([pl.col("_ncopies").cast(pl.String), pl.lit(" differing rows for "), scan.ts_text]),
         first_copy=pl.col("_is_first"),
     )
-    drop = drop | conflict
+    return df
 
-    # ---- unsorted within a file: earlier than a previous row of the same file
+
+def _check_unsorted(scan: _Scan, df: pl.DataFrame) -> pl.DataFrame:
+    """unsorted: a time earlier than a previous row of the same file (moved, not dropped)."""
     prev_max = pl.col("ts").cum_max().shift(1)
     df = df.with_columns(
         (prev_max.over("_file") if df.get_column("_file").n_unique() > 1 else prev_max).alias("_prev_max"),
     )
-    unsorted = ts_ok & (pl.col("ts") < pl.col("_prev_max"))
-    checks.add(unsorted, "unsorted", tf_expr,
-                        pl.concat_str([pl.lit("a time after "), pl.col("_prev_max").dt.strftime("%Y-%m-%d %H:%M:%S"),
-                                       pl.lit(" (rows sorted by time)")]), ts_text)
+    unsorted = scan.ts_ok & (pl.col("ts") < pl.col("_prev_max"))
+    scan.checks.add(unsorted, "unsorted", scan.tf_expr,
+                    pl.concat_str([pl.lit("a time after "), pl.col("_prev_max").dt.strftime("%Y-%m-%d %H:%M:%S"),
+                                   pl.lit(" (rows sorted by time)")]), scan.ts_text)
+    return df
 
-    # ---- OHLC consistency (on rows that survive the drops)
-    df = df.with_columns(drop.fill_null(False).alias("_drop"))
+
+def _repair_ohlc(scan: _Scan, df: pl.DataFrame, fields: list[str], vwap_missing: pl.Expr) -> pl.DataFrame:
+    """Fix the drops (``_drop``); on the kept rows: missing_vwap, ohlc_inconsistent, then widen high/low."""
+    df = df.with_columns(scan.drop.fill_null(False).alias("_drop"))
     kept = ~pl.col("_drop")
     if "vwap" in fields:
-        checks.add(kept & vwap_missing.fill_null(False), "missing_vwap", "vwap",
-                            "a number (derived as (high + low + close) / 3)",
-                            pl.when(pl.col("vwap").is_nan()).then(pl.lit("NaN")).otherwise(_quoted(txt_of("vwap"))))
+        scan.checks.add(kept & vwap_missing.fill_null(False), "missing_vwap", "vwap",
+                        "a number (derived as (high + low + close) / 3)",
+                        pl.when(pl.col("vwap").is_nan()).then(pl.lit("NaN")).otherwise(_quoted(_txt_of(df, "vwap"))))
     hi_need = pl.max_horizontal("open", "close", "low")
     lo_need = pl.min_horizontal("open", "close", "high")
     bad_hi = kept & (pl.col("high") < hi_need)
     bad_lo = kept & (pl.col("low") > lo_need)
-    checks.add(bad_hi, "ohlc_inconsistent", "high",
-                        pl.concat_str([pl.lit("high >= max(open, close, low) = "), _fmt(hi_need)]), _fmt(pl.col("high")))
-    checks.add(bad_lo & ~bad_hi, "ohlc_inconsistent", "low",
-                        pl.concat_str([pl.lit("low <= min(open, close, high) = "), _fmt(lo_need)]), _fmt(pl.col("low")))
-    checks.flush(df)
-    df = df.with_columns(
+    scan.checks.add(bad_hi, "ohlc_inconsistent", "high",
+                    pl.concat_str([pl.lit("high >= max(open, close, low) = "), _fmt(hi_need)]), _fmt(pl.col("high")))
+    scan.checks.add(bad_lo & ~bad_hi, "ohlc_inconsistent", "low",
+                    pl.concat_str([pl.lit("low <= min(open, close, high) = "), _fmt(lo_need)]), _fmt(pl.col("low")))
+    scan.checks.flush(df)
+    return df.with_columns(
         pl.when(kept).then(pl.max_horizontal(*PRICE_FIELDS)).otherwise(pl.col("high")).alias("high"),
         pl.when(kept).then(pl.min_horizontal(*PRICE_FIELDS)).otherwise(pl.col("low")).alias("low"),
     )
-    if "vwap" in fields:
-        out_vwap = kept & pl.col("vwap").is_not_null() & ((pl.col("vwap") < pl.col("low")) | (pl.col("vwap") > pl.col("high")))
-        checks.add(out_vwap, "vwap_outside_range", "vwap",
-                            pl.concat_str([pl.lit("a vwap within [low, high] = ["), _fmt(pl.col("low")), pl.lit(", "),
-                                           _fmt(pl.col("high")), pl.lit("]")]), _fmt(pl.col("vwap")))
-        checks.flush(df)
-        df = df.with_columns(pl.col("vwap").clip(pl.col("low"), pl.col("high")))
 
-    clean = (
-        df.filter(kept)
-        .select(["_file", "_line", "ts", *fields])
-        .sort("ts", maintain_order=True)
-    )
-    # ---- stale prices (warning) on the repaired bars
-    parts = checks.parts + [_stale_runs(clean, symbol, stale_minutes)]
 
+def _repair_vwap(scan: _Scan, df: pl.DataFrame, fields: list[str]) -> pl.DataFrame:
+    """vwap_outside_range on the kept rows (after the OHLC fix); vwap clipped into [low, high]."""
+    if "vwap" not in fields:
+        return df
+    kept = ~pl.col("_drop")
+    out_vwap = kept & pl.col("vwap").is_not_null() & ((pl.col("vwap") < pl.col("low")) | (pl.col("vwap") > pl.col("high")))
+    scan.checks.add(out_vwap, "vwap_outside_range", "vwap",
+                    pl.concat_str([pl.lit("a vwap within [low, high] = ["), _fmt(pl.col("low")), pl.lit(", "),
+                                   _fmt(pl.col("high")), pl.lit("]")]), _fmt(pl.col("vwap")))
+    scan.checks.flush(df)
+    return df.with_columns(pl.col("vwap").clip(pl.col("low"), pl.col("high")))
+
+
+def _collect_issues(parts: list[pl.DataFrame], df: pl.DataFrame, symbol: str) -> pl.DataFrame:
+    """One issues table sorted by file and line; an out-of-order row that is dropped anyway says "dropped"."""
     issues = pl.concat([p.cast(ISSUE_SCHEMA) for p in parts if p.height], how="vertical") if any(
         p.height for p in parts) else pl.DataFrame(schema=ISSUE_SCHEMA)
     if issues.height:
         issues = issues.with_columns(pl.lit(symbol).alias("symbol")).sort(["_file", "_line"], maintain_order=True)
-    if issues.filter(pl.col("kind") == "unsorted").height:  # an out-of-order row that is dropped anyway
+    if issues.filter(pl.col("kind") == "unsorted").height:
         dropped = df.filter(pl.col("_drop")).select("_file", "_line", pl.lit(True).alias("_dropped"))
         issues = issues.join(dropped, on=["_file", "_line"], how="left", maintain_order="left").with_columns(
             pl.when((pl.col("kind") == "unsorted") & pl.col("_dropped").fill_null(False))
             .then(pl.lit("dropped")).otherwise(pl.col("action")).alias("action")
         ).drop("_dropped")
-    return ValidationResult(issues=issues, clean=clean, rows_in=rows_in)
+    return issues
 
 
 def _duplicate_columns(df: pl.DataFrame, fields: list[str]) -> pl.DataFrame:

@@ -205,6 +205,34 @@ def _to_ny_naive(ts: pl.Expr) -> pl.Expr:
     return ts.dt.convert_time_zone(NY_TZ).dt.replace_time_zone(None).dt.cast_time_unit("us")
 
 
+def _symbol_expr(raw: pl.DataFrame, path: Path, columns: ColumnMap, symbol: str | None) -> pl.Expr:
+    """The symbol column (stripped, upper-cased), or ``symbol`` / the file name's stem for single-symbol files."""
+    if columns.symbol in raw.columns:
+        sym = pl.col(columns.symbol).cast(pl.String)
+        names = raw.get_column(columns.symbol).cast(pl.String).unique().drop_nulls()
+        if not (names == names.str.strip_chars().str.to_uppercase()).all():  # normalise only when needed
+            sym = sym.str.strip_chars().str.to_uppercase()
+        return sym
+    name = symbol or path.name.split(".")[0]
+    return pl.lit(name.strip().upper())
+
+
+def _value_exprs(raw: pl.DataFrame, columns: ColumnMap, has_vwap: bool) -> list[pl.Expr]:
+    """Each value field as Float64 (null when missing or unparseable) and, for text columns, ``_txt_<field>``."""
+    exprs = []
+    for field in VALUE_FIELDS:
+        if field == "vwap" and not has_vwap:
+            continue
+        col = columns.field_column(field)
+        if raw.schema[col] == pl.String:
+            stripped = pl.col(col).str.strip_chars()
+            exprs.append(stripped.cast(pl.Float64, strict=False).alias(field))
+            exprs.append(pl.col(col).alias(f"_txt_{field}"))
+        else:  # typed column: no text to keep (a missing value is null or NaN)
+            exprs.append(pl.col(col).cast(pl.Float64).alias(field))
+    return exprs
+
+
 def read_vendor_file(
     path: str | Path,
     *,
@@ -229,34 +257,15 @@ def read_vendor_file(
     _require(raw, path, [columns.field_column(f) for f in VALUE_FIELDS if f != "vwap"], "value")
     has_vwap = columns.vwap in raw.columns
     ts, ts_text, time_field = _timestamp_expr(raw, path, columns, tz)
-
-    if columns.symbol in raw.columns:
-        sym = pl.col(columns.symbol).cast(pl.String)
-        names = raw.get_column(columns.symbol).cast(pl.String).unique().drop_nulls()
-        if not (names == names.str.strip_chars().str.to_uppercase()).all():  # normalise only when needed
-            sym = sym.str.strip_chars().str.to_uppercase()
-    else:
-        name = symbol or path.name.split(".")[0]
-        sym = pl.lit(name.strip().upper())
-
     exprs = [
         pl.lit(file_index, dtype=pl.Int32).alias("_file"),
         (pl.int_range(pl.len(), dtype=pl.Int64) + line_offset).alias("_line"),
-        sym.alias("symbol"),
+        _symbol_expr(raw, path, columns, symbol).alias("symbol"),
         ts.alias("ts"),
     ]
     if ts_text is not None:
         exprs.append(ts_text.alias("_ts_text"))
-    for field in VALUE_FIELDS:
-        if field == "vwap" and not has_vwap:
-            continue
-        col = columns.field_column(field)
-        if raw.schema[col] == pl.String:
-            stripped = pl.col(col).str.strip_chars()
-            exprs.append(stripped.cast(pl.Float64, strict=False).alias(field))
-            exprs.append(pl.col(col).alias(f"_txt_{field}"))
-        else:  # typed column: no text to keep (a missing value is null or NaN)
-            exprs.append(pl.col(col).cast(pl.Float64).alias(field))
+    exprs += _value_exprs(raw, columns, has_vwap)
     try:
         df = raw.select(exprs)
     except pl.exceptions.PolarsError as exc:

@@ -40,6 +40,12 @@ def use_store(store: Path) -> None:
         init_qlib(store)
 
 
+def qlib_init_for(store: Path) -> dict:
+    """The ``qlib_init`` section of a task on ``store`` (what ``train_window`` initialises Qlib with)."""
+    return {"provider_uri": {"1min": str(Path(store).resolve())}, "region": "us", "expression_cache": None,
+            "dataset_cache": None, "kernels": 1}
+
+
 def handler_config(**overrides) -> dict:
     kwargs = dict(
         instruments="us25",

@@ -19,9 +19,14 @@ nothing of Qlib or torch.
 
 Example
 -------
->>> scores = score_store("runs/demo")                     # doctest: +SKIP
->>> scores.runs.groupby("pipeline")[["ql", "cql"]].std()  # doctest: +SKIP
->>> print(compare_store(scores, n_boot=1000).format())    # doctest: +SKIP
+>>> scores = score_store(example_store, progress=False)    # a store of 2 pipelines x 3 seeds
+>>> scores.runs[["pipeline", "seed"]].value_counts().sort_index().tolist()
+[1, 1, 1, 1, 1, 1]
+>>> list(scores.periods["period"].unique())
+['2018-01', '2018-02', '2018-03', '2018-04']
+>>> comparison = compare_store(scores, n_boot=200)
+>>> sorted(comparison.summary["pipeline"])
+['wd0', 'wd1e-3']
 """
 
 from __future__ import annotations
@@ -36,11 +41,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rolling_calib.core import pairwise as cmp
 from rolling_calib.core import metrics
+from rolling_calib.core import pairwise as cmp
+from rolling_calib.core.schedule import CoverageError, Window
+from rolling_calib.core.validation import (
+    BIAS_MODE,
+    CALIBRATION_PERIOD,
+    CONFIDENCE,
+    N_BOOT,
+    SEED,
+    validate_params,
+)
 from rolling_calib.execution import store as st
 from rolling_calib.execution.units import UnitKey
-from rolling_calib.core.schedule import CoverageError, Window
 
 __all__ = [
     "RUN_COLUMNS",
@@ -161,6 +174,7 @@ def score_run(frame: pd.DataFrame, *, period: str | int = "month", bias: str = "
     )
 
 
+@validate_params({"period": CALIBRATION_PERIOD, "bias": BIAS_MODE})
 def score_store(
     store: str | Path,
     *,
@@ -190,7 +204,8 @@ def score_store(
     Raises
     ------
     ValueError
-        Unknown pipelines, or no complete run at all.
+        A ``period`` or ``bias`` outside the declared choices, unknown pipelines, or no
+        complete run at all.
     """
     store = Path(store)
     manifest = st.read_manifest(store)
@@ -338,6 +353,7 @@ def _clean_nested(obj: Any) -> Any:
     return obj
 
 
+@validate_params({"n_boot": N_BOOT, "confidence": CONFIDENCE, "seed": SEED})
 def compare_store(
     scores: StoreScores,
     *,
@@ -405,3 +421,13 @@ def compare_store(
         seed=seed,
         incomplete=list(scores.incomplete),
     )
+
+
+def recorded_calibration(store: str | Path) -> tuple[str | int, str]:
+    """The calibration (period, bias) the store's experiment declared; the paper's (month, pooled) if none.
+
+    Raises the store's errors (no manifest, a corrupt one) naming the file.
+    """
+    manifest = st.read_manifest(store)
+    calibration = manifest.get("experiment", {}).get("rolling", {}).get("calibration", {})
+    return calibration.get("period", "month"), calibration.get("bias", "pooled")

@@ -7,50 +7,7 @@ import contextlib
 import json
 import sys
 
-
-def _period(text: str) -> str | int:
-    """``month``, ``week``, ``quarter`` or a number of trading days."""
-    if text in ("month", "week", "quarter"):
-        return text
-    try:
-        days = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected month, week, quarter or a number of trading days, found {text!r}")
-    if days < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of trading days >= 1, found {days}")
-    return days
-
-
-def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options shared by ``compare`` and ``report``."""
-    parser.add_argument("--pipelines", nargs="+", metavar="NAME", help="pipelines to include (default: all in the store)")
-    parser.add_argument(
-        "--period", type=_period, default=None, metavar="PERIOD",
-        help="calibration period: month (METHOD 2.2), week, quarter or N trading days "
-        "(default: the store's config, else month)",
-    )
-    parser.add_argument(
-        "--bias", choices=("pooled", "per_instrument"), default=None,
-        help="one bias per period for all instruments (pooled, the paper) or one per instrument "
-        "(default: the store's config, else pooled)",
-    )
-    parser.add_argument("--n-boot", type=int, default=2000, metavar="N", help="bootstrap resamples for the intervals (default 2000)")
-    parser.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
-    parser.add_argument("--boot-seed", type=int, default=0, metavar="SEED", help="bootstrap seed, recorded in the output (default 0)")
-
-
-def score_and_compare(args: argparse.Namespace):
-    """Score the store and compare pipelines with the options of ``args``."""
-    from rolling_calib.execution import store as st
-    from rolling_calib.analysis.scoring import compare_store, score_store
-
-    manifest = st.read_manifest(args.store)
-    calibration = manifest.get("experiment", {}).get("rolling", {}).get("calibration", {})
-    period = args.period or calibration.get("period", "month")
-    bias = args.bias or calibration.get("bias", "pooled")
-    scores = score_store(args.store, period=period, bias=bias, pipelines=args.pipelines, progress=not args.json)
-    comparison = compare_store(scores, n_boot=args.n_boot, confidence=args.confidence, seed=args.boot_seed)
-    return scores, comparison
+from rolling_calib.cli.options import add_scoring_arguments, score_and_compare
 
 
 def handle(args: argparse.Namespace) -> int:

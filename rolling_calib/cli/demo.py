@@ -33,6 +33,8 @@ def handle(args: argparse.Namespace) -> int:
     print(f"report: {result.report['html']}  (Markdown: {result.report['markdown']})")
     if result.tracking_uri is not None:
         print(f"MLflow: {result.tracking_uri} (browse: mlflow ui --backend-store-uri {result.tracking_uri})")
+    if getattr(result, "tracking_message", None):  # a repaired tracking database, or why tracking failed
+        print(result.tracking_message)
     print(f"wall time: {result.seconds:.1f} s")
     return 0
 

@@ -8,13 +8,24 @@ one function, so the commands cannot drift apart.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from rolling_calib.config.overrides import parse_set
+from rolling_calib.core.validation import (
+    BIAS_MODES,
+    CALIBRATION_PERIOD,
+    CALIBRATION_PERIODS,
+    CONFIDENCE,
+    N_BOOT,
+    SEED,
+    Constraint,
+    explain,
+)
 from rolling_calib.execution.factory import EXECUTORS, ExecutorOptions
 
-__all__ = ["add_execution_arguments", "add_overrides_argument", "add_tracking_arguments",
-           "executor_options", "overrides"]
+__all__ = ["add_execution_arguments", "add_overrides_argument", "add_scoring_arguments", "add_tracking_arguments",
+           "checked", "executor_options", "overrides", "score_and_compare"]
 
 
 def add_overrides_argument(parser: argparse.ArgumentParser) -> None:
@@ -65,3 +76,64 @@ def add_tracking_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tracking-uri", default=None, metavar="URI",
                        help="MLflow tracking URI to log the store to (default sqlite:///STORE/mlflow.db)")
     group.add_argument("--no-tracking", action="store_true", help="do not log the store to MLflow")
+
+
+def checked(constraint: Constraint, convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type=``: ``convert`` the text, then check it against the declared ``constraint``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            value = text
+        problem = explain(value, constraint)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    parse.__name__ = getattr(convert, "__name__", "value")
+    return parse
+
+
+def _int_or_text(text: str) -> str | int:
+    """``"5"`` -> 5, anything else unchanged (a period name)."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+#: ``--period``: a name of :data:`~rolling_calib.core.validation.CALIBRATION_PERIODS` or N trading days.
+_period = checked(CALIBRATION_PERIOD, _int_or_text)
+
+
+def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options shared by ``compare`` and ``report``."""
+    parser.add_argument("--pipelines", nargs="+", metavar="NAME", help="pipelines to include (default: all in the store)")
+    parser.add_argument(
+        "--period", type=_period, default=None, metavar="PERIOD",
+        help=f"calibration period: {', '.join(CALIBRATION_PERIODS)} or N trading days "
+        "(METHOD 2.2: month; default: the store's config, else month)",
+    )
+    parser.add_argument(
+        "--bias", choices=BIAS_MODES, default=None,
+        help="one bias per period for all instruments (pooled, the paper) or one per instrument "
+        "(default: the store's config, else pooled)",
+    )
+    parser.add_argument("--n-boot", type=checked(N_BOOT, int), default=2000, metavar="N",
+                        help="bootstrap resamples for the intervals (default 2000)")
+    parser.add_argument("--confidence", type=checked(CONFIDENCE, float), default=0.95, help="interval level (default 0.95)")
+    parser.add_argument("--boot-seed", type=checked(SEED, int), default=0, metavar="SEED",
+                        help="bootstrap seed, recorded in the output (default 0)")
+
+
+def score_and_compare(args: argparse.Namespace):
+    """Score the store and compare pipelines with the scoring options of ``args`` (``compare``, ``report``)."""
+    from rolling_calib.analysis.scoring import compare_store, recorded_calibration, score_store
+
+    recorded_period, recorded_bias = recorded_calibration(args.store)
+    period = args.period or recorded_period
+    bias = args.bias or recorded_bias
+    scores = score_store(args.store, period=period, bias=bias, pipelines=args.pipelines, progress=not args.json)
+    comparison = compare_store(scores, n_boot=args.n_boot, confidence=args.confidence, seed=args.boot_seed)
+    return scores, comparison

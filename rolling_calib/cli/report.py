@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from rolling_calib.cli.compare import add_scoring_arguments, score_and_compare
+from rolling_calib.cli.options import add_scoring_arguments, score_and_compare
 
 
 def handle(args: argparse.Namespace) -> int:

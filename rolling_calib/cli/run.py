@@ -66,6 +66,8 @@ def _run(args: argparse.Namespace) -> tuple[int, object]:
     )
     if outcome.tracking_uri is not None:
         text += f"\nMLflow: {outcome.tracking_uri}"
+    if outcome.tracking_message:  # a repaired tracking database, or why tracking failed
+        text += f"\n{outcome.tracking_message}"
     return 0, text
 
 

@@ -94,7 +94,8 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace, stdout) -> int:
-    from rolling_calib.analysis.sweep import analyse_sweep, expand_grid, format_sweep, parse_grid, sweep_experiment
+    from rolling_calib.analysis.sweep import analyse_sweep, format_sweep
+    from rolling_calib.config.grid import expand_grid, parse_grid, sweep_experiment
     from rolling_calib.config import ConfigError, load_experiment
     from rolling_calib.execution.executors import UnitFailedError
     from rolling_calib.execution.lock import StoreLockedError
@@ -145,5 +146,7 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
               file=stdout)
         if tracking_uri is not None:
             print(f"MLflow: {tracking_uri} (browse: mlflow ui --backend-store-uri {tracking_uri})", file=stdout)
+        if outcome.tracking_message:  # a repaired tracking database, or why tracking failed
+            print(outcome.tracking_message, file=stdout)
     stdout.flush()
     return 0

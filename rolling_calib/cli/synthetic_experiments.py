@@ -12,7 +12,11 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from rolling_calib.cli.options import checked
 
 _DESCRIPTION = {
     "linear": (
@@ -31,40 +35,36 @@ _EPILOG = (
 )
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, found {value}")
-    return value
+def _param(name: str, convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    """argparse ``type=``: ``convert``, then check against the experiment's declared constraint for ``name``.
 
+    The table (:data:`rolling_calib.core.synthetic_experiments.PARAMETERS`) is imported only
+    when the option is given, so ``--help`` stays light.
+    """
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, found {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, found {value}")
-    return value
+    def parse(text: str) -> Any:
+        from rolling_calib.core.synthetic_experiments import PARAMETERS
+
+        return checked(PARAMETERS[name], convert)(text)
+
+    parse.__name__ = convert.__name__
+    return parse
 
 
 def _add_common(parser: argparse.ArgumentParser, *, n_bias: int) -> None:
     run = parser.add_argument_group("protocol")
-    run.add_argument("--rounds", type=_positive_int, default=100, help="rounds to repeat (default: 100)")
-    run.add_argument("--runs", type=_positive_int, default=100, help="runs per pipeline and round, >= 2 (default: 100)")
-    run.add_argument("--seed", type=_non_negative_int, default=0, help="master random seed (default: 0)")
+    run.add_argument("--rounds", type=_param("rounds", int), default=100, help="rounds to repeat (default: 100)")
+    run.add_argument("--runs", type=_param("runs", int), default=100, help="runs per pipeline and round, >= 2 (default: 100)")
+    run.add_argument("--seed", type=_param("seed", int), default=0, help="master random seed (default: 0)")
     data = parser.add_argument_group("data")
-    data.add_argument("--dims", type=_positive_int, default=20, help="features of pipeline A (default: 20)")
-    data.add_argument("--features-b", type=_positive_int, default=19, help="features of pipeline B, the first ones (default: 19)")
-    data.add_argument("--beta", type=float, default=1.0, help="every true coefficient (default: 1.0)")
-    data.add_argument("--x-mean", type=float, default=-0.05, help="mean of every feature (default: -0.05)")
-    data.add_argument("--x-std", type=float, default=0.25, help="standard deviation of every feature (default: 0.25)")
-    data.add_argument("--n-train", type=_positive_int, default=1000, help="training samples per run (default: 1000)")
-    data.add_argument("--n-bias", type=_positive_int, default=n_bias, help=f"bias part of the evaluation set (default: {n_bias})")
-    data.add_argument("--n-remaining", type=_positive_int, default=10000, help="remaining part of the evaluation set (default: 10000)")
+    data.add_argument("--dims", type=_param("dims", int), default=20, help="features of pipeline A (default: 20)")
+    data.add_argument("--features-b", type=_param("features_b", int), default=19, help="features of pipeline B, the first ones (default: 19)")
+    data.add_argument("--beta", type=_param("beta", float), default=1.0, help="every true coefficient (default: 1.0)")
+    data.add_argument("--x-mean", type=_param("x_mean", float), default=-0.05, help="mean of every feature (default: -0.05)")
+    data.add_argument("--x-std", type=_param("x_std", float), default=0.25, help="standard deviation of every feature (default: 0.25)")
+    data.add_argument("--n-train", type=_param("n_train", int), default=1000, help="training samples per run (default: 1000)")
+    data.add_argument("--n-bias", type=_param("n_bias", int), default=n_bias, help=f"bias part of the evaluation set (default: {n_bias})")
+    data.add_argument("--n-remaining", type=_param("n_remaining", int), default=10000, help="remaining part of the evaluation set (default: 10000)")
 
 
 def _add_output(parser: argparse.ArgumentParser) -> None:
@@ -91,15 +91,15 @@ def register(subparsers) -> None:
     linear = experiments.add_parser("linear", help="OLS, QL vs CQL (METHOD 3.1)", description=_DESCRIPTION["linear"], epilog=_EPILOG)
     _add_common(linear, n_bias=1000)
     noise = linear.add_argument_group("noise")
-    noise.add_argument("--noise-mean", type=float, default=1.0, help="mean of the label noise (default: 1.0)")
-    noise.add_argument("--noise-std", type=float, default=2.0, help="standard deviation of the label noise (default: 2.0)")
+    noise.add_argument("--noise-mean", type=_param("noise_mean", float), default=1.0, help="mean of the label noise (default: 1.0)")
+    noise.add_argument("--noise-std", type=_param("noise_std", float), default=2.0, help="standard deviation of the label noise (default: 2.0)")
     _add_output(linear)
     linear.set_defaults(func=handler)
     logistic = experiments.add_parser("logistic", help="logistic regression, LL vs CLL (METHOD 3.2)",
                                       description=_DESCRIPTION["logistic"], epilog=_EPILOG)
     _add_common(logistic, n_bias=2000)
     fit = logistic.add_argument_group("fit")
-    fit.add_argument("--l2", type=float, default=0.0,
+    fit.add_argument("--l2", type=_param("l2", float), default=0.0,
                      help="L2 penalty (l2/2)*||coefficients||^2, scikit-learn's C = 1/l2 (default: 0, maximum likelihood)")
     _add_output(logistic)
     logistic.set_defaults(func=handler)
@@ -133,9 +133,9 @@ def handler(args: argparse.Namespace) -> int:
     if args.rounds_csv is not None:
         _write_csv_atomically(result.rounds, args.rounds_csv)
     if args.plot is not None:
-        from rolling_calib.core.synthetic_experiments import plot_rounds
+        from rolling_calib.reporting.figures import plot_rounds, save_figure
 
-        plot_rounds(result, args.plot)
+        save_figure(plot_rounds(result), args.plot, dpi=120)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, sort_keys=False))
     else:

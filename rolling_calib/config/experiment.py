@@ -50,9 +50,26 @@ import pandas as pd
 import yaml
 
 from rolling_calib.core.fingerprint import stable_hash
-from rolling_calib.core.schedule import Window, parse_month, rolling_windows
-from rolling_calib.core.validation import ConfigError, expect, reject_unknown
-from rolling_calib.qlib_adapter.session import FREQ, init_qlib_once, resolve_qlib_init, store_calendar
+from rolling_calib.core.schedule import (
+    ROLLING_OPTIONS,
+    Window,
+    check_rolling_options,
+    parse_month,
+    rolling_windows,
+)
+from rolling_calib.core.validation import (
+    BIAS_MODE,
+    CALIBRATION_PERIOD,
+    ConfigError,
+    check,
+    expect,
+    reject_unknown,
+)
+from rolling_calib.qlib_adapter.session import (
+    FREQ,
+    resolve_qlib_init,
+    store_calendar,
+)
 from rolling_calib.qlib_adapter.task_spec import merge_base_config, validate_task
 
 __all__ = [
@@ -106,7 +123,7 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, sou
     >>> apply_overrides({"task": {}}, {"task.modle.kwargs.lr": 1})
     Traceback (most recent call last):
     ...
-    rolling_calib.config.experiment.ConfigError: overrides: unknown key 'task.modle.kwargs.lr' ('task' has no 'modle'; it has: none)
+    rolling_calib.core.validation.ConfigError: overrides: unknown key 'task.modle.kwargs.lr' ('task' has no 'modle'; it has: none)
     """
     out = copy.deepcopy(dict(cfg))
     if not isinstance(overrides, Mapping):
@@ -140,8 +157,9 @@ class CalibrationConfig:
 
     Attributes
     ----------
-    period : "month", "week" or int
-        Calibration period; an int means that many trading days.
+    period : "month", "week", "quarter" or int
+        Calibration period (:data:`~rolling_calib.core.validation.CALIBRATION_PERIOD`); an int means
+        that many trading days.
     bias : "pooled" or "per_instrument"
         One bias per period for all instruments (the source's rule) or one per instrument.
     """
@@ -316,40 +334,16 @@ def _parse_rolling(section: Any, where: str) -> RollingConfig:
         "start": _month_text(section["start"], "rolling.start", "start", where),
         "end": _month_text(section["end"], "rolling.end", "end", where),
     }
-    for key, least in (("step_months", 1), ("valid_months", 0)):
-        if key in section:
-            value = expect(section[key], int, f"rolling.{key}", f"an integer >= {least}", where)
-            if value < least:
-                raise ConfigError(f"{where}: rolling.{key}: expected an integer >= {least}, found {value}")
-            kwargs[key] = value
-    choices = {"mode": ("finetune", "scratch"), "train_window": ("expanding", "sliding"), "finetune_on": ("new", "window")}
-    for key, options in choices.items():
-        if key in section:
-            value = section[key]
-            if value not in options:
-                raise ConfigError(f"{where}: rolling.{key}: expected one of {', '.join(options)}, found {value!r}")
-            kwargs[key] = value
-    if section.get("sliding_months") is not None:
-        value = expect(section["sliding_months"], int, "rolling.sliding_months", "an integer >= 1", where)
-        if value < 1:
-            raise ConfigError(f"{where}: rolling.sliding_months: expected an integer >= 1, found {value}")
-        kwargs["sliding_months"] = value
-    if kwargs.get("train_window") == "sliding" and "sliding_months" not in kwargs:
-        raise ConfigError(f"{where}: rolling.sliding_months: missing (required with train_window: sliding)")
+    options = {key: section[key] for key in ROLLING_OPTIONS if key in section}
+    check_rolling_options(options, where=where)  # the same declared constraints rolling_windows checks
+    kwargs.update(options)
     if "seeds" in section:
         kwargs["seeds"] = _parse_seeds(section["seeds"], "rolling.seeds", where)
     if "calibration" in section:
         cal = expect(section["calibration"], dict, "rolling.calibration", "a mapping", where)
         reject_unknown(cal, {"period", "bias"}, "rolling.calibration.", where)
-        period = cal.get("period", "month")
-        if not (period in ("month", "week") or (isinstance(period, int) and not isinstance(period, bool) and period >= 1)):
-            raise ConfigError(
-                f"{where}: rolling.calibration.period: expected 'month', 'week' or a number of trading days >= 1, "
-                f"found {period!r}"
-            )
-        bias = cal.get("bias", "pooled")
-        if bias not in ("pooled", "per_instrument"):
-            raise ConfigError(f"{where}: rolling.calibration.bias: expected 'pooled' or 'per_instrument', found {bias!r}")
+        period = check("rolling.calibration.period", cal.get("period", "month"), CALIBRATION_PERIOD, where=where)
+        bias = check("rolling.calibration.bias", cal.get("bias", "pooled"), BIAS_MODE, where=where)
         kwargs["calibration"] = CalibrationConfig(period=period, bias=bias)
     return RollingConfig(**kwargs)
 
@@ -476,11 +470,13 @@ def load_experiment(
         Naming the file and dotted key: unknown keys, wrong types, missing data
         directory, months outside the store, unknown model/dataset arguments.
 
-    Examples
-    --------
-    >>> cfg = load_experiment("workflows/demo.yaml")  # doctest: +SKIP
-    >>> cfg.rolling.step_months, list(cfg.pipelines)  # doctest: +SKIP
-    (2, ['wd0', 'wd5e-6'])
+    Notes
+    -----
+    Usage (needs the demo's data store; ``tests/config`` runs it on a tiny one)::
+
+        cfg = load_experiment("workflows/demo.yaml",
+                              overrides={"qlib_init.provider_uri": "demo_out/qlib_data"})
+        cfg.rolling.step_months, list(cfg.pipelines)   # (3, ['wd0', 'wd1e-3'])
     """
     path = Path(path).resolve()
     where = str(path)

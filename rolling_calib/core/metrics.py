@@ -51,7 +51,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rolling_calib.core.validation import BIAS_MODE, BIAS_WINDOW, CALIBRATION_PERIOD, FALLBACK, validate_params
+from rolling_calib.core.validation import (
+    BIAS_MODE,
+    BIAS_WINDOW,
+    CALIBRATION_PERIOD,
+    FALLBACK,
+    validate_params,
+)
 
 __all__ = [
     "EPS",

@@ -31,7 +31,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rolling_calib.core.validation import CONFIDENCE, N_BOOT, POSITIVE_INT, SEED, STANDARD_DEVIATION, validate_params
+from rolling_calib.core.validation import (
+    CONFIDENCE,
+    N_BOOT,
+    POSITIVE_INT,
+    SEED,
+    STANDARD_DEVIATION,
+    validate_params,
+)
 
 __all__ = [
     "CALIBRATION_BLIND_SPOT",

@@ -16,8 +16,8 @@ column per metric, lower is better (losses) -- exactly the ``.runs`` frame of
   each metric needs before the top two configurations' means are separated
   (not :func:`rolling_calib.core.pairwise.seed_budget`, the vanilla runs that
   match the calibrated metric's standard error).
-* :func:`plot_pairwise_heatmap` -- the matrix as a picture (computed first,
-  drawn second).
+
+The matrix as a picture: :func:`rolling_calib.reporting.figures.plot_pairwise_heatmap`.
 
 Pure numpy/pandas/scipy: nothing here knows about Qlib, torch, Ray or MLflow.
 
@@ -44,7 +44,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from rolling_calib.core.validation import CONFIDENCE, N_BOOT, SEED, STANDARD_DEVIATION, validate_params
+from rolling_calib.core.validation import (
+    CONFIDENCE,
+    N_BOOT,
+    SEED,
+    STANDARD_DEVIATION,
+    validate_params,
+)
 
 __all__ = [
     "PairwiseMatrix",
@@ -56,7 +62,6 @@ __all__ = [
     "top_group",
     "runs_to_separate",
     "runs_to_separate_top_two",
-    "plot_pairwise_heatmap",
 ]
 
 
@@ -447,43 +452,3 @@ def runs_to_separate_top_two(
             )
         )
     return needed
-
-
-# --------------------------------------------------------------------------- plotting
-def plot_pairwise_heatmap(matrix: PairwiseMatrix, *, title: str | None = None, annotate: bool = True):
-    """Draw a computed :class:`PairwiseMatrix` as a heatmap; returns the matplotlib Figure.
-
-    Cell ``(row, column)`` = probability that a run of the row configuration
-    beats a run of the column configuration; cells whose interval contains 0.5
-    are hatched (indistinguishable). Uses the Agg backend; save with
-    ``fig.savefig(path)``.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    k = len(matrix.names)
-    size = max(4.0, 0.9 * k + 2.5)
-    fig, ax = plt.subplots(figsize=(size, size * 0.85))
-    image = ax.imshow(np.ma.masked_invalid(matrix.accuracy), cmap="RdBu_r", vmin=0.0, vmax=1.0)
-    ax.set_xticks(range(k), labels=matrix.names, rotation=45, ha="right", fontsize=8)
-    ax.set_yticks(range(k), labels=matrix.names, fontsize=8)
-    ax.set_xlabel("column configuration")
-    ax.set_ylabel("row configuration")
-    for i in range(k):
-        for j in range(k):
-            if i == j:
-                continue
-            if matrix.ci_low[i, j] <= 0.5 <= matrix.ci_high[i, j]:
-                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", edgecolor="0.45",
-                                           linewidth=0.5, zorder=2))
-            if annotate and k <= 16:
-                ax.text(j, i, f"{matrix.accuracy[i, j]:.2f}", ha="center", va="center", fontsize=7)
-    fig.colorbar(image, ax=ax, label="pairwise accuracy")
-    pct = round(matrix.confidence * 100)
-    ax.set_title(title or f"P(a run of row beats a run of column) by {matrix.metric}\n"
-                          f"hatched: {pct}% bootstrap CI contains 0.5", fontsize=9, loc="left")
-    fig.tight_layout()
-    return fig
-

@@ -40,18 +40,32 @@ Example
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+
+from rolling_calib.core.validation import (
+    FINETUNE_ON,
+    MODES,
+    TRAIN_WINDOWS,
+    ConfigError,
+    Constraint,
+    Interval,
+    Options,
+    Worded,
+    check,
+)
 
 __all__ = [
     "Segment",
     "Window",
     "CoverageError",
     "parse_month",
+    "ROLLING_OPTIONS",
+    "check_rolling_options",
     "rolling_windows",
     "check_coverage",
 ]
@@ -179,6 +193,54 @@ def _bars_between(calendar: pd.DatetimeIndex, lo: pd.Period, hi: pd.Period, *, w
     return Segment(calendar[first], calendar[last])
 
 
+#: Declared constraints of the rolling options, checked by :func:`check_rolling_options` for
+#: :func:`rolling_windows` and for the experiment YAML's ``rolling:`` section alike.
+ROLLING_OPTIONS: Mapping[str, Constraint] = {
+    "step_months": Interval(int, 1, None),
+    "valid_months": Interval(int, 0, None),
+    "mode": Worded(Options(*MODES), f"one of {', '.join(MODES)}"),
+    "train_window": Worded(Options(*TRAIN_WINDOWS), f"one of {', '.join(TRAIN_WINDOWS)}"),
+    "sliding_months": Interval(int, 1, None),
+    "finetune_on": Worded(Options(*FINETUNE_ON), f"one of {', '.join(FINETUNE_ON)}"),
+}
+
+
+def check_rolling_options(options: Mapping[str, Any], *, where: str | None = None) -> None:
+    """Check the rolling options present in ``options`` against :data:`ROLLING_OPTIONS`.
+
+    ``sliding_months`` may be ``None`` (absent), except with ``train_window`` ``"sliding"``.
+    Keys that are not rolling options are ignored.
+
+    Raises
+    ------
+    ValueError
+        Naming ``rolling.<option>``; a :class:`~rolling_calib.core.validation.ConfigError`
+        prefixed by ``where`` when given (the YAML file).
+
+    Examples
+    --------
+    >>> check_rolling_options({"step_months": 6, "mode": "scratch"})
+    >>> check_rolling_options({"step_months": 0})
+    Traceback (most recent call last):
+    ...
+    ValueError: rolling.step_months: expected an integer >= 1, found int 0
+    >>> check_rolling_options({"mode": "warm"})
+    Traceback (most recent call last):
+    ...
+    ValueError: rolling.mode: expected one of finetune, scratch, found 'warm'
+    >>> check_rolling_options({"train_window": "sliding"}, where="exp.yaml")
+    Traceback (most recent call last):
+    ...
+    rolling_calib.core.validation.ConfigError: exp.yaml: rolling.sliding_months: missing (required with train_window: sliding)
+    """
+    for name, constraint in ROLLING_OPTIONS.items():
+        if name in options and not (name == "sliding_months" and options[name] is None):
+            check(f"rolling.{name}", options[name], constraint, where=where)
+    if options.get("train_window") == "sliding" and options.get("sliding_months") is None:
+        message = "rolling.sliding_months: missing (required with train_window: sliding)"
+        raise ValueError(message) if where is None else ConfigError(f"{where}: {message}")
+
+
 def rolling_windows(
     calendar: Sequence[pd.Timestamp] | pd.DatetimeIndex,
     *,
@@ -228,7 +290,8 @@ def rolling_windows(
     Raises
     ------
     ValueError
-        For inconsistent arguments, or months without bars in the calendar.
+        For options outside :data:`ROLLING_OPTIONS`, inconsistent arguments, or months
+        without bars in the calendar.
 
     Examples
     --------
@@ -241,20 +304,10 @@ def rolling_windows(
         raise ValueError("calendar: empty; the store has no bars")
     if not cal.is_monotonic_increasing or cal.has_duplicates:
         raise ValueError("calendar: bars must be strictly increasing")
-    for name, value, least in (("step_months", step_months, 1), ("valid_months", valid_months, 0)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < least:
-            raise ValueError(f"rolling.{name}: expected an integer >= {least}, found {value!r}")
-    if mode not in ("finetune", "scratch"):
-        raise ValueError(f"rolling.mode: expected 'finetune' or 'scratch', found {mode!r}")
-    if train_window not in ("expanding", "sliding"):
-        raise ValueError(f"rolling.train_window: expected 'expanding' or 'sliding', found {train_window!r}")
-    if finetune_on not in ("new", "window"):
-        raise ValueError(f"rolling.finetune_on: expected 'new' or 'window', found {finetune_on!r}")
-    if train_window == "sliding":
-        if not isinstance(sliding_months, (int, np.integer)) or isinstance(sliding_months, bool) or sliding_months < 1:
-            raise ValueError(
-                f"rolling.sliding_months: expected an integer >= 1 with train_window 'sliding', found {sliding_months!r}"
-            )
+    check_rolling_options({
+        "step_months": step_months, "valid_months": valid_months, "mode": mode, "train_window": train_window,
+        "sliding_months": sliding_months, "finetune_on": finetune_on,
+    })
     t0 = parse_month(initial_train_start, field="rolling.initial_train_start", edge="start")
     first = parse_month(start, field="rolling.start", edge="start")
     last = parse_month(end, field="rolling.end", edge="end")
@@ -336,7 +389,7 @@ def check_coverage(
     >>> check_coverage([w0, w1], cal)
     Traceback (most recent call last):
     ...
-    schedule.CoverageError: schedule: gap between window 0 (test ends 2020-01-03 00:00:00) and window 1 (test starts 2020-01-05 00:00:00)
+    rolling_calib.core.schedule.CoverageError: schedule: gap between window 0 (test ends 2020-01-03 00:00:00) and window 1 (test starts 2020-01-05 00:00:00)
     """
     cal = pd.DatetimeIndex(calendar)
     if not windows:

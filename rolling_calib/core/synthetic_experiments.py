@@ -40,10 +40,8 @@ Example
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,6 +50,16 @@ from scipy.special import expit
 
 from rolling_calib.core.pairwise import pairwise_accuracy, seed_budget
 from rolling_calib.core.metrics import fit_logit_shift_rows
+from rolling_calib.core.validation import (
+    POSITIVE_INT,
+    SEED,
+    AllOf,
+    Constraint,
+    Interval,
+    Worded,
+    check,
+    validate_params,
+)
 
 __all__ = [
     "SyntheticResult",
@@ -61,10 +69,30 @@ __all__ = [
     "fit_logistic_batch",
     "quadratic_scores",
     "log_loss_scores",
-    "plot_rounds",
 ]
 
 SCORES = ("vanilla", "vanilla_remaining", "calibrated")
+
+_FINITE = Worded(Interval(float, None, None), "a finite number")
+_SPREAD = AllOf((_FINITE, Worded(Interval(float, 0, None), "a number >= 0")))
+#: Declared constraints of the experiment parameters (``features_b <= dims`` and
+#: ``n_train > dims + 1`` depend on ``dims`` and are checked per call).
+PARAMETERS: dict[str, Constraint] = {
+    "rounds": POSITIVE_INT,
+    "runs": AllOf((POSITIVE_INT, Worded(Interval(int, 2, None), "at least 2 runs per pipeline (a standard deviation needs 2)"))),
+    "seed": SEED,
+    "dims": POSITIVE_INT,
+    "features_b": POSITIVE_INT,
+    "n_train": POSITIVE_INT,
+    "n_bias": POSITIVE_INT,
+    "n_remaining": POSITIVE_INT,
+    "beta": _FINITE,
+    "x_mean": _FINITE,
+    "x_std": _SPREAD,
+    "noise_mean": _FINITE,
+    "noise_std": _SPREAD,
+    "l2": Worded(Interval(float, 0, None), "a finite number >= 0"),
+}
 
 
 # ---------------------------------------------------------------------------
@@ -109,6 +137,7 @@ def _logistic_objective(z: np.ndarray, w: np.ndarray, y: np.ndarray, penalty: np
     return np.sum(np.logaddexp(0.0, s) - y * s, axis=1) + 0.5 * np.sum(penalty * w * w, axis=1)
 
 
+@validate_params({"l2": PARAMETERS["l2"]})
 def fit_logistic_batch(
     x: np.ndarray, y: np.ndarray, *, l2: float = 0.0, max_iter: int = 100, tol: float = 1e-10
 ) -> np.ndarray:
@@ -134,8 +163,6 @@ def fit_logistic_batch(
     >>> fit_logistic_batch(x, y, l2=1.0).shape
     (1, 2)
     """
-    if not (isinstance(l2, (int, float)) and math.isfinite(l2) and l2 >= 0):
-        raise ValueError(f"l2: expected a finite number >= 0, found {l2!r}")
     z = _with_intercept(x)
     zt = np.swapaxes(z, 1, 2)
     runs, _, p = z.shape
@@ -415,28 +442,13 @@ def _run(
 
 
 def _validate(params: dict[str, Any]) -> None:
-    """Check the experiment parameters; ``ValueError`` names the first bad one."""
-    positive_ints = ("rounds", "runs", "dims", "features_b", "n_train", "n_bias", "n_remaining")
-    for name in positive_ints:
-        value = params[name]
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name}: expected a positive int, found {value!r}")
-    if params["runs"] < 2:
-        raise ValueError(f"runs: expected at least 2 runs per pipeline (a standard deviation needs 2), found {params['runs']}")
-    if not isinstance(params["seed"], (int, np.integer)) or isinstance(params["seed"], bool) or params["seed"] < 0:
-        raise ValueError(f"seed: expected a non-negative int, found {params['seed']!r}")
-    if params["features_b"] > params["dims"]:
-        raise ValueError(f"features_b: expected at most dims={params['dims']}, found {params['features_b']}")
-    if params["n_train"] <= params["dims"] + 1:
-        raise ValueError(f"n_train: expected more than dims + 1 = {params['dims'] + 1} samples to fit, found {params['n_train']}")
-    for name in ("beta", "x_mean", "x_std", "noise_mean", "noise_std", "l2"):
+    """Check the experiment parameters against :data:`PARAMETERS`; ``ValueError`` names the first bad one."""
+    for name, constraint in PARAMETERS.items():
         if name in params:
-            value = params[name]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"{name}: expected a finite number, found {value!r}")
-    for name in ("x_std", "noise_std", "l2"):
-        if name in params and params[name] < 0:
-            raise ValueError(f"{name}: expected a number >= 0, found {params[name]!r}")
+            check(name, params[name], constraint)
+    dims = params["dims"]
+    check("features_b", params["features_b"], Worded(Interval(int, None, dims), f"at most dims={dims}"))
+    check("n_train", params["n_train"], Worded(Interval(int, dims + 2, None), f"more than dims + 1 = {dims + 1} samples to fit"))
 
 
 def run_linear_experiment(
@@ -513,49 +525,3 @@ def run_logistic_experiment(
     params = dict(rounds=rounds, runs=runs, seed=seed, dims=dims, features_b=features_b, beta=beta,
                   x_mean=x_mean, x_std=x_std, l2=l2, n_train=n_train, n_bias=n_bias, n_remaining=n_remaining)
     return _run("logistic", _logistic_round, params, progress=progress)
-
-
-def plot_rounds(result: SyntheticResult, path: str | os.PathLike[str]) -> Path:
-    """Save a two-panel figure of the per-round results (PNG/PDF/SVG by suffix), written atomically.
-
-    Left: the distribution over rounds of ``Acc_hat`` for the three scores. Right: per
-    round, pipeline A's standard deviation of the calibrated metric against the vanilla
-    one (points below the diagonal: the calibrated metric varies less across runs).
-
-    Returns
-    -------
-    pathlib.Path
-        The written file.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from rolling_calib.core.atomic import atomic_write
-
-    target = Path(path)
-    t = result.rounds
-    v, c = result.vanilla_name, result.calibrated_name
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    labels = [f"{v} (whole set)", f"{v} (remaining)", c]
-    left.boxplot([t[f"acc_{key}"] for key in SCORES], showmeans=True)
-    left.set_xticks([1, 2, 3], labels)
-    left.set_ylabel("Acc per round (A ranked better)")
-    left.set_title(f"Pairwise accuracy over {len(t)} rounds")
-    right.scatter(t["vanilla_std"], t["calibrated_std"], s=12, alpha=0.7)
-    lo = float(min(t["vanilla_std"].min(), t["calibrated_std"].min()))
-    hi = float(max(t["vanilla_std"].max(), t["calibrated_std"].max()))
-    right.plot([lo, hi], [lo, hi], color="grey", linewidth=1, linestyle="--", label="equal std")
-    right.set_xlabel(f"std of {v} over A's runs (whole set)")
-    right.set_ylabel(f"std of {c} over A's runs")
-    right.set_title("Run-to-run spread, one point per round")
-    right.legend(loc="upper left")
-    p = result.params
-    fig.suptitle(f"Synthetic {result.experiment}: {p['rounds']} rounds x {p['runs']} runs, seed {p['seed']}")
-    fig.tight_layout()
-    try:
-        atomic_write(target, lambda tmp: fig.savefig(tmp, format=(target.suffix.lstrip(".") or "png"), dpi=120))
-    finally:
-        plt.close(fig)
-    return target

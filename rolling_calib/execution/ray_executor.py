@@ -28,12 +28,11 @@ Storage
     cluster the store must be a path every node can reach under the same name
     (NFS, a mounted bucket, a shared disk).
 
-Example
--------
->>> from rolling_calib.execution.executors import UnitKey, UnitTask
->>> ex = RayExecutor(num_cpus=2)                         # doctest: +SKIP
->>> ex.run([UnitTask(UnitKey("a", 0, 0))], str)           # doctest: +SKIP
-{UnitKey(pipeline='a', seed=0, window=0): "UnitKey(pipeline='a', seed=0, window=0)"}
+Usage (starts a Ray runtime; ``tests/execution/test_ray_executor.py`` runs it for real)::
+
+    ex = RayExecutor(num_cpus=2)
+    ex.run([UnitTask(UnitKey("a", 0, 0))], str)
+    # {UnitKey(pipeline='a', seed=0, window=0): "UnitKey(pipeline='a', seed=0, window=0)"}
 """
 
 from __future__ import annotations

@@ -11,14 +11,11 @@ into the store (see :mod:`rolling_calib.execution.store`)::
     model.fit(data); p = model.predict(data, "test"); y = data.labels("test")
     write units/<pipeline>/seed<k>/w<NN>.parquet, checkpoint, sidecar (atomically, sidecar last)
 
-Example
--------
->>> from rolling_calib.config.experiment import load_experiment                    # doctest: +SKIP
->>> from rolling_calib.execution.executors import LocalExecutor                  # doctest: +SKIP
->>> plan = plan_run(load_experiment("workflows/demo.yaml"), store=Path("runs/demo"))  # doctest: +SKIP
->>> summary = run_plan(plan, executor=LocalExecutor(workers=2))       # doctest: +SKIP
->>> summary.ran, summary.skipped                                        # doctest: +SKIP
-(20, 0)
+Usage (trains; ``tests/execution/test_runner_e2e.py`` runs it on a tiny store)::
+
+    plan = plan_run(load_experiment("workflows/demo.yaml"), store=Path("runs/demo"))
+    summary = run_plan(plan, executor=LocalExecutor(workers=2))
+    summary.ran, summary.skipped          # (40, 0)
 """
 
 from __future__ import annotations

@@ -12,11 +12,10 @@
 
 Re-running resumes: completed units are reused (the store's config hashes match).
 
-Example
--------
->>> result = run_demo("demo_out", workers=2, seeds=10)   # doctest: +SKIP
->>> result.report["html"]                               # doctest: +SKIP
-PosixPath('demo_out/report/report.html')
+Usage (minutes of training; ``tests/cli/test_demo_command.py`` runs it at tiny size)::
+
+    result = run_demo("demo_out", workers=2, seeds=10)
+    result.report["html"]       # PosixPath('demo_out/report/report.html')
 """
 
 from __future__ import annotations

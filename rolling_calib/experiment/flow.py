@@ -4,13 +4,11 @@
 :func:`run_experiment`; they differ only in what they do with its result (print a
 run summary, rank a grid, compare a pair and write the report).
 
-Example
--------
->>> from rolling_calib.config import load_experiment                              # doctest: +SKIP
->>> result = run_experiment(load_experiment("workflows/demo.yaml"),               # doctest: +SKIP
-...                         RunOptions(store=Path("runs/demo"), executor=ExecutorOptions(workers=2)))
->>> result.summary.ran, result.scores.runs.shape[0]                               # doctest: +SKIP
-(40, 20)
+Usage (trains; ``tests/cli`` and ``tests/execution`` run it on tiny stores)::
+
+    result = run_experiment(load_experiment("workflows/demo.yaml"),
+                            RunOptions(store=Path("runs/demo"), executor=ExecutorOptions(workers=2)))
+    result.summary.ran, len(result.scores.runs)       # (40, 20)
 """
 
 from __future__ import annotations
@@ -18,12 +16,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rolling_calib.analysis.scoring import StoreScores, score_store
 from rolling_calib.config.experiment import ExperimentConfig
 from rolling_calib.execution.factory import ExecutorOptions, make_executor
 from rolling_calib.execution.lock import StoreLock
 from rolling_calib.execution.runner import RunPlan, RunSummary, plan_run, run_plan
+
+if TYPE_CHECKING:
+    from rolling_calib.tracking import TrackingOutcome
 
 __all__ = ["ExperimentResult", "RunOptions", "run_experiment", "track"]
 
@@ -70,16 +72,20 @@ class ExperimentResult:
     plan: RunPlan
     summary: RunSummary
     scores: StoreScores | None
-    tracking_uri: str | None
+    tracking_uri: str | None  # None: not tracked, or tracking failed (see tracking_message)
+    tracking_message: str | None = None  # a repaired tracking database, or why tracking failed
 
 
-def track(store: Path, *, tracking_uri: str | None, experiment_name: str) -> str:
-    """Log ``store`` to MLflow (SQLite in the store by default); returns the URI used."""
-    from rolling_calib.tracking import default_tracking_uri, log_store
+def track(store: Path, *, tracking_uri: str | None, experiment_name: str) -> TrackingOutcome:
+    """Log ``store`` to MLflow (SQLite in the store by default) without ever raising.
 
-    uri = tracking_uri or default_tracking_uri(store)
-    log_store(store, tracking_uri=uri, experiment=experiment_name)
-    return uri
+    The results are in the store already, so a failed logging (full disk, locked or broken
+    database, any MLflow error) does not fail the run: the outcome has ``uri=None`` and a
+    message saying how to log later; a broken SQLite database is repaired or re-created first.
+    """
+    from rolling_calib.tracking import safe_log_store
+
+    return safe_log_store(store, tracking_uri=tracking_uri, experiment=experiment_name)
 
 
 def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentResult:
@@ -112,6 +118,8 @@ def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentR
             calibration = config.rolling.calibration
             scores = score_store(plan.store, period=calibration.period, bias=calibration.bias,
                                  pipelines=[p.name for p in plan.pipelines], progress=options.progress)
-        uri = track(plan.store, tracking_uri=options.tracking_uri, experiment_name=config.experiment_name) \
+        tracked = track(plan.store, tracking_uri=options.tracking_uri, experiment_name=config.experiment_name) \
             if options.track else None
-    return ExperimentResult(config=config, plan=plan, summary=summary, scores=scores, tracking_uri=uri)
+    return ExperimentResult(config=config, plan=plan, summary=summary, scores=scores,
+                            tracking_uri=tracked.uri if tracked else None,
+                            tracking_message=tracked.message if tracked else None)

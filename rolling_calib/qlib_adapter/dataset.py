@@ -69,17 +69,16 @@ All segment and fit bounds are inclusive. A bound without a time of day
 is 23:59:59.999 (unlike a bare ``pd.Timestamp`` in Qlib, which would drop the
 last day's minutes).
 
-Example
--------
->>> handler = {"class": "MinuteBarHandler", "module_path": "rolling_calib.qlib_adapter.dataset",
-...            "kwargs": {"instruments": "us25", "start_time": "2018-01-02", "end_time": "2018-03-30",
-...                       "fit_start_time": "2018-01-02", "fit_end_time": "2018-02-28"}}
->>> ds = MinuteTSDataset(handler=handler, segments={"train": ("2018-01-02", "2018-02-20"),
-...                      "valid": ("2018-02-21", "2018-02-28"), "test": ("2018-03-01", "2018-03-30")},
-...                      step_len=60, sample_stride=5)            # doctest: +SKIP
->>> x, y = ds.prepare("train").batch(np.arange(4))              # doctest: +SKIP
->>> x.shape                                                      # doctest: +SKIP
-(4, 60, 6)
+Usage (needs a Qlib minute store; ``tests/qlib_adapter/test_dataset_minute.py`` runs it on a tiny one)::
+
+    handler = {"class": "MinuteBarHandler", "module_path": "rolling_calib.qlib_adapter.dataset",
+               "kwargs": {"instruments": "us25", "start_time": "2018-01-02", "end_time": "2018-03-30",
+                          "fit_start_time": "2018-01-02", "fit_end_time": "2018-02-28"}}
+    ds = MinuteTSDataset(handler=handler, segments={"train": ("2018-01-02", "2018-02-20"),
+                         "valid": ("2018-02-21", "2018-02-28"), "test": ("2018-03-01", "2018-03-30")},
+                         step_len=60, sample_stride=5)
+    x, y = ds.prepare("train").batch(np.arange(4))
+    x.shape                                 # (4, 60, 6)
 """
 
 from __future__ import annotations
@@ -96,6 +95,8 @@ from qlib.data.dataset.handler import DataHandler, DataHandlerLP
 from qlib.data.dataset.loader import QlibDataLoader
 from qlib.data.dataset.utils import fetch_df_by_col
 from qlib.log import get_module_logger
+
+from rolling_calib.core.validation import Interval, check
 
 __all__ = [
     "FEATURE_NAMES",
@@ -119,6 +120,10 @@ _CLOSE = 3  # index of close in FEATURE_NAMES
 _VOLUME = 5
 LABEL_NAME = "LABEL0"
 _MAD_TO_STD = 1.4826
+
+#: Declared constraints of the handler's and dataset's options (:mod:`rolling_calib.core.validation`).
+_COUNT = Interval(int, 1, None)  # label_horizon, window, norm_samples, step_len, strides
+_CLIP = Interval(float, 0, None, closed="neither", allow_inf=True)  # inf: no clipping
 
 _logger = get_module_logger("rolling_calib.qlib_adapter.dataset")
 
@@ -620,11 +625,10 @@ class MinuteBarHandler(DataHandlerLP):
             raise TypeError(f"MinuteBarHandler: unknown keyword argument(s) {unknown}; expected any of "
                             "instruments, start_time, end_time, fit_start_time, fit_end_time, freq, "
                             "label_horizon, window, norm_samples, clip")
-        _check_int("label_horizon", label_horizon, 1)
-        _check_int("window", window, 1)
-        _check_int("norm_samples", norm_samples, 1)
-        if not (isinstance(clip, (int, float)) and clip > 0):
-            raise ValueError(f"clip: expected a positive number, found {clip!r}")
+        check("label_horizon", label_horizon, _COUNT)
+        check("window", window, _COUNT)
+        check("norm_samples", norm_samples, _COUNT)
+        check("clip", clip, _CLIP)
         if start_time is not None and end_time is not None and _start_point(start_time) > _end_point(end_time):
             raise ValueError(f"start_time/end_time: expected start <= end, found {start_time} > {end_time}")
         self.fit_start_time = fit_start_time
@@ -695,11 +699,6 @@ def _panel_frame(panel: BarPanel) -> pd.DataFrame:
     index = pd.MultiIndex.from_product([panel.times, pd.Index(panel.instruments)], names=["datetime", "instrument"])
     cols = pd.MultiIndex.from_tuples([("feature", n) for n in FEATURE_NAMES] + [("label", LABEL_NAME)])
     return pd.DataFrame(np.concatenate([vals, lab], axis=1), index=index, columns=cols)
-
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name}: expected an integer >= {minimum}, found {value!r}")
 
 
 # --------------------------------------------------------------------------- sampler
@@ -787,9 +786,9 @@ class MinuteTSDataset(DatasetH):
         if unknown:
             raise TypeError(f"MinuteTSDataset: unknown keyword argument(s) {unknown}; expected handler, segments, "
                             "step_len, sample_stride, test_stride")
-        _check_int("step_len", step_len, 1)
-        _check_int("sample_stride", sample_stride, 1)
-        _check_int("test_stride", test_stride, 1)
+        check("step_len", step_len, _COUNT)
+        check("sample_stride", sample_stride, _COUNT)
+        check("test_stride", test_stride, _COUNT)
         if not isinstance(segments, dict):
             raise ValueError(f"segments: expected a dict of name -> (start, end), found {type(segments).__name__}")
         for name, seg in segments.items():
@@ -819,7 +818,7 @@ class MinuteTSDataset(DatasetH):
         if bounds is None:
             return np.empty(0, dtype=np.int64)
         s = self._stride_for(name) if stride is None else stride
-        _check_int("stride", s, 1)
+        check("stride", s, _COUNT)
         return self.handler.panel.positions(*bounds, stride=s)
 
     def prepare(self, segments: Any, col_set: Any = DataHandler.CS_ALL, data_key: str = DataHandlerLP.DK_I,

@@ -31,12 +31,19 @@ Differences from Qlib's ``LSTM`` (each one deliberate):
 Loss: mean squared error on the standardised label,
 ``L = mean_i (f(x_i) - (y_i - m) / s)^2`` (+ the optimiser's L2 term).
 
-Example
--------
->>> model = RollingLSTM(hidden_size=16, num_layers=1, n_epochs=2, seed=3)   # doctest: +SKIP
->>> model.fit(dataset)                                                     # doctest: +SKIP
->>> pred = model.predict(dataset)          # Series, index (datetime, instrument), bp  # doctest: +SKIP
->>> model.save_state("w00.pt")                                             # doctest: +SKIP
+Usage (needs a Qlib minute store; ``tests/qlib_adapter/test_model_lstm.py`` runs it on a tiny one)::
+
+    model = RollingLSTM(hidden_size=16, num_layers=1, n_epochs=2, seed=3)
+    model.fit(dataset)
+    pred = model.predict(dataset)          # Series, index (datetime, instrument), bp
+    model.save_state("w00.pt")
+
+Examples
+--------
+>>> RollingLSTM(hidden_size=0)
+Traceback (most recent call last):
+...
+ValueError: hidden_size: expected an integer >= 1, found int 0
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ import io
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +65,7 @@ from qlib.log import get_module_logger
 from qlib.model.base import Model
 
 from rolling_calib.core.atomic import atomic_write
+from rolling_calib.core.validation import AnyOf, Constraint, InstanceOf, Interval, Options, validate_params
 from rolling_calib.qlib_adapter.dataset import FEATURE_NAMES, MinuteTSDataset, MinuteWindowSampler, WindowNorm
 
 
@@ -78,7 +87,7 @@ def _import_qlib_lstm() -> type:
 
 LSTMModel = _import_qlib_lstm()
 
-__all__ = ["RollingLSTM", "train_and_predict", "STATE_FORMAT"]
+__all__ = ["RollingLSTM", "STATE_FORMAT"]
 
 #: Version tag written into every checkpoint.
 STATE_FORMAT = "rolling_calib.RollingLSTM/1"
@@ -86,6 +95,40 @@ _ARCH_KEYS = ("d_feat", "hidden_size", "num_layers")
 _OPTIMIZERS = ("adam", "adamw", "sgd", "gd")
 _LOSSES = ("mse",)
 _EVAL_CHUNK = 8192
+
+
+@dataclass(frozen=True)
+class _AnyCase(Constraint):
+    """A string naming one of ``options`` in any letter case (``"Adam"`` is ``"adam"``, as in Qlib)."""
+
+    options: Options
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, str) and self.options.accepts(value.lower())
+
+    def describe(self) -> str:
+        return self.options.describe() + " (any case)"
+
+
+#: Declared constraints of the constructor's options (checked in this order before the body runs).
+_PARAMS: dict[str, Constraint] = {
+    "d_feat": Interval(int, 1, None),
+    "hidden_size": Interval(int, 1, None),
+    "num_layers": Interval(int, 1, None),
+    "n_epochs": Interval(int, 0, None),
+    "finetune_epochs": Interval(int, 0, None),
+    "batch_size": Interval(int, 1, None),
+    "early_stop": Interval(int, 0, None),
+    "seed": Interval(int, 0, None),
+    "n_threads": AnyOf((Options(None), Interval(int, 1, None)), what="an integer >= 1 or None"),
+    "dropout": Interval(float, 0, 1, closed="left"),
+    "lr": Interval(float, 0, None, closed="neither"),
+    "weight_decay": Interval(float, 0, None),
+    "grad_clip": Interval(float, 0, None),
+    "loss": Options(*_LOSSES),
+    "optimizer": _AnyCase(Options(*_OPTIMIZERS)),
+    "device": InstanceOf(str, "a device name: 'cpu', 'cuda', 'cuda:N' or 'auto'"),
+}
 
 _logger = get_module_logger("rolling_calib.qlib_adapter.model")
 
@@ -98,6 +141,39 @@ def _resolve_device(device: str) -> torch.device:
             raise ValueError(f"device: {device!r} requested but torch.cuda.is_available() is False")
         return torch.device(device)
     raise ValueError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', found {device!r}")
+
+
+@dataclass
+class _EarlyStopping:
+    """The best validation loss of a fit so far, its epoch and a copy of its weights.
+
+    :meth:`step` records one epoch and says when ``patience`` epochs in a row did not improve
+    on the best (``patience`` 0: never stop early).
+    """
+
+    patience: int
+    loss: float = np.inf
+    epoch: int = -1
+    state: dict | None = None
+    stale: int = 0
+
+    def step(self, epoch: int, loss: float, model: torch.nn.Module) -> bool:
+        if loss < self.loss:
+            self.loss, self.epoch, self.stale = loss, epoch, 0
+            self.state = copy.deepcopy(model.state_dict())
+            return False
+        self.stale += 1
+        if self.patience and self.stale >= self.patience:
+            _logger.info(f"early stop at epoch {epoch}")
+            return True
+        return False
+
+
+def _epoch_bar(n_epochs: int, enabled: bool):
+    """A tqdm bar over the epochs of one fit; shown only when ``enabled`` and stderr is a terminal."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=n_epochs, desc="fit", unit="epoch", leave=False, disable=None if enabled else True)
 
 
 class RollingLSTM(Model):
@@ -158,6 +234,7 @@ class RollingLSTM(Model):
     TypeError: RollingLSTM: unknown keyword argument(s) ['weight_decy']; expected any of d_feat, hidden_size, num_layers, dropout, n_epochs, finetune_epochs, lr, batch_size, weight_decay, early_stop, loss, optimizer, seed, device, n_threads, grad_clip
     """
 
+    @validate_params(_PARAMS)
     def __init__(
         self,
         *,
@@ -185,24 +262,7 @@ class RollingLSTM(Model):
                 "d_feat, hidden_size, num_layers, dropout, n_epochs, finetune_epochs, lr, batch_size, "
                 "weight_decay, early_stop, loss, optimizer, seed, device, n_threads, grad_clip"
             )
-        _int("d_feat", d_feat, 1)
-        _int("hidden_size", hidden_size, 1)
-        _int("num_layers", num_layers, 1)
-        _int("n_epochs", n_epochs, 0)
-        _int("finetune_epochs", finetune_epochs, 0)
-        _int("batch_size", batch_size, 1)
-        _int("early_stop", early_stop, 0)
-        _int("seed", seed, 0)
-        if n_threads is not None:
-            _int("n_threads", n_threads, 1)
-        _num("dropout", dropout, 0.0, 1.0, hi_open=True)
-        _num("lr", lr, 0.0, None, lo_open=True)
-        _num("weight_decay", weight_decay, 0.0, None)
-        _num("grad_clip", grad_clip, 0.0, None)
-        if loss not in _LOSSES:
-            raise ValueError(f"loss: expected one of {list(_LOSSES)}, found {loss!r}")
-        if str(optimizer).lower() not in _OPTIMIZERS:
-            raise ValueError(f"optimizer: expected one of {list(_OPTIMIZERS)}, found {optimizer!r}")
+        # the values were checked against _PARAMS by @validate_params
         self.d_feat = int(d_feat)
         self.hidden_size = int(hidden_size)
         self.num_layers = int(num_layers)
@@ -221,9 +281,7 @@ class RollingLSTM(Model):
         self.grad_clip = float(grad_clip)
         self.device = _resolve_device(device)
         self._apply_threads()
-        torch.manual_seed(self.seed)
-        self.lstm_model = LSTMModel(d_feat=self.d_feat, hidden_size=self.hidden_size,
-                                    num_layers=self.num_layers, dropout=self.dropout).to(self.device)
+        self._new_network()
         self.fitted = False
         self.warm_started = False
         self.norm: WindowNorm | None = None
@@ -251,6 +309,12 @@ class RollingLSTM(Model):
         if self.device.type == "cpu":
             # CPU kernels used here are deterministic; this makes any non-deterministic one raise.
             torch.use_deterministic_algorithms(True)
+
+    def _new_network(self) -> None:
+        """A freshly initialised network: the same weights for the same ``seed``."""
+        torch.manual_seed(self.seed)
+        self.lstm_model = LSTMModel(d_feat=self.d_feat, hidden_size=self.hidden_size,
+                                    num_layers=self.num_layers, dropout=self.dropout).to(self.device)
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         params = self.lstm_model.parameters()
@@ -300,7 +364,14 @@ class RollingLSTM(Model):
             n += len(idx)
         return total / max(n, 1)
 
-    def fit(self, dataset: MinuteTSDataset, evals_result: dict | None = None, reweighter: Any = None) -> "RollingLSTM":
+    def fit(
+        self,
+        dataset: MinuteTSDataset,
+        evals_result: dict | None = None,
+        reweighter: Any = None,
+        *,
+        progress: bool = False,
+    ) -> "RollingLSTM":
         """Train on ``dataset``'s ``train`` segment, early-stopping on ``valid``.
 
         From scratch: ``n_epochs`` epochs from the seed's initialisation. Warm-started
@@ -314,16 +385,35 @@ class RollingLSTM(Model):
             Filled with ``"train"`` and ``"valid"`` lists of per-epoch losses (standardised MSE).
         reweighter : None
             Not supported (accepted for Qlib's signature; anything but None raises).
+        progress : bool
+            A tqdm bar over the epochs (shown on a terminal only; off by default).
 
         Returns
         -------
         self
         """
+        t0 = time.perf_counter()
+        train, valid = self._fit_segments(dataset, reweighter)
+        warm = self.warm_started
+        n_epochs = self._reset_for_fit(warm)
+        if n_epochs > 0 or not warm:
+            # A warm start with 0 epochs leaves the network untouched: it keeps the statistics it was trained with.
+            self._fit_scales(train)
+        hist, stopping = self._train_epochs(train, valid, n_epochs, progress=progress)
+        self._record_fit(warm=warm, n_epochs=n_epochs, hist=hist, stopping=stopping,
+                         n_train=len(train), n_valid=len(valid), t0=t0)
+        if evals_result is not None:
+            evals_result.update(hist)
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return self
+
+    def _fit_segments(self, dataset: MinuteTSDataset, reweighter: Any) -> tuple[MinuteWindowSampler, MinuteWindowSampler]:
+        """Check :meth:`fit`'s arguments; the ``train`` (not empty) and ``valid`` samples."""
         if reweighter is not None:
             raise ValueError("reweighter: RollingLSTM does not support sample reweighting; pass None")
         if not isinstance(dataset, MinuteTSDataset):
             raise ValueError(f"dataset: expected a rolling_calib.qlib_adapter.dataset.MinuteTSDataset, found {type(dataset).__name__}")
-        t0 = time.perf_counter()
         self._apply_threads()
         train = dataset.prepare("train")
         valid = dataset.prepare("valid")
@@ -332,80 +422,95 @@ class RollingLSTM(Model):
         if self.d_feat != len(FEATURE_NAMES):
             raise ValueError(f"d_feat: the minute dataset has {len(FEATURE_NAMES)} channels per bar "
                              f"{list(FEATURE_NAMES)}, found d_feat={self.d_feat}")
+        return train, valid
 
-        warm = self.warm_started
+    def _reset_for_fit(self, warm: bool) -> int:
+        """A fresh network unless warm-started, always a fresh optimiser; the epochs this fit runs.
+
+        Fine-tuning starts the optimiser (Adam's moments) anew, as documented.
+        """
         if not warm:
-            torch.manual_seed(self.seed)
-            self.lstm_model = LSTMModel(d_feat=self.d_feat, hidden_size=self.hidden_size,
-                                        num_layers=self.num_layers, dropout=self.dropout).to(self.device)
+            self._new_network()
             self.epochs_trained = 0
-        # Fresh optimiser state for every fit (fine-tuning starts Adam anew, documented).
         self.train_optimizer = self._make_optimizer()
-        n_epochs = self.finetune_epochs if warm else self.n_epochs
-        if n_epochs > 0 or not warm:
-            # Normalisation refitted on this window's training segment (feature norm: the
-            # handler's fit range; label scale: the train labels). A warm start with 0 epochs
-            # leaves the network untouched, so it keeps the statistics it was trained with.
-            self.norm = train.norm
-            y = train.labels.astype(np.float64)
-            self.label_mean = float(np.mean(y))
-            std = float(np.std(y))
-            self.label_std = std if std > 0 else 1.0
+        return self.finetune_epochs if warm else self.n_epochs
+
+    def _fit_scales(self, train: MinuteWindowSampler) -> None:
+        """Normalisation refitted on this window's training segment.
+
+        Features: the handler's norm (fitted on its fit range); label scale: mean and std of the
+        train labels (a zero std becomes 1).
+        """
+        self.norm = train.norm
+        y = train.labels.astype(np.float64)
+        self.label_mean = float(np.mean(y))
+        std = float(np.std(y))
+        self.label_std = std if std > 0 else 1.0
+
+    def _train_epochs(
+        self, train: MinuteWindowSampler, valid: MinuteWindowSampler, n_epochs: int, *, progress: bool
+    ) -> tuple[dict[str, list[float]], _EarlyStopping]:
+        """Up to ``n_epochs`` epochs, early-stopping on ``valid``; the best epoch's weights are restored.
+
+        Shuffling draws from ``default_rng([seed, fit_count])``, dropout from the torch seed
+        ``seed + 7919 * (fit_count + 1)``: every fit of a unit has its own reproducible streams.
+        """
         rng = np.random.default_rng([self.seed, self.fit_count])
         torch.manual_seed(self.seed + 7919 * (self.fit_count + 1))  # dropout stream of this fit
         hist: dict[str, list[float]] = {"train": [], "valid": []}
-        best_loss, best_epoch, best_state, stale = np.inf, -1, None, 0
-        use_valid = not valid.empty
-        for epoch in range(n_epochs):
-            tr = self._train_epoch(train, rng)
-            va = self._eval_loss(valid)
-            hist["train"].append(tr)
-            hist["valid"].append(va)
-            if not np.isfinite(tr):
-                raise FloatingPointError(
-                    f"RollingLSTM.fit: training loss became {tr} at epoch {epoch} (seed {self.seed}, lr {self.lr}); "
-                    "expected a finite loss -- lower lr or check the data"
-                )
-            _logger.info(f"epoch {epoch}: train {tr:.6f} valid {va:.6f}")
-            if not use_valid:
-                continue
-            if va < best_loss:
-                best_loss, best_epoch, stale = va, epoch, 0
-                best_state = copy.deepcopy(self.lstm_model.state_dict())
-            else:
-                stale += 1
-                if self.early_stop and stale >= self.early_stop:
-                    _logger.info(f"early stop at epoch {epoch}")
+        stopping = _EarlyStopping(patience=self.early_stop)
+        with _epoch_bar(n_epochs, progress) as bar:
+            for epoch in range(n_epochs):
+                tr, va = self._epoch(train, valid, rng, epoch)
+                hist["train"].append(tr)
+                hist["valid"].append(va)
+                bar.set_postfix(train=f"{tr:.4g}", valid=f"{va:.4g}", refresh=False)
+                bar.update()
+                if not valid.empty and stopping.step(epoch, va, self.lstm_model):
                     break
-        if best_state is not None:
-            self.lstm_model.load_state_dict(best_state)
+        if stopping.state is not None:
+            self.lstm_model.load_state_dict(stopping.state)
+        return hist, stopping
+
+    def _epoch(self, train: MinuteWindowSampler, valid: MinuteWindowSampler, rng: np.random.Generator,
+               epoch: int) -> tuple[float, float]:
+        """One training epoch; its mean training loss and the validation loss after it (NaN if none)."""
+        tr = self._train_epoch(train, rng)
+        va = self._eval_loss(valid)
+        if not np.isfinite(tr):
+            raise FloatingPointError(
+                f"RollingLSTM.fit: training loss became {tr} at epoch {epoch} (seed {self.seed}, lr {self.lr}); "
+                "expected a finite loss -- lower lr or check the data"
+            )
+        _logger.info(f"epoch {epoch}: train {tr:.6f} valid {va:.6f}")
+        return tr, va
+
+    def _record_fit(self, *, warm: bool, n_epochs: int, hist: dict[str, list[float]], stopping: _EarlyStopping,
+                    n_train: int, n_valid: int, t0: float) -> None:
+        """Count the fit (epochs, fits) and describe it in :attr:`last_fit_info`."""
+        use_valid = n_valid > 0
         epochs_run = len(hist["train"])
         self.epochs_trained += epochs_run
         self.fit_count += 1
         self.fitted = True
         self.warm_started = False
-        if evals_result is not None:
-            evals_result.update(hist)
         self.last_fit_info = {
             "seed": self.seed,
             "warm_start": warm,
             "epochs_planned": n_epochs,
             "epochs_run": epochs_run,
-            "best_epoch": best_epoch if use_valid else epochs_run - 1,
+            "best_epoch": stopping.epoch if use_valid else epochs_run - 1,
             "early_stopping": "on" if use_valid else "off: empty valid segment",
-            "best_valid_loss": float(best_loss) if use_valid else None,
+            "best_valid_loss": float(stopping.loss) if use_valid else None,
             "train_loss": hist["train"],
             "valid_loss": hist["valid"],
-            "n_train": len(train),
-            "n_valid": len(valid),
+            "n_train": n_train,
+            "n_valid": n_valid,
             "label_mean": self.label_mean,
             "label_std": self.label_std,
             "fit_seconds": round(time.perf_counter() - t0, 3),
             "device": str(self.device),
         }
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()
-        return self
 
     # ------------------------------------------------------------------ inference
     def predict(self, dataset: MinuteTSDataset, segment: str | slice = "test") -> pd.Series:
@@ -485,69 +590,3 @@ class RollingLSTM(Model):
         self.fit_count = int(state["meta"]["fit_count"])
         self.fitted = True
         self.warm_started = True
-
-
-# ---------------------------------------------------------------------- validation helpers
-def _int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name}: expected an integer >= {minimum}, found {value!r}")
-
-
-def _num(name: str, value: Any, lo: float | None, hi: float | None, *, lo_open: bool = False,
-         hi_open: bool = False) -> None:
-    ok = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool) and np.isfinite(value)
-    if ok and lo is not None:
-        ok = value > lo if lo_open else value >= lo
-    if ok and hi is not None:
-        ok = value < hi if hi_open else value <= hi
-    if not ok:
-        rng = f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}{')' if hi_open or hi is None else ']'}"
-        raise ValueError(f"{name}: expected a number in {rng}, found {value!r}")
-
-
-# ---------------------------------------------------------------------- one window
-def train_and_predict(
-    model_config: dict,
-    dataset_config: dict,
-    *,
-    init_state_path: str | os.PathLike | None = None,
-    state_out_path: str | os.PathLike | None = None,
-    segment: str = "test",
-) -> tuple[pd.Series, pd.Series, dict]:
-    """Build model and dataset from Qlib configs, (fine-tune or) train, predict one window.
-
-    Parameters
-    ----------
-    model_config, dataset_config : dict
-        Qlib ``{"class", "module_path", "kwargs"}`` configs (or instances).
-    init_state_path : path, optional
-        Checkpoint of the previous window: warm start (``finetune_epochs``); ``None``: from scratch.
-    state_out_path : path, optional
-        Where to write this window's checkpoint (atomically).
-    segment : str
-        Segment to predict (``"test"``).
-
-    Returns
-    -------
-    pred : Series
-        Predictions (bp), index (datetime, instrument).
-    label : Series
-        Labels (bp), same index and order.
-    info : dict
-        ``model.last_fit_info`` plus ``n_pred`` and ``predict_seconds``.
-    """
-    from qlib.utils import init_instance_by_config
-
-    model = init_instance_by_config(model_config, accept_types=RollingLSTM)
-    dataset = init_instance_by_config(dataset_config, accept_types=MinuteTSDataset)
-    if init_state_path is not None:
-        model.load_state(init_state_path)
-    model.fit(dataset)
-    t0 = time.perf_counter()
-    pred = model.predict(dataset, segment=segment)
-    label = dataset.labels(segment)
-    info = dict(model.last_fit_info)
-    info.update({"n_pred": len(pred), "predict_seconds": round(time.perf_counter() - t0, 3)})
-    if state_out_path is not None:
-        model.save_state(state_out_path)
-    return pred, label, info

@@ -9,17 +9,20 @@ Contents:
 * the METHOD 4 caveat: CQL cannot see an improvement that is itself a calibration
   improvement.
 
-Computing and drawing are separate: :func:`make_figures` returns matplotlib
-figures, :func:`render_markdown` / :func:`render_html` return text, and
-:func:`write_report` saves everything atomically.
+Computing and drawing are separate: :func:`make_figures` (from
+:mod:`rolling_calib.reporting.figures`) returns matplotlib figures, :func:`render_markdown` /
+:func:`render_html` return text, and :func:`write_report` saves everything atomically.
 
 Example
 -------
->>> from rolling_calib.analysis.scoring import score_store, compare_store   # doctest: +SKIP
->>> scores = score_store("runs/demo")                               # doctest: +SKIP
->>> paths = write_report(scores, compare_store(scores), "runs/demo/report")  # doctest: +SKIP
->>> paths["html"]                                                   # doctest: +SKIP
-PosixPath('runs/demo/report/report.html')
+>>> import warnings
+>>> from rolling_calib.analysis.scoring import score_store, compare_store
+>>> scores = score_store(example_store, progress=False)
+>>> with warnings.catch_warnings():
+...     warnings.simplefilter("ignore")    # the example store records no library versions
+...     paths = write_report(scores, compare_store(scores, n_boot=200), example_store / "report")
+>>> paths["html"].name, paths["html"].read_text().startswith("<!DOCTYPE html>")
+('report.html', True)
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
+from matplotlib.figure import Figure
 
 from rolling_calib.analysis.scoring import StoreComparison, StoreScores
 from rolling_calib.execution.store import atomic_write_text
+from rolling_calib.reporting.figures import make_figures
 
 __all__ = ["CAVEAT", "make_figures", "render_markdown", "render_html", "write_report"]
 
@@ -48,108 +52,9 @@ CAVEAT = (
 )
 
 
-def _figure_spread(scores: StoreScores):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    pipes = scores.pipelines
-    panels = (("ql", "QL, all periods"), ("ql_scored", "QL, periods 2..K"), ("cql", "CQL, periods 2..K"))
-    fig, axes = plt.subplots(1, 3, figsize=(max(9.0, 2.4 * len(pipes) + 6), 3.8), constrained_layout=True)
-    fig.suptitle("Spread across seeds (one dot per seed)")
-    rng = np.random.default_rng(0)  # jitter only; fixed so the picture is reproducible
-    for ax, (metric, title) in zip(axes, panels):
-        data = [scores.scores_of(p)[metric] for p in pipes]
-        ax.boxplot(data, showfliers=False, widths=0.5)
-        for i, values in enumerate(data, start=1):
-            ax.scatter(i + rng.uniform(-0.12, 0.12, values.size), values, s=14, alpha=0.8, zorder=3)
-        ax.set_xticks(range(1, len(pipes) + 1), pipes, rotation=30, ha="right")
-        ax.set_title(title)
-        ax.set_ylabel("loss (bp^2)")
-        ax.grid(axis="y", alpha=0.3)
-    return fig
-
-
-def _period_stats(scores: StoreScores, column: str) -> pd.DataFrame:
-    table = scores.periods
-    grouped = table.groupby(["pipeline", "start"], sort=True)[column]
-    return grouped.agg(["mean", "min", "max"]).reset_index()
-
-
-def _figure_over_time(scores: StoreScores, columns: list[tuple[str, str]], ylabel: str, title: str):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 3.8), constrained_layout=True)
-    for pipeline in scores.pipelines:
-        for column, style in columns:
-            stats = _period_stats(scores, column)
-            stats = stats[(stats["pipeline"] == pipeline) & stats["mean"].notna()]
-            if stats.empty:
-                continue
-            label = f"{pipeline} {column.upper()}" if len(columns) > 1 else pipeline
-            line = ax.plot(stats["start"], stats["mean"], style, marker="o", ms=3, label=label)[0]
-            ax.fill_between(stats["start"], stats["min"], stats["max"], color=line.get_color(), alpha=0.12)
-    ax.set_title(title, fontsize=10)
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.autofmt_xdate()
-    return fig
-
-
-def _figure_monthly(scores: StoreScores):
-    """Two panels: QL and CQL per period; CQL - QL per period (what calibration changed)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, constrained_layout=True)
-    periods = scores.periods.assign(gain=scores.periods["cql"] - scores.periods["ql"])
-    view = StoreScores(scores.store, scores.runs, periods, scores.period, scores.bias)
-    for pipeline in scores.pipelines:
-        for column, style, ax in (("ql", "-", top), ("cql", "--", top), ("gain", "-", bottom)):
-            stats = _period_stats(view, column)
-            stats = stats[(stats["pipeline"] == pipeline) & stats["mean"].notna()]
-            if stats.empty:
-                continue
-            label = pipeline if column == "gain" else f"{pipeline} {column.upper()}"
-            line = ax.plot(stats["start"], stats["mean"], style, marker="o", ms=3, label=label)[0]
-            ax.fill_between(stats["start"], stats["min"], stats["max"], color=line.get_color(), alpha=0.12)
-    top.set_title(f"QL and CQL per {scores.period} (mean over seeds; band: min..max)")
-    top.set_ylabel("loss (bp^2)")
-    bottom.axhline(0.0, color="grey", lw=0.8)
-    bottom.set_title("CQL - QL per period (below 0: calibration lowered the loss)")
-    bottom.set_ylabel("bp^2")
-    for ax in (top, bottom):
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.autofmt_xdate()
-    return fig
-
-
-def make_figures(scores: StoreScores) -> dict[str, Any]:
-    """The report's figures: ``{"spread", "bias", "monthly"}`` -> matplotlib Figure."""
-    return {
-        "spread": _figure_spread(scores),
-        "bias": _figure_over_time(
-            scores, [("bias", "-")], "c_k (bp)",
-            f"Bias c_k applied each {scores.period} = previous period's mean residual\n(mean over seeds; band: min..max)",
-        ),
-        "monthly": _figure_monthly(scores),
-    }
-
-
-def _png(fig) -> bytes:
+def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
     return buf.getvalue()
 
 

@@ -30,6 +30,13 @@ absolute path) and ``rc.key`` (pipeline, config hash, seed, window); re-logging
 finds the existing runs by those tags and adds only what is new (a seed whose
 set of completed windows changed is updated in place).
 
+Crash-safe: a run gets its ``rc.version`` tag only once its params and metrics are
+logged, so a run left half-logged by a crash is deleted and logged again. A SQLite
+database whose schema creation was interrupted (``kill -9``, full disk) is repaired or
+moved aside before logging (:mod:`rolling_calib.tracking.sqlite_db`), under a lock
+file ``<db>.lock``. :func:`safe_log_store` never raises: the orchestration uses it so
+that tracking can never fail a run whose results are already in the store.
+
 Qlib's own recorder can share the database: ``qlib.init(..., exp_manager={"class":
 "MLflowExpManager", "module_path": "qlib.workflow.expm", "kwargs": {"uri":
 "sqlite:///<STORE>/mlflow.db", "default_exp_name": "qlib"}})`` then ``with
@@ -42,8 +49,10 @@ Example
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
+import warnings
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -54,8 +63,12 @@ import pandas as pd
 
 from rolling_calib.execution import store as st
 from rolling_calib.execution.units import UnitKey
+from rolling_calib.tracking.sqlite_db import DbRepair, repair_tracking_db, sqlite_path, tracking_db_lock
 
-__all__ = ["default_tracking_uri", "log_store", "track_store", "TrackingSummary", "flatten_task_params"]
+__all__ = [
+    "default_tracking_uri", "log_store", "track_store", "safe_log_store", "TrackingSummary", "TrackingOutcome",
+    "TrackingRepairWarning", "flatten_task_params",
+]
 
 PARAM_VALUE_LIMIT = 500
 _BATCH = 900  # MLflow accepts at most 1000 metrics (100 params) per log_batch call
@@ -82,6 +95,12 @@ class TrackingSummary:
     updated: int = 0
     unchanged: int = 0
     run_ids: dict[str, str] = field(default_factory=dict)  # rc.key -> run id
+    relogged: int = 0  # runs a crash had left half-logged: deleted and created again (counted in created)
+    repair: DbRepair | None = None  # the SQLite database was moved aside or upgraded first
+
+
+class TrackingRepairWarning(UserWarning):
+    """:func:`log_store` repaired or re-created the tracking database before logging."""
 
 
 # --------------------------------------------------------------------------- params
@@ -185,6 +204,11 @@ class _Logger:
         from mlflow.entities import Metric, Param, RunTag
 
         run = self.existing.get(key)
+        if run is not None and "rc.version" not in run.data.tags:
+            # created, but the process died (or the disk filled) before it was complete
+            self.client.delete_run(run.info.run_id)
+            self.summary.relogged += 1
+            run = None
         if run is not None and run.data.tags.get("rc.version") == version:
             self.summary.unchanged += 1
             self.summary.run_ids[key] = run.info.run_id
@@ -200,8 +224,9 @@ class _Logger:
         }
         if parent_id is not None:
             all_tags["mlflow.parentRunId"] = parent_id
-        if run is None:
-            run_id = self.client.create_run(self.experiment_id, tags=all_tags, run_name=name).info.run_id
+        if run is None:  # rc.version last: it marks the run complete
+            first_tags = {k: v for k, v in all_tags.items() if k != "rc.version"}
+            run_id = self.client.create_run(self.experiment_id, tags=first_tags, run_name=name).info.run_id
             new_params = [Param(k, v) for k, v in params.items()]
             self.summary.created += 1
         else:
@@ -210,14 +235,14 @@ class _Logger:
             self.summary.updated += 1
         now = int(time.time() * 1000)
         metric_list = [Metric(k, float(v), now, int(step)) for k, v, step in metrics]
-        tag_list = [RunTag(k, str(v)) for k, v in all_tags.items()] if run is not None else []
+        tag_list = [RunTag(k, str(v)) for k, v in all_tags.items()] if run is not None else [
+            RunTag("rc.version", version)]
         for i in range(0, len(new_params), 100):  # MLflow: at most 100 params per batch
             self.client.log_batch(run_id, params=new_params[i : i + 100])
         for i in range(0, len(metric_list), _BATCH):
             self.client.log_batch(run_id, metrics=metric_list[i : i + _BATCH])
-        if tag_list:
-            self.client.log_batch(run_id, tags=tag_list)
         self.client.set_terminated(run_id, "FINISHED")
+        self.client.log_batch(run_id, tags=tag_list)  # rc.version: the run is complete
         self.summary.run_ids[key] = run_id
         return run_id
 
@@ -243,8 +268,12 @@ def track_store(
     *,
     tracking_uri: str | None = None,
     experiment: str | None = None,
+    lock_timeout: float = 300.0,
 ) -> TrackingSummary:
     """Log every complete unit of a store to MLflow and say what was created.
+
+    A ``sqlite:///`` database is locked (``<db>.lock``), checked and, when a crash left
+    it unusable, repaired or moved aside first (``summary.repair`` says so).
 
     Parameters
     ----------
@@ -254,13 +283,20 @@ def track_store(
         MLflow tracking URI; default :func:`default_tracking_uri` of the store.
     experiment : str, optional
         MLflow experiment name; default the store's ``experiment_name``.
+    lock_timeout : float
+        Seconds to wait for another process logging into the same SQLite database.
 
     Returns
     -------
     TrackingSummary
     """
-    from mlflow.tracking import MlflowClient
+    return _track(store_dir, tracking_uri=tracking_uri, experiment=experiment, lock_timeout=lock_timeout,
+                  repairs=[])
 
+
+def _track(store_dir: str | Path, *, tracking_uri: str | None, experiment: str | None, lock_timeout: float,
+           repairs: list[DbRepair]) -> TrackingSummary:
+    """:func:`track_store`; a repair of the database is appended to ``repairs`` before logging starts."""
     from rolling_calib.analysis.scoring import score_store
 
     store = Path(store_dir).resolve()
@@ -273,8 +309,20 @@ def track_store(
     periods = scores.periods.sort_values(["pipeline", "seed", "start"], kind="stable").reset_index(drop=True)
     periods["step"] = periods.groupby(["pipeline", "seed"]).cumcount()
 
+    db = sqlite_path(uri)
+    with tracking_db_lock(db, timeout=lock_timeout) if db is not None else contextlib.nullcontext():
+        repair = repair_tracking_db(db) if db is not None else None
+        if repair is not None:
+            repairs.append(repair)
+        return _log_scores(store, manifest, uri, name, runs, periods, repair)
+
+
+def _log_scores(store: Path, manifest: Mapping[str, Any], uri: str, name: str, runs: pd.DataFrame,
+                periods: pd.DataFrame, repair: DbRepair | None) -> TrackingSummary:
+    from mlflow.tracking import MlflowClient
+
     client = MlflowClient(tracking_uri=uri)
-    summary = TrackingSummary(tracking_uri=uri, experiment_id=_experiment_id(client, name, store))
+    summary = TrackingSummary(tracking_uri=uri, experiment_id=_experiment_id(client, name, store), repair=repair)
     logger = _Logger(client, summary.experiment_id, store, summary)
     for pipeline, entry in manifest["pipelines"].items():
         config_hash = str(entry.get("config_hash"))
@@ -375,5 +423,75 @@ def log_store(store_dir: str | Path, *, tracking_uri: str, experiment: str | Non
         E.g. ``sqlite:///runs/demo/mlflow.db`` (see :func:`default_tracking_uri`).
     experiment : str, optional
         MLflow experiment name (default: the store's experiment name).
+
+    Warns
+    -----
+    TrackingRepairWarning
+        The SQLite database was unusable (e.g. its creation was interrupted) and was moved
+        aside or upgraded before logging; the message names both files.
     """
-    track_store(store_dir, tracking_uri=tracking_uri, experiment=experiment)
+    summary = track_store(store_dir, tracking_uri=tracking_uri, experiment=experiment)
+    if summary.repair is not None:
+        warnings.warn(summary.repair.message, TrackingRepairWarning, stacklevel=2)
+
+
+@dataclass
+class TrackingOutcome:
+    """What :func:`safe_log_store` did.
+
+    ``uri`` is the tracking URI when logging completed (``None`` when it failed); ``message``
+    is a line for the user when something needs saying (a repair, a failure), else ``None``;
+    ``repaired_from`` is where an unusable database was moved (or the pre-upgrade original kept).
+    """
+
+    uri: str | None
+    ok: bool
+    message: str | None = None
+    repaired_from: Path | None = None
+    summary: TrackingSummary | None = None
+
+
+def safe_log_store(
+    store_dir: str | Path,
+    *,
+    tracking_uri: str | None = None,
+    experiment: str | None = None,
+    lock_timeout: float = 300.0,
+) -> TrackingOutcome:
+    """:func:`track_store` that never raises: tracking can never fail a run.
+
+    The results are in the store already; when logging fails (full disk, locked database,
+    any MLflow error, MLflow not installed) the outcome says so and how to log them later.
+    Re-logging is idempotent, so the next call completes what a failed one left.
+
+    Examples
+    --------
+    >>> outcome = safe_log_store("runs/demo")                            # doctest: +SKIP
+    >>> outcome.ok, outcome.message                                      # doctest: +SKIP
+    (False, 'tracking failed: OperationalError: (sqlite3.OperationalError) database or disk is full; ...')
+    """
+    store = Path(store_dir).resolve()
+    uri = tracking_uri or default_tracking_uri(store)
+    repairs: list[DbRepair] = []
+    try:
+        summary = _track(store, tracking_uri=uri, experiment=experiment, lock_timeout=lock_timeout, repairs=repairs)
+    except Exception as exc:  # noqa: BLE001 - tracking must not fail the run; the message carries the error
+        if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == "mlflow":
+            failure = (f"tracking skipped: MLflow is not installed (pip install 'rolling-calib[mlflow]', or pass "
+                       f"--no-tracking); results are in {store}")
+        else:
+            failure = (f"tracking failed: {_error_line(exc)}; results are in {store}; re-run `rolling-calib run` "
+                       "(or call log_store) to log them")
+        notes = [r.message for r in repairs] + [failure]
+        return TrackingOutcome(uri=None, ok=False, message="; then ".join(notes),
+                               repaired_from=repairs[0].moved_to if repairs else None)
+    repair = summary.repair
+    return TrackingOutcome(uri=uri, ok=True, message=repair.message if repair else None,
+                           repaired_from=repair.moved_to if repair else None, summary=summary)
+
+
+def _error_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: first line of the message`` (SQLAlchemy appends the SQL on later lines)."""
+    text = str(exc).strip().splitlines()
+    line = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -12,7 +12,7 @@ import pytest
 
 from rolling_calib.execution.lock import LOCK_FILE, StoreLock, StoreLockedError, clean_orphan_temporaries
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 HOLD = (
     "import sys, time\n"

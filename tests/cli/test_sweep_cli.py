@@ -52,9 +52,9 @@ def test_sweep_json_ranks_every_grid_point_and_writes_report(swept, capsys):
         assert acc[0, 1] + acc[1, 0] == pytest.approx(1.0)
         assert (swept["out"] / f"pairwise_{metric}.png").stat().st_size > 1000
         assert metric in payload["indistinguishable"]
-    assert [b["metric"] for b in payload["seed_budgets"]] == ["cql", "ql"]
+    assert [b["metric"] for b in payload["runs_to_separate"]] == ["cql", "ql"]
     md = (swept["out"] / "sweep.md").read_text()
-    assert "## Ranking" in md and "Pairwise accuracy by cql" in md and "Seed budget" in md
+    assert "## Ranking" in md and "Pairwise accuracy by cql" in md and "Runs to separate" in md
     assert json.loads((swept["out"] / "sweep.json").read_text())["ranking"] == payload["ranking"]
     # tracked by default: one MLflow parent run per grid point, in the YAML's experiment
     from mlflow.tracking import MlflowClient

@@ -196,7 +196,7 @@ def test_runs_to_separate_top_two_uses_the_same_top_two_for_every_metric():
 
 
 def test_heatmap_hatches_exactly_the_indistinguishable_cells():
-    from rolling_calib.core.ranking import plot_pairwise_heatmap
+    from rolling_calib.reporting.figures import plot_pairwise_heatmap
 
     runs = runs_frame({"a": [1.0, 2.0, 1.2, 1.8], "b": [1.5, 2.5, 1.1, 2.2], "c": [9.0, 10.0, 9.5, 9.9]})
     m = pairwise_matrix(runs, metric="cql", n_boot=300)

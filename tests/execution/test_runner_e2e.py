@@ -63,14 +63,6 @@ def tiny_experiment(tmp: Path, data: Path, **extra) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory) -> Path:
-    from data_prep import build_synthetic_store
-
-    return build_synthetic_store(tmp_path_factory.mktemp("e2edata"), start="2018-01-01", end="2018-04-30",
-                                 symbols=["AAPL", "F", "MSFT"], seed=3)
-
-
-@pytest.fixture(scope="module")
 def full_run(tmp_path_factory, tiny_data):
     tmp = tmp_path_factory.mktemp("e2e")
     config = load_experiment(tiny_experiment(tmp, tiny_data))

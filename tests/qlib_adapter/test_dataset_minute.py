@@ -8,22 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model_helpers import SEGMENTS, TINY_END, TINY_START, build_tiny_store, dataset_config, handler_config, use_store
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    d = build_tiny_store(tmp_path_factory.mktemp("dataset_store"))
-    use_store(d)
-    return d
-
-
-@pytest.fixture(scope="module")
-def dataset(store):
-    from qlib.utils import init_instance_by_config
-
-    use_store(store)
-    return init_instance_by_config(dataset_config())
+from model_helpers import SEGMENTS, TINY_END, TINY_START, dataset_config, handler_config, use_store
 
 
 @pytest.fixture(scope="module")

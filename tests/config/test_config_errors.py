@@ -14,14 +14,6 @@ from runner_helpers import REPO
 WORKFLOWS = REPO / "workflows"
 
 
-@pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory) -> Path:
-    from data_prep import build_synthetic_store
-
-    return build_synthetic_store(tmp_path_factory.mktemp("cfgdata"), start="2018-01-01", end="2018-04-30",
-                                 symbols=["AAPL", "F"], seed=1)
-
-
 def _write(tmp_path: Path, data: dict, name: str = "exp.yaml") -> Path:
     path = tmp_path / name
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -130,6 +122,41 @@ def test_bad_choice(tiny_data, tmp_path):
     data["rolling"]["calibration"] = {"period": "fortnight"}
     with pytest.raises(ConfigError, match=r"rolling\.calibration\.period: expected 'month', 'week'"):
         _load(tmp_path, data)
+
+
+def test_calibration_period_quarter_validates(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    data["rolling"]["calibration"] = {"period": "quarter"}
+    cfg = _load(tmp_path, data)
+    assert cfg.rolling.calibration.period == "quarter" and cfg.rolling.calibration.bias == "pooled"
+
+
+def test_yaml_cli_and_metrics_accept_the_same_periods(tmp_path):
+    """One table of calibration periods: the YAML, ``compare --period`` and the metric agree."""
+    import argparse
+
+    from rolling_calib.cli.options import add_scoring_arguments
+    from rolling_calib.core.metrics import rolling_calibrated_quadratic_loss
+    from rolling_calib.core.validation import CALIBRATION_PERIODS
+
+    parser = argparse.ArgumentParser()
+    add_scoring_arguments(parser)
+    days = [f"{d:%Y-%m-%d}" for d in __import__("pandas").bdate_range("2015-01-01", "2015-12-31")]
+    rolling = {"initial_train_start": "2014-01", "start": "2015-01", "end": "2015-06"}
+    assert set(CALIBRATION_PERIODS) == {"month", "week", "quarter"}
+    for period in [*CALIBRATION_PERIODS, 5]:
+        path = _write(tmp_path, {"rolling": {**rolling, "calibration": {"period": period}}})
+        assert read_rolling(path).calibration.period == period
+        assert parser.parse_args(["--period", str(period)]).period == period
+        assert rolling_calibrated_quadratic_loss([0.0] * len(days), [1.0] * len(days), days, period=period).cql == 0.0
+    for period in ("fortnight", 0):
+        path = _write(tmp_path, {"rolling": {**rolling, "calibration": {"period": period}}})
+        with pytest.raises(ConfigError, match=r"rolling\.calibration\.period: expected"):
+            read_rolling(path)
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--period", str(period)])
+        with pytest.raises(ValueError, match=r"^period: expected"):
+            rolling_calibrated_quadratic_loss([0.0] * len(days), [1.0] * len(days), days, period=period)
 
 
 def test_missing_data_directory(tiny_data, tmp_path):

@@ -6,22 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from model_helpers import SEGMENTS, build_tiny_store, dataset_config, handler_config, model_config, use_store
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    d = build_tiny_store(tmp_path_factory.mktemp("model_store"))
-    use_store(d)
-    return d
-
-
-@pytest.fixture(scope="module")
-def dataset(store):
-    from qlib.utils import init_instance_by_config
-
-    use_store(store)
-    return init_instance_by_config(dataset_config())
+from model_helpers import SEGMENTS, dataset_config, handler_config, model_config, qlib_init_for, use_store
 
 
 def make_model(**kw):
@@ -224,21 +209,44 @@ def test_early_stop_stops_and_restores_best(dataset):
     assert m._eval_loss(dataset.prepare("valid")) == pytest.approx(info["best_valid_loss"], rel=1e-5)
 
 
+def test_progress_bar_over_epochs_leaves_the_fit_unchanged(dataset, monkeypatch):
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    shown = make_model(seed=8, n_epochs=2).fit(dataset, progress=True).predict(dataset)
+    monkeypatch.undo()
+    assert "fit:" in tty.getvalue() and "/2" in tty.getvalue()
+    quiet = make_model(seed=8, n_epochs=2).fit(dataset).predict(dataset)
+    np.testing.assert_array_equal(shown.values, quiet.values)
+
+
 def test_predict_before_fit_raises(dataset):
     with pytest.raises(ValueError, match="not fitted"):
         make_model().predict(dataset)
 
 
-def test_train_and_predict_helper_chains_windows(store, tmp_path):
-    from rolling_calib.qlib_adapter.model import train_and_predict
+def test_train_window_chains_windows(store, tmp_path):
+    """The runner's one training path: fit, predict and checkpoint one window, then warm-start the next."""
+    from rolling_calib.qlib_adapter.training import train_window
 
-    use_store(store)
-    p0, y0, i0 = train_and_predict(model_config(), dataset_config(), state_out_path=tmp_path / "w0.pt")
-    assert p0.index.equals(y0.index) and not i0["warm_start"] and i0["n_pred"] == len(p0)
+    def last_fit(path):
+        return torch.load(path, weights_only=True)["meta"]["last_fit"]
+
+    task0 = {"model": model_config(), "dataset": dataset_config()}
+    w0 = train_window(qlib_init_for(store), task0, warm_start=None, checkpoint=tmp_path / "w0.pt")
+    p0, y0 = w0.predictions, w0.labels
+    assert p0.index.equals(y0.index) and not last_fit(tmp_path / "w0.pt")["warm_start"] and len(y0) == len(p0)
     seg = {"train": ("2018-01-03", "2018-02-07"), "valid": ("2018-02-08", "2018-02-12"),
            "test": ("2018-02-13", "2018-02-28")}
-    p1, y1, i1 = train_and_predict(model_config(), dataset_config(segments=seg),
-                                   init_state_path=tmp_path / "w0.pt", state_out_path=tmp_path / "w1.pt")
+    task1 = {"model": model_config(), "dataset": dataset_config(segments=seg)}
+    train_window(qlib_init_for(store), task1, warm_start=tmp_path / "w0.pt", checkpoint=tmp_path / "w1.pt")
+    i1 = last_fit(tmp_path / "w1.pt")
     assert i1["warm_start"] and i1["epochs_run"] == 1 and (tmp_path / "w1.pt").is_file()
 
 
@@ -262,12 +270,12 @@ def test_same_seed_same_predictions_in_a_fresh_process(store, dataset, tmp_path)
     out = tmp_path / "pred.npy"
     script = (
         "import json, sys, numpy as np\n"
-        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-        "from model_helpers import use_store, dataset_config, model_config\n"
-        f"use_store({str(store)!r})\n"
-        "from rolling_calib.qlib_adapter.model import train_and_predict\n"
-        f"p, y, info = train_and_predict(model_config(seed=21), dataset_config())\n"
-        f"np.save({str(out)!r}, p.to_numpy())\n"
+        f"sys.path.insert(0, {str(Path(__file__).parents[1])!r})\n"
+        "from model_helpers import dataset_config, model_config, qlib_init_for\n"
+        "from rolling_calib.qlib_adapter.training import train_window\n"
+        "task = {'model': model_config(seed=21), 'dataset': dataset_config()}\n"
+        f"w = train_window(qlib_init_for({str(store)!r}), task, warm_start=None, checkpoint={str(tmp_path / 'w.pt')!r})\n"
+        f"np.save({str(out)!r}, w.predictions.to_numpy())\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]

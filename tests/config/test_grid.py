@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rolling_calib.analysis.sweep import Pipeline, expand_grid, format_value, parse_grid, parse_value, resolve_key
+from rolling_calib.config.grid import Pipeline, expand_grid, format_value, parse_grid, parse_value, resolve_key
 
 CONFIG = {
     "task": {

@@ -9,9 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rolling_calib.analysis.sweep import Pipeline, analyse_sweep, format_sweep, write_sweep_report
+from rolling_calib.analysis.sweep import analyse_sweep, format_sweep
+from rolling_calib.config.grid import Pipeline
+from rolling_calib.reporting.sweep_report import write_sweep_report
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def synthetic_runs(seed: int = 0, n: int = 8) -> pd.DataFrame:
@@ -28,7 +30,7 @@ def synthetic_runs(seed: int = 0, n: int = 8) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_analysis_ranks_groups_and_budgets():
+def test_analysis_ranks_groups_and_runs_to_separate():
     result = analyse_sweep(synthetic_runs(), pairs=[("bad", "good")], n_boot=500, seed=4)
     assert result.ranking["pipeline"].tolist()[-1] == "bad"
     assert result.matrices["cql"].names == tuple(result.ranking["pipeline"])  # matrix in ranking order
@@ -39,7 +41,7 @@ def test_analysis_ranks_groups_and_budgets():
     (pair,) = result.pairs
     assert (pair.better, pair.worse) == ("good", "bad")  # direction by the ground truth QL
     assert pair.accuracies["cql"].accuracy == 1.0
-    budgets = {b.metric: b for b in result.seed_budgets}
+    budgets = {b.metric: b for b in result.runs_to_separate}
     assert budgets["cql"].a == budgets["ql"].a  # same top two for both metrics
     assert result.settings == {"metrics": ["cql", "ql"], "ground_truth": "ql", "n_boot": 500, "confidence": 0.95,
                                "seed": 4, "configurations": 3, "runs": 24}
@@ -77,7 +79,7 @@ def test_paper_profile_is_the_full_method_33_sweep(tmp_path):
     from data_prep import build_synthetic_store
 
     from rolling_calib.config.experiment import load_experiment
-    from rolling_calib.analysis.sweep import sweep_experiment
+    from rolling_calib.config.grid import sweep_experiment
 
     store = build_synthetic_store(tmp_path / "q", start="2018-01-02", end="2018-01-05", symbols=["AAPL"], seed=0)
     config = load_experiment(ROOT / "workflows" / "paper" / "paper.yaml",
@@ -108,7 +110,7 @@ def test_grid_points_become_pipelines(tmp_path):
     from sweep_helpers import tiny_experiment
 
     from rolling_calib.config.experiment import ConfigError, load_experiment
-    from rolling_calib.analysis.sweep import sweep_experiment
+    from rolling_calib.config.grid import sweep_experiment
 
     config = load_experiment(tiny_experiment(tmp_path), check_store=False)
     swept = sweep_experiment(config, [Pipeline("hidden_size=4", {"task.model.kwargs.hidden_size": 4})])
@@ -119,8 +121,8 @@ def test_grid_points_become_pipelines(tmp_path):
         sweep_experiment(config, [Pipeline("bad", {"task.model.kwargs.hidden_size": "wide"})])
 
 
-def test_single_seed_sweep_ranks_without_budgets():
+def test_single_seed_sweep_ranks_without_runs_to_separate():
     runs = synthetic_runs(n=1)
     result = analyse_sweep(runs, n_boot=50)
-    assert len(result.ranking) == 3 and result.seed_budgets == []
-    assert "Seed budget" not in format_sweep(result)
+    assert len(result.ranking) == 3 and result.runs_to_separate == []
+    assert "Runs to separate" not in format_sweep(result)

@@ -1,0 +1,287 @@
+"""Crash safety of a SQLite tracking database: check it, repair it, serialise its writers.
+
+MLflow creates its SQLite schema in ~65 alembic migrations whose DDL is committed one
+statement at a time, so a ``kill -9`` or a full disk during creation (or an upgrade) leaves
+a half-built schema: some tables exist, ``alembic_version`` names an intermediate revision
+(or none), and every later open fails for good (``table registered_models already exists``,
+``table _alembic_tmp_runs already exists``, ``out-of-date database schema``, ...).
+
+:func:`repair_tracking_db` runs before each logging (under :func:`tracking_db_lock`) and
+classifies the file:
+
+* absent, empty, or a complete MLflow database at this MLflow's head revision: left alone;
+* not a readable SQLite database, or ``PRAGMA quick_check`` fails: moved aside;
+* MLflow tables without an ``alembic_version`` revision (creation interrupted), or at the
+  head revision but with tables missing: moved aside;
+* an older revision known to this MLflow (an interrupted migration, or a database written by
+  an older MLflow): a copy is upgraded; if that succeeds the copy replaces the database and
+  the original is kept, otherwise the database is moved aside;
+* a revision this MLflow does not know (written by a newer MLflow), or a SQLite file without
+  any MLflow table: left alone (MLflow reports it).
+
+"Moved aside" means renamed to ``<db>.broken-<UTC timestamp>`` (with its ``-journal`` /
+``-wal`` / ``-shm`` files) so MLflow creates a fresh database; nothing is deleted.
+Re-logging re-creates every run from the result store, which holds the results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["DbRepair", "TrackingBusyError", "repair_tracking_db", "sqlite_path", "tracking_db_lock"]
+
+_SIDECARS = ("-journal", "-wal", "-shm")
+
+
+class TrackingBusyError(RuntimeError):
+    """Another process kept the tracking database's lock longer than the timeout."""
+
+
+@dataclass(frozen=True)
+class DbRepair:
+    """A tracking database that was moved aside (``recreated``) or upgraded on a copy (``upgraded``)."""
+
+    action: str  # "recreated" | "upgraded"
+    database: Path
+    moved_to: Path  # the original file, kept
+    reason: str
+
+    @property
+    def message(self) -> str:
+        if self.action == "upgraded":
+            return (f"tracking database {self.database} {self.reason}; upgraded it to the current MLflow schema "
+                    f"(the original is kept as {self.moved_to})")
+        return (f"tracking database {self.database} was not a complete MLflow database ({self.reason}); "
+                f"moved it aside to {self.moved_to} and logging into a fresh {self.database}")
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (``None`` for other URIs and in-memory databases).
+
+    Examples
+    --------
+    >>> sqlite_path("sqlite:////data/run1/mlflow.db")
+    PosixPath('/data/run1/mlflow.db')
+    >>> sqlite_path("http://localhost:5000") is None, sqlite_path("sqlite:///:memory:") is None
+    (True, True)
+    """
+    prefix = "sqlite:///"
+    if not uri.startswith(prefix):
+        return None
+    rest = uri[len(prefix):].split("?", 1)[0]
+    if rest in ("", ":memory:") or rest.startswith("file:"):
+        return None
+    return Path(rest).absolute()
+
+
+@contextlib.contextmanager
+def tracking_db_lock(db: Path, *, timeout: float = 300.0) -> Iterator[None]:
+    """Exclusive ``flock`` on ``<db>.lock``: one process checks, repairs and logs at a time.
+
+    The operating system drops the lock when its holder dies (``kill -9`` included).
+
+    Raises
+    ------
+    TrackingBusyError
+        The lock stayed taken for ``timeout`` seconds.
+    """
+    db.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(db.with_name(db.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise TrackingBusyError(
+                        f"tracking database {db} is busy: another process has been logging into it "
+                        f"for {timeout:.0f} s") from None
+                time.sleep(0.2)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+# --------------------------------------------------------------------------- inspection
+@dataclass(frozen=True)
+class _State:
+    problem: str | None = None  # why the file must be moved aside; None: usable as it is
+    old_revision: str | None = None  # an older revision known to this MLflow: try an upgrade
+
+
+def _mlflow_schema() -> tuple[str, set[str], object]:
+    """(head revision, tables MLflow's models define, alembic script directory)."""
+    import mlflow.store.db.utils as dbu  # also imports every model, filling Base.metadata
+    from alembic.script import ScriptDirectory
+    from mlflow.store.db.base_sql_model import Base
+
+    return dbu._get_latest_schema_revision(), set(Base.metadata.tables), \
+        ScriptDirectory.from_config(dbu._get_alembic_config(db_url=""))
+
+
+def _inspect(db: Path) -> _State:
+    """Classify the file (see the module docstring). Locked / busy / I/O errors propagate."""
+    try:
+        # a normal read-write connection: a hot journal left by a killed writer is rolled back here
+        con = sqlite3.connect(db, timeout=30)
+        try:
+            check = [row[0] for row in con.execute("PRAGMA quick_check")]
+            tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            versions = ([row[0] for row in con.execute("SELECT version_num FROM alembic_version")]
+                        if "alembic_version" in tables else [])
+        finally:
+            con.close()
+    except sqlite3.OperationalError:
+        raise  # locked, busy, disk I/O, cannot open: nothing a repair fixes
+    except sqlite3.DatabaseError as exc:  # not a database, malformed image
+        return _State(problem=f"not a readable SQLite database: {exc}")
+    if check != ["ok"]:
+        return _State(problem=f"integrity check failed: {'; '.join(check[:3])}")
+    tables = {t for t in tables if not t.startswith("sqlite_")}
+    data_tables = {t for t in tables if t != "alembic_version"}
+    if not data_tables and not versions:
+        return _State()  # empty: MLflow creates the schema
+    head, expected, scripts = _mlflow_schema()
+    if not versions:
+        if not data_tables & expected:
+            return _State()  # some other SQLite database: not ours to move
+        return _State(problem=f"schema creation was interrupted: {len(data_tables)} table(s) but no "
+                              "alembic_version revision")
+    if len(versions) > 1:
+        return _State(problem=f"alembic_version holds {len(versions)} revisions")
+    (version,) = versions
+    if version == head:
+        missing = sorted(expected - tables)
+        if missing:
+            return _State(problem=f"at revision {head} but {len(missing)} table(s) missing: "
+                                  f"{', '.join(missing[:5])}")
+        return _State()
+    try:
+        scripts.get_revision(version)
+    except Exception:  # noqa: BLE001 - unknown to this MLflow (a newer one wrote it): leave it to MLflow
+        return _State()
+    return _State(old_revision=version)
+
+
+# --------------------------------------------------------------------------- repair
+def _aside_name(db: Path, kind: str) -> Path:
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    target = db.with_name(f"{db.name}.{kind}-{stamp}")
+    n = 1
+    while target.exists():
+        target = db.with_name(f"{db.name}.{kind}-{stamp}-{n}")
+        n += 1
+    return target
+
+
+def _move_aside(db: Path, target: Path) -> None:
+    """Rename the database and its journal files (a stale journal must never meet a fresh database)."""
+    os.replace(db, target)
+    for suffix in _SIDECARS:
+        side = db.with_name(db.name + suffix)
+        if side.exists():
+            os.replace(side, target.with_name(target.name + suffix))
+
+
+def _upgrade_copy(db: Path) -> tuple[Path | None, str | None]:
+    """Upgrade a copy of ``db`` to the head revision: (the upgraded copy, None) or (None, why not)."""
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    import mlflow.store.db.utils as dbu
+
+    tmp = db.with_name(f"{db.name}.upgrading-{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    src, dst = sqlite3.connect(db, timeout=30), sqlite3.connect(tmp)
+    try:
+        src.backup(dst)  # OSError / disk full propagates: try again next time, move nothing
+    finally:
+        src.close()
+        dst.close()
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp}", poolclass=NullPool)
+    try:
+        dbu._upgrade_db(engine)
+    except Exception as exc:  # noqa: BLE001 - a half-applied migration: the copy is useless
+        error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    else:
+        error = None
+    finally:
+        engine.dispose()
+    if error is None:
+        state = _inspect(tmp)
+        if state.problem is None and state.old_revision is None:
+            return tmp, None
+        error = state.problem or f"still at revision {state.old_revision}"
+    for path in [tmp, *(tmp.with_name(tmp.name + s) for s in _SIDECARS)]:
+        path.unlink(missing_ok=True)
+    return None, error
+
+
+def repair_tracking_db(db: Path) -> DbRepair | None:
+    """Make ``db`` usable by MLflow (call it under :func:`tracking_db_lock`); ``None``: nothing to do.
+
+    See the module docstring for what is moved aside, upgraded or left alone.
+    """
+    db = Path(db)
+    if not db.is_file() or db.stat().st_size == 0:
+        return None
+    state = _inspect(db)
+    if state.problem is None and state.old_revision is None:
+        return None
+    if state.old_revision is not None:
+        upgraded, error = _upgrade_copy(db)
+        if upgraded is not None:
+            kept = _aside_name(db, "pre-upgrade")
+            _move_aside(db, kept)
+            os.replace(upgraded, db)
+            _forget_cached_connections(db)
+            return DbRepair("upgraded", db, kept, f"was at an out-of-date MLflow schema revision {state.old_revision}")
+        reason = f"a schema migration from revision {state.old_revision} was interrupted: {error}"
+    else:
+        reason = state.problem
+    target = _aside_name(db, "broken")
+    _move_aside(db, target)
+    _forget_cached_connections(db)
+    return DbRepair("recreated", db, target, reason)
+
+
+def _forget_cached_connections(db: Path) -> None:
+    """Drop MLflow's cached stores and engines of ``db`` in this process (they point at the moved file)."""
+    with contextlib.suppress(Exception):
+        from mlflow.tracking._tracking_service.registry import TrackingStoreRegistry
+
+        TrackingStoreRegistry._get_store_with_resolved_uri.cache_clear()
+    with contextlib.suppress(Exception):
+        from mlflow.tracking._model_registry.registry import ModelRegistryStoreRegistry
+
+        ModelRegistryStoreRegistry._get_store_with_resolved_uri.cache_clear()
+    classes = []
+    with contextlib.suppress(Exception):
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+        classes.append(SqlAlchemyStore)
+    with contextlib.suppress(Exception):
+        from mlflow.store.model_registry.sqlalchemy_store import SqlAlchemyStore as RegistryStore
+
+        classes.append(RegistryStore)
+    target = db.resolve()
+    for cls in classes:
+        engines = getattr(cls, "_engine_map", None)
+        if not isinstance(engines, dict):
+            continue
+        for key, engine in list(engines.items()):
+            with contextlib.suppress(Exception):
+                database = engine.url.database
+                if engine.url.get_backend_name() == "sqlite" and database and Path(database).resolve() == target:
+                    engines.pop(key, None)
+                    engine.dispose()
