@@ -22,7 +22,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.json:
         data = result.comparison.to_dict()
         data.update(store=str(result.store), report={k: str(v) for k, v in result.report.items()},
-                    seconds=round(result.seconds, 1), tracking_uri=result.tracking_uri)
+                    seconds=round(result.seconds, 1), tracking_uri=result.tracking_uri,
+                    tracking_message=result.tracking_message)
         print(json.dumps(data, indent=2))
         return 0
     print()
@@ -33,7 +34,7 @@ def handle(args: argparse.Namespace) -> int:
     print(f"report: {result.report['html']}  (Markdown: {result.report['markdown']})")
     if result.tracking_uri is not None:
         print(f"MLflow: {result.tracking_uri} (browse: mlflow ui --backend-store-uri {result.tracking_uri})")
-    if getattr(result, "tracking_message", None):  # a repaired tracking database, or why tracking failed
+    if result.tracking_message:  # a repaired tracking database, or why tracking failed
         print(result.tracking_message)
     print(f"wall time: {result.seconds:.1f} s")
     return 0

@@ -57,6 +57,8 @@ def _run(args: argparse.Namespace) -> tuple[int, object]:
     result = summary.to_dict()
     if outcome.tracking_uri is not None:
         result["tracking_uri"] = outcome.tracking_uri
+    if outcome.tracking_message:
+        result["tracking_message"] = outcome.tracking_message
     if args.json:
         return 0, result
     text = (

@@ -138,6 +138,7 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
         payload["files"] = {"json": str(paths["json"]), "markdown": str(paths["markdown"]),
                             "heatmaps": {m: str(p) for m, p in paths["heatmaps"].items()}}
         payload["tracking_uri"] = tracking_uri
+        payload["tracking_message"] = outcome.tracking_message
         print(json.dumps(payload, indent=2, default=str), file=stdout)
     else:
         print(format_sweep(result), file=stdout)

@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.core.schedule import (
@@ -274,16 +273,31 @@ class ExperimentConfig:
 
 # --------------------------------------------------------------------------- helpers
 def load_yaml(path: Path) -> dict:
-    """Read a YAML mapping; errors name the file (and line for syntax errors)."""
+    """Read a YAML mapping as ``qrun`` reads it; errors name the file and line.
+
+    ``qrun`` loads workflows with ruamel's safe loader (YAML 1.2), so this does too: ``1e-3``
+    is the float 0.001 (PyYAML's YAML 1.1 would read the string ``'1e-3'``), and a key
+    written twice in one mapping is an error instead of silently keeping the last value.
+    """
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        data = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from exc
+        problem = exc.problem or exc.context or str(exc)
+        if "duplicate key" in problem:
+            first = f" (first at line {exc.context_mark.line + 1})" if exc.context_mark is not None else ""
+            raise ConfigError(f"{where}: duplicate key: {problem.split('duplicate key', 1)[1].strip()}{first}; "
+                              "a key may appear once per mapping") from exc
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from exc
+    except YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
     if data is None:
         data = {}
     if not isinstance(data, dict):

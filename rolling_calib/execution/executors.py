@@ -27,6 +27,7 @@ import concurrent.futures as cf
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from rolling_calib.core.validation import Interval, check
 from rolling_calib.execution.units import UnitKey, UnitTask
 
 
@@ -147,9 +148,7 @@ class LocalExecutor:
     """
 
     def __init__(self, *, workers: int = 1) -> None:
-        if workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers}")
-        self.workers = workers
+        self.workers = check("workers", workers, Interval(int, 1, None))
 
     def __repr__(self) -> str:
         return f"LocalExecutor(workers={self.workers})"

@@ -42,6 +42,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rolling_calib.core.validation import AnyOf, Interval, Options, check
 from rolling_calib.execution.executors import (
     DependencyQueue,
     ProgressCallback,
@@ -50,6 +51,8 @@ from rolling_calib.execution.executors import (
     check_tasks,
     failure_error,
 )
+
+_POSITIVE_OR_NONE = AnyOf((Interval(int, 1, None), Options(None)), what="an integer >= 1 or None")
 
 #: Environment variables that cap the thread pools of torch, OpenMP and BLAS.
 THREAD_ENV_VARS: tuple[str, ...] = (
@@ -125,16 +128,11 @@ class RayExecutor:
         object_store_memory: int | None = DEFAULT_OBJECT_STORE_BYTES,
         log_to_driver: bool = True,
     ) -> None:
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        if num_cpus is not None and num_cpus < 1:
-            raise ValueError(f"num_cpus must be >= 1 or None, got {num_cpus}")
-        if cpus_per_unit <= 0:
-            raise ValueError(f"cpus_per_unit must be > 0, got {cpus_per_unit}")
-        if gpus_per_unit < 0:
-            raise ValueError(f"gpus_per_unit must be >= 0, got {gpus_per_unit}")
-        if threads_per_unit is not None and threads_per_unit < 1:
-            raise ValueError(f"threads_per_unit must be >= 1 or None, got {threads_per_unit}")
+        check("max_retries", max_retries, Interval(int, 0, None))
+        check("num_cpus", num_cpus, _POSITIVE_OR_NONE)
+        check("cpus_per_unit", cpus_per_unit, Interval(float, 0, None, closed="neither"))
+        check("gpus_per_unit", gpus_per_unit, Interval(float, 0, None))
+        check("threads_per_unit", threads_per_unit, _POSITIVE_OR_NONE)
         self.address = address
         self.max_retries = max_retries
         self.num_cpus = num_cpus

@@ -41,6 +41,7 @@ class DemoResult:
     seconds: float
     data_built: bool
     tracking_uri: str | None = None
+    tracking_message: str | None = None
 
 
 def ensure_demo_data(data_dir: Path, *, config: Path = DEMO_CONFIG, seed: int = 0, progress: bool = True) -> bool:
@@ -108,4 +109,5 @@ def run_demo(
     return DemoResult(
         data_dir=data_dir, store=outcome.plan.store, comparison=comparison, report=paths,
         seconds=time.perf_counter() - t0, data_built=built, tracking_uri=outcome.tracking_uri,
+        tracking_message=outcome.tracking_message,
     )

@@ -10,4 +10,8 @@ from rolling_calib.tracking.mlflow_log import (  # noqa: F401
     safe_log_store,
     track_store,
 )
-from rolling_calib.tracking.sqlite_db import DbRepair, TrackingBusyError, repair_tracking_db  # noqa: F401
+from rolling_calib.tracking.sqlite_db import (  # noqa: F401
+    DbRepair,
+    TrackingBusyError,
+    repair_tracking_db,
+)

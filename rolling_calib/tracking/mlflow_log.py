@@ -44,7 +44,16 @@ R.start(experiment_name=...)`` logs into the same database, in its own experimen
 
 Example
 -------
->>> log_store("runs/demo", tracking_uri="sqlite:///runs/demo/mlflow.db")   # doctest: +SKIP
+>>> import tempfile, warnings
+>>> uri = f"sqlite:///{tempfile.mkdtemp()}/mlflow.db"
+>>> with warnings.catch_warnings():
+...     warnings.simplefilter("ignore")          # MLflow's own deprecation chatter
+...     log_store(example_store, tracking_uri=uri)
+>>> from mlflow.tracking import MlflowClient
+>>> client = MlflowClient(uri)
+>>> experiment = client.search_experiments()[0]
+>>> len(client.search_runs([experiment.experiment_id]))   # 2 pipelines + 6 seeds + 12 windows
+20
 """
 
 from __future__ import annotations
@@ -52,8 +61,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
-import warnings
 import time
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,11 +72,22 @@ import pandas as pd
 
 from rolling_calib.execution import store as st
 from rolling_calib.execution.units import UnitKey
-from rolling_calib.tracking.sqlite_db import DbRepair, repair_tracking_db, sqlite_path, tracking_db_lock
+from rolling_calib.tracking.sqlite_db import (
+    DbRepair,
+    repair_tracking_db,
+    sqlite_path,
+    tracking_db_lock,
+)
 
 __all__ = [
-    "default_tracking_uri", "log_store", "track_store", "safe_log_store", "TrackingSummary", "TrackingOutcome",
-    "TrackingRepairWarning", "flatten_task_params",
+    "TrackingOutcome",
+    "TrackingRepairWarning",
+    "TrackingSummary",
+    "default_tracking_uri",
+    "flatten_task_params",
+    "log_store",
+    "safe_log_store",
+    "track_store",
 ]
 
 PARAM_VALUE_LIMIT = 500
@@ -466,9 +486,16 @@ def safe_log_store(
 
     Examples
     --------
-    >>> outcome = safe_log_store("runs/demo")                            # doctest: +SKIP
-    >>> outcome.ok, outcome.message                                      # doctest: +SKIP
-    (False, 'tracking failed: OperationalError: (sqlite3.OperationalError) database or disk is full; ...')
+    A database that is not an MLflow database at all is moved aside, then logged into afresh:
+
+    >>> import tempfile, warnings
+    >>> db = Path(tempfile.mkdtemp()) / "mlflow.db"
+    >>> _ = db.write_bytes(b"not a database")
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     outcome = safe_log_store(example_store, tracking_uri=f"sqlite:///{db}")
+    >>> outcome.ok, outcome.repaired_from is not None, "moved it aside" in outcome.message
+    (True, True, True)
     """
     store = Path(store_dir).resolve()
     uri = tracking_uri or default_tracking_uri(store)

@@ -15,7 +15,8 @@ classifies the file:
   head revision but with tables missing: moved aside;
 * an older revision known to this MLflow (an interrupted migration, or a database written by
   an older MLflow): a copy is upgraded; if that succeeds the copy replaces the database and
-  the original is kept, otherwise the database is moved aside;
+  the original is kept as ``<db>.pre-upgrade-<UTC timestamp>``, otherwise the database is
+  moved aside (a full disk during the copy or upgrade changes nothing: the next logging retries);
 * a revision this MLflow does not know (written by a newer MLflow), or a SQLite file without
   any MLflow table: left alone (MLflow reports it).
 
@@ -193,38 +194,53 @@ def _move_aside(db: Path, target: Path) -> None:
             os.replace(side, target.with_name(target.name + suffix))
 
 
+_RESOURCE_ERRORS = ("disk is full", "disk i/o error", "no space left", "database is locked", "unable to open",
+                    "readonly database", "out of memory")
+
+
+def _resource_error(exc: BaseException) -> bool:
+    """A full disk, a lock, an I/O error: says nothing about the schema (try again, move nothing)."""
+    return isinstance(exc, OSError) or any(marker in str(exc).lower() for marker in _RESOURCE_ERRORS)
+
+
 def _upgrade_copy(db: Path) -> tuple[Path | None, str | None]:
-    """Upgrade a copy of ``db`` to the head revision: (the upgraded copy, None) or (None, why not)."""
+    """Upgrade a copy of ``db`` to the head revision: (the upgraded copy, None) or (None, why not).
+
+    A full disk (or another resource error) while copying or upgrading propagates: the
+    database is then neither upgraded nor moved, and the next logging tries again.
+    """
+    import mlflow.store.db.utils as dbu
     import sqlalchemy
     from sqlalchemy.pool import NullPool
 
-    import mlflow.store.db.utils as dbu
-
     tmp = db.with_name(f"{db.name}.upgrading-{os.getpid()}")
-    tmp.unlink(missing_ok=True)
-    src, dst = sqlite3.connect(db, timeout=30), sqlite3.connect(tmp)
+    keep = False
     try:
-        src.backup(dst)  # OSError / disk full propagates: try again next time, move nothing
-    finally:
-        src.close()
-        dst.close()
-    engine = sqlalchemy.create_engine(f"sqlite:///{tmp}", poolclass=NullPool)
-    try:
-        dbu._upgrade_db(engine)
-    except Exception as exc:  # noqa: BLE001 - a half-applied migration: the copy is useless
-        error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    else:
-        error = None
-    finally:
-        engine.dispose()
-    if error is None:
+        tmp.unlink(missing_ok=True)
+        src, dst = sqlite3.connect(db, timeout=30), sqlite3.connect(tmp)
+        try:
+            src.backup(dst)
+        finally:
+            src.close()
+            dst.close()
+        engine = sqlalchemy.create_engine(f"sqlite:///{tmp}", poolclass=NullPool)
+        try:
+            dbu._upgrade_db(engine)
+        except Exception as exc:  # a half-applied migration makes the copy useless
+            if _resource_error(exc):
+                raise
+            return None, (str(exc).splitlines() or [type(exc).__name__])[0]
+        finally:
+            engine.dispose()
         state = _inspect(tmp)
-        if state.problem is None and state.old_revision is None:
-            return tmp, None
-        error = state.problem or f"still at revision {state.old_revision}"
-    for path in [tmp, *(tmp.with_name(tmp.name + s) for s in _SIDECARS)]:
-        path.unlink(missing_ok=True)
-    return None, error
+        if state.problem is not None or state.old_revision is not None:
+            return None, state.problem or f"still at revision {state.old_revision} after upgrading"
+        keep = True
+        return tmp, None
+    finally:
+        if not keep:
+            for path in [tmp, *(tmp.with_name(tmp.name + s) for s in _SIDECARS)]:
+                path.unlink(missing_ok=True)
 
 
 def repair_tracking_db(db: Path) -> DbRepair | None:
@@ -271,7 +287,9 @@ def _forget_cached_connections(db: Path) -> None:
 
         classes.append(SqlAlchemyStore)
     with contextlib.suppress(Exception):
-        from mlflow.store.model_registry.sqlalchemy_store import SqlAlchemyStore as RegistryStore
+        from mlflow.store.model_registry.sqlalchemy_store import (
+            SqlAlchemyStore as RegistryStore,
+        )
 
         classes.append(RegistryStore)
     target = db.resolve()

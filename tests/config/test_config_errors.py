@@ -218,3 +218,16 @@ def test_run_command_reports_config_error_before_training(tiny_data, tmp_path, c
     assert code == 2
     assert "rolling.mode: expected one of finetune, scratch, found 'warm'" in capsys.readouterr().err
     assert not (tmp_path / "store").exists()
+
+
+def test_yaml_is_read_as_qrun_reads_it(tmp_path):
+    """ruamel's safe loader, as qrun: 1e-3 is a float, and a duplicated key is an error naming both lines."""
+    from rolling_calib.config.experiment import load_yaml
+
+    good = tmp_path / "good.yaml"
+    good.write_text("task:\n  model:\n    kwargs:\n      lr: 1e-3\n      wd: 5.0e-6\n")
+    assert load_yaml(good) == {"task": {"model": {"kwargs": {"lr": 0.001, "wd": 5e-6}}}}
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("task:\n  model:\n    kwargs:\n      lr: 1e-3\n      lr: 2e-3\n")
+    with pytest.raises(ConfigError, match=r"dup.yaml:5: duplicate key: \"lr\" .*\(first at line 4\)"):
+        load_yaml(dup)

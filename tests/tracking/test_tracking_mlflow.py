@@ -173,3 +173,45 @@ def test_windows_without_a_validation_segment_are_logged(tmp_path):
     assert len(level["window"]) == 2
     assert {r.data.params["valid_start"] for r in level["window"]} == {"none"}
     assert all(r.data.params["test_start"].startswith("2018-0") for r in level["window"])
+
+
+def test_tracking_failure_never_fails_run_experiment_and_the_next_run_logs(run_store, tmp_path, monkeypatch):
+    """A full disk during logging: run_experiment still returns the scored results and says why
+    tracking failed; the next run_experiment logs everything (the store's units are all complete)."""
+    from rolling_calib.execution.factory import ExecutorOptions
+    from rolling_calib.experiment.flow import RunOptions, run_experiment
+    from rolling_calib.tracking import mlflow_log
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    uri = f"sqlite:///{tmp_path / 'orchestrated.db'}"
+    options = RunOptions(store=run_store["store"], tracking_uri=uri, executor=ExecutorOptions(workers=1),
+                         progress=False)
+    monkeypatch.setattr(mlflow_log, "_log_window", full_disk)
+    failed = run_experiment(run_store["config"], options)
+    assert failed.scores is not None and len(failed.scores.runs) >= 4 and failed.summary.ran == 0
+    assert failed.tracking_uri is None
+    assert failed.tracking_message.startswith("tracking failed: OSError: [Errno 28] No space left on device; "
+                                              f"results are in {run_store['store'].resolve()}; re-run")
+    monkeypatch.undo()
+    done = run_experiment(run_store["config"], options)
+    assert done.tracking_uri == uri and done.tracking_message is None
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("tiny-sweep").experiment_id], max_results=1000)
+    assert len(runs) == len(done.scores.runs) * 3 + 2  # 2 parents, and per seed: 1 seed run + 2 windows
+    assert all("rc.version" in r.data.tags and r.info.status == "FINISHED" for r in runs)
+
+
+def test_cli_run_repairs_a_broken_tracking_database_and_says_so(run_store, tmp_path, capsys):
+    from rolling_calib.cli import main
+
+    db = tmp_path / "cli.db"
+    db.write_bytes(b"not an sqlite file " * 100)
+    code = main(["run", str(run_store["yaml"]), "--store", str(run_store["store"]), "--tracking-uri", f"sqlite:///{db}"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    (moved,) = tmp_path.glob("cli.db.broken-*")
+    assert f"MLflow: sqlite:///{db}" in out
+    assert (f"tracking database {db} was not a complete MLflow database (not a readable SQLite database: file is "
+            f"not a database); moved it aside to {moved} and logging into a fresh {db}") in out
