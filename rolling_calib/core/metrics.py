@@ -544,14 +544,21 @@ def rolling_calibrated_quadratic_loss(
         inst_codes, uniques = _instrument_codes(instruments, n)
     else:
         inst_codes, uniques = np.zeros(n, dtype=np.int64), np.array(["(pooled)"], dtype=object)
-    m = len(uniques)
-
     periods = _assign_periods(ts, period)
-    k = len(periods.labels)
     scored = _scored_periods(periods, score_periods)
-    codes = periods.codes
     residual = y - p
+    bias_table = _fit_bias_table(periods, scored, ts, inst_codes, uniques, residual, bias=bias,
+                                 bias_window=bias_window, missing_instrument=missing_instrument)
+    return _score_periods(periods, scored, ts, inst_codes, residual, bias_table, bias=bias, bias_window=bias_window)
 
+
+def _fit_bias_table(
+    periods: _Periods, scored: np.ndarray, ts: np.ndarray, inst_codes: np.ndarray, uniques: np.ndarray,
+    residual: np.ndarray, *, bias: str, bias_window: int | None, missing_instrument: str,
+) -> np.ndarray:
+    """The bias ``c_{k,j}`` of every period ``k`` and instrument column ``j`` (one column when pooled): (k, m)."""
+    k, m = len(periods.labels), len(uniques)
+    codes = periods.codes
     # Sums and counts of the residuals each period's bias is fitted on, per instrument column: (k, m).
     if bias_window is None:
         src_sum, src_n = _previous_period_sources(codes, inst_codes, residual, k=k, m=m, previous=periods.previous)
@@ -570,20 +577,29 @@ def rolling_calibrated_quadratic_loss(
     with np.errstate(invalid="ignore", divide="ignore"):
         bias_table = src_sum / src_n
         pooled_bias = src_sum.sum(axis=1) / pooled_n
-    if bias == "per_instrument":
-        cell_n = np.bincount(codes * m + inst_codes, minlength=k * m).reshape(k, m)
-        missing = (cell_n > 0) & scored[:, None] & (src_n == 0)
-        if missing.any():
-            if missing_instrument == "error":
-                kk, jj = np.argwhere(missing)[0]
-                raise ValueError(
-                    f"instruments: instrument {_plain(uniques[jj])!r} has rows in scored period {periods.labels[kk]} "
-                    f"but {source} none of its rows, so no per-instrument bias can be fitted "
-                    f"({int(missing.sum())} such instrument-period cell(s)); pass missing_instrument='pooled' "
-                    f"to use the pooled bias there"
-                )
-            bias_table = np.where(missing, pooled_bias[:, None], bias_table)
+    if bias != "per_instrument":
+        return bias_table
+    cell_n = np.bincount(codes * m + inst_codes, minlength=k * m).reshape(k, m)
+    missing = (cell_n > 0) & scored[:, None] & (src_n == 0)
+    if not missing.any():
+        return bias_table
+    if missing_instrument == "error":
+        kk, jj = np.argwhere(missing)[0]
+        raise ValueError(
+            f"instruments: instrument {_plain(uniques[jj])!r} has rows in scored period {periods.labels[kk]} "
+            f"but {source} none of its rows, so no per-instrument bias can be fitted "
+            f"({int(missing.sum())} such instrument-period cell(s)); pass missing_instrument='pooled' "
+            f"to use the pooled bias there"
+        )
+    return np.where(missing, pooled_bias[:, None], bias_table)
 
+
+def _score_periods(
+    periods: _Periods, scored: np.ndarray, ts: np.ndarray, inst_codes: np.ndarray, residual: np.ndarray,
+    bias_table: np.ndarray, *, bias: str, bias_window: int | None,
+) -> RollingCQL:
+    """Shift the scored periods' rows by their bias and aggregate QL and CQL per period and overall."""
+    codes, k, n = periods.codes, len(periods.labels), len(residual)
     row_scored = scored[codes]
     row_bias = np.where(row_scored, bias_table[codes, inst_codes], 0.0)
     cal = np.where(row_scored, residual - row_bias, 0.0)

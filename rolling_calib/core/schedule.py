@@ -299,32 +299,12 @@ def rolling_windows(
     Jan-Jun 2015 (first bar 2015-01-02 09:30 to last bar 2015-06-30 15:59), window 1
     tests Jul-Dec 2015.
     """
-    cal = pd.DatetimeIndex(calendar)
-    if len(cal) == 0:
-        raise ValueError("calendar: empty; the store has no bars")
-    if not cal.is_monotonic_increasing or cal.has_duplicates:
-        raise ValueError("calendar: bars must be strictly increasing")
+    cal = _checked_calendar(calendar)
     check_rolling_options({
         "step_months": step_months, "valid_months": valid_months, "mode": mode, "train_window": train_window,
         "sliding_months": sliding_months, "finetune_on": finetune_on,
     })
-    t0 = parse_month(initial_train_start, field="rolling.initial_train_start", edge="start")
-    first = parse_month(start, field="rolling.start", edge="start")
-    last = parse_month(end, field="rolling.end", edge="end")
-    if last < first:
-        raise ValueError(f"rolling.end: {last} is before rolling.start {first}")
-    if first - valid_months <= t0:
-        raise ValueError(
-            f"rolling.initial_train_start: {t0} leaves no training month before the first validation month "
-            f"{first - valid_months} (rolling.start {first} minus valid_months {valid_months})"
-        )
-    if cal[0].to_period("M") > t0:
-        raise ValueError(
-            f"rolling.initial_train_start: {t0} begins before the store's first bar {cal[0]}"
-        )
-    if cal[-1] < last.start_time:
-        raise ValueError(f"rolling.end: {last} ends after the store's last bar {cal[-1]}")
-
+    t0, first, last = _schedule_months(cal, initial_train_start, start, end, valid_months=valid_months)
     windows: list[Window] = []
     test_start = first
     previous_valid_start: pd.Period | None = None
@@ -354,6 +334,39 @@ def rolling_windows(
         test_start = test_stop
     check_coverage(windows, cal, start=first, end=last)
     return windows
+
+
+def _checked_calendar(calendar: Sequence[pd.Timestamp] | pd.DatetimeIndex) -> pd.DatetimeIndex:
+    """The calendar as a DatetimeIndex; ``ValueError`` when empty or not strictly increasing."""
+    cal = pd.DatetimeIndex(calendar)
+    if len(cal) == 0:
+        raise ValueError("calendar: empty; the store has no bars")
+    if not cal.is_monotonic_increasing or cal.has_duplicates:
+        raise ValueError("calendar: bars must be strictly increasing")
+    return cal
+
+
+def _schedule_months(
+    cal: pd.DatetimeIndex, initial_train_start: object, start: object, end: object, *, valid_months: int,
+) -> tuple[pd.Period, pd.Period, pd.Period]:
+    """First training month, first and last evaluated month; checked against each other and the calendar."""
+    t0 = parse_month(initial_train_start, field="rolling.initial_train_start", edge="start")
+    first = parse_month(start, field="rolling.start", edge="start")
+    last = parse_month(end, field="rolling.end", edge="end")
+    if last < first:
+        raise ValueError(f"rolling.end: {last} is before rolling.start {first}")
+    if first - valid_months <= t0:
+        raise ValueError(
+            f"rolling.initial_train_start: {t0} leaves no training month before the first validation month "
+            f"{first - valid_months} (rolling.start {first} minus valid_months {valid_months})"
+        )
+    if cal[0].to_period("M") > t0:
+        raise ValueError(
+            f"rolling.initial_train_start: {t0} begins before the store's first bar {cal[0]}"
+        )
+    if cal[-1] < last.start_time:
+        raise ValueError(f"rolling.end: {last} ends after the store's last bar {cal[-1]}")
+    return t0, first, last
 
 
 def check_coverage(
