@@ -68,7 +68,7 @@ import polars as pl
 
 from data_prep import qlib_store
 from data_prep.adjust import apply_factor, factor_series, read_adjustments
-from data_prep.report import IngestReport, write_report
+from data_prep.ingest_report import IngestReport, write_report
 from data_prep.trading_calendar import session_minutes
 from data_prep.validate import ERROR_KINDS, ISSUE_SCHEMA, missing_minutes, session_table, validate_symbol
 from data_prep.vendor import NY_TZ, ColumnMap, list_sources, read_vendor_file

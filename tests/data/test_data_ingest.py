@@ -12,7 +12,7 @@ import pytest
 from data_helpers import clean_day_rows, write_vendor_csv
 from data_prep import qlib_store
 from data_prep.ingest import IngestOptions, StrictError, ValidationFailed, ingest
-from data_prep.report import write_report
+from data_prep.ingest_report import write_report
 from data_prep.vendor import ColumnMap
 
 DAY = "2018-02-16"  # a Friday; 2018-02-19 is Presidents' Day

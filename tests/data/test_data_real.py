@@ -10,7 +10,7 @@ import pytest
 from data_helpers import SHARED_SAMPLE, qlib_read
 from data_prep import session_minutes
 from data_prep.ingest import IngestOptions, StrictError, ValidationFailed, ingest
-from data_prep.report import write_report
+from data_prep.ingest_report import write_report
 
 pytestmark = pytest.mark.skipif(not SHARED_SAMPLE.is_dir(), reason="shared 2018 sample not present")
 
