@@ -101,6 +101,7 @@ class StoreScores:
     bias: str
     incomplete: list[str] = field(default_factory=list)
     compare: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def pipelines(self) -> list[str]:
@@ -254,7 +255,23 @@ def score_store(
         bias=bias,
         incomplete=incomplete,
         compare=pairs,  # type: ignore[arg-type]
+        notes=_mixed_config_notes(manifest, [n for n in names if any(r["pipeline"] == n for r in run_rows)]),
     )
+
+
+def _mixed_config_notes(manifest: dict, names: Sequence[str]) -> list[str]:
+    """A note when the scored pipelines were trained by runs of different experiments (base task, schedule, data)."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        shared = manifest["pipelines"].get(name, {}).get("shared_hash")
+        if shared is not None:
+            groups.setdefault(shared, []).append(name)
+    if len(groups) < 2:
+        return []
+    described = "; ".join(f"{', '.join(members)} (shared config {h})" for h, members in groups.items())
+    return [f"pipelines come from runs with different shared settings (base task, schedule, calibration, data "
+            f"or threads): {described}. Their differences are not only their own overrides; re-run them "
+            f"together from one experiment file to compare like with like."]
 
 
 @dataclass
@@ -281,6 +298,7 @@ class StoreComparison:
     confidence: float
     seed: int
     incomplete: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (for ``--json``)."""
@@ -301,6 +319,7 @@ class StoreComparison:
             "pipelines": [{k: clean(v) for k, v in rec.items()} for rec in self.summary.to_dict(orient="records")],
             "pairs": [_clean_nested(p.to_dict()) for p in self.pairs],
             "incomplete_runs": list(self.incomplete),
+            "notes": list(self.notes),
         }
 
     def format(self) -> str:
@@ -334,6 +353,8 @@ class StoreComparison:
                 lines.append(f"{p.better:<16}{p.worse:<16}{p.ground_truth_gap:>10.4f}  {cells[0]}{cells[1]}{tie}")
         if self.incomplete:
             lines += ["", f"Left out {len(self.incomplete)} incomplete run(s):"] + [f"  {s}" for s in self.incomplete]
+        if self.notes:
+            lines += [""] + [f"Note: {note}" for note in self.notes]
         return "\n".join(lines)
 
 
@@ -420,6 +441,7 @@ def compare_store(
         confidence=confidence,
         seed=seed,
         incomplete=list(scores.incomplete),
+        notes=list(scores.notes),
     )
 
 

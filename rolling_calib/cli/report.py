@@ -14,13 +14,17 @@ from rolling_calib.cli.options import add_scoring_arguments, score_and_compare
 def handle(args: argparse.Namespace) -> int:
     from rolling_calib.reporting.document import write_report
 
+    out = Path(args.out) if args.out else Path(args.store) / "report"
     try:
         with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
             scores, comparison = score_and_compare(args)
-            out = Path(args.out) if args.out else Path(args.store) / "report"
             paths = write_report(scores, comparison, out)
     except ValueError as exc:
         print(f"rolling-calib report: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a read-only store, a full disk, --out under a file
+        print(f"rolling-calib report: error: cannot write the report to {out}: {exc.strerror or exc} "
+              f"({exc.filename or out}); pass --out DIR to write it elsewhere", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps({k: str(v) for k, v in paths.items()}, indent=2))

@@ -401,10 +401,23 @@ def pending_units(plan: RunPlan) -> tuple[list[UnitKey], int, int]:
     return pending, skipped, stale
 
 
+def _shared_hash(plan: RunPlan) -> str:
+    """Hash of what every pipeline of this run shares: base task, schedule, calibration, data, threads.
+
+    Pipelines recorded under different shared hashes were trained by runs of different
+    experiments; ``compare`` notes it (their differences are not only their own overrides).
+    """
+    shared = {k: v for k, v in plan.experiment.items() if k not in ("pipelines", "compare", "experiment_name", "path")}
+    data = {k: v for k, v in plan.data.items() if k != "path"}
+    return stable_hash({"experiment": shared, "data": data, "n_threads": plan.n_threads})
+
+
 def _write_manifest(plan: RunPlan) -> None:
+    shared_hash = _shared_hash(plan)
     entries = {
         p.name: {
             "config_hash": p.config_hash,
+            "shared_hash": shared_hash,
             "task": p.task,
             "windows": [w.to_dict() for w in plan.windows],
             "mode": plan.mode,

@@ -65,7 +65,7 @@ from qlib.log import get_module_logger
 from qlib.model.base import Model
 
 from rolling_calib.core.atomic import atomic_write
-from rolling_calib.core.validation import AnyOf, Constraint, InstanceOf, Interval, Options, validate_params
+from rolling_calib.core.validation import AnyOf, Constraint, Interval, Options, validate_params
 from rolling_calib.qlib_adapter.dataset import FEATURE_NAMES, MinuteTSDataset, MinuteWindowSampler, WindowNorm
 
 
@@ -111,6 +111,22 @@ class _AnyCase(Constraint):
 
 
 #: Declared constraints of the constructor's options (checked in this order before the body runs).
+class _Device(Constraint):
+    """``'cpu'``, ``'auto'``, or ``'cuda'`` / ``'cuda:N'`` when torch sees a GPU (checked before any training)."""
+
+    def accepts(self, value: Any) -> bool:
+        if value in ("cpu", "auto"):
+            return True
+        if not isinstance(value, str) or not (value == "cuda" or value.startswith("cuda:") and value[5:].isdigit()):
+            return False
+        return torch.cuda.is_available() and (value == "cuda" or int(value[5:]) < torch.cuda.device_count())
+
+    def describe(self) -> str:
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        seen = f"torch sees {gpus} GPU(s) here" if gpus else "torch sees no GPU here (torch.cuda.is_available() is False)"
+        return f"a device name: 'cpu', 'auto', 'cuda' or 'cuda:N' ({seen})"
+
+
 _PARAMS: dict[str, Constraint] = {
     "d_feat": Interval(int, 1, None),
     "hidden_size": Interval(int, 1, None),
@@ -127,7 +143,7 @@ _PARAMS: dict[str, Constraint] = {
     "grad_clip": Interval(float, 0, None),
     "loss": Options(*_LOSSES),
     "optimizer": _AnyCase(Options(*_OPTIMIZERS)),
-    "device": InstanceOf(str, "a device name: 'cpu', 'cuda', 'cuda:N' or 'auto'"),
+    "device": _Device(),
 }
 
 _logger = get_module_logger("rolling_calib.qlib_adapter.model")

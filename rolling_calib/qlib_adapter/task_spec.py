@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from rolling_calib.core.validation import ConfigError, expect, reject_unknown
+from rolling_calib.core.validation import ConfigError, check, expect, reject_unknown
 
 __all__ = ["TASK_KEYS", "CLASS_SPEC_KEYS", "accepted_parameters", "check_kwargs", "import_class",
            "merge_base_config", "validate_task"]
@@ -24,6 +24,7 @@ def merge_base_config(base: dict, override: dict) -> dict:
 
 
 def import_class(spec: Any, key: str, where: str) -> type:
+    """Import the class a ``{class, module_path, kwargs}`` spec names; ``ConfigError`` naming the key otherwise."""
     expect(spec, dict, key, "a mapping with class, module_path and kwargs", where)
     reject_unknown(spec, CLASS_SPEC_KEYS, f"{key}.", where)
     for part in ("class", "module_path"):
@@ -38,6 +39,9 @@ def import_class(spec: Any, key: str, where: str) -> type:
     cls = getattr(module, spec["class"], None)
     if cls is None:
         raise ConfigError(f"{where}: {key}.class: {spec['module_path']} has no class {spec['class']!r}")
+    if not inspect.isclass(cls):
+        raise ConfigError(f"{where}: {key}.class: expected a class, found {type(cls).__name__} "
+                          f"{spec['module_path']}.{spec['class']}")
     return cls
 
 
@@ -73,6 +77,7 @@ def check_kwargs(cls: type, kwargs: Mapping[str, Any], key: str, where: str) -> 
     """Unknown keyword arguments of ``cls.__init__`` fail here, not in a worker hours later."""
     params = accepted_parameters(cls)
     known = list(params)
+    declared = getattr(cls.__init__, "__rc_constraints__", {})  # a class whose __init__ uses @validate_params
     for name, value in kwargs.items():
         if name not in params:
             raise ConfigError(
@@ -94,6 +99,8 @@ def check_kwargs(cls: type, kwargs: Mapping[str, Any], key: str, where: str) -> 
                     f"{where}: {key}.kwargs.{name}: expected {type(default).__name__} (like the default {default!r}), "
                     f"found {type(value).__name__} {value!r}"
                 )
+        if name in declared:  # ranges and choices checked here, before any training
+            check(f"{key}.kwargs.{name}", value, declared[name], where=where)
 
 
 

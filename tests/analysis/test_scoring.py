@@ -157,3 +157,29 @@ def test_data_identity_tracks_content_not_build_time(tmp_path):
     ids = [{k: v for k, v in st.data_identity(d, instruments=["us25"]).items() if k != "path"} for d in (a, b, c)]
     assert ids[0] == ids[1]  # same data rebuilt elsewhere: same identity (meta.json timings ignored)
     assert ids[0]["features"] != ids[2]["features"]  # another seed: other prices, other identity
+
+
+def test_compare_notes_pipelines_trained_under_different_shared_settings(tmp_path):
+    """After a partial re-run under a changed base config, compare says the pipelines mix configurations."""
+    write_fake_store(tmp_path, pipelines={"a": {"bias_sd": 1.0}, "b": {"bias_sd": 1.0}}, seeds=3)
+    manifest = st.read_manifest(tmp_path)
+    assert compare_store(score_store(tmp_path, progress=False), n_boot=50).notes == []
+    manifest["pipelines"]["a"]["shared_hash"] = "1111"
+    manifest["pipelines"]["b"]["shared_hash"] = "2222"
+    st.atomic_write_json(tmp_path / st.MANIFEST, manifest)
+    comparison = compare_store(score_store(tmp_path, progress=False), n_boot=50)
+    assert len(comparison.notes) == 1
+    assert "a (shared config 1111); b (shared config 2222)" in comparison.notes[0]
+    assert "Note: pipelines come from runs with different shared settings" in comparison.format()
+    assert comparison.to_dict()["notes"] == comparison.notes
+
+
+def test_report_that_cannot_be_written_is_a_message_not_a_traceback(tmp_path, capsys):
+    from rolling_calib.cli import main
+
+    write_fake_store(tmp_path / "store", pipelines={"a": {}, "b": {}}, seeds=2)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    assert main(["report", str(tmp_path / "store"), "--out", str(blocker / "report"), "--n-boot", "50"]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write the report to {blocker / 'report'}" in err and "pass --out DIR" in err

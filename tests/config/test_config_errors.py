@@ -231,3 +231,37 @@ def test_yaml_is_read_as_qrun_reads_it(tmp_path):
     dup.write_text("task:\n  model:\n    kwargs:\n      lr: 1e-3\n      lr: 2e-3\n")
     with pytest.raises(ConfigError, match=r"dup.yaml:5: duplicate key: \"lr\" .*\(first at line 4\)"):
         load_yaml(dup)
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"task.model.kwargs.batch_size": 0}, r"pipelines\.b -> task\.model\.kwargs\.batch_size: expected an integer >= 1, found int 0"),
+    ({"task.model.kwargs.lr": -0.01}, r"task\.model\.kwargs\.lr: expected a number > 0, found float -0\.01"),
+    ({"task.model.kwargs.device": "cuda"}, r"task\.model\.kwargs\.device: expected a device name.*torch sees no GPU"),
+])
+def test_out_of_range_model_values_fail_before_any_training(tiny_data, tmp_path, override, message):
+    """The model's declared constraints are checked when the YAML is loaded, not in the first unit."""
+    import torch
+
+    if "device" in str(override) and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    data = _good(tiny_data)
+    data["pipelines"]["b"] = override
+    with pytest.raises(ConfigError, match=message):
+        _load(tmp_path, data)
+
+
+def test_a_module_path_that_names_a_function_is_a_config_error(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    data["task"] = {"model": {"class": "system", "module_path": "os", "kwargs": {}}}
+    with pytest.raises(ConfigError, match=r"task\.model\.class: expected a class, found builtin_function_or_method os\.system"):
+        _load(tmp_path, data)
+
+
+def test_cli_run_exits_2_on_an_out_of_range_value(tiny_data, tmp_path, capsys):
+    from rolling_calib.cli import main
+
+    path = _write(tmp_path, _good(tiny_data))
+    assert main(["run", str(path), "--store", str(tmp_path / "store"), "--no-tracking",
+                 "--set", "task.model.kwargs.batch_size=0"]) == 2
+    assert "task.model.kwargs.batch_size: expected an integer >= 1, found int 0" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists(), "nothing may be written before the config is valid"

@@ -307,3 +307,10 @@ def test_changed_data_makes_units_stale(full_run, tiny_data, tmp_path):
     assert after.data["features"] != before.data["features"]
     pending, skipped, stale = pending_units(after)
     assert len(pending) == 4 and skipped == 0 and stale == 4
+
+
+def test_pipelines_of_one_run_share_one_shared_hash(full_run):
+    _, plan, _ = full_run
+    entries = st.read_manifest(plan.store)["pipelines"]
+    hashes = {entries[name]["shared_hash"] for name in ("wd0", "wdbig")}
+    assert len(hashes) == 1 and compare_store(score_store(plan.store, progress=False), n_boot=50).notes == []
