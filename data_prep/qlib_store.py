@@ -33,14 +33,50 @@ Notes found by running it:
 
 Atomic writes: every file is written to a temporary name in its directory and moved in place
 with ``os.replace``.
+
+Publishing a store as a whole (crash safety)
+--------------------------------------------
+A store is complete only when ``DIR/COMMITTED`` (:data:`COMMIT_FILE`) matches its files. Writers
+(``rolling-calib data ingest``, :func:`data_prep.build_synthetic_store`) never write into
+``DIR`` itself: :func:`staged_write` builds the new version in ``DIR.staging-<pid>`` beside it
+(an update starts from a hard-linked copy of the current store; every changed file is written
+as a new file, so the linked originals are never modified), fsyncs it, writes the commit
+marker last, then swaps directories with two renames (``DIR`` -> ``DIR.old-<pid>``,
+``DIR.staging-<pid>`` -> ``DIR``) and removes the old one. A kill at any moment leaves either
+the previous complete store, or nothing (a new store), plus the staging directory:
+
+* readers (:func:`check_committed`, called by :func:`store_info` / ``rolling-calib data info``,
+  :func:`init_qlib` and rolling_calib's ``qlib_init`` loading) refuse a store with a
+  ``DIR.staging-*`` directory beside it, or a missing ``DIR`` with ``DIR.old-*`` beside it, with
+  :class:`StoreNotCommittedError` naming ``DIR``;
+* the next write into ``DIR`` (:func:`recover_interrupted`) puts a moved-aside ``DIR.old-*``
+  back when ``DIR`` is missing, deletes the staging leftovers, and starts again: re-running
+  the interrupted command gives the same bytes as an uninterrupted run. A leftover whose
+  process is still alive is refused (:class:`StoreBusyError`): one writer per store.
+
+The marker is JSON: the calendar's bar count, byte size and last bar and the byte size of
+every ``instruments/*.txt``; :func:`check_committed` compares them with the files (a few
+``stat`` calls and a 64-byte read), so a store later rewritten by another tool or an older
+version no longer counts as committed by its stale marker.
+
+Stores without a (valid) marker -- written by older versions of this package or by hand --
+are accepted when they are *consistent* (:func:`store_status`): the calendar's last bar equals
+the latest instrument end in ``instruments/all.txt``, every other instrument file agrees with
+``all.txt``, and ``meta.json``, when present, records that calendar. Otherwise they are refused
+as not completely written (the states an interrupted older ingest leaves: no instrument files,
+or a calendar running past every instrument).
 """
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +87,15 @@ __all__ = [
     "FIELDS",
     "UNIVERSE_NAME",
     "META_FILE",
+    "COMMIT_FILE",
+    "StoreNotCommittedError",
+    "StoreBusyError",
+    "StoreStatus",
+    "store_status",
+    "check_committed",
+    "commit_store",
+    "recover_interrupted",
+    "staged_write",
     "atomic_write_bytes",
     "atomic_write_text",
     "format_calendar",
@@ -65,6 +110,7 @@ __all__ = [
     "write_meta",
     "read_meta",
     "init_qlib",
+    "store_info",
 ]
 
 FREQ = "1min"
@@ -212,6 +258,386 @@ def read_meta(store: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
+# ---------------------------------------------------------------------------- commit and publish
+#: Written last into a complete store (see "Publishing a store as a whole" above).
+COMMIT_FILE = "COMMITTED"
+#: ``DIR.staging-<pid>``: where a write builds the next version of ``DIR``.
+STAGING_TAG = ".staging-"
+#: ``DIR.old-<pid>``: the previous version of ``DIR`` while it is being replaced.
+OLD_TAG = ".old-"
+#: Test hook: a writer reaching the fault point named by this variable ends its process at once.
+FAULT_ENV = "DATA_PREP_FAULT_AT"
+FAULT_EXIT_CODE = 75
+#: What a store consists of (a new version replaces these; other entries of DIR are kept).
+STORE_ENTRIES = ("calendars", "instruments", "features", META_FILE, COMMIT_FILE)
+_CAL_LINE = len("YYYY-MM-DD HH:MM:SS\n")
+_RERUN = "re-run the same 'rolling-calib data ingest' (or 'rolling-calib data synth') command to complete it"
+
+
+class StoreNotCommittedError(ValueError):
+    """A store, or an update of it, was not completely written; readers refuse it (the message names it)."""
+
+
+class StoreBusyError(ValueError):
+    """Another live process is writing the same store."""
+
+
+def _fault_point(name: str) -> None:
+    """Test hook: end the process at once, as a kill would (no cleanup), when ``$DATA_PREP_FAULT_AT == name``."""
+    if os.environ.get(FAULT_ENV) == name:
+        os._exit(FAULT_EXIT_CODE)
+
+
+def _real(store: str | os.PathLike) -> Path:
+    """The store's real path (symbolic links resolved): staging and old versions sit beside it."""
+    return Path(os.path.realpath(Path(store).expanduser()))
+
+
+def _leftovers(target: Path, tag: str) -> list[Path]:
+    """``target<tag><pid>`` directories beside ``target`` (oldest first)."""
+    if not target.parent.is_dir():
+        return []
+    prefix = target.name + tag
+    found = [p for p in target.parent.glob(glob.escape(prefix) + "*")
+             if p.name[len(prefix):].isdigit() and p.is_dir() and not p.is_symlink()]
+    return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _interrupted_message(target: Path, leftover: Path) -> str:
+    return (f"{target}: the store was not completely written (an ingest or build was interrupted, or is still "
+            f"running: {leftover.name} is left beside it and no commit was published); {_RERUN}")
+
+
+def _last_bar(cal_path: Path, size: int) -> str:
+    """The calendar's last line (a 64-byte read from its end)."""
+    with open(cal_path, "rb") as fh:
+        fh.seek(max(size - 64, 0))
+        tail = fh.read().decode("utf-8", errors="replace").strip().splitlines()
+    return tail[-1].strip() if tail else ""
+
+
+def _bar_at(cal_path: Path, index: int) -> str:
+    """Calendar line ``index`` (lines have a fixed width)."""
+    with open(cal_path, "rb") as fh:
+        fh.seek(index * _CAL_LINE)
+        return fh.read(_CAL_LINE - 1).decode("utf-8", errors="replace")
+
+
+def _marker_record(store: Path, writer: str) -> dict:
+    cal = store / "calendars" / f"{FREQ}.txt"
+    size = cal.stat().st_size
+    inst = store / "instruments"
+    return {
+        "format": 1,
+        "writer": writer,
+        "calendar": {"bars": size // _CAL_LINE, "bytes": size, "last": _last_bar(cal, size)},
+        "instruments": {p.name: p.stat().st_size for p in sorted(inst.glob("*.txt"))} if inst.is_dir() else {},
+    }
+
+
+def _marker_problem(store: Path) -> str | None:
+    """``None`` when the commit marker matches the files; otherwise what is wrong."""
+    path = store / COMMIT_FILE
+    if not path.is_file():
+        return f"no commit marker {COMMIT_FILE}"
+    try:
+        marker = json.loads(path.read_text(encoding="utf-8"))
+        recorded_cal, recorded_inst = marker["calendar"], marker["instruments"]
+    except (ValueError, KeyError, TypeError):
+        return f"an unreadable commit marker {COMMIT_FILE}"
+    cal = store / "calendars" / f"{FREQ}.txt"
+    size = cal.stat().st_size
+    if size != recorded_cal.get("bytes") or _last_bar(cal, size) != recorded_cal.get("last"):
+        return (f"a stale commit marker ({COMMIT_FILE} records a calendar of {recorded_cal.get('bytes')} bytes to "
+                f"{recorded_cal.get('last')}, calendars/{FREQ}.txt has {size} bytes to {_last_bar(cal, size)})")
+    for name, nbytes in recorded_inst.items():
+        p = store / "instruments" / name
+        found = p.stat().st_size if p.is_file() else None
+        if found != nbytes:
+            return (f"a stale commit marker ({COMMIT_FILE} records instruments/{name} of {nbytes} bytes, "
+                    f"found {'none' if found is None else f'{found} bytes'})")
+    return None
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    """What :func:`store_status` found.
+
+    Attributes
+    ----------
+    path : Path
+        The store's real path.
+    has_calendar : bool
+        ``calendars/1min.txt`` exists (otherwise there is no store here).
+    committed : bool
+        Readable: a matching commit marker, or no marker and a consistent store.
+    interrupted_by : Path or None
+        A ``DIR.staging-*`` (or, ``DIR`` missing, a ``DIR.old-*``) directory left by a write.
+    problem : str or None
+        Why the store is not committed (for messages).
+    kind : str or None
+        ``"no_instruments"``, ``"calendar_ahead"``, ``"instruments_stale"``, ``"meta_stale"`` or
+        ``"broken"``: the consistency check that failed.
+    has_meta : bool
+        ``meta.json`` exists.
+    resume_bars : int or None
+        For ``kind == "calendar_ahead"`` (an older version's append killed after writing the
+        calendar): the bar count of the calendar before that append, when ``meta.json``
+        (written last by every older write) records it and the calendar holds that bar.
+    """
+
+    path: Path
+    has_calendar: bool
+    committed: bool
+    interrupted_by: Path | None = None
+    problem: str | None = None
+    kind: str | None = None
+    has_meta: bool = False
+    resume_bars: int | None = None
+
+
+def _timestamp(text) -> pd.Timestamp | None:
+    try:
+        return pd.Timestamp(text)
+    except (ValueError, TypeError):
+        return None
+
+
+def _consistency(store: Path) -> tuple[str | None, str | None, int | None]:
+    """``(problem, kind, resume_bars)`` of a store without a valid marker; ``(None, None, None)``: consistent."""
+    cal = store / "calendars" / f"{FREQ}.txt"
+    size = cal.stat().st_size
+    if size == 0:
+        return "its calendar is empty", "broken", None
+    try:
+        last = pd.Timestamp(_last_bar(cal, size))
+        spans = read_instruments(store, "all")
+        meta = read_meta(store)
+    except ValueError as exc:  # unreadable instruments, calendar line or meta.json
+        return f"a file could not be read ({exc})", "broken", None
+    meta_cal = meta.get("calendar") if isinstance(meta, dict) else None
+    meta_cal = meta_cal if isinstance(meta_cal, dict) and "last" in meta_cal else None
+    if not spans:
+        return "instruments/all.txt lists no instrument", "no_instruments", None
+    end = max(b for _, b in spans.values())
+    if last > end:
+        resume = None
+        bars = meta_cal.get("bars") if meta_cal is not None else None
+        if (isinstance(bars, int) and 0 < bars * _CAL_LINE < size and _timestamp(meta_cal["last"]) == end
+                and _timestamp(_bar_at(cal, bars - 1)) == end):
+            resume = bars
+        return (f"its calendar runs to {last} while every instrument in instruments/all.txt ends by {end}",
+                "calendar_ahead", resume)
+    if last < end:
+        return f"instruments/all.txt runs to {end}, past the calendar's last bar {last}", "broken", None
+    for p in sorted((store / "instruments").glob("*.txt")):
+        if p.stem == "all":
+            continue
+        for sym, span in read_instruments(store, p.stem).items():
+            if spans.get(sym) != span:
+                other = "does not list it" if sym not in spans else f"gives {spans[sym][0]} .. {spans[sym][1]}"
+                return (f"instruments/{p.name} gives {sym} {span[0]} .. {span[1]} but instruments/all.txt {other}",
+                        "instruments_stale", None)
+    if meta_cal is not None and (_timestamp(meta_cal["last"]) != last or meta_cal.get("bars", size // _CAL_LINE)
+                                 != size // _CAL_LINE):
+        return (f"meta.json records a calendar of {meta_cal.get('bars')} bars to {meta_cal['last']}, the calendar "
+                f"has {size // _CAL_LINE} bars to {last}", "meta_stale", None)
+    return None, None, None
+
+
+def store_status(store_dir: str | os.PathLike) -> StoreStatus:
+    """Whether ``store_dir`` holds a completely written store (reads no feature file).
+
+    Decision for stores without a commit marker (older versions wrote none): such a store is
+    accepted when consistent -- the calendar's last bar equals the latest instrument end in
+    ``instruments/all.txt``, every other ``instruments/*.txt`` agrees with ``all.txt``, and
+    ``meta.json`` (optional: hand-made stores have none) records that calendar -- and refused
+    otherwise. A store with a ``DIR.staging-*`` directory beside it is refused whatever it
+    holds: a write into it was interrupted (or is running) and the data may be missing an update.
+    """
+    target = _real(store_dir)
+    staging = _leftovers(target, STAGING_TAG)
+    old = _leftovers(target, OLD_TAG) if not target.exists() else []
+    interrupted = (staging or old or [None])[-1]
+    cal = target / "calendars" / f"{FREQ}.txt"
+    if not cal.is_file():
+        return StoreStatus(target, False, False, interrupted, "no calendar", None, (target / META_FILE).is_file())
+    has_meta = (target / META_FILE).is_file()
+    marker = _marker_problem(target)
+    if marker is None:
+        return StoreStatus(target, True, interrupted is None, interrupted, None, None, has_meta)
+    problem, kind, resume = _consistency(target)
+    if problem is None:
+        return StoreStatus(target, True, interrupted is None, interrupted, None, None, has_meta)
+    return StoreStatus(target, True, False, interrupted, f"{marker}, and {problem}", kind, has_meta, resume)
+
+
+def check_committed(store_dir: str | os.PathLike, *, require_store: bool = True) -> Path | None:
+    """Refuse a store that was not completely written; returns its real path.
+
+    Raises
+    ------
+    StoreNotCommittedError
+        A write into the store was interrupted (a ``DIR.staging-*`` directory beside it), or
+        the store has no matching commit marker and is inconsistent (see :func:`store_status`).
+    ValueError
+        ``require_store`` and there is no ``calendars/1min.txt`` (with ``require_store=False``
+        a directory without a store and without leftovers returns ``None``: the caller reports it).
+    """
+    st = store_status(store_dir)
+    if st.interrupted_by is not None:
+        raise StoreNotCommittedError(_interrupted_message(st.path, st.interrupted_by))
+    if not st.has_calendar:
+        if require_store:
+            raise ValueError(f"{st.path}: expected a Qlib minute store with calendars/{FREQ}.txt, found none")
+        return None
+    if not st.committed:
+        raise StoreNotCommittedError(f"{st.path}: the store was not completely written ({st.problem}: an ingest or "
+                                     f"build was interrupted); {_RERUN}")
+    return st.path
+
+
+def _fsync_path(path: Path, directory: bool = False) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def commit_store(store_dir: str | os.PathLike, *, writer: str) -> Path:
+    """Flush every file of a finished store to disk, then write its commit marker (the last step)."""
+    store = Path(store_dir)
+    for root, _, files in os.walk(store):
+        for name in files:
+            _fsync_path(Path(root) / name)
+        _fsync_path(Path(root), directory=True)
+    path = store / COMMIT_FILE
+    atomic_write_text(path, json.dumps(_marker_record(store, writer), indent=2, sort_keys=True) + "\n")
+    _fsync_path(path)
+    _fsync_path(store, directory=True)
+    return path
+
+
+def recover_interrupted(store_dir: str | os.PathLike) -> list[str]:
+    """Clear what an interrupted write left beside ``store_dir``, before writing it again.
+
+    A ``DIR.old-*`` directory with ``DIR`` missing (killed between the two renames of a publish)
+    is renamed back to ``DIR``: the previous complete store returns. Staging directories and any
+    other ``DIR.old-*`` are deleted. Returns one line per action.
+
+    Raises
+    ------
+    StoreBusyError
+        A leftover belongs to a process that is still running.
+    """
+    target = _real(store_dir)
+    staging, old = _leftovers(target, STAGING_TAG), _leftovers(target, OLD_TAG)
+    for p in staging + old:
+        pid = int(p.name.rsplit("-", 1)[1])
+        if _pid_alive(pid):
+            raise StoreBusyError(f"{target}: another process (pid {pid}) is writing this store ({p}); wait for it "
+                                 f"to finish, or delete {p} if no such write is running")
+    notes = []
+    if old and not target.exists():
+        os.rename(old[-1], target)
+        notes.append(f"restored {target} from {old[-1].name}")
+        old = old[:-1]
+    for p in staging + old:
+        shutil.rmtree(p)
+        notes.append(f"removed {p}")
+    return notes
+
+
+def _link_tree(src: Path, dst: Path, skip: tuple[str, ...]) -> None:
+    """Hard-link every file of ``src`` into ``dst`` (a copy where links fail), except top-level ``skip``."""
+    for entry in sorted(os.listdir(src)):
+        if entry in skip:
+            continue
+        s, d = src / entry, dst / entry
+        if s.is_symlink():
+            os.symlink(os.readlink(s), d)
+        elif s.is_dir():
+            d.mkdir()
+            _link_tree(s, d, ())
+        else:
+            try:
+                os.link(s, d)
+            except OSError:
+                shutil.copy2(s, d)
+
+
+def _publish(staging: Path, target: Path) -> None:
+    """Swap ``staging`` into ``target`` with two renames; the previous version is removed after."""
+    old = None
+    if target.exists():
+        old = target.with_name(f"{target.name}{OLD_TAG}{os.getpid()}")
+        if old.exists():
+            shutil.rmtree(old)
+        os.rename(target, old)
+        _fault_point("publish:old_moved")
+    try:
+        os.rename(staging, target)
+    except BaseException:
+        if old is not None and not target.exists():
+            os.rename(old, target)
+        raise
+    _fsync_path(target.parent, directory=True)
+    if old is not None:
+        shutil.rmtree(old)
+
+
+@contextlib.contextmanager
+def staged_write(store_dir: str | os.PathLike, *, keep: bool, writer: str) -> Iterator[Path]:
+    """Write the next version of a store beside it and publish it as a whole.
+
+    Yields the staging directory ``DIR.staging-<pid>``: with ``keep`` a hard-linked copy of the
+    current store (write changed files as new files -- :func:`atomic_write_bytes` does -- never
+    in place: the links are the published store's files), otherwise empty but for the entries of
+    ``DIR`` that are not part of a store (:data:`STORE_ENTRIES`), which are kept. When the block
+    ends normally every file is flushed, the commit marker written (:func:`commit_store`) and the
+    staging directory swapped into place; when it raises, the staging directory is deleted and
+    ``DIR`` is untouched. Call :func:`recover_interrupted` first.
+    """
+    target = _real(store_dir)
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"{target}: expected a store directory, found a file")
+    staging = target.with_name(f"{target.name}{STAGING_TAG}{os.getpid()}")
+    if staging.exists():
+        shutil.rmtree(staging)
+    try:
+        staging.mkdir(parents=True)
+        if target.is_dir():
+            shutil.copymode(target, staging)
+            _link_tree(target, staging, () if keep else STORE_ENTRIES)
+            (staging / COMMIT_FILE).unlink(missing_ok=True)
+        yield staging
+        commit_store(staging, writer=writer)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _publish(staging, target)
+
+
 # ---------------------------------------------------------------------------- qlib
 def init_qlib(store_dir: str | os.PathLike, **kwargs) -> None:
     """Initialise Qlib on a minute store written by this package.
@@ -229,13 +655,17 @@ def init_qlib(store_dir: str | os.PathLike, **kwargs) -> None:
         A directory written by :func:`data_prep.build_synthetic_store` or ``rolling-calib data ingest``.
     **kwargs
         Passed on to ``qlib.init``.
+
+    Raises
+    ------
+    StoreNotCommittedError
+        The store was not completely written (:func:`check_committed`).
+    ValueError
+        ``store_dir`` holds no ``calendars/1min.txt``.
     """
     import qlib
 
-    store = Path(store_dir).expanduser().resolve()
-    cal = store / "calendars" / f"{FREQ}.txt"
-    if not cal.exists():
-        raise ValueError(f"{store}: expected a Qlib minute store with calendars/{FREQ}.txt, found none")
+    store = check_committed(store_dir)
     options = dict(
         provider_uri={FREQ: str(store)},
         region="us",
@@ -253,12 +683,13 @@ def store_info(store_dir: str | os.PathLike) -> dict:
 
     Raises
     ------
+    StoreNotCommittedError
+        When the store was not completely written (see :func:`check_committed`).
     ValueError
         When ``store_dir`` holds no ``calendars/1min.txt``.
     """
+    check_committed(store_dir)
     store = Path(store_dir)
-    if not (store / "calendars" / f"{FREQ}.txt").exists():
-        raise ValueError(f"{store}: expected a Qlib minute store with calendars/{FREQ}.txt, found none")
     cal = read_calendar(store)
     days = np.unique(np.asarray(cal, dtype="datetime64[D]")) if len(cal) else np.array([])
     instruments = {

@@ -10,8 +10,10 @@ expected, found, action). Errors make the default mode refuse and ``--strict`` s
 kind                     severity   ``--repair`` action
 =======================  =========  ===========================================================
 bad_timestamp            error      row dropped (time unparseable, or nonexistent/ambiguous in --tz)
-missing_value            error      row dropped (empty/NaN open, high, low, close, volume, symbol)
-unparseable_value        error      row dropped (text that is not a number)
+missing_value            error      row dropped (empty, NA, N/A, NaN, null, None or - in open, high,
+                                    low, close, volume, symbol; one issue per field: a *cell*)
+unparseable_value        error      row dropped (text that is not a number, e.g. 12k; per cell)
+non_finite_value         error      row dropped (inf, -inf, 1e400: never stored; per cell)
 off_minute               error      row dropped (time not on a whole minute, e.g. 09:30:30)
 non_session_day          error      row dropped (weekend, holiday, unscheduled closure)
 pre_market               error      row dropped (before 09:30)
@@ -20,13 +22,20 @@ closing_auction          error      row dropped (the 16:00 bar, 13:00 on early-c
                                     :mod:`data_prep.trading_calendar`)
 post_market              error      row dropped (after 16:00)
 after_early_close        error      row dropped (13:01..15:59 on a 13:00 early-close day)
-non_positive_price       error      row dropped (open/high/low/close <= 0)
+non_positive_price       error      row dropped (open/high/low/close <= 0; per cell)
 negative_volume          error      row dropped (volume < 0)
 exact_duplicate          error      later copies dropped, the first kept
 conflicting_duplicate    error      every copy dropped: no way to tell which is right; the
                                     minute becomes missing (NaN)
 unsorted                 error      row moved: bars are sorted by time (stable); "dropped" when the
-                                    row is dropped for another reason (e.g. a duplicate)
+                                    row is dropped for another reason (e.g. a duplicate). A row is
+                                    unsorted when its time is earlier than the latest time of the
+                                    earlier *kept* rows of its file: a row dropped anyway (an
+                                    off-minute or duplicate row) never makes later rows unsorted
+price_spike              error      row dropped: one or more of its prices is > ``max_spike`` (3)
+                                    times, or < 1/``max_spike`` of, both neighbouring bars' closes
+                                    in the session (a 10x typo in one field, or a whole bar scaled);
+                                    dropped instead of widening high/low to the bad value
 ohlc_inconsistent        error      values changed: high := max(open, high, low, close),
                                     low := min(open, high, low, close)
 vwap_outside_range       error      vwap clipped into [low, high] (after the OHLC fix)
@@ -34,7 +43,13 @@ missing_vwap             warning    vwap derived as (high + low + close) / 3 (ve
                                     value empty)
 stale_prices             warning    kept; a run of >= ``stale_minutes`` (30) consecutive bars in
                                     a session with an unchanged close
+price_jump               warning    kept; the open of a bar moves by more than ``max_jump`` (1.5x
+                                    either way, ``|log return| > ln 1.5``) from the previous bar's
+                                    close: overnight (first bar of a session) or within a session;
+                                    names the split ratio that fits (7:1, 1:10 ...) when one does
 missing_minutes          warning    kept as missing (NaN in the store); counted per session
+missing_session          warning    kept as missing; one issue per NYSE session without any bar
+                                    between the symbol's first and last bar (also in missing_minutes)
 outside_requested_range  warning    dropped (a bar before --start or after --end)
 =======================  =========  ===========================================================
 
@@ -56,7 +71,8 @@ Example
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -66,12 +82,16 @@ from data_prep.trading_calendar import sessions as nyse_sessions
 __all__ = [
     "ERROR_KINDS",
     "WARNING_KINDS",
+    "CELL_KINDS",
     "KIND_ACTIONS",
     "ISSUE_SCHEMA",
     "ValidationResult",
     "session_table",
     "validate_symbol",
     "missing_minutes",
+    "split_ratio",
+    "timezone_hints",
+    "interval_label",
 ]
 
 PRICE_FIELDS = ("open", "high", "low", "close")
@@ -81,6 +101,7 @@ ERROR_KINDS: tuple[str, ...] = (
     "bad_timestamp",
     "missing_value",
     "unparseable_value",
+    "non_finite_value",
     "off_minute",
     "non_session_day",
     "pre_market",
@@ -92,10 +113,17 @@ ERROR_KINDS: tuple[str, ...] = (
     "exact_duplicate",
     "conflicting_duplicate",
     "unsorted",
+    "price_spike",
     "ohlc_inconsistent",
     "vwap_outside_range",
 )
-WARNING_KINDS: tuple[str, ...] = ("missing_vwap", "stale_prices", "missing_minutes", "outside_requested_range")
+WARNING_KINDS: tuple[str, ...] = (
+    "missing_vwap", "stale_prices", "price_jump", "missing_minutes", "missing_session", "outside_requested_range",
+)
+#: kinds reported once per *field* (cell) of a row, not once per row
+CELL_KINDS: tuple[str, ...] = ("missing_value", "unparseable_value", "non_finite_value", "non_positive_price")
+#: text read as a missing value (case-insensitive, stripped), besides the empty string
+MISSING_TOKENS: tuple[str, ...] = ("na", "n/a", "#n/a", "nan", "null", "none", "nil", "-", "--")
 
 #: what ``--repair`` does to a row of each kind
 KIND_ACTIONS: dict[str, str] = {
@@ -105,7 +133,9 @@ KIND_ACTIONS: dict[str, str] = {
     "vwap_outside_range": "changed",
     "missing_vwap": "changed",
     "stale_prices": "kept",
+    "price_jump": "kept",
     "missing_minutes": "kept",
+    "missing_session": "kept",
     "outside_requested_range": "dropped",
 }
 
@@ -134,11 +164,16 @@ class ValidationResult:
         The repaired bars, sorted by ``ts``: ``_file, _line, ts`` and the value fields (what
         ``--repair`` would write; for other modes it is only used when ``issues`` has no error).
     rows_in : int
+    intervals : list of (int, int, int)
+        ``(file index, modal spacing in seconds, bars)`` of the bars of each file whose modal
+        spacing of consecutive bars within a session is not one minute (see :func:`bar_intervals`);
+        empty for one-minute data. The ingest refuses such files.
     """
 
     issues: pl.DataFrame
     clean: pl.DataFrame
     rows_in: int
+    intervals: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 def session_table(start_day, end_day) -> pl.DataFrame:
@@ -213,12 +248,15 @@ def validate_symbol(
     time_field: str | Sequence[str],
     stale_minutes: int = 30,
     sessions: pl.DataFrame | None = None,
+    max_jump: float = 1.5,
+    max_spike: float = 3.0,
 ) -> ValidationResult:
     """Find every anomaly of one symbol's rows and compute the repaired bars.
 
     The check families run in the order of :data:`ERROR_KINDS`: parse problems, session
-    membership, value ranges, duplicates, order within a file, then (on the rows that survive)
-    OHLC consistency and vwap range, and stale prices on the repaired bars.
+    membership, value ranges, duplicates, order within a file, price spikes against the
+    neighbouring bars, then (on the rows that survive) OHLC consistency and vwap range; on the
+    repaired bars: stale prices, price jumps and missing sessions.
 
     Parameters
     ----------
@@ -234,6 +272,12 @@ def validate_symbol(
         Minimum run of unchanged closes reported as ``stale_prices``.
     sessions : polars.DataFrame, optional
         :func:`session_table` covering the data's dates (computed when omitted).
+    max_jump : float
+        A bar's open more than ``max_jump`` times (or less than ``1/max_jump`` of) the previous
+        bar's close is a ``price_jump`` (default 1.5: ``|log return| > ln 1.5``).
+    max_spike : float
+        A price more than ``max_spike`` times (or less than ``1/max_spike`` of) both neighbouring
+        bars' closes is a ``price_spike`` (default 3).
 
     Returns
     -------
@@ -241,8 +285,13 @@ def validate_symbol(
     """
     if stale_minutes < 2:
         raise ValueError(f"stale_minutes: expected an integer >= 2, found {stale_minutes}")
+    for name, value in (("max_jump", max_jump), ("max_spike", max_spike)):
+        if not (math.isfinite(value) and value > 1):
+            raise ValueError(f"{name}: expected a ratio > 1 (e.g. 1.5), found {value}")
     rows_in = df.height
     fields = [f for f in ("open", "high", "low", "close", "volume", "vwap") if f in df.columns]
+    if sessions is None:
+        sessions = _sessions_of(df)
     df = _with_calendar(df, sessions)
     scan = _Scan.start(df, files, time_field)
     vwap_missing = _check_parse(scan, df, fields)
@@ -250,6 +299,7 @@ def validate_symbol(
     _check_ranges(scan, fields)
     df = _check_duplicates(scan, df, fields, files)
     df = _check_unsorted(scan, df)
+    df = _check_spikes(scan, df, max_spike)
     df = _repair_ohlc(scan, df, fields, vwap_missing)
     df = _repair_vwap(scan, df, fields)
     clean = (
@@ -257,9 +307,14 @@ def validate_symbol(
         .select(["_file", "_line", "ts", *fields])
         .sort("ts", maintain_order=True)
     )
-    # stale prices (warning) on the repaired bars
-    issues = _collect_issues(scan.checks.parts + [_stale_runs(clean, symbol, stale_minutes)], df, symbol)
-    return ValidationResult(issues=issues, clean=clean, rows_in=rows_in)
+    # warnings on the repaired bars: stale prices, price jumps, whole sessions missing
+    warnings = [
+        _stale_runs(clean, symbol, stale_minutes),
+        _price_jumps(clean, symbol, max_jump),
+        _missing_sessions(clean, symbol, sessions, scan.tf_date),
+    ]
+    issues = _collect_issues(scan.checks.parts + warnings, df, symbol)
+    return ValidationResult(issues=issues, clean=clean, rows_in=rows_in, intervals=bar_intervals(df))
 
 
 @dataclass
@@ -318,14 +373,16 @@ def _hhmm(minutes: pl.Expr) -> pl.Expr:
     ])
 
 
-def _with_calendar(df: pl.DataFrame, sessions: pl.DataFrame | None) -> pl.DataFrame:
+def _sessions_of(df: pl.DataFrame) -> pl.DataFrame:
+    """:func:`session_table` over the dates of ``df``'s parsed times (empty when none)."""
+    ts_non_null = df.get_column("ts").drop_nulls()
+    if ts_non_null.len():
+        return session_table(ts_non_null.min().date(), ts_non_null.max().date())
+    return pl.DataFrame(schema={"day": pl.Int32, "open_min": pl.Int32, "close_min": pl.Int32})
+
+
+def _with_calendar(df: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFrame:
     """Calendar position of every parsed time: ``_day``, ``_mod`` (minute of day), ``_offmin``, the session's minutes."""
-    if sessions is None:
-        ts_non_null = df.get_column("ts").drop_nulls()
-        if ts_non_null.len():
-            sessions = session_table(ts_non_null.min().date(), ts_non_null.max().date())
-        else:
-            sessions = pl.DataFrame(schema={"day": pl.Int32, "open_min": pl.Int32, "close_min": pl.Int32})
     return df.with_columns(
         pl.col("ts").dt.date().cast(pl.Int32).alias("_day"),
         (pl.col("ts").dt.hour().cast(pl.Int32) * 60 + pl.col("ts").dt.minute().cast(pl.Int32)).alias("_mod"),
@@ -334,7 +391,12 @@ def _with_calendar(df: pl.DataFrame, sessions: pl.DataFrame | None) -> pl.DataFr
 
 
 def _check_parse(scan: _Scan, df: pl.DataFrame, fields: list[str]) -> pl.Expr:
-    """bad_timestamp, missing_value, unparseable_value; returns the missing-vwap condition (not dropped)."""
+    """bad_timestamp, missing_value, unparseable_value, non_finite_value; returns the missing-vwap condition.
+
+    Empty text and the :data:`MISSING_TOKENS` (``NA``, ``N/A``, ``null`` ...) are missing values,
+    not unparseable ones; ``inf``/``-inf`` (and numbers beyond float range) are non-finite.
+    A missing vwap is not dropped (it is derived); a non-finite vwap is.
+    """
     scan.reject(~scan.ts_ok, "bad_timestamp", scan.tf_expr,
                 "a time like 2018-02-16 09:30:00 that exists in the source zone", scan.ts_text)
     if df.get_column("symbol").is_null().any() or (df.get_column("symbol") == "").any():
@@ -343,7 +405,7 @@ def _check_parse(scan: _Scan, df: pl.DataFrame, fields: list[str]) -> pl.Expr:
     vwap_missing = pl.lit(False)
     for f in fields:
         txt = _txt_of(df, f)
-        empty_txt = txt.is_null() | (txt.str.strip_chars() == "")
+        empty_txt = txt.is_null() | txt.str.strip_chars().str.to_lowercase().is_in(("",) + MISSING_TOKENS)
         is_missing = pl.col(f).is_nan() | (pl.col(f).is_null() & empty_txt)
         if f != "vwap":
             scan.reject(is_missing, "missing_value", f, "a number",
@@ -351,6 +413,8 @@ def _check_parse(scan: _Scan, df: pl.DataFrame, fields: list[str]) -> pl.Expr:
         else:  # vwap is optional per row: derived when empty (reported for kept rows by _repair_ohlc)
             vwap_missing = is_missing
         scan.reject(pl.col(f).is_null() & ~empty_txt, "unparseable_value", f, "a number", _quoted(txt))
+        scan.reject(pl.col(f).is_infinite(), "non_finite_value", f, "a finite number",
+                    pl.when(txt.is_null()).then(_fmt(pl.col(f))).otherwise(_quoted(txt)))
     return vwap_missing
 
 
@@ -384,7 +448,7 @@ def _check_sessions(scan: _Scan) -> None:
 def _check_ranges(scan: _Scan, fields: list[str]) -> None:
     """non_positive_price (open, high, low, close, vwap), negative_volume."""
     for f in [f for f in PRICE_FIELDS + ("vwap",) if f in fields]:
-        cond = pl.col(f) <= 0
+        cond = (pl.col(f) <= 0) & pl.col(f).is_finite()  # -inf is non_finite_value
         scan.reject(cond, "non_positive_price", f, "a price > 0", _fmt(pl.col(f)), drop=cond.fill_null(False))
     neg_vol = pl.col("volume") < 0
     scan.reject(neg_vol, "negative_volume", "volume", "a volume >= 0", _fmt(pl.col("volume")),
@@ -417,8 +481,13 @@ def _check_duplicates(scan: _Scan, df: pl.DataFrame, fields: list[str], files: S
 
 
 def _check_unsorted(scan: _Scan, df: pl.DataFrame) -> pl.DataFrame:
-    """unsorted: a time earlier than a previous row of the same file (moved, not dropped)."""
-    prev_max = pl.col("ts").cum_max().shift(1)
+    """unsorted: a time earlier than the latest time of the earlier *kept* rows of the same file (moved).
+
+    Only rows that no other check drops set the running maximum: an off-minute, out-of-session
+    or duplicate row with a late time does not make the good rows after it unsorted.
+    """
+    kept_ts = pl.when(~scan.drop.fill_null(False)).then(pl.col("ts"))
+    prev_max = kept_ts.cum_max().forward_fill().shift(1)
     df = df.with_columns(
         (prev_max.over("_file") if df.get_column("_file").n_unique() > 1 else prev_max).alias("_prev_max"),
     )

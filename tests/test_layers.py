@@ -69,3 +69,19 @@ def test_core_imports_without_heavy_libraries(module):
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_commands_without_an_extra_say_which_to_install(tmp_path):
+    """Without Qlib (the core install), `run` names the extra to install instead of a traceback."""
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('qlib', 'torch'): raise ModuleNotFoundError(name=name.split('.')[0])\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from rolling_calib.cli import main\n"
+        f"sys.exit(main(['run', 'workflows/demo.yaml', '--store', {str(tmp_path / 'store')!r}]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert "this command needs qlib, which is not installed: pip install 'rolling-calib[qlib]'" in proc.stderr

@@ -27,6 +27,10 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+#: Optional dependencies and the install extra that brings each (the pure core needs none of them).
+_EXTRAS: dict[str, str] = {"qlib": "qlib", "torch": "qlib", "ray": "ray", "mlflow": "mlflow"}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every sub-command registered."""
     parser = argparse.ArgumentParser(
@@ -54,6 +58,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(handler(args) or 0)
+    except ModuleNotFoundError as exc:
+        extra = _EXTRAS.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(f"rolling-calib: this command needs {exc.name}, which is not installed: "
+              f"pip install 'rolling-calib[{extra}]' (or 'rolling-calib[all]')", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted; completed units are kept and a re-run resumes", file=sys.stderr)
         return 130
