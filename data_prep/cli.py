@@ -147,6 +147,12 @@ def _register_ingest(sub) -> None:
     p.add_argument("--universe", metavar="NAME", default=None, help="also write instruments/NAME.txt for the ingested symbols")
     p.add_argument("--stale-minutes", type=int, default=30, metavar="N",
                    help="report runs of >= N bars with an unchanged close as stale_prices (default 30)")
+    p.add_argument("--max-jump", type=float, default=1.5, metavar="RATIO",
+                   help="report a bar whose open is beyond RATIO x either way of the previous close (overnight or "
+                        "within a session) as price_jump, naming the split ratio that fits (default 1.5)")
+    p.add_argument("--max-spike", type=float, default=3.0, metavar="RATIO",
+                   help="a bar with a price beyond RATIO x either way of both neighbouring bars' closes is a "
+                        "price_spike error, dropped by --repair (default 3)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_ingest)

@@ -9,12 +9,20 @@ Modes
   :class:`StrictError`, whose message names the file, the 1-based line (CSV header = line 1),
   the field, what was expected and what was found.
 * ``--repair``: fix what is safe (see the table in :mod:`data_prep.validate`: drop
-  unparseable, out-of-session, non-positive, duplicated rows; drop *all* copies of a
-  conflicting duplicate; sort; widen high/low to contain open and close; clip vwap) and report
-  every row dropped, changed or moved, with file, line and reason.
+  unparseable, non-finite, out-of-session, non-positive, duplicated rows; drop *all* copies of a
+  conflicting duplicate; drop a bar with a price spike against both neighbours (``--max-spike``)
+  rather than widen high/low to it; sort; widen high/low to contain open and close; clip vwap)
+  and report every row dropped, changed or moved, with file, line and reason.
 
-Warnings (missing minutes per session, stale-price runs) are reported in every mode and never
-stop an ingest: the store represents them faithfully (NaN bars; repeated prices).
+Warnings (missing minutes per session, whole missing sessions by date, stale-price runs, price
+jumps beyond ``--max-jump`` with the split ratio that fits) are reported in every mode and never
+stop an ingest: the store represents them faithfully (NaN bars; repeated prices). When most of a
+file's bars fall outside the session, the report (and a ``--strict`` error) carries a hint naming
+the ``--tz`` that fits.
+
+In every mode, bars that are not one-minute bars (the modal spacing of consecutive bars within a
+session per symbol and file is 5 minutes, 30 seconds, one bar per session ...) are refused with
+an :class:`IngestError` naming the file, the interval found and the number of bars.
 
 Decisions
 ---------
@@ -34,13 +42,26 @@ Decisions
 Incremental update
 ------------------
 When ``--out`` already holds a store, new sessions are appended: feature files are extended
-in place (history bytes untouched), the calendar and instrument spans are extended. Before
-anything is written, every new bar that falls inside the stored range is compared with the
-stored float32 value: any difference (including a value where the store has NaN) refuses the
-whole update with :class:`StoreConflict`. Data starting before the store's first session is
-refused too (history is not rewritten). An interrupted append is recovered on the next run:
-feature bytes beyond the stored calendar are truncated before appending, so a re-run gives the
-same files.
+(history bytes unchanged), the calendar and instrument spans are extended. Before anything is
+written, every new bar that falls inside the stored range is compared with the stored float32
+value: any difference (including a value where the store has NaN) refuses the whole update
+with :class:`StoreConflict`. Data starting before the store's first session is refused too
+(history is not rewritten).
+
+Crash safety
+------------
+A store is published as a whole (:func:`data_prep.qlib_store.staged_write`): a new store or an
+update is written into ``DIR.staging-<pid>`` (an update: a hard-linked copy of the store whose
+changed files are written as new files), the commit marker ``DIR/COMMITTED`` is written last,
+and the directories are swapped with two renames. Killed at any point, the ingest leaves the
+previous store (or none) with the staging directory beside it; readers (``rolling-calib data
+info``, :func:`data_prep.init_qlib`, an experiment's ``qlib_init``) refuse the store, naming it,
+and re-running the same command clears the leftovers and writes the same bytes an
+uninterrupted run writes (``meta.json`` differs only in its time stamp). Stores left broken by
+an interrupted ingest of an older version are completed by re-running it where that is
+well defined (see ``_stored_calendar``): a new store without instrument files is written anew,
+an append whose calendar already runs past every instrument is redone from the calendar
+length ``meta.json`` records; anything else is refused.
 
 Example
 -------
@@ -56,6 +77,7 @@ Example
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import time
 from collections.abc import Sequence
@@ -70,7 +92,15 @@ from data_prep import qlib_store
 from data_prep.adjust import apply_factor, factor_series, read_adjustments
 from data_prep.ingest_report import IngestReport, write_report
 from data_prep.trading_calendar import session_minutes
-from data_prep.validate import ERROR_KINDS, ISSUE_SCHEMA, missing_minutes, session_table, validate_symbol
+from data_prep.validate import (
+    ERROR_KINDS,
+    ISSUE_SCHEMA,
+    interval_label,
+    missing_minutes,
+    session_table,
+    timezone_hints,
+    validate_symbol,
+)
 from data_prep.vendor import NY_TZ, ColumnMap, list_sources, read_vendor_file
 
 __all__ = [
@@ -100,12 +130,16 @@ class IngestError(ValueError):
 class StrictError(IngestError):
     """First problem found in ``--strict`` mode.
 
-    Attributes: ``file, line, field, expected, found, kind``.
+    Attributes: ``file, line, field, expected, found, kind`` and ``hint`` (a time-zone hint for
+    the file, or None; appended to the message).
     """
 
-    def __init__(self, *, file: str, line: int, field: str, expected: str, found: str, kind: str):
+    def __init__(self, *, file: str, line: int, field: str, expected: str, found: str, kind: str,
+                 hint: str | None = None):
         self.file, self.line, self.field, self.expected, self.found, self.kind = file, line, field, expected, found, kind
-        super().__init__(f"{file}: line {line}: field '{field}': expected {expected}, found {found} [{kind}]")
+        self.hint = hint
+        super().__init__(f"{file}: line {line}: field '{field}': expected {expected}, found {found} [{kind}]"
+                         + (f"\nhint: {hint}" if hint else ""))
 
 
 class ValidationFailed(IngestError):
@@ -143,6 +177,12 @@ class IngestOptions:
         Extra universe file name for the ingested symbols.
     stale_minutes : int
         Minimum unchanged-close run reported as ``stale_prices``.
+    max_jump : float
+        A bar's open beyond ``max_jump`` x either way of the previous close is a ``price_jump``
+        warning (default 1.5: ``|log return| > ln 1.5``, sized for liquid US stocks).
+    max_spike : float
+        A price beyond ``max_spike`` x either way of both neighbouring bars' closes is a
+        ``price_spike`` error (default 3).
     """
 
     mode: str = "validate"
@@ -154,12 +194,18 @@ class IngestOptions:
     adjustments: str | None = None
     universe: str | None = None
     stale_minutes: int = 30
+    max_jump: float = 1.5
+    max_spike: float = 3.0
 
     def __post_init__(self):
         if self.mode not in _MODES:
             raise ValueError(f"mode: expected one of {_MODES}, found {self.mode!r}")
         if self.stale_minutes < 2:
             raise ValueError(f"stale_minutes: expected an integer >= 2, found {self.stale_minutes}")
+        for name in ("max_jump", "max_spike"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 1 < value < float("inf")):
+                raise ValueError(f"{name}: expected a ratio > 1 (e.g. 1.5), found {value!r}")
         try:
             pd.Timestamp("2018-01-02").tz_localize(self.tz)
         except Exception as exc:  # noqa: BLE001 - re-raised with context
@@ -176,7 +222,8 @@ class IngestOptions:
         )
         return cls(mode=mode, tz=args.tz, start=args.start, end=args.end, columns=cols, symbol=args.symbol,
                    adjustments=args.adjustments, universe=args.universe,
-                   stale_minutes=args.stale_minutes)
+                   stale_minutes=args.stale_minutes, max_jump=getattr(args, "max_jump", 1.5),
+                   max_spike=getattr(args, "max_spike", 3.0))
 
 
 @dataclass
@@ -233,7 +280,11 @@ def _read_and_validate(files: Sequence[Path], options: IngestOptions, progress: 
 
 
 def _validate_all(holder: list[pl.DataFrame], infos, options: IngestOptions, progress: bool):
-    """Validate symbol by symbol; ``holder`` gives up the frame so it can be freed early."""
+    """Validate symbol by symbol; ``holder`` gives up the frame so it can be freed early.
+
+    Also sets each file's time-zone hint in ``infos`` (replaced in place) when most of its bars
+    fall outside the session, and refuses bars that are not one-minute bars (:func:`_refuse_intervals`).
+    """
     from tqdm.auto import tqdm
 
     data = holder.pop()
@@ -244,6 +295,9 @@ def _validate_all(holder: list[pl.DataFrame], infos, options: IngestOptions, pro
         sessions = pl.DataFrame(schema={"day": pl.Int32, "open_min": pl.Int32, "close_min": pl.Int32})
     files = [i.path for i in infos]
     time_fields = [i.time_field for i in infos]
+    hints = timezone_hints(data, files, tz=options.tz, zoned=[i.zoned for i in infos])
+    for k, hint in hints.items():
+        infos[k] = dataclasses.replace(infos[k], hint=hint)
     data = data.with_columns(pl.col("symbol").fill_null(""))
     groups = _split_by_symbol(data)
     del data, ts
@@ -252,9 +306,34 @@ def _validate_all(holder: list[pl.DataFrame], infos, options: IngestOptions, pro
         frame = groups.pop(key)
         sym = key[0]
         results[sym] = validate_symbol(frame, sym, files=files, time_field=time_fields,
-                                       stale_minutes=options.stale_minutes, sessions=sessions)
+                                       stale_minutes=options.stale_minutes, sessions=sessions,
+                                       max_jump=options.max_jump, max_spike=options.max_spike)
         del frame
+    _refuse_intervals(results, files)
     return results
+
+
+def _refuse_intervals(results: dict, files: Sequence[str]) -> None:
+    """Bars that are not one-minute bars (5-minute, hourly, 30-second ...) are refused in every mode.
+
+    Stored as one-minute bars they would pass as one-minute data with the minutes between missing.
+    """
+    bad = [(fi, sec, n, sym) for sym, r in results.items() for fi, sec, n in r.intervals]
+    if not bad:
+        return
+    fi, sec, n, sym = bad[0]
+    label = interval_label(sec)
+    if sec == 86400:
+        how = "one bar per session"
+    else:
+        spacing = f"{sec // 60} minutes" if sec % 60 == 0 else f"{sec} seconds"
+        how = f"the modal spacing of consecutive bars within a session is {spacing}"
+    more = f"; {len(bad) - 1} more file/symbol pair(s) like it" if len(bad) > 1 else ""
+    raise IngestError(
+        f"{files[fi]}: expected one-minute bars (the store's frequency), found {label} bars ({n:,} bars of {sym}: "
+        f"{how}, {'coarser' if sec > 60 else 'finer'} than one minute{more}). Nothing written: resample them to "
+        "one-minute bars first, or leave the file out"
+    )
 
 
 def _split_by_symbol(data: pl.DataFrame) -> dict[tuple[str], pl.DataFrame]:
@@ -320,6 +399,11 @@ def ingest(
         ``mode="validate"`` and error-kind anomalies were found.
     StoreConflict
         The update overlaps the store with different values, or starts before it.
+    data_prep.qlib_store.StoreNotCommittedError
+        ``out_dir`` holds a store left broken by an older version that cannot be completed in
+        place (an interrupted write of this version is always completed by re-running it).
+    data_prep.qlib_store.StoreBusyError
+        Another live process is writing ``out_dir``.
     ValueError
         Unreadable files, missing columns, bad options (naming the file and what was expected).
     """
@@ -342,9 +426,7 @@ def ingest(
     events = read_adjustments(options.adjustments) if options.adjustments else {}
     prepared = _prepare_frames(clean, events)
     calendar = session_minutes(lo_day, hi_day)
-    written, appended, new_sessions, store_cal, positions = _write_store(store, calendar, prepared, options, events)
-    _finish_report(report, written, calendar, store_cal, positions)
-    _update_meta(store, report, appended, options, infos, store_cal)
+    written, appended, new_sessions = _write_store(store, calendar, prepared, options, events, report, infos)
     return IngestResult(store=store, report=report, appended=appended, new_sessions=new_sessions,
                         bars_written=sum(written.values()), seconds=time.perf_counter() - t0)
 
@@ -383,6 +465,7 @@ def _new_report(options: IngestOptions, infos, issues: list[pl.DataFrame], rows_
         rows_out={},
         notes=[CLOSE_BAR_RULE, VWAP_RULE if not all(i.has_vwap for i in infos) else "vwap from the vendor; " + VWAP_RULE,
                "adjusted with " + options.adjustments if options.adjustments else "prices as delivered, factor = 1"],
+        hints=[i.hint for i in infos if i.hint],
     )
 
 
@@ -393,7 +476,7 @@ def _stop_on_errors(report: IngestReport, options: IngestOptions, infos) -> None
         if first.height:
             r = first.row(0, named=True)
             raise StrictError(file=infos[r["_file"]].path, line=r["_line"], field=r["field"], expected=r["expected"],
-                              found=r["found"], kind=r["kind"])
+                              found=r["found"], kind=r["kind"], hint=infos[r["_file"]].hint)
     elif options.mode == "validate" and report.error_count():
         raise ValidationFailed(report)
 
@@ -470,11 +553,58 @@ def _dense(idx: np.ndarray, cols: dict[str, np.ndarray], first: int, last: int) 
     return out
 
 
-def _write_store(store: Path, calendar: pd.DatetimeIndex, prepared: dict[str, pl.DataFrame], options, events):
-    old_cal = qlib_store.read_calendar(store)
-    if len(old_cal) == 0:
-        return _write_fresh(store, calendar, prepared, options)
-    return _append(store, old_cal, calendar, prepared, options, events)
+def _write_store(store: Path, calendar: pd.DatetimeIndex, prepared: dict[str, pl.DataFrame], options, events,
+                 report: IngestReport, infos):
+    """Write a new store or extend the stored one, published as a whole; ``(written, appended, new sessions)``.
+
+    Everything is written into a staging copy (:func:`data_prep.qlib_store.staged_write`), the
+    report is completed and ``meta.json`` written there, then the commit marker, then the copy is
+    swapped into place. A kill at any point leaves the previous store (or none) and the staging
+    directory: readers refuse the store until the same command is run again, which clears the
+    leftovers and redoes the whole write (same bytes as an uninterrupted run).
+    """
+    old_cal = _stored_calendar(store)
+    plan = _plan_append(store, old_cal, calendar, prepared, events) if len(old_cal) else None
+    with qlib_store.staged_write(store, keep=plan is not None, writer="data_prep.ingest") as out:
+        if plan is None:
+            written, new_sessions, store_cal, positions = _write_fresh(out, calendar, prepared, options)
+        else:
+            written, new_sessions, store_cal, positions = _append(out, plan, options)
+        _finish_report(report, written, calendar, store_cal, positions)
+        _update_meta(out, report, plan is not None, options, infos, store_cal)
+    return written, plan is not None, new_sessions
+
+
+def _stored_calendar(store: Path) -> pd.DatetimeIndex:
+    """The calendar of the store to extend (empty: write a new store), after clearing interrupted writes.
+
+    Leftovers of an interrupted write of this version are cleared first
+    (:func:`data_prep.qlib_store.recover_interrupted`): the store is then the last committed one.
+    A store without a valid commit marker (an older version's) is extended when consistent. Of
+    the states an interrupted older ingest leaves, these are completed by re-running it:
+
+    * calendar written, no instrument file and no ``meta.json`` (a new store): written anew;
+    * calendar running past every instrument (an append killed after its calendar), with
+      ``meta.json`` recording the calendar before it: the calendar is taken back to that length
+      (feature values beyond it are dropped as leftovers) and the append redone;
+    * only ``meta.json`` or a universe file behind ``instruments/all.txt``: extended (rewritten).
+
+    Anything else is refused with :class:`data_prep.qlib_store.StoreNotCommittedError`.
+    """
+    qlib_store.recover_interrupted(store)
+    st = qlib_store.store_status(store)
+    if not st.has_calendar:
+        return pd.DatetimeIndex([], name="datetime")
+    if st.committed or st.kind in ("meta_stale", "instruments_stale"):
+        return qlib_store.read_calendar(store)
+    if st.resume_bars is not None:
+        return qlib_store.read_calendar(store)[: st.resume_bars]
+    if st.kind == "no_instruments" and not st.has_meta:
+        return pd.DatetimeIndex([], name="datetime")
+    raise qlib_store.StoreNotCommittedError(
+        f"{st.path}: the store was not completely written ({st.problem}) and cannot be completed in place; "
+        "remove it and ingest every delivery again"
+    )
 
 
 def _write_fresh(store: Path, calendar: pd.DatetimeIndex, prepared, options):
@@ -490,8 +620,9 @@ def _write_fresh(store: Path, calendar: pd.DatetimeIndex, prepared, options):
         spans[sym] = (calendar[first], calendar[last])
         written[sym] = len(idx)
     qlib_store.write_calendar(store, calendar)
+    qlib_store._fault_point("ingest:calendar_written")
     _write_instruments(store, spans, options)
-    return written, False, int(len(np.unique(calendar.normalize()))), calendar, positions
+    return written, int(len(np.unique(calendar.normalize()))), calendar, positions
 
 
 def _write_instruments(store: Path, spans: dict, options) -> None:
@@ -504,7 +635,19 @@ def _write_instruments(store: Path, spans: dict, options) -> None:
         qlib_store.write_instruments(store, options.universe, {s: v for s, v in spans.items()})
 
 
-def _append(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.DatetimeIndex, prepared, options, events):
+@dataclass
+class _AppendPlan:
+    """An update checked against the stored history (nothing written yet)."""
+
+    full: pd.DatetimeIndex
+    n_old: int
+    old_spans: dict
+    plans: dict
+    positions: dict
+
+
+def _plan_append(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.DatetimeIndex, prepared, events) -> _AppendPlan:
+    """Check an update against the store (reads only): :class:`StoreConflict` on any disagreement."""
     full = _extended_calendar(store, old_cal, calendar)
     cal_m = full.to_numpy().astype("datetime64[m]")
     cix = _CalendarIndex(cal_m)
@@ -527,13 +670,20 @@ def _append(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.DatetimeIndex, 
             f"{store}: the update overlaps stored history with different values; nothing written. "
             f"{len(conflicts)} conflicts, first: " + "; ".join(conflicts[:5])
         )
-    written, spans = {}, dict(old_spans)
-    for sym, (idx, cols, start) in plans.items():
-        written[sym] = _append_symbol(store, sym, idx, cols, start, n_old, full, spans)
-    qlib_store.write_calendar(store, full)
-    _write_instruments(store, spans, options)
+    return _AppendPlan(full, n_old, old_spans, plans, positions)
+
+
+def _append(out: Path, plan: _AppendPlan, options):
+    """Write a checked update into ``out`` (a hard-linked copy of the store: files are replaced, never extended)."""
+    full, n_old = plan.full, plan.n_old
+    written, spans = {}, dict(plan.old_spans)
+    for sym, (idx, cols, start) in plan.plans.items():
+        written[sym] = _append_symbol(out, sym, idx, cols, start, n_old, full, spans)
+    qlib_store.write_calendar(out, full)
+    qlib_store._fault_point("ingest:calendar_written")
+    _write_instruments(out, spans, options)
     new_sessions = int(len(np.unique(full[n_old:].normalize()))) if len(full) > n_old else 0
-    return written, True, new_sessions, full, positions
+    return written, new_sessions, full, plan.positions
 
 
 def _extended_calendar(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.DatetimeIndex) -> pd.DatetimeIndex:
@@ -608,28 +758,28 @@ def _append_symbol(store: Path, sym: str, idx: np.ndarray, cols: dict[str, np.nd
 
 def _append_feature(store: Path, sym: str, f: str, positions: np.ndarray, values: np.ndarray, last: int,
                     n_old: int) -> None:
-    """Extend one feature file up to calendar position ``last`` (NaN where no bar), history bytes untouched.
+    """Extend one feature file up to calendar position ``last`` (NaN where no bar), history bytes unchanged.
 
-    Values beyond the stored calendar (left by an interrupted append) are truncated first.
+    The file is written anew (atomically): in a staging copy it is a hard link to the published
+    store's file, which must not change. Values beyond the stored calendar (left by an
+    interrupted append of an older version) are dropped first.
     """
     path = qlib_store.feature_path(store, sym, f)
-    s0, _ = qlib_store.read_feature(store, sym, f)
+    raw = np.fromfile(path, dtype="<f4")
+    if raw.size == 0:
+        raise ValueError(f"{path}: expected a start index and values, found an empty file")
+    s0 = int(raw[0])
     allowed = max(n_old - s0, 0)  # values that belong to the stored calendar
-    size = path.stat().st_size // 4 - 1
-    if size > allowed:  # leftovers of an interrupted append
-        os.truncate(path, 4 * (allowed + 1))
-        size = allowed
+    size = min(raw.size - 1, allowed)
     block = np.full(last - (s0 + size) + 1, np.nan, dtype="<f4")
     block[positions - (s0 + size)] = values
-    with open(path, "ab") as fh:
-        block.tofile(fh)
-        fh.flush()
-        os.fsync(fh.fileno())
+    qlib_store.atomic_write_bytes(path, np.concatenate([raw[: size + 1], block]))
 
 
 def _update_meta(store: Path, report: IngestReport, appended: bool, options: IngestOptions, infos,
                  cal: pd.DatetimeIndex) -> None:
     meta = qlib_store.read_meta(store) if appended else {}
+    appended = appended and bool(meta)  # an older version's new store killed before its meta.json: start it
     entry = {
         "when": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds"),
         "mode": options.mode,

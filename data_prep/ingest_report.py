@@ -23,11 +23,24 @@ from pathlib import Path
 import polars as pl
 
 from data_prep.qlib_store import atomic_write_text
-from data_prep.validate import ERROR_KINDS, KIND_ACTIONS, WARNING_KINDS
+from data_prep.validate import CELL_KINDS, ERROR_KINDS, KIND_ACTIONS, WARNING_KINDS
 
-__all__ = ["IngestReport", "write_report"]
+__all__ = ["IngestReport", "write_report", "UNITS"]
 
 _KIND_ORDER = ERROR_KINDS + WARNING_KINDS
+
+#: what one count of a kind is (every other kind counts rows)
+UNITS: dict[str, str] = {
+    **{k: "cells" for k in CELL_KINDS},
+    "missing_minutes": "minutes",
+    "missing_session": "sessions",
+    "stale_prices": "runs",
+}
+COUNT_NOTE = (
+    "missing_value, unparseable_value, non_finite_value and non_positive_price count cells (one per field of a row; "
+    "rows_by_kind gives the rows); missing_minutes counts minutes, missing_session sessions, stale_prices runs; "
+    "every other kind counts rows."
+)
 
 
 @dataclass
@@ -50,6 +63,9 @@ class IngestReport:
         The store calendar's span.
     notes : list of str
         Decisions applied (16:00 policy, vwap derivation, adjustments ...).
+    hints : list of str
+        Likely causes worth checking (e.g. the time zone, when most of a file's bars fall
+        outside the session).
     """
 
     mode: str
@@ -60,6 +76,7 @@ class IngestReport:
     missing_minutes: dict[str, dict[str, int]] = field(default_factory=dict)
     calendar: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    hints: list[str] = field(default_factory=list)
 
     # ------------------------------------------------------------------ counts
     def counts(self) -> dict[str, dict[str, int]]:
@@ -81,6 +98,13 @@ class IngestReport:
             for k, n in per.items():
                 tot[k] = tot.get(k, 0) + n
         return dict(sorted(tot.items(), key=lambda kv: _KIND_ORDER.index(kv[0])))
+
+    def rows_by_kind(self) -> dict[str, int]:
+        """``{kind: distinct rows}``: for the cell kinds (:data:`UNITS`) fewer than their count."""
+        if not self.issues.height:
+            return {}
+        d = self.issues.unique(["kind", "symbol", "_file", "_line"]).group_by("kind").len()
+        return dict(sorted(((k, int(n)) for k, n in d.iter_rows()), key=lambda kv: _KIND_ORDER.index(kv[0])))
 
     def error_count(self) -> int:
         """Number of error-kind anomalies (what the default mode refuses on)."""
@@ -114,8 +138,11 @@ class IngestReport:
             "files": self.files,
             "calendar": self.calendar,
             "notes": self.notes,
+            "hints": self.hints,
             "repair_actions": {k: KIND_ACTIONS[k] for k in _KIND_ORDER},
+            "units": {k: UNITS.get(k, "rows") for k in _KIND_ORDER},
             "totals": self.totals(),
+            "rows_by_kind": self.rows_by_kind(),
             "counts": self.counts(),
             "rows_in": self.rows_in,
             "rows_out": self.rows_out,
@@ -135,12 +162,15 @@ class IngestReport:
             dict(self.issues.group_by("kind").agg(pl.col("action").unique().sort()).iter_rows())
             if self.issues.height else {}
         )
+        rows = self.rows_by_kind()
         for kind, n in tot.items():
             sev = "warning" if kind in WARNING_KINDS else "error"
             action = "/".join(acted.get(kind, [KIND_ACTIONS[kind]]))
             syms = sum(1 for per in self.counts().values() if kind in per)
-            unit = "minutes" if kind == "missing_minutes" else ("runs" if kind == "stale_prices" else "rows")
-            lines.append(f"  {kind:<24} {n:>8,} {unit:<7} in {syms:>3} symbols  [{sev}; repair: {action}]")
+            unit = UNITS.get(kind, "rows")
+            what = f"{n:>8,} {unit}" + (f" in {rows.get(kind, 0):,} rows" if unit == "cells" else "")
+            lines.append(f"  {kind:<24} {what:<30} of {syms:>3} symbols  [{sev}; repair: {action}]")
+        lines += [f"  hint: {h}" for h in self.hints]
         lines.append(
             f"  rows dropped {sum(self.rows_dropped().values()):,}, rows changed {sum(self.rows_changed().values()):,}, "
             f"bars written {sum(self.rows_out.values()):,}"
@@ -159,7 +189,9 @@ class IngestReport:
         out += ["## Files", "", "| file | rows | symbols |", "|---|---:|---|"]
         out += [f"| {f['path']} | {f['rows']} | {', '.join(f['symbols'])} |" for f in self.files]
         out += ["", "## Summary", "", "```", self.summary_text(), "```", ""]
-        out += ["## Counts per symbol and kind", ""]
+        if self.hints:
+            out += ["## Hints", ""] + [f"- {h}" for h in self.hints] + [""]
+        out += ["## Counts per symbol and kind", "", COUNT_NOTE, ""]
         if kinds:
             out += ["| symbol | rows in | bars written | " + " | ".join(kinds) + " |",
                     "|---|---:|---:|" + "---:|" * len(kinds)]

@@ -265,7 +265,11 @@ COMMIT_FILE = "COMMITTED"
 STAGING_TAG = ".staging-"
 #: ``DIR.old-<pid>``: the previous version of ``DIR`` while it is being replaced.
 OLD_TAG = ".old-"
-#: Test hook: a writer reaching the fault point named by this variable ends its process at once.
+#: Test hook: a writer reaching the fault point named by this variable ends its process at once
+#: (``os._exit(FAULT_EXIT_CODE)``, no cleanup, as ``kill -9``). Points: ``ingest:calendar_written``
+#: (fresh ingest and append, between the calendar and the instrument files),
+#: ``synth:symbol_written`` (after the first symbol's feature files), ``publish:old_moved``
+#: (between the two renames of a publish).
 FAULT_ENV = "DATA_PREP_FAULT_AT"
 FAULT_EXIT_CODE = 75
 #: What a store consists of (a new version replaces these; other entries of DIR are kept).
@@ -298,9 +302,14 @@ def _leftovers(target: Path, tag: str) -> list[Path]:
     if not target.parent.is_dir():
         return []
     prefix = target.name + tag
-    found = [p for p in target.parent.glob(glob.escape(prefix) + "*")
-             if p.name[len(prefix):].isdigit() and p.is_dir() and not p.is_symlink()]
-    return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
+    found = []
+    for p in target.parent.glob(glob.escape(prefix) + "*"):
+        if p.name[len(prefix):].isdigit() and not p.is_symlink():
+            try:  # a concurrent publish may remove it meanwhile
+                found.append((p.stat().st_mtime, p.name, p)) if p.is_dir() else None
+            except FileNotFoundError:
+                continue
+    return [p for _, _, p in sorted(found)]
 
 
 def _pid_alive(pid: int) -> bool:
@@ -454,8 +463,9 @@ def _consistency(store: Path) -> tuple[str | None, str | None, int | None]:
                         "instruments_stale", None)
     if meta_cal is not None and (_timestamp(meta_cal["last"]) != last or meta_cal.get("bars", size // _CAL_LINE)
                                  != size // _CAL_LINE):
-        return (f"meta.json records a calendar of {meta_cal.get('bars')} bars to {meta_cal['last']}, the calendar "
-                f"has {size // _CAL_LINE} bars to {last}", "meta_stale", None)
+        problem = (f"meta.json records a calendar of {meta_cal.get('bars')} bars to {meta_cal['last']}, the calendar "
+                   f"has {size // _CAL_LINE} bars to {last}")
+        return problem, "meta_stale", None
     return None, None, None
 
 
@@ -469,6 +479,13 @@ def store_status(store_dir: str | os.PathLike) -> StoreStatus:
     otherwise. A store with a ``DIR.staging-*`` directory beside it is refused whatever it
     holds: a write into it was interrupted (or is running) and the data may be missing an update.
     """
+    try:
+        return _store_status(store_dir)
+    except FileNotFoundError:  # read during a concurrent publish's swap: look again
+        return _store_status(store_dir)
+
+
+def _store_status(store_dir: str | os.PathLike) -> StoreStatus:
     target = _real(store_dir)
     staging = _leftovers(target, STAGING_TAG)
     old = _leftovers(target, OLD_TAG) if not target.exists() else []
@@ -626,6 +643,10 @@ def staged_write(store_dir: str | os.PathLike, *, keep: bool, writer: str) -> It
         shutil.rmtree(staging)
     try:
         staging.mkdir(parents=True)
+    except PermissionError as exc:
+        raise ValueError(f"{target}: cannot create {staging.name} beside it (a store is written beside itself, "
+                         f"then swapped in): {exc}") from exc
+    try:
         if target.is_dir():
             shutil.copymode(target, staging)
             _link_tree(target, staging, () if keep else STORE_ENTRIES)

@@ -541,7 +541,10 @@ def build_synthetic_store(
     Parameters
     ----------
     out_dir : path
-        Target directory (created; an existing store there is overwritten file by file).
+        Target directory. The store is written beside it (``out_dir.staging-<pid>``) and published
+        as a whole with a commit marker (:func:`data_prep.qlib_store.staged_write`): an existing
+        store there is replaced at once (other files in ``out_dir`` are kept); a build killed
+        midway leaves the previous store (or none), refused by readers until a build completes.
     start, end : date-like
         Inclusive range of calendar dates.
     symbols : sequence of str
@@ -570,18 +573,20 @@ def build_synthetic_store(
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed: expected a non-negative integer, found {seed!r}")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     market = simulate_market(start, end, seed=int(seed), sectors=[_profile(s).sector for s in symbols], params=params)
-    qlib_store.write_calendar(out, market.minutes)
-    rows = _write_symbols(out, symbols, market, progress)
-    first, last = pd.Timestamp(market.minutes[0]), pd.Timestamp(market.minutes[-1])
-    spans = {sym: (first, last) for sym in symbols}
-    qlib_store.write_instruments(out, "all", spans)
-    universe = [s for s in symbols if s in DEFAULT_SYMBOLS]
-    qlib_store.write_instruments(out, qlib_store.UNIVERSE_NAME, {s: spans[s] for s in universe})
-    meta = _synthetic_meta(market, seed=int(seed), start=start, end=end, symbols=symbols, universe=universe, rows=rows)
-    meta["seconds"] = round(time.perf_counter() - t0, 3)
-    qlib_store.write_meta(out, meta)
+    qlib_store.recover_interrupted(out)
+    with qlib_store.staged_write(out, keep=False, writer="data_prep.synthetic") as stage:
+        qlib_store.write_calendar(stage, market.minutes)
+        rows = _write_symbols(stage, symbols, market, progress)
+        first, last = pd.Timestamp(market.minutes[0]), pd.Timestamp(market.minutes[-1])
+        spans = {sym: (first, last) for sym in symbols}
+        qlib_store.write_instruments(stage, "all", spans)
+        universe = [s for s in symbols if s in DEFAULT_SYMBOLS]
+        qlib_store.write_instruments(stage, qlib_store.UNIVERSE_NAME, {s: spans[s] for s in universe})
+        meta = _synthetic_meta(market, seed=int(seed), start=start, end=end, symbols=symbols, universe=universe,
+                               rows=rows)
+        meta["seconds"] = round(time.perf_counter() - t0, 3)
+        qlib_store.write_meta(stage, meta)
     return out
 
 
@@ -593,6 +598,7 @@ def _write_symbols(out: Path, symbols: Sequence[str], market: MarketPath, progre
     for sym in tqdm(symbols, desc="synth", unit="symbol", disable=not progress):
         cols = simulate_symbol(sym, market)
         qlib_store.write_symbol(out, sym, 0, {f: cols[f] for f in qlib_store.FIELDS})
+        qlib_store._fault_point("synth:symbol_written")
         n_missing = int(np.isnan(cols["close"]).sum())
         rows[sym] = {"bars": len(cols["close"]) - n_missing, "missing": n_missing}
     return rows

@@ -46,7 +46,8 @@ stale_prices             warning    kept; a run of >= ``stale_minutes`` (30) con
 price_jump               warning    kept; the open of a bar moves by more than ``max_jump`` (1.5x
                                     either way, ``|log return| > ln 1.5``) from the previous bar's
                                     close: overnight (first bar of a session) or within a session;
-                                    names the split ratio that fits (7:1, 1:10 ...) when one does
+                                    names the split ratio that fits within 2% (7:1, 3:2, 1:10 ...)
+                                    when one does (such a move counts from ``max_jump / 1.02``)
 missing_minutes          warning    kept as missing (NaN in the store); counted per session
 missing_session          warning    kept as missing; one issue per NYSE session without any bar
                                     between the symbol's first and last bar (also in missing_minutes)
@@ -70,9 +71,10 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
 import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -173,7 +175,7 @@ class ValidationResult:
     issues: pl.DataFrame
     clean: pl.DataFrame
     rows_in: int
-    intervals: list[tuple[int, int, int]] = field(default_factory=list)
+    intervals: list[tuple[int, int, int]] = dataclasses.field(default_factory=list)
 
 
 def session_table(start_day, end_day) -> pl.DataFrame:
@@ -498,6 +500,52 @@ def _check_unsorted(scan: _Scan, df: pl.DataFrame) -> pl.DataFrame:
     return df
 
 
+def _check_spikes(scan: _Scan, df: pl.DataFrame, max_spike: float) -> pl.DataFrame:
+    """price_spike: a kept bar with a price > ``max_spike`` x, or < 1/``max_spike`` of, both neighbours' closes.
+
+    Neighbours are the kept bars just before and after in time within the same session (for the
+    first/last bar of a session: the two bars after/before it). Comparing with *both* keeps a
+    bad neighbour from blaming a good bar, and a real move (a level that persists) from being
+    blamed: only an isolated bar or field stands out. The row is dropped, so ``--repair`` never
+    widens high/low to a typo.
+    """
+    kept = ~scan.drop.fill_null(False) & scan.ts_ok
+    bars = df.with_row_index("_r").filter(kept).select("_r", "ts", "_day", *PRICE_FIELDS).sort("ts", maintain_order=True)
+    if bars.height < 3:
+        return df
+    c, d = pl.col("close"), pl.col("_day")
+
+    def near(k: int) -> pl.Expr:
+        return pl.when(d.shift(k) == d).then(c.shift(k))
+
+    ref_a, ref_b = pl.coalesce(near(1), near(-2)), pl.coalesce(near(-1), near(2))
+    lo, hi = pl.min_horizontal(ref_a, ref_b), pl.max_horizontal(ref_a, ref_b)
+    both = ref_a.is_not_null() & ref_b.is_not_null()
+    out = {f: both & ((pl.col(f) > max_spike * hi) | (pl.col(f) < lo / max_spike)) for f in PRICE_FIELDS}
+    flagged = bars.with_columns(ref_a.alias("_ra"), ref_b.alias("_rb"), *[v.alias(f"_o_{f}") for f, v in out.items()])
+    flagged = flagged.filter(pl.any_horizontal([pl.col(f"_o_{f}") for f in PRICE_FIELDS]))
+    if not flagged.height:
+        return df
+    rows, field_txt, found_txt = [], [], []
+    for r in flagged.iter_rows(named=True):
+        bad = [f for f in PRICE_FIELDS if r[f"_o_{f}"]]
+        ref = math.sqrt(r["_ra"] * r["_rb"])
+        factor = r[bad[0]] / ref
+        scale = f"{factor:.3g}x" if factor >= 1 else f"1/{1 / factor:.3g}"
+        rows.append(r["_r"])
+        field_txt.append(",".join(bad))
+        found_txt.append(
+            ", ".join(f"{f} {r[f]:g}" for f in bad) + f" at {r['ts']:%Y-%m-%d %H:%M} ({scale} the neighbouring bars' "
+            f"closes {r['_ra']:g} and {r['_rb']:g}" + ("; the whole bar is scaled)" if len(bad) == 4 else
+                                                       "; the bar's other prices agree with them)"))
+    info = pl.DataFrame({"_r": pl.Series(rows, dtype=pl.UInt32), "_spike_field": field_txt, "_spike_found": found_txt})
+    df = df.with_row_index("_r").join(info, on="_r", how="left", maintain_order="left").drop("_r")
+    scan.reject(pl.col("_spike_field").is_not_null(), "price_spike", pl.col("_spike_field"),
+                f"prices within {max_spike:g}x either way of the neighbouring bars' closes (--max-spike)",
+                pl.col("_spike_found"))
+    return df
+
+
 def _repair_ohlc(scan: _Scan, df: pl.DataFrame, fields: list[str], vwap_missing: pl.Expr) -> pl.DataFrame:
     """Fix the drops (``_drop``); on the kept rows: missing_vwap, ohlc_inconsistent, then widen high/low."""
     df = df.with_columns(scan.drop.fill_null(False).alias("_drop"))
@@ -610,6 +658,216 @@ def _stale_runs(clean: pl.DataFrame, symbol: str, stale_minutes: int) -> pl.Data
                        pl.lit(" bars, "), pl.col("t0").dt.strftime("%Y-%m-%d %H:%M"), pl.lit(" to "),
                        pl.col("t1").dt.strftime("%H:%M")]),
     )
+
+
+#: common split ratios ``(new shares, old shares)``: a 7:1 split multiplies prices by 1/7
+SPLIT_RATIOS: tuple[tuple[int, int], ...] = (
+    (3, 2), (2, 1), (5, 2), (3, 1), (4, 1), (5, 1), (6, 1), (7, 1), (8, 1), (10, 1), (15, 1), (20, 1),
+    (1, 2), (1, 3), (1, 4), (1, 5), (1, 8), (1, 10), (1, 15), (1, 20), (1, 25), (1, 50),
+)
+
+
+def split_ratio(price_ratio: float, tolerance: float = 0.02) -> str | None:
+    """The split ``N:M`` whose price factor ``M/N`` is within ``tolerance`` of ``price_ratio`` (closest), or None.
+
+    Example
+    -------
+    >>> split_ratio(1 - 0.856), split_ratio(10.1), split_ratio(0.8)
+    ('7:1', '1:10', None)
+    """
+    if not (price_ratio > 0 and math.isfinite(price_ratio)):
+        return None
+    best = min(SPLIT_RATIOS, key=lambda nm: abs(price_ratio * nm[0] / nm[1] - 1))
+    return f"{best[0]}:{best[1]}" if abs(price_ratio * best[0] / best[1] - 1) <= tolerance else None
+
+
+def _price_jumps(clean: pl.DataFrame, symbol: str, max_jump: float, tolerance: float = 0.02) -> pl.DataFrame:
+    """price_jump (warning): a bar's open beyond ``max_jump`` x either way of the previous bar's close.
+
+    A move that fits a split ratio within ``tolerance`` counts from ``max_jump / (1 + tolerance)``,
+    so that a 3:2 split (x2/3) is reported with the default 1.5.
+    """
+    if clean.height < 2:
+        return pl.DataFrame(schema=ISSUE_SCHEMA)
+    lim = math.log(max_jump)
+    j = clean.select(
+        "_file", "_line", "ts", "open", pl.col("close").shift(1).alias("pc"), pl.col("ts").shift(1).alias("pt"),
+    ).filter((pl.col("open") / pl.col("pc")).log().abs() > lim - math.log1p(tolerance))
+    keep, expected, found = [], [], []
+    for r in j.iter_rows(named=True):
+        overnight = r["ts"].date() != r["pt"].date()
+        ratio = r["open"] / r["pc"]
+        split = split_ratio(ratio, tolerance)
+        keep.append(abs(math.log(ratio)) > lim or split is not None)
+        if not keep[-1]:
+            continue
+        when = "overnight" if overnight else "within the session"
+        what = (f"; fits a {split} split (prices x{_factor_text(split)}): pass it in --adjustments, or check "
+                "the vendor's adjustment" if split else "; no common split ratio fits")
+        found.append(f"open {r['open']:g} at {r['ts']:%Y-%m-%d %H:%M} after close {r['pc']:g} at "
+                     f"{r['pt']:%Y-%m-%d %H:%M}: {100 * (ratio - 1):+.1f}% {when}{what}")
+        expected.append(f"an {'overnight move' if overnight else 'move between consecutive bars'} within "
+                        f"{max_jump:g}x either way (|log return| <= ln {max_jump:g}; --max-jump)")
+    j = j.filter(pl.Series(keep, dtype=pl.Boolean))
+    if not j.height:
+        return pl.DataFrame(schema=ISSUE_SCHEMA)
+    j = j.with_columns(pl.Series("_exp", expected), pl.Series("_found", found), pl.lit(symbol).alias("symbol"))
+    return _issue(j, "price_jump", "open", pl.col("_exp"), pl.col("_found"))
+
+
+def _factor_text(split: str) -> str:
+    n, m = split.split(":")
+    return f"1/{n}" if m == "1" else m if n == "1" else f"{m}/{n}"
+
+
+def _missing_sessions(clean: pl.DataFrame, symbol: str, sessions: pl.DataFrame, tf_date: pl.Expr) -> pl.DataFrame:
+    """missing_session (warning): NYSE sessions without any bar between the symbol's first and last bar.
+
+    One issue per session, at the line of the first bar after it.
+    """
+    if clean.height < 2:
+        return pl.DataFrame(schema=ISSUE_SCHEMA)
+    day = clean.get_column("ts").dt.date().cast(pl.Int32).to_numpy()
+    all_days = sessions.get_column("day").to_numpy()
+    span = all_days[(all_days >= day[0]) & (all_days <= day[-1])]
+    gone = np.setdiff1d(span, day)
+    if not gone.size:
+        return pl.DataFrame(schema=ISSUE_SCHEMA)
+    nxt = np.searchsorted(day, gone, side="right")  # first bar after the missing session
+    after = clean[nxt.tolist()].select("_file", "_line", pl.col("ts").alias("t1"))
+    before = clean.get_column("ts")[(nxt - 1).tolist()].alias("t0")
+    frame = after.with_columns(
+        before, pl.Series("gone", gone.astype("datetime64[D]")).cast(pl.Date), pl.lit(symbol).alias("symbol"),
+    )
+    return _issue(
+        frame, "missing_session", tf_date,
+        "bars on every NYSE session between the symbol's first and last bar",
+        pl.concat_str([pl.lit("no bar on "), pl.col("gone").dt.strftime("%Y-%m-%d"),
+                       pl.lit(" (a whole session; bars stop at "), pl.col("t0").dt.strftime("%Y-%m-%d %H:%M"),
+                       pl.lit(" and resume at "), pl.col("t1").dt.strftime("%Y-%m-%d %H:%M"), pl.lit(")")]),
+    )
+
+
+def bar_intervals(df: pl.DataFrame, *, min_spacings: int = 10, share: float = 0.9) -> list[tuple[int, int, int]]:
+    """Files whose bars are not one-minute bars: ``[(file index, modal spacing in seconds, bars)]``.
+
+    The spacing is the time between consecutive distinct bar times within a session (day) of
+    each file; its mode is the bar interval. A file is listed when the mode is not 60 s and at
+    least ``share`` of the spacings are whole multiples of it (5-minute bars: every spacing is
+    5, 10, ... minutes; sparse one-minute bars have a mode of 60 s or scattered spacings), with
+    at least ``min_spacings`` spacings to judge from. A file with one bar per day on at least
+    ``share`` of ``min_spacings`` or more days holds daily bars (spacing 86400).
+
+    Example
+    -------
+    >>> import datetime as dt
+    >>> ts = [dt.datetime(2018, 2, 16, 9, 30) + dt.timedelta(minutes=5 * i) for i in range(20)]
+    >>> bar_intervals(pl.DataFrame({"_file": [0] * 20, "ts": ts}))
+    [(0, 300, 20)]
+    """
+    t = df.select("_file", "ts").drop_nulls().unique().sort("_file", "ts")
+    if t.height <= min_spacings:
+        return []
+    per_day = t.group_by("_file", pl.col("ts").dt.date().alias("d")).len()
+    daily = per_day.group_by("_file").agg(pl.len().alias("days"), (pl.col("len") == 1).sum().alias("single")).filter(
+        (pl.col("days") >= min_spacings) & (pl.col("single") >= share * pl.col("days")))
+    out = [(int(fi), 86400, int(t.filter(pl.col("_file") == fi).height)) for fi in sorted(daily.get_column("_file"))]
+    if out:
+        t = t.filter(~pl.col("_file").is_in([o[0] for o in out]))
+    step = (pl.col("ts").diff().dt.total_seconds()).alias("s")
+    same = (pl.col("_file") == pl.col("_file").shift(1)) & (pl.col("ts").dt.date() == pl.col("ts").dt.date().shift(1))
+    sp = t.with_columns(pl.when(same).then(step).alias("s")).drop_nulls("s").filter(pl.col("s") > 0)
+    if not sp.height:
+        return out
+    agg = sp.group_by("_file").agg(
+        pl.len().alias("n"), pl.col("s").mode().min().alias("mode"),
+    ).filter((pl.col("n") >= min_spacings) & (pl.col("mode") != 60))
+    for fi, n, mode in agg.sort("_file").iter_rows():
+        multiples = sp.filter((pl.col("_file") == fi) & (pl.col("s") % mode == 0)).height
+        if multiples >= share * n:
+            out.append((int(fi), int(mode), int(t.filter(pl.col("_file") == fi).height)))
+    return sorted(out)
+
+
+def interval_label(seconds: int) -> str:
+    """``300`` -> ``5-minute``, ``30`` -> ``30-second``, ``3600`` -> ``1-hour``, ``86400`` -> ``daily``."""
+    if seconds == 86400:
+        return "daily"
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600}-hour"
+    if seconds % 60 == 0:
+        return f"{seconds // 60}-minute"
+    return f"{seconds}-second"
+
+
+#: zones tried when most bars fall outside the session
+_HINT_ZONES = ("UTC", "America/New_York", "America/Chicago", "America/Los_Angeles", "Europe/London")
+_NY = "America/New_York"
+
+
+def _inside_share(ts: pl.Series) -> float:
+    """Share of (New York naive) times inside a session, 09:30-16:00 inclusive."""
+    ts = ts.drop_nulls()
+    if not ts.len():
+        return 0.0
+    sess = session_table(ts.min().date(), ts.max().date()).rename({"day": "_day"})
+    t = pl.DataFrame({"ts": ts}).with_columns(
+        pl.col("ts").dt.date().cast(pl.Int32).alias("_day"),
+        (pl.col("ts").dt.hour().cast(pl.Int32) * 60 + pl.col("ts").dt.minute().cast(pl.Int32)).alias("_mod"),
+    ).join(sess, on="_day", how="left")
+    inside = (pl.col("_mod") >= pl.col("open_min")) & (pl.col("_mod") <= pl.col("close_min"))
+    return float(t.select(inside.fill_null(False).mean()).item())
+
+
+def timezone_hints(
+    data: pl.DataFrame, files: Sequence[str], *, tz: str, zoned: Sequence[bool], threshold: float = 0.5,
+    min_bars: int = 20, sample: int = 20_000,
+) -> dict[int, str]:
+    """A hint per file when most of its bars fall outside the session in the assumed zone.
+
+    ``data`` has ``_file`` and ``ts`` (naive New York times, as read with ``--tz tz``). For a file
+    with more than ``threshold`` of its bars outside 09:30-16:00 New York time, the zones of
+    :data:`_HINT_ZONES` are tried on its naive times; the one that puts most bars inside the
+    session is named (``pass --tz UTC``). Files whose times carry a zone (``zoned``) get a hint
+    that ``--tz`` does not apply.
+
+    Returns
+    -------
+    dict
+        ``{file index: hint text}``.
+    """
+    hints: dict[int, str] = {}
+    t = data.select("_file", "ts").drop_nulls("ts")
+    for (fi,), part in t.group_by(["_file"], maintain_order=True):
+        if part.height < min_bars:
+            continue
+        ts = part.get_column("ts").head(sample)
+        share_in = _inside_share(ts)
+        if share_in >= 1 - threshold:
+            continue
+        head = f"{round(100 * (1 - share_in))}% of {files[fi]}'s bars fall outside 09:30-16:00 {_NY}"
+        if zoned[fi]:
+            hints[fi] = (head + "; its timestamps carry their own zone (epoch milliseconds are UTC), so --tz does not "
+                         "apply: check the vendor's time convention")
+            continue
+        local = ts if tz == _NY else ts.dt.replace_time_zone(_NY).dt.convert_time_zone(tz).dt.replace_time_zone(None)
+        best, best_share = None, share_in
+        for zone in _HINT_ZONES:
+            if zone == tz:
+                continue
+            moved = local.dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null")
+            share = _inside_share(moved.dt.convert_time_zone(_NY).dt.replace_time_zone(None))
+            if share > best_share:
+                best, best_share = zone, share
+        if tz != _NY:
+            head += f" (naive times read as --tz {tz})"
+        if best is not None and best_share >= 1 - threshold:
+            what = "UTC" if best == "UTC" else f"in {best}"
+            hints[fi] = (f"{head}; are the timestamps {what}? pass --tz {best} "
+                         f"({round(100 * best_share)}% of them would fall inside)")
+        else:
+            hints[fi] = f"{head}; check the zone of its naive timestamps (--tz ZONE, now {tz})"
+    return hints
 
 
 def missing_minutes(clean_ts: np.ndarray | None, calendar: np.ndarray, *, index: np.ndarray | None = None) -> dict[str, int]:

@@ -13,9 +13,16 @@ Accepted layouts
   (``--epoch-ms-col``, always UTC). Naive times are read in ``--tz`` (default
   America/New_York). Everything is converted to naive New York local time, Qlib's convention.
   A naive time that does not exist or is ambiguous in ``--tz`` (daylight-saving change) is
-  a ``bad_timestamp``.
+  a ``bad_timestamp``. A timestamp column mixing naive and zoned times is refused, naming the
+  first line of each kind.
 * **Values**: ``open, high, low, close, volume`` and optionally ``vwap`` (column names mappable);
   text is stripped and parsed as float; empty text, ``NaN`` and nulls are missing values.
+
+Unreadable files
+----------------
+An empty file, a truncated or corrupt ``.csv.gz`` or Parquet file, and a row with more fields
+than the header are :class:`ValueError` naming the file (and the line where it can be found),
+never a polars traceback.
 
 Line numbers
 ------------
@@ -34,6 +41,10 @@ Example
 
 from __future__ import annotations
 
+import csv
+import gzip
+import io
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +97,8 @@ class FileInfo:
     time_field: str  # column name(s) of the time, for messages
     has_vwap: bool
     line_offset: int  # line of the first data row (2 for CSV, 1 for Parquet)
+    zoned: bool = False  # the times carry their own zone (zoned text, epoch ms, zoned Parquet column)
+    hint: str | None = None  # time-zone hint set by the ingest when most bars fall outside the session
 
 
 def list_sources(sources: Iterable[str | Path]) -> list[Path]:
@@ -122,13 +135,59 @@ def _is_parquet(path: Path) -> bool:
     return path.name.lower().endswith((".parquet", ".pq"))
 
 
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (polars appends hints about its own options)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def _ragged_line(path: Path) -> tuple[int, int, int] | None:
+    """``(line, header fields, fields found)`` of the first row with more fields than the header."""
+    opener = gzip.open if _is_gzip(path) else open
+    try:
+        with opener(path, "rb") as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            if header is None:
+                return None
+            for row in reader:
+                if len(row) > len(header):
+                    return reader.line_num, len(header), len(row)
+    except (OSError, EOFError, zlib.error, csv.Error):
+        return None
+    return None
+
+
 def _read_raw(path: Path) -> tuple[pl.DataFrame, int]:
     if _is_parquet(path):
-        return pl.read_parquet(path), 1
+        try:
+            return pl.read_parquet(path), 1
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise ValueError(f"{path}: expected a Parquet file, found one that cannot be read: {_first_line(exc)}") from exc
     try:
         df = pl.read_csv(path, infer_schema=False, has_header=True, truncate_ragged_lines=False)
-    except pl.exceptions.ComputeError as exc:
-        raise ValueError(f"{path}: expected a comma-separated file with a header line, found: {exc}") from exc
+    except pl.exceptions.NoDataError as exc:
+        raise ValueError(f"{path}: line 1: expected a header line of comma-separated column names, "
+                         "found an empty file") from exc
+    except (OSError, EOFError, zlib.error) as exc:
+        what = "gzip-compressed CSV" if _is_gzip(path) else "CSV file"
+        raise ValueError(f"{path}: expected a complete {what}, found a truncated or corrupt one "
+                         f"({_first_line(exc)}); fetch the file again") from exc
+    except pl.exceptions.PolarsError as exc:
+        ragged = _ragged_line(path)
+        if ragged is not None:
+            line, n_header, n_found = ragged
+            raise ValueError(
+                f"{path}: line {line}: expected {n_header} comma-separated fields as in the header (line 1), "
+                f"found {n_found}; remove the extra field(s), or quote a value that contains a comma"
+            ) from exc
+        raise ValueError(f"{path}: expected a UTF-8 comma-separated file with a header line, found one that "
+                         f"cannot be read: {_first_line(exc)}") from exc
     return df, 2
 
 
@@ -141,15 +200,42 @@ def _require(df: pl.DataFrame, path: Path, columns: Sequence[str], what: str) ->
         )
 
 
-def _timestamp_expr(df: pl.DataFrame, path: Path, cols: ColumnMap, tz: str) -> tuple[pl.Expr, pl.Expr | None, str]:
-    """Return (naive New York datetime expr, raw text expr or None for typed columns, time field name)."""
+_NAIVE_SHAPE = r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?"
+_ZONE_SUFFIX = r"(Z|[+-]\d{2}(:?\d{2})?)$"
+
+
+def _zoned_text(df: pl.DataFrame, path: Path, column: str, raw: pl.Expr, line_offset: int, tz: str) -> bool:
+    """Whether the text timestamps carry a zone; a column mixing naive and zoned times is refused.
+
+    Text of neither shape (garbage) does not count: it becomes a ``bad_timestamp``.
+    """
+    kinds = df.select(
+        raw.str.contains(_NAIVE_SHAPE + "$").alias("naive"),
+        raw.str.contains(_NAIVE_SHAPE + _ZONE_SUFFIX).alias("zoned"),
+    )
+    naive, zoned = kinds.get_column("naive").fill_null(False), kinds.get_column("zoned").fill_null(False)
+    if naive.any() and zoned.any():
+        i, k = int(naive.arg_true()[0]), int(zoned.arg_true()[0])
+        text = df.get_column(column).cast(pl.String)
+        raise ValueError(
+            f"{path}: column '{column}' mixes naive and zoned timestamps: line {i + line_offset} has {text[i]!r} "
+            f"(no zone: it would be read in --tz {tz}) and line {k + line_offset} has {text[k]!r} (with a zone); "
+            "expected one convention per file"
+        )
+    return bool(zoned.any())
+
+
+def _timestamp_expr(
+    df: pl.DataFrame, path: Path, cols: ColumnMap, tz: str, line_offset: int = 2,
+) -> tuple[pl.Expr, pl.Expr | None, str, bool]:
+    """Return (naive New York datetime expr, raw text expr or None for typed columns, time field name, zoned)."""
     if cols.epoch_ms:
         _require(df, path, [cols.epoch_ms], "epoch-milliseconds")
         col = pl.col(cols.epoch_ms)
         num = col.cast(pl.Int64, strict=False) if df.schema[cols.epoch_ms] == pl.String else col.cast(pl.Int64)
         ts = num.cast(pl.Datetime("ms")).dt.replace_time_zone("UTC")
         text = col if df.schema[cols.epoch_ms] == pl.String else None
-        field = cols.epoch_ms
+        return _to_ny_naive(ts), text, cols.epoch_ms, True
     else:
         if cols.datetime:
             _require(df, path, [cols.datetime], "timestamp")
@@ -159,26 +245,21 @@ def _timestamp_expr(df: pl.DataFrame, path: Path, cols: ColumnMap, tz: str) -> t
             if isinstance(dtype, pl.Datetime):  # typed: no text needed (messages format the time)
                 ts = pl.col(cols.datetime)
                 if dtype.time_zone is None:
-                    return _localize(ts, tz), None, field
-                return _to_ny_naive(ts), None, field
+                    return _localize(ts, tz), None, field, False
+                return _to_ny_naive(ts), None, field, True
             raw = text.str.strip_chars()
-            sample = df.select(raw.drop_nulls().first()).item()
-            has_zone = sample is not None and (
-                sample.endswith("Z") or (len(sample) > 19 and sample[19:].lstrip(".0123456789")[:1] in "+-")
-            )
-            if has_zone:
+            if _zoned_text(df, path, cols.datetime, raw, line_offset, tz):
                 zoned = raw.str.replace(r"Z$", "+00:00")
                 ts = pl.coalesce([zoned.str.to_datetime(fmt, strict=False, time_unit="us", time_zone="UTC")
                                   for fmt in _ZONED_FORMATS])
-                return _to_ny_naive(ts), text, field
+                return _to_ny_naive(ts), text, field, True
             ts = pl.coalesce([raw.str.to_datetime(fmt, strict=False, time_unit="us") for fmt in _NAIVE_FORMATS])
         else:
             _require(df, path, [cols.date, cols.time], "date and time")
             field = f"{cols.date},{cols.time}"
             text = pl.concat_str([pl.col(cols.date).cast(pl.String), pl.col(cols.time).cast(pl.String)], separator=" ")
             ts = text.str.strip_chars().str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
-        return _localize(ts, tz), text, field
-    return _to_ny_naive(ts), text, field
+        return _localize(ts, tz), text, field, False
 
 
 def _localize(ts: pl.Expr, tz: str) -> pl.Expr:
@@ -256,7 +337,7 @@ def read_vendor_file(
     raw, line_offset = _read_raw(path)
     _require(raw, path, [columns.field_column(f) for f in VALUE_FIELDS if f != "vwap"], "value")
     has_vwap = columns.vwap in raw.columns
-    ts, ts_text, time_field = _timestamp_expr(raw, path, columns, tz)
+    ts, ts_text, time_field, zoned = _timestamp_expr(raw, path, columns, tz, line_offset)
     exprs = [
         pl.lit(file_index, dtype=pl.Int32).alias("_file"),
         (pl.int_range(pl.len(), dtype=pl.Int64) + line_offset).alias("_line"),
@@ -280,5 +361,6 @@ def read_vendor_file(
         time_field=time_field,
         has_vwap=has_vwap,
         line_offset=line_offset,
+        zoned=zoned,
     )
     return df, info

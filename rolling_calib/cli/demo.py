@@ -23,11 +23,15 @@ def handle(args: argparse.Namespace) -> int:
         data = result.comparison.to_dict()
         data.update(store=str(result.store), report={k: str(v) for k, v in result.report.items()},
                     seconds=round(result.seconds, 1), tracking_uri=result.tracking_uri,
-                    tracking_message=result.tracking_message)
+                    tracking_message=result.tracking_message, diagnosis=result.diagnosis.to_dict())
         print(json.dumps(data, indent=2))
         return 0
     print()
     print(result.comparison.format())
+    print()
+    print("Can calibration help here? (rolling-calib diagnose STORE for the full seed-variance split)")
+    for diagnosis in result.diagnosis.pipelines:
+        print(f"  {diagnosis.pipeline}: {diagnosis.verdict}")
     print()
     print(f"data:   {result.data_dir}{' (generated)' if result.data_built else ' (reused)'}")
     print(f"store:  {result.store}")

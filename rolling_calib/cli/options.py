@@ -24,7 +24,7 @@ from rolling_calib.core.validation import (
 )
 from rolling_calib.execution.factory import EXECUTORS, ExecutorOptions
 
-__all__ = ["add_execution_arguments", "add_overrides_argument", "add_scoring_arguments", "add_tracking_arguments",
+__all__ = ["add_calibration_arguments", "add_execution_arguments", "add_overrides_argument", "add_scoring_arguments", "add_tracking_arguments",
            "checked", "executor_options", "overrides", "score_and_compare"]
 
 
@@ -107,8 +107,8 @@ def _int_or_text(text: str) -> str | int:
 _period = checked(CALIBRATION_PERIOD, _int_or_text)
 
 
-def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options shared by ``compare`` and ``report``."""
+def add_calibration_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--pipelines``, ``--period`` and ``--bias``: which runs of a store, scored with which calibration rule."""
     parser.add_argument("--pipelines", nargs="+", metavar="NAME", help="pipelines to include (default: all in the store)")
     parser.add_argument(
         "--period", type=_period, default=None, metavar="PERIOD",
@@ -120,6 +120,11 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
         help="one bias per period for all instruments (pooled, the paper) or one per instrument "
         "(default: the store's config, else pooled)",
     )
+
+
+def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options shared by ``compare`` and ``report``: the calibration rule and the bootstrap."""
+    add_calibration_arguments(parser)
     parser.add_argument("--n-boot", type=checked(N_BOOT, int), default=2000, metavar="N",
                         help="bootstrap resamples for the intervals (default 2000)")
     parser.add_argument("--confidence", type=checked(CONFIDENCE, float), default=0.95, help="interval level (default 0.95)")

@@ -11,6 +11,15 @@ from pathlib import Path
 from rolling_calib.cli.options import add_scoring_arguments, score_and_compare
 
 
+def _diagnosis(store: str, scores):
+    """The seed-variance verdicts, when every diagnosed pipeline has two runs or more (else ``None``: no spread to split)."""
+    from rolling_calib.analysis.diagnostics import diagnose_store
+
+    if scores.runs.groupby("pipeline")["seed"].nunique().max() < 2:
+        return None
+    return diagnose_store(store, scores=scores)
+
+
 def handle(args: argparse.Namespace) -> int:
     from rolling_calib.reporting.document import write_report
 
@@ -18,7 +27,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
             scores, comparison = score_and_compare(args)
-            paths = write_report(scores, comparison, out)
+            paths = write_report(scores, comparison, out, diagnosis=_diagnosis(args.store, scores))
     except ValueError as exc:
         print(f"rolling-calib report: error: {exc}", file=sys.stderr)
         return 2

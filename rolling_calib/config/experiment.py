@@ -28,6 +28,25 @@ merging into them.
 ``pipelines:`` may also be a list of small files (``workflows/pipelines/*.yaml``),
 each holding ``pipelines:`` and optionally ``compare:``.
 
+Any Qlib workflow is read as ``qrun`` reads it (``examples/benchmarks/*/workflow_config*.yaml``
+validate unchanged once a ``rolling:`` section is added, e.g. by a two-line file with
+``BASE_CONFIG_PATH``):
+
+* top-level keys other than :data:`TOP_LEVEL_KEYS` (``market``, ``benchmark``,
+  ``data_handler_config``, ``port_analysis_config``: YAML anchors; ``sys``: qrun's
+  ``sys.path`` additions) are ignored, as ``qrun`` ignores them, and listed in a debug log.
+  Only a near miss of one of our own keys (``rollin``, ``pipeline``, ``Compare``) is refused,
+  since it is almost certainly a typo that would otherwise drop a section silently;
+* without ``pipelines:`` the file is one configuration, its task unchanged, named after
+  the file's stem (``workflow_config_lstm_Alpha360``; ``base`` if the stem is not a valid
+  pipeline name), so runs of several single-configuration files stay apart by name;
+* ``rolling:`` is required: it is what rolling-calib adds; its absence is reported with a
+  snippet to paste, dated from the task's own ``segments`` where it has them;
+* keyword arguments are refused only when provably unknown: classes whose ``__init__``
+  chain ends in a ``**kwargs`` sink (Qlib's ``LGBModel`` hands them to LightGBM, ``ALSTM``
+  ignores them) accept any name; see
+  :func:`rolling_calib.qlib_adapter.task_spec.accepted_kwargs`.
+
 :func:`load_experiment` validates everything before any training starts: unknown
 keys (named by their full dotted path), wrong types, a missing data directory,
 months outside the store's calendar, and model / dataset / handler keyword
@@ -41,6 +60,8 @@ included files against the including file's directory.
 from __future__ import annotations
 
 import copy
+import difflib
+import logging
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -84,8 +105,17 @@ __all__ = [
     "validate_task",
 ]
 
+#: The top-level keys rolling-calib reads. Other keys are ignored as ``qrun`` ignores them
+#: (YAML anchors such as ``market``/``data_handler_config``, settings of other tools), except
+#: near misses of these, which are typos (see :func:`_check_top_level`).
 TOP_LEVEL_KEYS = frozenset({"qlib_init", "task", "rolling", "pipelines", "compare", "experiment_name", "BASE_CONFIG_PATH"})
+#: Top-level keys ``qrun`` itself reads and rolling-calib does not (``sys``: ``sys.path`` additions).
+QRUN_KEYS = frozenset({"sys"})
 REPLACED_KEYS = ("pipelines", "compare")
+#: Name of the single configuration of a file without ``pipelines:`` whose stem is not a valid name.
+SINGLE_PIPELINE = "base"
+
+_LOG = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- overrides
@@ -441,6 +471,62 @@ def _check_instruments(task: Mapping[str, Any], store: Path, where: str) -> None
         )
 
 
+def _check_top_level(raw: Mapping[str, Any], where: str) -> None:
+    """Refuse near misses of our top-level keys; log the others, which are ignored like ``qrun`` does."""
+    known = {k.lower(): k for k in TOP_LEVEL_KEYS | QRUN_KEYS}
+    ignored = []
+    for key in raw:
+        if key in TOP_LEVEL_KEYS or key in QRUN_KEYS:
+            continue
+        near = difflib.get_close_matches(str(key).lower(), list(known), n=1, cutoff=0.8)
+        if near:
+            raise ConfigError(
+                f"{where}: unknown key '{key}' (did you mean '{known[near[0]]}'? Other top-level keys are "
+                f"ignored, as qrun ignores them; rolling-calib reads: {', '.join(sorted(TOP_LEVEL_KEYS))})"
+            )
+        ignored.append(str(key))
+    if ignored:
+        _LOG.debug("%s: ignored top-level keys (YAML anchors or settings rolling-calib does not read): %s",
+                   where, ", ".join(ignored))
+
+
+def _month_of(value: Any) -> str | None:
+    text = str(value)
+    return text[:7] if len(text) >= 7 and text[:4].isdigit() and text[4] == "-" and text[5:7].isdigit() else None
+
+
+def _missing_rolling(raw: Mapping[str, Any], path: Path) -> ConfigError:
+    """The error for a file without ``rolling:``, with a snippet to paste (dated from the task's segments)."""
+    months = {"initial_train_start": "2012-01", "start": "2015-01", "end": "2018-12"}
+    try:
+        segments = raw["task"]["dataset"]["kwargs"]["segments"]
+        found = {"initial_train_start": _month_of(segments["train"][0]), "start": _month_of(segments["test"][0]),
+                 "end": _month_of(segments["test"][1])}
+        if all(found.values()):
+            months = found  # type: ignore[assignment]
+    except (KeyError, TypeError, IndexError):
+        pass
+    return ConfigError(
+        f"{path}: rolling: missing section. rolling-calib runs the workflow's task on a rolling schedule, "
+        "and this file gives none: add a rolling: section to it, or write a small file next to it "
+        "that includes it, e.g.\n"
+        f"  BASE_CONFIG_PATH: {path.name}\n"
+        "  rolling:\n"
+        f"    initial_train_start: {months['initial_train_start']}   # first training month\n"
+        f"    start: {months['start']}                 # first evaluated month\n"
+        f"    end: {months['end']}                   # last evaluated month\n"
+        "    step_months: 6                 # months one model predicts before it is fine-tuned\n"
+        "    seeds: 3"
+    )
+
+
+def _single_pipeline(path: Path) -> dict[str, dict[str, Any]]:
+    """``pipelines:`` of a file without one: its task unchanged, named after the file's stem."""
+    name = path.stem
+    valid = bool(name) and "/" not in name and not name.startswith(".")
+    return {name if valid else SINGLE_PIPELINE: {}}
+
+
 def read_rolling(path: str | Path) -> RollingConfig:
     """Only the validated ``rolling:`` section of an experiment file (no data needed).
 
@@ -450,7 +536,7 @@ def read_rolling(path: str | Path) -> RollingConfig:
     path = Path(path).resolve()
     raw = _read_with_base(path)
     if "rolling" not in raw:
-        raise ConfigError(f"{path}: rolling: missing section")
+        raise _missing_rolling(raw, path)
     return _parse_rolling(raw["rolling"], str(path))
 
 
@@ -466,7 +552,8 @@ def load_experiment(
     Parameters
     ----------
     path : path
-        The experiment file (a Qlib workflow plus ``rolling``/``pipelines``/``compare``).
+        The experiment file: a Qlib workflow plus ``rolling`` and optionally ``pipelines``
+        (absent: one pipeline named after the file's stem) and ``compare``.
     overrides : mapping, optional
         Dotted overrides applied to the whole file before validation, e.g.
         ``{"qlib_init.provider_uri": "/data/store", "rolling.seeds": 3}``.
@@ -481,8 +568,10 @@ def load_experiment(
     Raises
     ------
     ConfigError
-        Naming the file and dotted key: unknown keys, wrong types, missing data
-        directory, months outside the store, unknown model/dataset arguments.
+        Naming the file and dotted key: unknown keys in our sections (other top-level
+        keys are ignored, as ``qrun`` ignores them), a missing ``rolling:`` section, wrong
+        types, missing data directory, months outside the store, provably unknown
+        model/dataset/handler arguments.
 
     Notes
     -----
@@ -497,14 +586,19 @@ def load_experiment(
     raw = _read_with_base(path)
     if overrides:
         raw = apply_overrides(raw, overrides, source=f"{where}: overrides")
-    reject_unknown(raw, TOP_LEVEL_KEYS, "", where)
-    for required in ("qlib_init", "task", "rolling", "pipelines"):
+    _check_top_level(raw, where)
+    for required in ("qlib_init", "task"):
         if required not in raw:
             raise ConfigError(f"{where}: {required}: missing section")
+    if "rolling" not in raw:
+        raise _missing_rolling(raw, path)
     qlib_init = resolve_qlib_init(raw["qlib_init"], where)
     validate_task(raw["task"], where)
     rolling = _parse_rolling(raw["rolling"], where)
-    pipelines, file_pairs = _parse_pipelines(raw["pipelines"], where, path.parent)
+    if "pipelines" in raw:
+        pipelines, file_pairs = _parse_pipelines(raw["pipelines"], where, path.parent)
+    else:  # one configuration: the file's task as written
+        pipelines, file_pairs = _single_pipeline(path), []
     pairs = file_pairs + _parse_compare(raw.get("compare", []), where)
     for i, (a, b) in enumerate(pairs):
         for name in (a, b):

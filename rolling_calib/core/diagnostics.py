@@ -24,6 +24,11 @@ would leave, so ``std(S)`` bounds what a bias correction can do to the seed spre
     X = 1 - std(S) / std(QL2..K)      (the most a bias correction can remove)
     Y = 1 - std(CQL) / std(QL2..K)    (what the rolling CQL removed; Y < 0: it added spread)
 
+A pooled rolling correction leaves ``CQL_r = S_r + D_r`` with ``D_r`` the row-weighted
+mean of ``(bias_rk - bias_r,k-1)^2``, so it narrows the seeds like the oracle only when
+``D`` is small. The bound is one of the oracle, not a strict inequality on a sample: with
+few seeds a ``D`` that happens to move against ``S`` can make ``Y`` exceed ``X`` a little.
+
 **Offsets and their persistence.** A seed's offset in period ``k`` is its mean residual
 minus the mean over seeds, ``o_rk = bias_rk - mean_r bias_rk``. CQL corrects period ``k``
 with period ``k-1``'s bias, so across seeds it can only remove spread when offsets
@@ -136,7 +141,13 @@ def _weights(values: Any, shape: tuple[int, int]) -> np.ndarray:
 
 
 def _var(x: np.ndarray) -> float:
-    return float(np.var(x, ddof=1))
+    """Variance over seeds (ddof 1); exactly 0 for equal values (``np.var`` can leave ~1e-30 there)."""
+    return 0.0 if np.ptp(x) == 0 else float(np.var(x, ddof=1))
+
+
+def _cov(x: np.ndarray, y: np.ndarray) -> float:
+    """Covariance over seeds (ddof 1); exactly 0 when either side is constant."""
+    return 0.0 if np.ptp(x) == 0 or np.ptp(y) == 0 else float(np.cov(x, y, ddof=1)[0, 1])
 
 
 def _ratio(num: float, den: float) -> float:
@@ -238,7 +249,7 @@ def split_seed_variance(bias: Any, ql: Any, weights: Any) -> SeedVarianceSplit:
     bias_r = (w * b * b).sum(axis=1) / total
     spread_r = (w * (q - b * b)).sum(axis=1) / total
     var_ql, var_b, var_s = _var(ql_r), _var(bias_r), _var(spread_r)
-    cov = float(np.cov(bias_r, spread_r, ddof=1)[0, 1])
+    cov = _cov(bias_r, spread_r)
     return SeedVarianceSplit(
         ql=ql_r, bias_part=bias_r, spread_part=spread_r,
         var_ql=var_ql, var_bias=var_b, var_spread=var_s, cov=cov,

@@ -42,6 +42,7 @@ class DemoResult:
     data_built: bool
     tracking_uri: str | None = None
     tracking_message: str | None = None
+    diagnosis: object = None  # rolling_calib.analysis.diagnostics.StoreDiagnosis
 
 
 def ensure_demo_data(data_dir: Path, *, config: Path = DEMO_CONFIG, seed: int = 0, progress: bool = True) -> bool:
@@ -89,6 +90,7 @@ def run_demo(
     track : bool
         Log the store to MLflow (``OUT/store/mlflow.db``).
     """
+    from rolling_calib.analysis.diagnostics import diagnose_store
     from rolling_calib.analysis.scoring import compare_store
     from rolling_calib.config import load_experiment
     from rolling_calib.execution.factory import ExecutorOptions
@@ -105,9 +107,10 @@ def run_demo(
     outcome = run_experiment(experiment, RunOptions(store=out / "store", seeds=seeds, progress=progress, track=track,
                                                     executor=ExecutorOptions(workers=workers, threads=1)))
     comparison = compare_store(outcome.scores, n_boot=n_boot)
-    paths = write_report(outcome.scores, comparison, out / "report")
+    diagnosis = diagnose_store(outcome.plan.store, scores=outcome.scores)
+    paths = write_report(outcome.scores, comparison, out / "report", diagnosis=diagnosis)
     return DemoResult(
         data_dir=data_dir, store=outcome.plan.store, comparison=comparison, report=paths,
         seconds=time.perf_counter() - t0, data_built=built, tracking_uri=outcome.tracking_uri,
-        tracking_message=outcome.tracking_message,
+        tracking_message=outcome.tracking_message, diagnosis=diagnosis,
     )

@@ -36,6 +36,12 @@ def resolve_qlib_init(section: Any, where: str) -> dict:
         uri = uri[FREQ]
     expect(uri, str, "qlib_init.provider_uri", "a directory path", where)
     store = Path(uri).expanduser().resolve()
+    from data_prep.qlib_store import check_committed
+
+    try:  # an interrupted ingest / build: refused with the store named (a missing store is reported below)
+        check_committed(store, require_store=False)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: qlib_init.provider_uri: {exc}") from exc
     if not store.is_dir():
         raise ConfigError(
             f"{where}: qlib_init.provider_uri: data directory not found: {store} "

@@ -39,7 +39,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from rolling_calib.analysis.scoring import StoreComparison, StoreScores
-from rolling_calib.execution.store import atomic_write_text
+from rolling_calib.core.atomic import atomic_write_bytes, atomic_write_text
 from rolling_calib.reporting.figures import make_figures
 
 __all__ = ["CAVEAT", "make_figures", "render_markdown", "render_html", "write_report"]
@@ -133,8 +133,16 @@ def _intro(scores: StoreScores, comparison: StoreComparison) -> str:
     )
 
 
-def render_markdown(scores: StoreScores, comparison: StoreComparison, *, images: dict[str, str]) -> str:
-    """Markdown report; ``images`` maps figure name -> relative PNG path."""
+def _verdicts(diagnosis: Any) -> list[str]:
+    """One line per diagnosed pipeline: can a bias correction help its seed spread, and did CQL?"""
+    if diagnosis is None:
+        return []
+    return [f"{d.pipeline}: {d.verdict}" for d in diagnosis.pipelines]
+
+
+def render_markdown(scores: StoreScores, comparison: StoreComparison, *, images: dict[str, str],
+                    diagnosis: Any = None) -> str:
+    """Markdown report; ``images`` maps figure name -> relative PNG path; ``diagnosis`` adds the verdicts."""
     head1, rows1, head2, rows2 = _tables(scores, comparison)
 
     def table(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -144,6 +152,11 @@ def render_markdown(scores: StoreScores, comparison: StoreComparison, *, images:
     lines += table(head1, rows1)
     if rows2:
         lines += ["", "## Pairs", ""] + table(head2, rows2)
+    if _verdicts(diagnosis):
+        lines += ["", "## Can calibration help here?", ""] + [f"- {v}" for v in _verdicts(diagnosis)]
+        lines += ["", "(`rolling-calib diagnose STORE` splits each pipeline's seed variance into bias and spread.)"]
+    if comparison.notes:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in comparison.notes]
     lines += ["", "## Spread across seeds", "", f"![QL and CQL across seeds]({images['spread']})"]
     lines += ["", "## Monthly bias c_k", "", f"![bias over time]({images['bias']})"]
     lines += ["", "## Monthly QL and CQL", "", f"![monthly QL and CQL]({images['monthly']})"]
@@ -156,8 +169,9 @@ def render_markdown(scores: StoreScores, comparison: StoreComparison, *, images:
     return "\n".join(lines) + "\n"
 
 
-def render_html(scores: StoreScores, comparison: StoreComparison, *, pngs: dict[str, bytes]) -> str:
-    """Self-contained HTML report (figures embedded as base64 PNG)."""
+def render_html(scores: StoreScores, comparison: StoreComparison, *, pngs: dict[str, bytes],
+                diagnosis: Any = None) -> str:
+    """Self-contained HTML report (figures embedded as base64 PNG); ``diagnosis`` adds the verdicts."""
     head1, rows1, head2, rows2 = _tables(scores, comparison)
     esc = html.escape
 
@@ -181,6 +195,12 @@ def render_html(scores: StoreScores, comparison: StoreComparison, *, pngs: dict[
     ]
     if rows2:
         parts += ["<h2>Pairs</h2>", table(head2, rows2)]
+    if _verdicts(diagnosis):
+        parts += ["<h2>Can calibration help here?</h2><ul>"] + [f"<li>{esc(v)}</li>" for v in _verdicts(diagnosis)]
+        parts += ["</ul><p>(<code>rolling-calib diagnose STORE</code> splits each pipeline's seed variance "
+                  "into bias and spread.)</p>"]
+    if comparison.notes:
+        parts += ["<h2>Notes</h2><ul>"] + [f"<li>{esc(n)}</li>" for n in comparison.notes] + ["</ul>"]
     parts += [
         "<h2>Spread across seeds</h2>", img("spread", "QL and CQL across seeds"),
         "<h2>Monthly bias c_k</h2>", img("bias", "bias over time"),
@@ -196,8 +216,12 @@ def render_html(scores: StoreScores, comparison: StoreComparison, *, pngs: dict[
     return "\n".join(parts) + "\n"
 
 
-def write_report(scores: StoreScores, comparison: StoreComparison, out_dir: str | Path) -> dict[str, Path]:
+def write_report(scores: StoreScores, comparison: StoreComparison, out_dir: str | Path, *,
+                 diagnosis: Any = None) -> dict[str, Path]:
     """Write ``report.html``, ``report.md``, the PNGs and the tables (CSV) into ``out_dir``.
+
+    ``diagnosis`` (:func:`rolling_calib.analysis.diagnostics.diagnose_store`) adds each pipeline's verdict:
+    how much of its seed spread a bias correction can remove, and how much CQL removed.
 
     Returns
     -------
@@ -209,13 +233,11 @@ def write_report(scores: StoreScores, comparison: StoreComparison, out_dir: str 
     pngs = {name: _png(fig) for name, fig in make_figures(scores).items()}
     paths: dict[str, Path] = {}
     for name, data in pngs.items():
-        path = out / f"{name}.png"
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
-        paths[f"{name}_png"] = path
-    paths["markdown"] = atomic_write_text(out / "report.md", render_markdown(scores, comparison, images={n: f"{n}.png" for n in pngs}))
-    paths["html"] = atomic_write_text(out / "report.html", render_html(scores, comparison, pngs=pngs))
+        paths[f"{name}_png"] = atomic_write_bytes(out / f"{name}.png", data)
+    images = {n: f"{n}.png" for n in pngs}
+    paths["markdown"] = atomic_write_text(out / "report.md",
+                                          render_markdown(scores, comparison, images=images, diagnosis=diagnosis))
+    paths["html"] = atomic_write_text(out / "report.html", render_html(scores, comparison, pngs=pngs, diagnosis=diagnosis))
     paths["runs_csv"] = atomic_write_text(out / "runs.csv", scores.runs.to_csv(index=False))
     paths["periods_csv"] = atomic_write_text(out / "periods.csv", scores.periods.to_csv(index=False))
     paths["summary_csv"] = atomic_write_text(out / "pipelines.csv", comparison.summary.to_csv(index=False))

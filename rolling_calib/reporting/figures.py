@@ -254,3 +254,63 @@ def save_figure(fig: Figure, path: str | os.PathLike[str], *, dpi: int = 120, fo
     target = Path(path)
     fmt = format or target.suffix.lstrip(".").lower() or "png"
     return atomic_write(target, lambda tmp: fig.savefig(tmp, format=fmt, dpi=dpi))
+
+
+# --------------------------------------------------------------------------- seed-variance diagnostics
+if TYPE_CHECKING:
+    from rolling_calib.analysis.diagnostics import PipelineDiagnosis, StoreDiagnosis
+
+__all__ += ["plot_seed_offsets", "plot_paired_differences"]
+
+
+def _corr_text(value: float) -> str:
+    return "n/a" if not np.isfinite(value) else f"{value:.2f}"
+
+
+def plot_seed_offsets(diagnosis: PipelineDiagnosis, *, ax: Axes | None = None) -> Figure:
+    """Each seed's offset per period over time (mean residual minus the seeds' mean), refits marked.
+
+    ``diagnosis``: one pipeline of :func:`rolling_calib.analysis.diagnostics.diagnose_store`.
+    A dashed vertical line marks the start of every period whose first row comes from a new
+    training window (a refit): CQL corrects that period with the previous model's bias.
+    """
+    fig, (a,), made_here = _panels(ax, 1, figsize=(8, 3.8))
+    offsets = diagnosis.offsets
+    for seed, rows in offsets.groupby("seed", sort=True):
+        a.plot(rows["start"], rows["offset"], marker="o", ms=3, lw=1.2, label=f"seed {seed}")
+    for i, start in enumerate(offsets.loc[offsets["refit"], "start"].drop_duplicates()):
+        a.axvline(start, color="grey", ls="--", lw=1.0, label="refit" if i == 0 else None)
+    a.axhline(0.0, color="black", lw=0.6)
+    p = diagnosis.persistence
+    a.set_title(f"{diagnosis.pipeline}: each seed's offset (its mean residual minus the seeds' mean) per period\n"
+                f"corr of consecutive offsets: inside a window {_corr_text(p.corr_within)}, "
+                f"across a refit {_corr_text(p.corr_across)}", fontsize=9, loc="left")
+    a.set_ylabel("offset (bp)")
+    a.grid(alpha=0.3)
+    a.legend(fontsize=7, ncol=2 if len(diagnosis.seeds) > 6 else 1)
+    _rotate_dates(fig, [a], made_here)
+    return fig
+
+
+def plot_paired_differences(diagnosis: StoreDiagnosis, a: str, b: str, *, ax: Axes | None = None) -> Figure:
+    """Per seed ``i``: QL2..K and CQL of seed ``i`` of pipeline ``a`` minus those of seed ``i`` of ``b``.
+
+    ``diagnosis``: the result of :func:`rolling_calib.analysis.diagnostics.diagnose_store`
+    (:meth:`~rolling_calib.analysis.diagnostics.StoreDiagnosis.paired_differences`). Bars
+    below 0: ``a``'s run of that seed scored lower (better).
+    """
+    diff = diagnosis.paired_differences(a, b)
+    fig, (axis,), _ = _panels(ax, 1, figsize=(max(6.0, 0.5 * len(diff) + 3.0), 3.8))
+    x = np.arange(len(diff))
+    for offset, column, label in ((-0.2, "ql_scored", "QL2..K"), (0.2, "cql", "CQL")):
+        values = diff[column].to_numpy(dtype=float)
+        spread = f"{values.std(ddof=1):.3g}" if values.size > 1 else "n/a"
+        axis.bar(x + offset, values, width=0.4, label=f"{label} (mean {values.mean():.3g}, std {spread})")
+    axis.axhline(0.0, color="black", lw=0.6)
+    axis.set_xticks(x, [str(s) for s in diff["seed"]])
+    axis.set_xlabel("seed")
+    axis.set_ylabel(f"{a} - {b} (bp^2)")
+    axis.set_title(f"Paired per-seed differences: seed i of {a} minus seed i of {b}", fontsize=10, loc="left")
+    axis.grid(axis="y", alpha=0.3)
+    axis.legend(fontsize=8)
+    return fig

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["trading_calendar", "qlib_store", "synthetic", "vendor", "validate", "report", "adjust", "ingest", "plots"]
+MODULES = ["trading_calendar", "qlib_store", "synthetic", "vendor", "validate", "ingest_report", "adjust", "ingest", "plots"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -43,7 +43,10 @@ def test_repair_report_counts_match_an_independent_reading(repaired, pandas_view
         assert c.get("closing_auction", 0) == int((df["ToD"] == "16:00:00").sum())
         assert c.get("exact_duplicate", 0) == int(df.duplicated(subset=["dt"] + list(df.columns[2:7])).sum())
         assert c.get("conflicting_duplicate", 0) == 0
-        behind = df["dt"] < df["dt"].cummax().shift(1)
+        # a row is unsorted when earlier than the latest earlier *kept* row (not a 16:00 bar, not a copy):
+        # DIS's appended copy of its 2018-04-20 15:59 bar is behind only the dropped 16:00 bar (3,901, was 3,902)
+        kept = (df["ToD"] != "16:00:00") & ~df.duplicated(subset=["dt"])
+        behind = df["dt"] < df["dt"].where(kept).cummax().ffill().shift(1)
         assert c.get("unsorted", 0) == int(behind.sum())
         present = pd.DatetimeIndex(df["dt"]).unique()
         assert c.get("missing_minutes", 0) == int((~cal.isin(present)).sum())

@@ -71,3 +71,16 @@ def test_report_command_writes_files(fake_store, tmp_path, capsys):
     assert main(["report", str(fake_store), "--out", str(out), "--n-boot", "50"]) == 0
     assert (out / "report.html").is_file() and (out / "report.md").is_file()
     assert str(out / "report.html") in capsys.readouterr().out
+
+
+def test_report_says_whether_calibration_can_help(fake_store, tmp_path):
+    """The report carries each pipeline's seed-variance verdict, the same text `diagnose` prints."""
+    from rolling_calib.analysis.diagnostics import diagnose_store
+
+    out = tmp_path / "r"
+    assert main(["report", str(fake_store), "--out", str(out), "--n-boot", "50"]) == 0
+    md = (out / "report.md").read_text()
+    assert "## Can calibration help here?" in md
+    for d in diagnose_store(fake_store).pipelines:
+        assert f"- {d.pipeline}: {d.verdict}" in md
+    assert "Can calibration help here?" in (out / "report.html").read_text()
