@@ -295,7 +295,7 @@ def _validate_all(holder: list[pl.DataFrame], infos, options: IngestOptions, pro
         sessions = pl.DataFrame(schema={"day": pl.Int32, "open_min": pl.Int32, "close_min": pl.Int32})
     files = [i.path for i in infos]
     time_fields = [i.time_field for i in infos]
-    hints = timezone_hints(data, files, tz=options.tz, zoned=[i.zoned for i in infos])
+    hints = timezone_hints(data, files, tz=options.tz, zoned=[i.zoned for i in infos], sessions=sessions)
     for k, hint in hints.items():
         infos[k] = dataclasses.replace(infos[k], hint=hint)
     data = data.with_columns(pl.col("symbol").fill_null(""))

@@ -299,7 +299,7 @@ def validate_symbol(
     vwap_missing = _check_parse(scan, df, fields)
     _check_sessions(scan)
     _check_ranges(scan, fields)
-    df = _check_duplicates(scan, df, fields, files)
+    df = scan.settle(_check_duplicates(scan, df, fields, files))
     df = _check_unsorted(scan, df)
     df = _check_spikes(scan, df, max_spike)
     df = _repair_ohlc(scan, df, fields, vwap_missing)
@@ -316,7 +316,7 @@ def validate_symbol(
         _missing_sessions(clean, symbol, sessions, scan.tf_date),
     ]
     issues = _collect_issues(scan.checks.parts + warnings, df, symbol)
-    return ValidationResult(issues=issues, clean=clean, rows_in=rows_in, intervals=bar_intervals(df))
+    return ValidationResult(issues=issues, clean=clean, rows_in=rows_in, intervals=bar_intervals(df.select("_file", "ts")))
 
 
 @dataclass
@@ -350,6 +350,12 @@ class _Scan:
             tf_time=_by_file([t.split(",")[-1] for t in tf]),
             drop=pl.lit(False),
         )
+
+    def settle(self, df: pl.DataFrame) -> pl.DataFrame:
+        """Evaluate the drop condition so far once, as column ``_dropped``; later checks build on it."""
+        df = df.with_columns(self.drop.fill_null(False).alias("_dropped"))
+        self.drop = pl.col("_dropped")
+        return df
 
     def reject(self, cond: pl.Expr, kind: str, field, expected, found, *, first_copy=False,
                drop: pl.Expr | None = None) -> None:
@@ -406,17 +412,22 @@ def _check_parse(scan: _Scan, df: pl.DataFrame, fields: list[str]) -> pl.Expr:
         scan.reject(no_sym, "missing_value", "symbol", "a symbol", pl.lit("''"))
     vwap_missing = pl.lit(False)
     for f in fields:
+        col = df.get_column(f)
+        has_null, has_nan, has_inf = col.null_count() > 0, bool(col.is_nan().any()), bool(col.is_infinite().any())
         txt = _txt_of(df, f)
-        empty_txt = txt.is_null() | txt.str.strip_chars().str.to_lowercase().is_in(("",) + MISSING_TOKENS)
-        is_missing = pl.col(f).is_nan() | (pl.col(f).is_null() & empty_txt)
-        if f != "vwap":
-            scan.reject(is_missing, "missing_value", f, "a number",
-                        pl.when(pl.col(f).is_nan()).then(pl.lit("NaN")).otherwise(_quoted(txt)))
-        else:  # vwap is optional per row: derived when empty (reported for kept rows by _repair_ohlc)
-            vwap_missing = is_missing
-        scan.reject(pl.col(f).is_null() & ~empty_txt, "unparseable_value", f, "a number", _quoted(txt))
-        scan.reject(pl.col(f).is_infinite(), "non_finite_value", f, "a finite number",
-                    pl.when(txt.is_null()).then(_fmt(pl.col(f))).otherwise(_quoted(txt)))
+        if has_null or has_nan:  # (a clean column skips the text checks: the common case, and the costly one)
+            empty_txt = txt.is_null() | txt.str.strip_chars().str.to_lowercase().is_in(("",) + MISSING_TOKENS)
+            is_missing = pl.col(f).is_nan() | (pl.col(f).is_null() & empty_txt)
+            if f != "vwap":
+                scan.reject(is_missing, "missing_value", f, "a number",
+                            pl.when(pl.col(f).is_nan()).then(pl.lit("NaN")).otherwise(_quoted(txt)))
+            else:  # vwap is optional per row: derived when empty (reported for kept rows by _repair_ohlc)
+                vwap_missing = is_missing
+            if has_null:
+                scan.reject(pl.col(f).is_null() & ~empty_txt, "unparseable_value", f, "a number", _quoted(txt))
+        if has_inf:
+            scan.reject(pl.col(f).is_infinite(), "non_finite_value", f, "a finite number",
+                        pl.when(txt.is_null()).then(_fmt(pl.col(f))).otherwise(_quoted(txt)))
     return vwap_missing
 
 
@@ -765,28 +776,32 @@ def bar_intervals(df: pl.DataFrame, *, min_spacings: int = 10, share: float = 0.
     >>> bar_intervals(pl.DataFrame({"_file": [0] * 20, "ts": ts}))
     [(0, 300, 20)]
     """
-    t = df.select("_file", "ts").drop_nulls().unique().sort("_file", "ts")
-    if t.height <= min_spacings:
-        return []
-    per_day = t.group_by("_file", pl.col("ts").dt.date().alias("d")).len()
-    daily = per_day.group_by("_file").agg(pl.len().alias("days"), (pl.col("len") == 1).sum().alias("single")).filter(
-        (pl.col("days") >= min_spacings) & (pl.col("single") >= share * pl.col("days")))
-    out = [(int(fi), 86400, int(t.filter(pl.col("_file") == fi).height)) for fi in sorted(daily.get_column("_file"))]
-    if out:
-        t = t.filter(~pl.col("_file").is_in([o[0] for o in out]))
-    step = (pl.col("ts").diff().dt.total_seconds()).alias("s")
-    same = (pl.col("_file") == pl.col("_file").shift(1)) & (pl.col("ts").dt.date() == pl.col("ts").dt.date().shift(1))
-    sp = t.with_columns(pl.when(same).then(step).alias("s")).drop_nulls("s").filter(pl.col("s") > 0)
-    if not sp.height:
-        return out
-    agg = sp.group_by("_file").agg(
-        pl.len().alias("n"), pl.col("s").mode().min().alias("mode"),
-    ).filter((pl.col("n") >= min_spacings) & (pl.col("mode") != 60))
-    for fi, n, mode in agg.sort("_file").iter_rows():
-        multiples = sp.filter((pl.col("_file") == fi) & (pl.col("s") % mode == 0)).height
-        if multiples >= share * n:
-            out.append((int(fi), int(mode), int(t.filter(pl.col("_file") == fi).height)))
-    return sorted(out)
+    out = []
+    t = df.select("_file", "ts").drop_nulls()
+    files = t.get_column("_file").to_numpy()
+    us = t.get_column("ts").dt.cast_time_unit("us").to_physical().to_numpy()
+    one_file = files.size == 0 or bool((files == files[0]).all())
+    for fi in ([int(files[0])] if files.size else []) if one_file else sorted(set(files.tolist())):
+        x = us if one_file else us[files == fi]
+        x = np.unique(x) if x.size > 1 and bool((x[1:] <= x[:-1]).any()) else x  # sorted, distinct
+        if x.size <= min_spacings:
+            continue
+        day = x // 86_400_000_000
+        same = day[1:] == day[:-1]
+        per_day = np.diff(np.append(np.flatnonzero(np.concatenate([[True], ~same])), x.size))  # bars per day
+        if per_day.size >= min_spacings and np.count_nonzero(per_day == 1) >= share * per_day.size:
+            out.append((int(fi), 86400, int(x.size)))
+            continue
+        sp = (np.diff(x)[same]) / 1e6
+        if sp.size < min_spacings:
+            continue
+        values, counts = np.unique(sp, return_counts=True)
+        mode = float(values[np.argmax(counts)])  # the smallest of equally frequent spacings
+        if mode == 60 or mode <= 0 or mode != int(mode):
+            continue
+        if np.count_nonzero(sp % mode == 0) >= share * sp.size:
+            out.append((int(fi), int(mode), int(x.size)))
+    return out
 
 
 def interval_label(seconds: int) -> str:
@@ -805,23 +820,28 @@ _HINT_ZONES = ("UTC", "America/New_York", "America/Chicago", "America/Los_Angele
 _NY = "America/New_York"
 
 
+def _inside(t: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFrame:
+    """``t`` (with ``ts``, New York naive) plus ``_in``: inside a session, 09:30-16:00 inclusive."""
+    t = t.with_columns(
+        pl.col("ts").dt.date().cast(pl.Int32).alias("_day"),
+        (pl.col("ts").dt.hour().cast(pl.Int32) * 60 + pl.col("ts").dt.minute().cast(pl.Int32)).alias("_mod"),
+    ).join(sessions.rename({"day": "_day"}), on="_day", how="left", maintain_order="left")
+    inside = (pl.col("_mod") >= pl.col("open_min")) & (pl.col("_mod") <= pl.col("close_min"))
+    return t.with_columns(inside.fill_null(False).alias("_in")).drop("_day", "_mod", "open_min", "close_min")
+
+
 def _inside_share(ts: pl.Series) -> float:
     """Share of (New York naive) times inside a session, 09:30-16:00 inclusive."""
     ts = ts.drop_nulls()
     if not ts.len():
         return 0.0
-    sess = session_table(ts.min().date(), ts.max().date()).rename({"day": "_day"})
-    t = pl.DataFrame({"ts": ts}).with_columns(
-        pl.col("ts").dt.date().cast(pl.Int32).alias("_day"),
-        (pl.col("ts").dt.hour().cast(pl.Int32) * 60 + pl.col("ts").dt.minute().cast(pl.Int32)).alias("_mod"),
-    ).join(sess, on="_day", how="left")
-    inside = (pl.col("_mod") >= pl.col("open_min")) & (pl.col("_mod") <= pl.col("close_min"))
-    return float(t.select(inside.fill_null(False).mean()).item())
+    sess = session_table(ts.min().date(), ts.max().date())
+    return float(_inside(pl.DataFrame({"ts": ts}), sess).get_column("_in").mean())
 
 
 def timezone_hints(
     data: pl.DataFrame, files: Sequence[str], *, tz: str, zoned: Sequence[bool], threshold: float = 0.5,
-    min_bars: int = 20, sample: int = 20_000,
+    min_bars: int = 20, sample: int = 20_000, sessions: pl.DataFrame | None = None,
 ) -> dict[int, str]:
     """A hint per file when most of its bars fall outside the session in the assumed zone.
 
@@ -829,7 +849,8 @@ def timezone_hints(
     with more than ``threshold`` of its bars outside 09:30-16:00 New York time, the zones of
     :data:`_HINT_ZONES` are tried on its naive times; the one that puts most bars inside the
     session is named (``pass --tz UTC``). Files whose times carry a zone (``zoned``) get a hint
-    that ``--tz`` does not apply.
+    that ``--tz`` does not apply. ``sessions``: :func:`session_table` covering ``data`` (computed
+    when omitted).
 
     Returns
     -------
@@ -838,13 +859,13 @@ def timezone_hints(
     """
     hints: dict[int, str] = {}
     t = data.select("_file", "ts").drop_nulls("ts")
-    for (fi,), part in t.group_by(["_file"], maintain_order=True):
-        if part.height < min_bars:
-            continue
-        ts = part.get_column("ts").head(sample)
-        share_in = _inside_share(ts)
-        if share_in >= 1 - threshold:
-            continue
+    if not t.height:
+        return hints
+    per_file = _inside(t, _sessions_of(t) if sessions is None else sessions).group_by("_file").agg(
+        pl.len().alias("n"), pl.col("_in").mean().alias("share"),
+    ).filter((pl.col("n") >= min_bars) & (pl.col("share") < 1 - threshold)).sort("_file")
+    for fi, _, share_in in per_file.iter_rows():
+        ts = t.filter(pl.col("_file") == fi).get_column("ts").head(sample)
         head = f"{round(100 * (1 - share_in))}% of {files[fi]}'s bars fall outside 09:30-16:00 {_NY}"
         if zoned[fi]:
             hints[fi] = (head + "; its timestamps carry their own zone (epoch milliseconds are UTC), so --tz does not "

@@ -28,9 +28,11 @@ merging into them.
 ``pipelines:`` may also be a list of small files (``workflows/pipelines/*.yaml``),
 each holding ``pipelines:`` and optionally ``compare:``.
 
-Any Qlib workflow is read as ``qrun`` reads it (``examples/benchmarks/*/workflow_config*.yaml``
-validate unchanged once a ``rolling:`` section is added, e.g. by a two-line file with
-``BASE_CONFIG_PATH``):
+A Qlib workflow is read as ``qrun`` reads it: Qlib's ``examples/benchmarks/*/workflow_config*.yaml``
+validate unchanged once a ``rolling:`` section is added (e.g. by a small file with
+``BASE_CONFIG_PATH``; ``tests/config/qlib_benchmarks`` holds four of them). Not yet followed:
+qrun's ``sys:`` section (``sys.path`` additions) and a ``module_path`` naming a ``.py`` file.
+In detail:
 
 * top-level keys other than :data:`TOP_LEVEL_KEYS` (``market``, ``benchmark``,
   ``data_handler_config``, ``port_analysis_config``: YAML anchors; ``sys``: qrun's
@@ -48,7 +50,7 @@ validate unchanged once a ``rolling:`` section is added, e.g. by a two-line file
   :func:`rolling_calib.qlib_adapter.task_spec.accepted_kwargs`.
 
 :func:`load_experiment` validates everything before any training starts: unknown
-keys (named by their full dotted path), wrong types, a missing data directory,
+keys in our sections (named by their full dotted path), wrong types, a missing data directory,
 months outside the store's calendar, and model / dataset / handler keyword
 arguments that the classes do not accept (checked against their signatures).
 
@@ -89,6 +91,7 @@ from rolling_calib.qlib_adapter.session import (
     FREQ,
     resolve_qlib_init,
     store_calendar,
+    store_path,
 )
 from rolling_calib.qlib_adapter.task_spec import merge_base_config, validate_task
 
@@ -277,7 +280,7 @@ class ExperimentConfig:
     @property
     def store_dir(self) -> Path:
         """The Qlib minute store (``qlib_init.provider_uri['1min']``)."""
-        return Path(self.qlib_init["provider_uri"][FREQ])
+        return store_path(self.qlib_init)
 
     def pipeline_task(self, name: str) -> dict:
         """The task of pipeline ``name``: the base task with the pipeline's overrides applied."""

@@ -104,7 +104,11 @@ def _as_float_1d(name: str, values: Any) -> np.ndarray:
         raise ValueError(f"{name}: expected numbers, found values that are not numeric ({exc})") from exc
     if arr.ndim != 1:
         raise ValueError(f"{name}: expected a 1-D array, found shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
+    # A sum is finite only if every term is (NaN and inf propagate): one pass, no temporary.
+    # A non-finite sum of finite terms (overflow) falls through to the exact check.
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite_sum = math.isfinite(float(np.add.reduce(arr)))
+    if not finite_sum and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name}: expected finite numbers, found {_describe_bad(arr)}")
     return arr
 
@@ -347,34 +351,251 @@ def _as_timestamps(values: Any, n: int) -> np.ndarray:
     return index.values.astype("datetime64[ns]", copy=False)
 
 
+# How the rolling metric is computed
+# ----------------------------------
+# Every period rule (months, weeks, quarters, N trading days) and every bias source (the
+# previous period, or the N trading days before a period) is a union of whole dates. So one
+# blocked pass over the rows collects, per date present and instrument column, the rows n,
+# the residual sum S and the centred sum of squares M2 = sum (r - S/n)^2 (r = y - p), and
+# the last timestamp of each date. Everything else is arithmetic on these small tables:
+# cells are merged with Chan et al.'s update M2 = M2_a + M2_b + n_a n_b / n (mean_a - mean_b)^2
+# and a period cell shifted by a bias c scores sum (r - c)^2 = M2 + n (mean - c)^2, a sum of
+# non-negative terms (no cancellation, unlike sum r^2 - 2 c sum r + n c^2). The pass holds
+# a few block-sized temporaries and nothing per row.
+
+_NAT = int(np.iinfo(np.int64).min)
+#: Clock ticks per day of the datetime64 units read without conversion.
+_TICKS_PER_DAY = {"s": 86_400, "ms": 86_400 * 10**3, "us": 86_400 * 10**6, "ns": 86_400 * 10**9}
+#: Rows per block of the aggregation pass (its temporaries stay in cache).
+_BLOCK = 1 << 18
+#: Integer instrument ids spanning at most this many values are used as columns directly.
+_MAX_DENSE_IDS = 1 << 16
+
+
+@dataclass(frozen=True)
+class _Clock:
+    """Timestamps as int64 ``ticks`` of ``unit`` (a view of the input): wall-clock time, or UTC with ``tz``.
+
+    ``day_lo``/``day_hi`` bound the day numbers (days since 1970-01-01) of the wall-clock dates.
+    """
+
+    ticks: np.ndarray
+    unit: str
+    tz: Any
+    day_lo: int
+    day_hi: int
+
+    @property
+    def per_day(self) -> int:
+        return _TICKS_PER_DAY[self.unit]
+
+    def wall(self, start: int, stop: int) -> np.ndarray:
+        """Wall-clock ticks of rows ``start:stop`` (a view of the input when there is no time zone)."""
+        block = self.ticks[start:stop]
+        if self.tz is None:
+            return block
+        local = pd.DatetimeIndex(block.view(f"datetime64[{self.unit}]")).tz_localize("UTC").tz_convert(self.tz)
+        return np.asarray(local.tz_localize(None).asi8)
+
+    def to_ns(self, ticks: np.ndarray) -> np.ndarray:
+        """Ticks of this clock as datetime64[ns]."""
+        return (ticks * (10**9 * 86_400 // self.per_day)).view("datetime64[ns]")
+
+
+def _clock(values: Any, n: int) -> _Clock:
+    """Read ``timestamps`` without copying datetime64 arrays, Series and indexes (any of s, ms, us, ns)."""
+    ticks, unit, tz = None, "ns", None
+    if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind == "M":
+        unit, count = np.datetime_data(values.dtype)
+        if unit in _TICKS_PER_DAY and count == 1:
+            ticks = values.view(np.int64)
+    elif isinstance(values, (pd.Series, pd.Index)) and values.dtype.kind == "M":
+        array = values.array
+        if array.unit in _TICKS_PER_DAY:
+            ticks, unit, tz = np.asarray(array.asi8), array.unit, array.tz
+    if ticks is None:
+        ticks, unit, tz = _as_timestamps(values, n).view(np.int64), "ns", None
+    if len(ticks) != n:
+        raise ValueError(f"mismatched lengths: timestamps has {len(ticks)}, predictions has {n}; expected all equal")
+    lo = int(ticks.min())
+    if lo == _NAT:
+        first = int(np.flatnonzero(ticks == _NAT)[0])
+        raise ValueError(f"timestamps: expected datetimes, found NaT at position {first}")
+    per_day = _TICKS_PER_DAY[unit]
+    day_lo, day_hi = lo // per_day, int(ticks.max()) // per_day
+    if tz is not None:  # UTC ticks: the local date is at most one day either side
+        day_lo, day_hi = day_lo - 1, day_hi + 1
+    return _Clock(ticks=ticks, unit=unit, tz=tz, day_lo=day_lo, day_hi=day_hi)
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Instrument column of every row, ``codes - offset`` in ``0..len(names) - 1`` (a view of the input)."""
+
+    codes: np.ndarray
+    offset: int
+    names: np.ndarray
+
+    def block(self, start: int, stop: int) -> np.ndarray:
+        block = self.codes[start:stop]
+        return block - self.offset if self.offset else block
+
+    def first_row(self, column: int) -> int:
+        """Position of the first row of ``column`` (for error messages: instruments in first-seen order)."""
+        return int(np.argmax(self.codes == column + self.offset))
+
+
+def _instrument_columns(instruments: Any, n: int) -> _Columns:
+    """Columns from categorical codes or small-range integers as they are; other ids are factorised."""
+    if isinstance(getattr(instruments, "dtype", None), pd.CategoricalDtype):
+        cat = instruments if isinstance(instruments, pd.Categorical) else instruments.array
+        if len(cat) != n:
+            raise ValueError(f"mismatched lengths: instruments has shape ({len(cat)},), predictions has {n}; expected ({n},)")
+        codes = np.asarray(cat.codes)
+        if codes.min() < 0:
+            first = int(np.flatnonzero(codes < 0)[0])
+            raise ValueError(f"instruments: expected an id on every row, found a missing value at position {first}")
+        return _Columns(codes=codes, offset=0, names=np.asarray(cat.categories))
+    inst = np.asarray(instruments)
+    if inst.ndim == 1 and len(inst) == n and inst.dtype.kind in "iu":
+        lo, hi = int(inst.min()), int(inst.max())
+        if hi - lo < _MAX_DENSE_IDS:
+            return _Columns(codes=inst, offset=lo, names=np.arange(lo, hi + 1).astype(inst.dtype))
+    codes, uniques = _instrument_codes(inst, n)
+    return _Columns(codes=codes, offset=0, names=uniques)
+
+
+def _instrument_codes(instruments: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes ``0..m-1`` per row and the ``m`` distinct instrument ids (first-seen order)."""
+    inst = np.asarray(instruments)
+    if inst.ndim != 1 or len(inst) != n:
+        raise ValueError(f"mismatched lengths: instruments has shape {inst.shape}, predictions has {n}; expected ({n},)")
+    codes, uniques = pd.factorize(inst, use_na_sentinel=True)
+    if (codes < 0).any():
+        first = int(np.flatnonzero(codes < 0)[0])
+        raise ValueError(f"instruments: expected an id on every row, found a missing value at position {first}")
+    return codes, np.asarray(uniques)
+
+
+@dataclass(frozen=True)
+class _DayTable:
+    """Residual statistics per date present (rows, increasing) and instrument column (columns)."""
+
+    days: np.ndarray      # (d,) int64 day numbers (days since 1970-01-01)
+    n: np.ndarray         # (d, m) int64 rows
+    total: np.ndarray     # (d, m) sum of r = y - p
+    m2: np.ndarray        # (d, m) sum of (r - total / n)^2
+    last: np.ndarray      # (d,) datetime64[ns]: last timestamp of the date
+    columns: np.ndarray   # (m,) input column of each table column (columns without rows are dropped)
+
+
+def _merge_cells(count: np.ndarray, total: np.ndarray, m2: np.ndarray, at: np.ndarray,
+                 n_b: np.ndarray, s_b: np.ndarray, m2_b: np.ndarray) -> None:
+    """Fold a block's statistics of the distinct cells ``at`` into the running ones (Chan et al.)."""
+    n_a = count[at]
+    if not n_a.any():  # cells seen for the first time (the rule for rows in time order)
+        count[at], total[at], m2[at] = n_b, s_b, m2_b
+        return
+    s_a = total[at]
+    both = n_a + n_b
+    seen = n_a > 0
+    delta = s_b / n_b - np.divide(s_a, n_a, out=np.zeros_like(s_a), where=seen)
+    m2[at] += m2_b + np.where(seen, delta * delta * (n_a * (n_b / both)), 0.0)
+    count[at], total[at] = both, s_a + s_b
+
+
+def _day_table(p: np.ndarray, y: np.ndarray, clock: _Clock, columns: _Columns | None) -> _DayTable:
+    """One blocked pass over the rows: :class:`_DayTable` of the residuals ``y - p``."""
+    n = len(p)
+    m = 1 if columns is None else len(columns.names)
+    per_day, day0 = clock.per_day, clock.day_lo
+    slots = clock.day_hi - day0 + 1
+    slot_of = None
+    if slots * m > max(4 * n, 1 << 22):  # few dates over a long span: number the dates present first
+        present = np.zeros(slots, dtype=bool)
+        for start in range(0, n, _BLOCK):
+            present[clock.wall(start, start + _BLOCK) // per_day - day0] = True
+        slot_of = np.cumsum(present) - 1
+        slot_day = np.flatnonzero(present) + day0
+    else:
+        slot_day = np.arange(slots, dtype=np.int64) + day0
+    slots = len(slot_day)
+    count = np.zeros(slots * m, dtype=np.int64)
+    total = np.zeros(slots * m)
+    m2 = np.zeros(slots * m)
+    last = np.full(slots, _NAT, dtype=np.int64)
+    size = min(n, _BLOCK)
+    r_buf, d_buf, c_buf, v_buf = np.empty(size), np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size)
+    for start in range(0, n, _BLOCK):
+        stop = min(start + _BLOCK, n)
+        k = stop - start
+        r = np.subtract(y[start:stop], p[start:stop], out=r_buf[:k])
+        t = clock.wall(start, stop)
+        day = np.floor_divide(t, per_day, out=d_buf[:k])
+        day -= day0
+        if slot_of is not None:
+            day = slot_of[day]
+        ordered = not (day[1:] < day[:-1]).any()
+        if ordered:  # runs of equal dates: their last timestamps by a segmented maximum
+            first = np.flatnonzero(day[1:] != day[:-1])
+            first = np.concatenate(([0], first + 1))
+            run_day = day[first]
+            last[run_day] = np.maximum(last[run_day], np.maximum.reduceat(t, first))
+            if m == 1:  # pooled: the runs are the cells, summed in place
+                sizes = np.diff(first, append=k)
+                sums = np.add.reduceat(r, first)
+                dev = np.repeat(sums / sizes, sizes)
+                np.subtract(r, dev, out=dev)
+                np.multiply(dev, dev, out=dev)
+                _merge_cells(count, total, m2, run_day, sizes, sums, np.add.reduceat(dev, first))
+                continue
+            lo, hi = int(day[0]), int(day[-1])
+        else:
+            np.maximum.at(last, day, t)
+            lo, hi = int(day.min()), int(day.max())
+        cell = np.subtract(day, lo, out=c_buf[:k])
+        if m > 1:
+            cell *= m
+            cell += columns.block(start, stop)  # type: ignore[union-attr]
+        width = (hi - lo + 1) * m
+        cnt = np.bincount(cell, minlength=width)
+        sums = np.bincount(cell, weights=r, minlength=width)
+        dev = np.take(sums / np.maximum(cnt, 1), cell, out=v_buf[:k])
+        np.subtract(r, dev, out=dev)
+        np.multiply(dev, dev, out=dev)
+        sq = np.bincount(cell, weights=dev, minlength=width)
+        hit = np.flatnonzero(cnt)
+        _merge_cells(count, total, m2, hit + lo * m, cnt[hit], sums[hit], sq[hit])
+    count, total, m2 = count.reshape(slots, m), total.reshape(slots, m), m2.reshape(slots, m)
+    rows, cols = np.flatnonzero(count.any(axis=1)), np.flatnonzero(count.any(axis=0))
+    keep = np.ix_(rows, cols)
+    return _DayTable(days=slot_day[rows], n=count[keep], total=total[keep], m2=m2[keep],
+                     last=clock.to_ns(last[rows]), columns=cols)
+
+
 @dataclass(frozen=True)
 class _Periods:
-    """Row-to-period assignment: ``codes`` (per row, 0..K-1 in time order) and per-period metadata."""
+    """Date-to-period assignment: ``codes`` (per date present, 0..K-1 in time order) and per-period metadata."""
 
-    codes: np.ndarray          # int64, per row
+    codes: np.ndarray          # int64, per date
     labels: list[str]          # per period
     starts: pd.DatetimeIndex   # per period
     previous: np.ndarray       # int64, per period: index of the period before it, -1 if it has no rows / none
     rule: str
 
-
-_NS_PER_DAY = 86_400 * 10**9
-
-
-def _day_numbers(ts: np.ndarray) -> np.ndarray:
-    """Days since 1970-01-01 of naive datetime64[ns] values (floor division: fast, exact)."""
-    return ts.view(np.int64) // _NS_PER_DAY
+    @property
+    def first(self) -> np.ndarray:
+        """Index of each period's first date (periods are runs of consecutive dates)."""
+        return np.flatnonzero(np.r_[True, self.codes[1:] != self.codes[:-1]])
 
 
-def _assign_calendar(ts: np.ndarray, period: str) -> _Periods:
-    """Assign rows to calendar months, ISO weeks (Monday start) or quarters."""
-    days = _day_numbers(ts)
+def _assign_calendar(days: np.ndarray, period: str) -> _Periods:
+    """Assign dates (day numbers, increasing) to calendar months, ISO weeks (Monday start) or quarters."""
     if period == "week":
         raw = (days + 3) // 7                  # 1970-01-01 is a Thursday: weeks start on Monday
     else:
-        # calendar arithmetic on the (few) distinct days only, then a table look-up per row
-        first_day = int(days.min())
-        span = np.arange(first_day, int(days.max()) + 1)
+        first_day = int(days[0])
+        span = np.arange(first_day, int(days[-1]) + 1)
         months = span.astype("datetime64[D]").astype("datetime64[M]").astype(np.int64)
         raw = (months if period == "month" else months // 3)[days - first_day]
     lo = int(raw.min())
@@ -398,17 +619,11 @@ def _assign_calendar(ts: np.ndarray, period: str) -> _Periods:
     return _Periods(codes=codes, labels=labels, starts=starts.as_unit("ns"), previous=previous, rule=period)
 
 
-def _assign_trading_days(ts: np.ndarray, n_days: int) -> _Periods:
-    """Assign rows to consecutive groups of ``n_days`` distinct dates present in the data."""
-    days = _day_numbers(ts)
-    lo = int(days.min())
-    offset = days - lo
-    present = np.bincount(offset) > 0
-    rank = np.cumsum(present) - 1                # date slot -> trading-day number
-    codes = (rank[offset] // n_days).astype(np.int64)
-    dates = np.flatnonzero(present) + lo         # distinct dates, sorted
-    group_first = dates[::n_days]
-    group_last = dates[np.minimum(np.arange(len(group_first)) * n_days + n_days - 1, len(dates) - 1)]
+def _assign_trading_days(days: np.ndarray, n_days: int) -> _Periods:
+    """Assign dates (distinct, increasing) to consecutive groups of ``n_days`` of them."""
+    codes = np.arange(len(days), dtype=np.int64) // n_days
+    group_first = days[::n_days]
+    group_last = days[np.minimum(np.arange(len(group_first)) * n_days + n_days - 1, len(days) - 1)]
     starts = pd.DatetimeIndex(group_first.astype("datetime64[D]"))
     ends = pd.DatetimeIndex(group_last.astype("datetime64[D]"))
     labels = [f"{a:%Y-%m-%d}..{b:%Y-%m-%d}" for a, b in zip(starts, ends)]
@@ -416,11 +631,11 @@ def _assign_trading_days(ts: np.ndarray, n_days: int) -> _Periods:
     return _Periods(codes=codes, labels=labels, starts=starts.as_unit("ns"), previous=previous, rule=f"{n_days} trading days")
 
 
-def _assign_periods(ts: np.ndarray, period: str | int) -> _Periods:
-    """Periods of ``ts``; ``period`` has passed :data:`~rolling_calib.core.validation.CALIBRATION_PERIOD`."""
+def _assign_periods(days: np.ndarray, period: str | int) -> _Periods:
+    """Periods of the dates ``days``; ``period`` has passed :data:`~rolling_calib.core.validation.CALIBRATION_PERIOD`."""
     if isinstance(period, str):
-        return _assign_calendar(ts, period)
-    return _assign_trading_days(ts, int(period))
+        return _assign_calendar(days, period)
+    return _assign_trading_days(days, int(period))
 
 
 def _scored_periods(periods: _Periods, score_periods: Iterable[str | int] | None) -> np.ndarray:
@@ -482,8 +697,11 @@ def rolling_calibrated_quadratic_loss(
 
     ``CQL = sum_{scored k} sum_{i in k} (y_i - q_i)^2 / n_scored``.
 
-    ``QL`` is reported over the same rows and over all rows. The computation is
-    vectorised (``numpy.bincount`` over period codes); it handles millions of rows.
+    ``QL`` is reported over the same rows and over all rows. One blocked pass over
+    the rows collects per date and instrument the rows, residual sums and centred
+    sums of squares; every period rule and bias source is computed from these
+    (``sum (r - c)^2 = M2 + n (mean - c)^2`` per cell), so the memory needed beyond
+    the inputs is a few block-sized buffers and tables of dates x instruments.
 
     Parameters
     ----------
@@ -537,34 +755,54 @@ def rolling_calibrated_quadratic_loss(
     p = _as_float_1d("predictions", predictions)
     y = _as_float_1d("labels", labels)
     n = _check_lengths(predictions=p, labels=y)
-    ts = _as_timestamps(timestamps, n)
+    clock = _clock(timestamps, n)
+    columns = None
     if bias == "per_instrument":
         if instruments is None:
             raise ValueError("instruments: required when bias='per_instrument', found None")
-        inst_codes, uniques = _instrument_codes(instruments, n)
-    else:
-        inst_codes, uniques = np.zeros(n, dtype=np.int64), np.array(["(pooled)"], dtype=object)
-    periods = _assign_periods(ts, period)
+        columns = _instrument_columns(instruments, n)
+    table = _day_table(p, y, clock, columns)
+    periods = _assign_periods(table.days, period)
     scored = _scored_periods(periods, score_periods)
-    residual = y - p
-    bias_table = _fit_bias_table(periods, scored, ts, inst_codes, uniques, residual, bias=bias,
+    cells = _period_cells(table, periods)
+    bias_table = _fit_bias_table(periods, scored, table, cells, columns, bias=bias,
                                  bias_window=bias_window, missing_instrument=missing_instrument)
-    return _score_periods(periods, scored, ts, inst_codes, residual, bias_table, bias=bias, bias_window=bias_window)
+    return _score_periods(periods, scored, table, cells, bias_table, bias=bias, bias_window=bias_window)
+
+
+@dataclass(frozen=True)
+class _PeriodCells:
+    """Residual statistics per period (rows) and instrument column: rows, sums, centred sums of squares."""
+
+    n: np.ndarray       # (k, m) int64
+    total: np.ndarray   # (k, m)
+    m2: np.ndarray      # (k, m)
+
+
+def _period_cells(table: _DayTable, periods: _Periods) -> _PeriodCells:
+    """Merge the dates of every period: ``M2 = sum_dates M2_d + n_d (mean_d - mean)^2``."""
+    first = periods.first
+    n = np.add.reduceat(table.n, first, axis=0)
+    total = np.add.reduceat(table.total, first, axis=0)
+    mean = total / np.maximum(n, 1)
+    spread = table.total / np.maximum(table.n, 1) - mean[periods.codes]
+    m2 = np.add.reduceat(table.m2 + table.n * spread * spread, first, axis=0)
+    return _PeriodCells(n=n, total=total, m2=m2)
 
 
 def _fit_bias_table(
-    periods: _Periods, scored: np.ndarray, ts: np.ndarray, inst_codes: np.ndarray, uniques: np.ndarray,
-    residual: np.ndarray, *, bias: str, bias_window: int | None, missing_instrument: str,
+    periods: _Periods, scored: np.ndarray, table: _DayTable, cells: _PeriodCells, columns: _Columns | None,
+    *, bias: str, bias_window: int | None, missing_instrument: str,
 ) -> np.ndarray:
     """The bias ``c_{k,j}`` of every period ``k`` and instrument column ``j`` (one column when pooled): (k, m)."""
-    k, m = len(periods.labels), len(uniques)
-    codes = periods.codes
     # Sums and counts of the residuals each period's bias is fitted on, per instrument column: (k, m).
     if bias_window is None:
-        src_sum, src_n = _previous_period_sources(codes, inst_codes, residual, k=k, m=m, previous=periods.previous)
+        has_prev = (periods.previous >= 0)[:, None]
+        safe = np.maximum(periods.previous, 0)
+        src_sum, src_n = np.where(has_prev, cells.total[safe], 0.0), np.where(has_prev, cells.n[safe], 0)
         source = f"the {periods.rule} before it has"
     else:
-        src_sum, src_n = _window_sources(ts, periods.starts, inst_codes, residual, m=m, days=int(bias_window))
+        src_sum, src_n = _window_sources(table, periods.first, days=int(bias_window))
         source = f"the {int(bias_window)} trading day(s) before it have"
     pooled_n = src_n.sum(axis=1)
     unfit = scored & (pooled_n == 0)
@@ -577,47 +815,68 @@ def _fit_bias_table(
     with np.errstate(invalid="ignore", divide="ignore"):
         bias_table = src_sum / src_n
         pooled_bias = src_sum.sum(axis=1) / pooled_n
-    if bias != "per_instrument":
+    if bias != "per_instrument" or columns is None:
         return bias_table
-    cell_n = np.bincount(codes * m + inst_codes, minlength=k * m).reshape(k, m)
-    missing = (cell_n > 0) & scored[:, None] & (src_n == 0)
+    missing = (cells.n > 0) & scored[:, None] & (src_n == 0)
     if not missing.any():
         return bias_table
     if missing_instrument == "error":
-        kk, jj = np.argwhere(missing)[0]
+        kk = int(np.flatnonzero(missing.any(axis=1))[0])
+        # the instrument seen first among those missing in that period
+        jj = min(np.flatnonzero(missing[kk]), key=lambda j: columns.first_row(int(table.columns[j])))
         raise ValueError(
-            f"instruments: instrument {_plain(uniques[jj])!r} has rows in scored period {periods.labels[kk]} "
-            f"but {source} none of its rows, so no per-instrument bias can be fitted "
+            f"instruments: instrument {_plain(columns.names[table.columns[jj]])!r} has rows in scored period "
+            f"{periods.labels[kk]} but {source} none of its rows, so no per-instrument bias can be fitted "
             f"({int(missing.sum())} such instrument-period cell(s)); pass missing_instrument='pooled' "
             f"to use the pooled bias there"
         )
     return np.where(missing, pooled_bias[:, None], bias_table)
 
 
+def _window_sources(table: _DayTable, first: np.ndarray, *, days: int) -> tuple[np.ndarray, np.ndarray]:
+    """Residual sums and counts over the ``days`` dates present before each period's first date
+    (``first``: its index among the dates), per instrument column: two (k, m) arrays (fewer days where
+    history is shorter)."""
+    m = table.n.shape[1]
+    # one zero row at the end so every reduceat index is valid
+    day_n = np.vstack([table.n, np.zeros((1, m), np.int64)])
+    day_sum = np.vstack([table.total, np.zeros((1, m))])
+    begin = np.maximum(first - days, 0)
+    bounds = np.column_stack([begin, first]).ravel()
+    empty = (begin == first)[:, None]
+    # reduceat sums rows begin:first for every (begin, first) pair; empty windows are zeroed
+    window_sum = np.where(empty, 0.0, np.add.reduceat(day_sum, bounds, axis=0)[::2])
+    window_n = np.where(empty, 0, np.add.reduceat(day_n, bounds, axis=0)[::2])
+    return window_sum, window_n
+
+
 def _score_periods(
-    periods: _Periods, scored: np.ndarray, ts: np.ndarray, inst_codes: np.ndarray, residual: np.ndarray,
-    bias_table: np.ndarray, *, bias: str, bias_window: int | None,
+    periods: _Periods, scored: np.ndarray, table: _DayTable, cells: _PeriodCells, bias_table: np.ndarray,
+    *, bias: str, bias_window: int | None,
 ) -> RollingCQL:
-    """Shift the scored periods' rows by their bias and aggregate QL and CQL per period and overall."""
-    codes, k, n = periods.codes, len(periods.labels), len(residual)
-    row_scored = scored[codes]
-    row_bias = np.where(row_scored, bias_table[codes, inst_codes], 0.0)
-    cal = np.where(row_scored, residual - row_bias, 0.0)
-    counts = np.bincount(codes, minlength=k)
-    sq_sum = np.bincount(codes, weights=residual * residual, minlength=k)
-    cal_sum = np.bincount(codes, weights=cal * cal, minlength=k)
-    applied_sum = np.bincount(codes, weights=row_bias, minlength=k)
-    mean_residual = np.bincount(codes, weights=residual, minlength=k) / counts
+    """QL and CQL per period and overall from the period cells: a cell of ``n`` rows shifted by ``c``
+    scores ``sum (r - c)^2 = M2 + n (mean - c)^2``."""
+    counts = cells.n.sum(axis=1)
+    n = int(counts.sum())
+    residual_sum = cells.total.sum(axis=1)
+    mean = cells.total / np.maximum(cells.n, 1)
+    period_mean = residual_sum / counts
+    spread = mean - period_mean[:, None]
+    sq_sum = (cells.m2 + cells.n * spread * spread).sum(axis=1) + counts * period_mean * period_mean
+    use = (cells.n > 0) & scored[:, None]   # the bias table is finite on these cells
+    shift = np.where(use, mean - bias_table, 0.0)
+    cal_sum = np.where(use, cells.m2 + cells.n * shift * shift, 0.0).sum(axis=1)
+    applied_sum = np.where(use, cells.n * bias_table, 0.0).sum(axis=1)
+    ends = np.maximum.reduceat(table.last.view(np.int64), periods.first)
 
     n_scored = int(counts[scored].sum())
-    ends = pd.Series(ts).groupby(codes).max()
-    table = pd.DataFrame(
+    table_out = pd.DataFrame(
         {
             "period": periods.labels,
             "start": periods.starts,
-            "end": pd.DatetimeIndex(ends.values),
+            "end": pd.DatetimeIndex(ends.view("datetime64[ns]")),
             "rows": counts.astype(np.int64),
-            "mean_residual": mean_residual,
+            "mean_residual": residual_sum / counts,
             "bias": np.where(scored, applied_sum / counts, np.nan),
             "ql": sq_sum / counts,
             "cql": np.where(scored, cal_sum / counts, np.nan),
@@ -625,7 +884,7 @@ def _score_periods(
         }
     )
     return RollingCQL(
-        table=table,
+        table=table_out,
         cql=float(cal_sum[scored].sum() / n_scored),
         ql_scored=float(sq_sum[scored].sum() / n_scored),
         ql_all=float(sq_sum.sum() / n),
@@ -635,56 +894,6 @@ def _score_periods(
         bias=bias,
         bias_window=None if bias_window is None else int(bias_window),
     )
-
-
-def _instrument_codes(instruments: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Integer codes ``0..m-1`` per row and the ``m`` distinct instrument ids (first-seen order)."""
-    inst = np.asarray(instruments)
-    if inst.ndim != 1 or len(inst) != n:
-        raise ValueError(f"mismatched lengths: instruments has shape {inst.shape}, predictions has {n}; expected ({n},)")
-    codes, uniques = pd.factorize(inst, use_na_sentinel=True)
-    if (codes < 0).any():
-        first = int(np.flatnonzero(codes < 0)[0])
-        raise ValueError(f"instruments: expected an id on every row, found a missing value at position {first}")
-    return codes.astype(np.int64), np.asarray(uniques)
-
-
-def _previous_period_sources(
-    codes: np.ndarray, inst_codes: np.ndarray, residual: np.ndarray, *, k: int, m: int, previous: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Residual sums and counts of the period before each period, per instrument column: two (k, m) arrays."""
-    cell = codes * m + inst_codes
-    cell_n = np.bincount(cell, minlength=k * m).reshape(k, m)
-    cell_sum = np.bincount(cell, weights=residual, minlength=k * m).reshape(k, m)
-    has_prev = (previous >= 0)[:, None]
-    safe = np.maximum(previous, 0)
-    return np.where(has_prev, cell_sum[safe], 0.0), np.where(has_prev, cell_n[safe], 0)
-
-
-def _window_sources(
-    ts: np.ndarray, starts: pd.DatetimeIndex, inst_codes: np.ndarray, residual: np.ndarray, *, m: int, days: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Residual sums and counts over the ``days`` trading days (dates present in the data) before each
-    period's first date, per instrument column: two (k, m) arrays (fewer days where history is shorter)."""
-    day = _day_numbers(ts)
-    lo = int(day.min())
-    offset = day - lo
-    present = np.bincount(offset) > 0
-    rank = (np.cumsum(present) - 1)[offset]
-    n_days = int(present.sum())
-    present_days = np.flatnonzero(present) + lo
-    cell = rank * m + inst_codes
-    # one zero row at the end so every reduceat index is valid
-    day_n = np.vstack([np.bincount(cell, minlength=n_days * m).reshape(n_days, m), np.zeros((1, m), np.int64)])
-    day_sum = np.vstack([np.bincount(cell, weights=residual, minlength=n_days * m).reshape(n_days, m), np.zeros((1, m))])
-    first = np.searchsorted(present_days, starts.values.astype("datetime64[D]").astype(np.int64), side="left")
-    begin = np.maximum(first - days, 0)
-    bounds = np.column_stack([begin, first]).ravel()
-    empty = (begin == first)[:, None]
-    # reduceat sums rows begin:first for every (begin, first) pair; empty windows are zeroed
-    window_sum = np.where(empty, 0.0, np.add.reduceat(day_sum, bounds, axis=0)[::2])
-    window_n = np.where(empty, 0, np.add.reduceat(day_n, bounds, axis=0)[::2])
-    return window_sum, window_n
 
 
 # ---------------------------------------------------------------------------

@@ -12,9 +12,11 @@ import pandas as pd
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.core.validation import ConfigError, expect, reject_unknown
 
-__all__ = ["FREQ", "init_qlib_once", "resolve_qlib_init", "store_calendar"]
+__all__ = ["FREQ", "FREQS", "init_qlib_once", "resolve_qlib_init", "store_calendar", "store_freq", "store_path"]
 
 FREQ = "1min"
+#: Store frequencies the runner reads: minute bars (``calendars/1min.txt``) or daily bars (``calendars/day.txt``).
+FREQS = ("1min", "day")
 _QLIB_STATE: dict[str, str] = {}
 
 
@@ -27,14 +29,17 @@ def resolve_qlib_init(section: Any, where: str) -> dict:
     allowed |= set().union(*(set(v) for v in _default_region_config.values()))
     reject_unknown(section, allowed, "qlib_init.", where)
     if "provider_uri" not in section:
-        raise ConfigError(f"{where}: qlib_init.provider_uri: missing (expected the minute store directory)")
+        raise ConfigError(f"{where}: qlib_init.provider_uri: missing (expected a Qlib store directory: "
+                          f"minute bars, calendars/{FREQ}.txt, or daily bars, calendars/day.txt)")
     uri = section["provider_uri"]
+    freq = None
     if isinstance(uri, dict):
-        reject_unknown(uri, {FREQ}, "qlib_init.provider_uri.", where)
-        if FREQ not in uri:
-            raise ConfigError(f"{where}: qlib_init.provider_uri.{FREQ}: missing (expected the minute store directory)")
-        uri = uri[FREQ]
-    expect(uri, str, "qlib_init.provider_uri", "a directory path", where)
+        reject_unknown(uri, set(FREQS), "qlib_init.provider_uri.", where)
+        if len(uri) != 1:
+            raise ConfigError(f"{where}: qlib_init.provider_uri: expected one store keyed by its frequency "
+                              f"({' or '.join(FREQS)}), found {', '.join(map(str, uri)) or 'none'}")
+        freq, uri = next(iter(uri.items()))
+    expect(uri, str, "qlib_init.provider_uri" + (f".{freq}" if freq else ""), "a directory path", where)
     store = Path(uri).expanduser().resolve()
     from data_prep.qlib_store import check_committed
 
@@ -47,12 +52,20 @@ def resolve_qlib_init(section: Any, where: str) -> dict:
             f"{where}: qlib_init.provider_uri: data directory not found: {store} "
             "(build it with 'rolling-calib data synthetic' or 'rolling-calib data ingest')"
         )
-    if not (store / "calendars" / f"{FREQ}.txt").is_file():
+    present = [f for f in FREQS if (store / "calendars" / f"{f}.txt").is_file()]
+    if freq is None:  # a plain path: the store's own calendar says its frequency
+        if not present:
+            raise ConfigError(f"{where}: qlib_init.provider_uri: {store} is not a Qlib store "
+                              f"(no calendars/{FREQ}.txt nor calendars/day.txt)")
+        freq = present[0]
+    elif freq not in present:
         raise ConfigError(
-            f"{where}: qlib_init.provider_uri: {store} is not a Qlib minute store (no calendars/{FREQ}.txt)"
+            f"{where}: qlib_init.provider_uri.{freq}: {store} is not a Qlib "
+            f"{'minute' if freq == FREQ else 'daily'} store (no calendars/{freq}.txt"
+            + (f"; it has calendars/{present[0]}.txt: key it by {present[0]!r}" if present else "") + ")"
         )
     out = dict(section)
-    out["provider_uri"] = {FREQ: str(store)}
+    out["provider_uri"] = {freq: str(store)}
     out.setdefault("region", "us")
     out.setdefault("expression_cache", None)
     out.setdefault("dataset_cache", None)
@@ -78,11 +91,23 @@ def init_qlib_once(qlib_init: Mapping[str, Any]) -> None:
 
 
 
+def store_freq(qlib_init: Mapping[str, Any]) -> str:
+    """Frequency of a resolved ``qlib_init``'s store: ``"1min"`` or ``"day"`` (its ``provider_uri`` key)."""
+    uri = qlib_init["provider_uri"]
+    return next(iter(uri)) if isinstance(uri, Mapping) else FREQ
+
+
+def store_path(qlib_init: Mapping[str, Any]) -> Path:
+    """The store directory of a resolved ``qlib_init``."""
+    uri = qlib_init["provider_uri"]
+    return Path(next(iter(uri.values())) if isinstance(uri, Mapping) else uri)
+
+
 def store_calendar(qlib_init: Mapping[str, Any]) -> pd.DatetimeIndex:
-    """The store's minute bars, read through Qlib's calendar provider (``D.calendar``)."""
+    """The store's bars (minutes or sessions), read through Qlib's calendar provider (``D.calendar``)."""
     from qlib.data import D
 
     init_qlib_once(qlib_init)
-    return pd.DatetimeIndex(D.calendar(freq=FREQ))
+    return pd.DatetimeIndex(D.calendar(freq=store_freq(qlib_init)))
 
 

@@ -14,8 +14,18 @@ from typing import Any
 
 from rolling_calib.core.validation import ConfigError, check, expect, reject_unknown
 
-__all__ = ["TASK_KEYS", "CLASS_SPEC_KEYS", "STRICT_PACKAGES", "AcceptedKwargs", "accepted_kwargs",
-           "accepted_parameters", "check_kwargs", "import_class", "merge_base_config", "validate_task"]
+__all__ = [
+    "CLASS_SPEC_KEYS",
+    "STRICT_PACKAGES",
+    "TASK_KEYS",
+    "AcceptedKwargs",
+    "accepted_kwargs",
+    "accepted_parameters",
+    "check_kwargs",
+    "import_class",
+    "merge_base_config",
+    "validate_task",
+]
 
 _LOG = logging.getLogger(__name__)
 
@@ -163,7 +173,7 @@ def _kwargs_use(init: Any, var_kw: str) -> tuple[frozenset[str], str | None]:
     return frozenset(consumed), None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def accepted_kwargs(cls: type) -> AcceptedKwargs:
     """The keyword arguments ``cls(...)`` accepts, following ``**kwargs`` through the MRO.
 

@@ -22,10 +22,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from rolling_calib.config.experiment import ConfigError, load_experiment, load_yaml, read_rolling
-
 from runner_helpers import REPO
+
+from rolling_calib.config.experiment import (
+    ConfigError,
+    load_experiment,
+    load_yaml,
+    read_rolling,
+)
 
 BENCHMARKS = Path(__file__).parent / "qlib_benchmarks"
 FILES = ["workflow_config_lstm_Alpha360.yaml", "workflow_config_gru_Alpha360.yaml",
