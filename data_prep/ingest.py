@@ -498,7 +498,7 @@ def _prepare_frames(clean: dict[str, pl.DataFrame], events: dict) -> dict[str, p
         )
         if events.get(sym):
             ts_np = frame.get_column("ts").to_numpy().astype("datetime64[m]")
-            factor = factor_series(ts_np, frame.get_column("close").to_numpy(), events[sym])
+            factor = factor_series(ts_np, frame.get_column("close").to_numpy(), events[sym], symbol=sym)
             prepared[sym] = apply_factor(frame, factor)
         else:
             prepared[sym] = frame.with_columns(pl.lit(1.0).alias("factor"))

@@ -230,6 +230,7 @@ class RollingConfig:
     train_window: str = "expanding"
     sliding_months: int | None = None
     finetune_on: str = "new"
+    label: str = "raw"  # QL/CQL scored against the handler's raw label (DK_R) or learn-processed one (DK_L)
     seeds: tuple[int, ...] = tuple(range(10))
     calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
 

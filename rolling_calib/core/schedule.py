@@ -202,6 +202,7 @@ ROLLING_OPTIONS: Mapping[str, Constraint] = {
     "train_window": Worded(Options(*TRAIN_WINDOWS), f"one of {', '.join(TRAIN_WINDOWS)}"),
     "sliding_months": Interval(int, 1, None),
     "finetune_on": Worded(Options(*FINETUNE_ON), f"one of {', '.join(FINETUNE_ON)}"),
+    "label": Worded(Options("raw", "learn"), "one of raw, learn"),  # QL/CQL against the raw or learn-processed label
 }
 
 

@@ -4,12 +4,18 @@ This is the only layer that drives Qlib. A *unit* is one window of one seed of o
 pipeline; :func:`execute_unit` trains it with Qlib's own machinery and writes it
 into the store (see :mod:`rolling_calib.execution.store`)::
 
-    task   = the pipeline's Qlib task with this window's dates and this unit's seed
-    model  = init_instance_by_config(task["model"])      # rolling_calib.qlib_adapter.model.RollingLSTM
-    data   = init_instance_by_config(task["dataset"])    # MinuteTSDataset(MinuteBarHandler)
-    fine-tune mode, window k >= 1: model.load_state(checkpoint of window k-1)
-    model.fit(data); p = model.predict(data, "test"); y = data.labels("test")
+    task   = the pipeline's Qlib task with this window's dates (and seed, where the model takes one)
+    random / numpy / torch global seeds = the unit's seed (recorded in the sidecar)
+    model  = init_instance_by_config(task["model"])      # RollingLSTM, Qlib's LGBModel, LSTM, ...
+    data   = init_instance_by_config(task["dataset"])    # MinuteTSDataset, DatasetH(Alpha158), ...
+    fine-tune mode, window k >= 1: model.load_state(checkpoint k-1), or finetune() of the pickled model k-1
+    model.fit(data); p = model.predict(data, "test")
+    y = data.prepare("test", col_set="label", data_key=DK_R)   # DK_L with rolling.label: learn
     write units/<pipeline>/seed<k>/w<NN>.parquet, checkpoint, sidecar (atomically, sidecar last)
+
+:func:`plan_run` checks every contract this relies on before any unit trains
+(:func:`rolling_calib.qlib_adapter.training.check_runner_contract`): a model that can
+neither load a checkpoint nor ``finetune`` is refused in fine-tune mode.
 
 Usage (trains; ``tests/execution/test_runner_e2e.py`` runs it on a tiny store)::
 
@@ -39,7 +45,7 @@ from rolling_calib.execution.lock import StoreLock, clean_orphan_temporaries
 from rolling_calib.config.experiment import ExperimentConfig
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.qlib_adapter.session import store_calendar
-from rolling_calib.qlib_adapter.training import train_window, window_task
+from rolling_calib.qlib_adapter.training import check_runner_contract, train_window, window_task
 from rolling_calib.execution.executors import Executor, UnitKey, UnitTask
 from rolling_calib.core.schedule import CoverageError, Window, check_coverage
 
@@ -100,6 +106,7 @@ class RunPlan:
     n_threads: int
     experiment: dict
     data: dict
+    label: str = "raw"  # rolling.label: test labels raw (DK_R) or learn-processed (DK_L)
 
     def pipeline(self, name: str) -> PipelinePlan:
         """The plan of pipeline ``name``."""
@@ -186,6 +193,8 @@ def _pipeline_hash(task: dict, windows: Sequence[Window], rolling: dict, data: d
         "mode": rolling["mode"],
         "finetune_on": rolling["finetune_on"],
     }
+    if rolling.get("label", "raw") != "raw":  # the default leaves the hashes of existing stores unchanged
+        schedule["label"] = rolling["label"]
     data_id = {k: v for k, v in data.items() if k != "path"}
     return stable_hash({"task": task, "schedule": schedule, "data": data_id, "n_threads": int(n_threads)})
 
@@ -217,6 +226,9 @@ def plan_run(
     ------
     ValueError
         Unknown pipeline names or bad seeds.
+    ConfigError
+        A pipeline's task breaks a contract the runner relies on (e.g. fine-tune mode with a
+        model that has neither ``load_state`` nor ``finetune``), before anything trains.
     """
     names = list(config.pipelines) if pipelines is None else list(pipelines)
     unknown = [n for n in names if n not in config.pipelines]
@@ -236,6 +248,11 @@ def plan_run(
             raise ValueError(f"seeds: expected distinct non-negative seeds, found {list(seeds)}")
     if n_threads < 1:
         raise ValueError(f"n_threads: expected >= 1, found {n_threads}")
+    label = getattr(config.rolling, "label", "raw")
+    where = str(config.path) if config.path else "experiment"
+    for name in dict.fromkeys(names):  # before the calendar is read: refusals come in well under a second
+        check_runner_contract(config.pipeline_task(name), mode=config.rolling.mode, label=label,
+                              where=f"{where}: pipelines.{name}")
     calendar = store_calendar(config.qlib_init)
     windows = tuple(config.rolling.windows(calendar))
     market = config.task["dataset"].get("kwargs", {}).get("handler", {}).get("kwargs", {}).get("instruments")
@@ -255,6 +272,7 @@ def plan_run(
         n_threads=int(n_threads),
         experiment=experiment,
         data=data,
+        label=label,
     )
 
 
@@ -333,6 +351,8 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
         plan.qlib_init, task,
         warm_start=prev_paths.checkpoint if previous is not None else None,
         checkpoint=paths.checkpoint,
+        seed=key.seed,
+        label=plan.label,
     )
     t_data, t_fit = t0 + trained.build_s, t0 + trained.build_s + trained.fit_s
     frame, dropped = _unit_frame(trained.predictions, trained.labels, window, key)
@@ -356,6 +376,8 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
         "checkpoint_sha256": _sha256(paths.checkpoint),
         "started_from": start_from,
         "n_threads": plan.n_threads,
+        "seeds": {"global": trained.seeds, "model_kwarg": task["model"].get("kwargs", {}).get("seed")},
+        "label": plan.label,
         "pid": os.getpid(),
         "timings": {
             "build_s": round(t_data - t0, 3),
@@ -423,6 +445,7 @@ def _write_manifest(plan: RunPlan) -> None:
             "mode": plan.mode,
             "seeds": list(plan.seeds),
             "calibration": plan.experiment["rolling"]["calibration"],
+            "label": plan.label,
         }
         for p in plan.pipelines
     }

@@ -1,29 +1,48 @@
 """One rolling window through Qlib's own machinery: the window's task, then fit, predict, label.
 
-::
+Any Qlib model and dataset run here (``RollingLSTM`` + ``MinuteTSDataset``, Qlib's ``LGBModel`` +
+``Alpha158``, ``LSTM`` + ``Alpha360``, ...)::
 
-    task   = the pipeline's Qlib task with this window's dates and this unit's seed
-    model  = init_instance_by_config(task["model"])      # e.g. rolling_calib.qlib_adapter.model.RollingLSTM
-    data   = init_instance_by_config(task["dataset"])    # e.g. MinuteTSDataset(MinuteBarHandler)
-    warm start: model.load_state(previous window's checkpoint)
-    model.fit(data); p = model.predict(data, "test"); y = data.labels("test"); model.save_state(checkpoint)
+    task   = the pipeline's Qlib task with this window's dates (and the model's seed, if it takes one)
+    random.seed(s); numpy.random.seed(s); torch.manual_seed(s)     # every unit, whatever the model
+    model  = init_instance_by_config(task["model"])
+    data   = init_instance_by_config(task["dataset"])
+    warm start (fine-tune mode, window k >= 1), by what the model offers:
+        load_state/save_state  -> model.load_state(checkpoint k-1); model.fit(data)   (ours)
+        finetune(dataset)      -> model = unpickle(checkpoint k-1); model.finetune(data)   (LGBModel)
+        neither                -> refused at plan time (:func:`check_runner_contract`)
+    p = model.predict(data, "test")
+    y = data.prepare("test", col_set="label", data_key=DK_R or DK_L)   # rolling.label: raw | learn
+    checkpoint: model.save_state(path) if it has one, else the pickled model
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import pickle
+import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from rolling_calib.core.atomic import atomic_write
 from rolling_calib.core.schedule import Window
+from rolling_calib.core.validation import ConfigError
 from rolling_calib.qlib_adapter.session import init_qlib_once
+from rolling_calib.qlib_adapter.task_spec import accepted_kwargs, import_class
 
-__all__ = ["TrainedWindow", "train_window", "window_task"]
+__all__ = ["HANDLER_TIME_KWARGS", "LABEL_SOURCES", "TrainedWindow", "check_runner_contract", "set_global_seeds",
+           "train_window", "warm_start_kind", "window_task"]
+
+#: ``rolling.label``: score against the handler's raw label (``DK_R``) or its learn-processed label (``DK_L``).
+LABEL_SOURCES = ("raw", "learn")
+#: Handler arguments :func:`window_task` sets for every window.
+HANDLER_TIME_KWARGS = ("start_time", "end_time", "fit_start_time", "fit_end_time")
 
 
 @dataclass(frozen=True)
@@ -35,6 +54,12 @@ class TrainedWindow:
     build_s: float
     fit_s: float
     predict_s: float
+    seeds: dict = field(default_factory=dict)  # global seeds set before the model was built
+
+
+def _named_params(spec: Mapping[str, Any]) -> set[str]:
+    """Named keyword parameters of the class a ``{class, module_path}`` spec names (``**kwargs`` sinks excluded)."""
+    return set(accepted_kwargs(import_class(dict(spec), "task.model", "window_task")).params)
 
 
 def window_task(task: dict, window: Window, *, seed: int, n_threads: int) -> dict:
@@ -42,12 +67,17 @@ def window_task(task: dict, window: Window, *, seed: int, n_threads: int) -> dic
 
     Sets the handler's ``start_time``/``end_time`` (fit start to test end) and
     ``fit_start_time``/``fit_end_time`` (the window's fit span), the dataset's
-    ``segments`` (exact first/last minute bars) and the model's ``seed`` and ``n_threads``.
+    ``segments`` (exact first/last bars) and the model's ``seed`` and ``n_threads``
+    where its signature names them (``RollingLSTM`` takes both, Qlib's ``LSTM`` only
+    ``seed``, ``LGBModel`` neither: LightGBM settings stay the task's own).
     """
     out = copy.deepcopy(task)
     model_kwargs = out["model"].setdefault("kwargs", {})
-    model_kwargs["seed"] = int(seed)
-    model_kwargs["n_threads"] = int(n_threads)
+    named = _named_params(out["model"])
+    if "seed" in named:
+        model_kwargs["seed"] = int(seed)
+    if "n_threads" in named:
+        model_kwargs["n_threads"] = int(n_threads)
     dkw = out["dataset"].setdefault("kwargs", {})
     hkw = dkw["handler"].setdefault("kwargs", {})
     start = min(window.fit.start, window.train.start)
@@ -61,6 +91,138 @@ def window_task(task: dict, window: Window, *, seed: int, n_threads: int) -> dic
     return out
 
 
+def warm_start_kind(model_cls: type) -> str | None:
+    """How a model class continues from the previous window: ``"state"``, ``"finetune"`` or ``None``.
+
+    ``"state"``: it has ``load_state``/``save_state`` (``RollingLSTM``); ``"finetune"``: a
+    concrete ``finetune(dataset)`` (Qlib's ``LGBModel``; its checkpoint is the pickled model);
+    ``None``: it cannot be fine-tuned (Qlib's ``LSTM``), only trained from scratch.
+
+    >>> class Plain:
+    ...     def fit(self, dataset): ...
+    >>> class Tunable(Plain):
+    ...     def finetune(self, dataset): ...
+    >>> warm_start_kind(Plain), warm_start_kind(Tunable)
+    (None, 'finetune')
+    """
+    if callable(getattr(model_cls, "load_state", None)) and callable(getattr(model_cls, "save_state", None)):
+        return "state"
+    tune = getattr(model_cls, "finetune", None)
+    if callable(tune) and not getattr(tune, "__isabstractmethod__", False):
+        return "finetune"
+    return None
+
+
+def _accepts(cls: type, name: str) -> bool:
+    acc = accepted_kwargs(cls)
+    return name in acc.params or name in acc.consumed or acc.open_via is not None
+
+
+def check_runner_contract(task: Mapping[str, Any], *, mode: str, label: str = "raw", where: str = "task") -> None:
+    """Check, before any training, everything :func:`train_window` relies on; ``ConfigError`` otherwise.
+
+    * the model has ``fit`` and ``predict``; in ``mode="finetune"`` it can continue from the
+      previous window (:func:`warm_start_kind`): a model that cannot is refused, named, with
+      ``mode: scratch`` suggested;
+    * the dataset has Qlib's ``prepare`` and takes ``segments``; the handler takes the window
+      times :func:`window_task` sets (:data:`HANDLER_TIME_KWARGS`);
+    * ``label`` is one of :data:`LABEL_SOURCES`; ``"learn"`` needs a ``DataHandlerLP`` handler.
+    """
+    from qlib.data.dataset.handler import DataHandlerLP
+
+    if label not in LABEL_SOURCES:
+        raise ConfigError(f"{where}: rolling.label: expected one of {', '.join(LABEL_SOURCES)}, found {label!r}")
+    model_cls = import_class(dict(task["model"]), "task.model", where)
+    name = f"{model_cls.__module__}.{model_cls.__qualname__}"
+    for method in ("fit", "predict"):
+        if not callable(getattr(model_cls, method, None)):
+            raise ConfigError(f"{where}: task.model: {name} has no {method}() method; the runner needs a Qlib model "
+                              "with fit(dataset) and predict(dataset, segment)")
+    if mode == "finetune" and warm_start_kind(model_cls) is None:
+        raise ConfigError(
+            f"{where}: rolling.mode: finetune needs a model that continues from the previous window, but {name} "
+            "has neither load_state/save_state nor finetune(dataset); set 'rolling: {mode: scratch}' to retrain "
+            "it from scratch every window"
+        )
+    dataset_cls = import_class(dict(task["dataset"]), "task.dataset", where)
+    dname = f"{dataset_cls.__module__}.{dataset_cls.__qualname__}"
+    if not callable(getattr(dataset_cls, "prepare", None)):
+        raise ConfigError(f"{where}: task.dataset: {dname} has no prepare(); the runner needs a Qlib dataset")
+    if not _accepts(dataset_cls, "segments"):
+        raise ConfigError(f"{where}: task.dataset: {dname} takes no 'segments' argument; the runner sets each "
+                          "window's train/valid/test segments through it")
+    handler = task["dataset"].get("kwargs", {}).get("handler")
+    if isinstance(handler, dict):
+        handler_cls = import_class(handler, "task.dataset.kwargs.handler", where)
+        hname = f"{handler_cls.__module__}.{handler_cls.__qualname__}"
+        missing = [k for k in HANDLER_TIME_KWARGS if not _accepts(handler_cls, k)]
+        if missing:
+            raise ConfigError(f"{where}: task.dataset.kwargs.handler: {hname} takes no {', '.join(missing)}; the runner "
+                              f"sets {', '.join(HANDLER_TIME_KWARGS)} for every window")
+        if label == "learn" and not issubclass(handler_cls, DataHandlerLP):
+            raise ConfigError(f"{where}: rolling.label: learn needs a DataHandlerLP handler (learn-processed labels); "
+                              f"{hname} is not one: use label: raw")
+
+
+def set_global_seeds(seed: int) -> dict[str, int]:
+    """Seed Python's ``random``, NumPy's global generator and torch (CPU and CUDA); returns what was set."""
+    import numpy as np
+    import torch
+
+    random.seed(int(seed))
+    np.random.seed(int(seed))
+    torch.manual_seed(int(seed))
+    return {"random": int(seed), "numpy": int(seed), "torch": int(seed)}
+
+
+def _test_labels(dataset: Any, label: str) -> pd.Series | pd.DataFrame:
+    """Labels of the test segment through Qlib's dataset API (``DK_R`` raw or ``DK_L`` learn-processed)."""
+    from qlib.data.dataset.handler import DataHandlerLP
+
+    key = DataHandlerLP.DK_R if label == "raw" else DataHandlerLP.DK_L
+    out = dataset.prepare("test", col_set="label", data_key=key)
+    if not isinstance(out, (pd.Series, pd.DataFrame)):  # a TSDatasetH sampler: the handler's frame instead
+        seg = dataset.segments["test"]
+        out = dataset.handler.fetch(slice(*seg), col_set="label", data_key=key)
+    return out
+
+
+#: Recorder methods Qlib's models call during fit (``LGBModel.fit``: ``R.log_metrics`` per boosting round).
+_RECORDER_LOGGING = ("log_metrics", "log_params", "set_tags")
+
+
+@contextlib.contextmanager
+def _no_recorder_logging():
+    """Drop what a model logs to Qlib's recorder ``R`` while no Qlib experiment is active.
+
+    Outside ``qrun`` there is no active recorder, and ``R.log_metrics`` would create a default
+    MLflow experiment in ``./mlruns`` (a file store, which current MLflow refuses). A unit's
+    numbers live in the result store; training curves are not kept. Under an active
+    experiment (a user's ``R.start``), nothing is changed.
+    """
+    from qlib.workflow import R
+
+    provider = getattr(R, "_provider", None)
+    active = getattr(getattr(provider, "exp_manager", None), "active_experiment", None)
+    if provider is None or active is not None:
+        yield
+        return
+    for name in _RECORDER_LOGGING:
+        setattr(provider, name, lambda *args, **kwargs: None)
+    try:
+        yield
+    finally:
+        for name in _RECORDER_LOGGING:
+            provider.__dict__.pop(name, None)
+
+
+def _save_pickle(model: Any, path: Path) -> None:
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            pickle.dump(model, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+    atomic_write(path, write)
+
 
 def train_window(
     qlib_init: Mapping[str, Any],
@@ -68,6 +230,8 @@ def train_window(
     *,
     warm_start: Path | None,
     checkpoint: Path,
+    seed: int | None = None,
+    label: str = "raw",
 ) -> TrainedWindow:
     """Build the task's model and dataset, fit (from ``warm_start`` if given), predict the test segment.
 
@@ -78,23 +242,43 @@ def train_window(
     task : mapping
         One window's Qlib task (:func:`window_task`).
     warm_start : path or None
-        Checkpoint of the previous window to fine-tune from (``model.load_state``).
+        Checkpoint of the previous window to fine-tune from (``model.load_state``, or the
+        pickled model whose ``finetune(dataset)`` continues it).
     checkpoint : path
-        Where the trained model's state is written (``model.save_state``, atomic).
+        Where the trained model is written (``model.save_state``, else pickled; atomic).
+    seed : int, optional
+        Seeds ``random``, NumPy and torch before the model is built (:func:`set_global_seeds`).
+    label : {"raw", "learn"}
+        Test labels from the handler's raw (``DK_R``) or learn-processed (``DK_L``) data.
     """
     from qlib.utils import init_instance_by_config
 
     t0 = time.perf_counter()
     init_qlib_once(qlib_init)
+    seeding = set_global_seeds(seed) if seed is not None else {}
     model = init_instance_by_config(copy.deepcopy(dict(task["model"])))
     dataset = init_instance_by_config(copy.deepcopy(dict(task["dataset"])))
     t_built = time.perf_counter()
-    if warm_start is not None:
-        model.load_state(warm_start)
-    model.fit(dataset)
-    t_fit = time.perf_counter()
-    predictions = model.predict(dataset, segment="test")
-    labels = dataset.labels("test")
+    kind = warm_start_kind(type(model))
+    with _no_recorder_logging():
+        if warm_start is None:
+            model.fit(dataset)
+        elif kind == "state":
+            model.load_state(warm_start)
+            model.fit(dataset)
+        elif kind == "finetune":
+            with open(warm_start, "rb") as fh:
+                model = pickle.load(fh)  # noqa: S301 -- our own checkpoint of the previous window
+            model.finetune(dataset)
+        else:
+            raise RuntimeError(f"{type(model).__qualname__} cannot continue from {warm_start}: it has neither "
+                               "load_state nor finetune (use rolling.mode: scratch)")
+        t_fit = time.perf_counter()
+        predictions = model.predict(dataset, segment="test")
+    labels = _test_labels(dataset, label)
     t_pred = time.perf_counter()
-    model.save_state(checkpoint)  # atomic
-    return TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_fit)
+    if kind == "state":
+        model.save_state(checkpoint)  # atomic
+    else:
+        _save_pickle(model, Path(checkpoint))
+    return TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_fit, seeding)

@@ -7,6 +7,9 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from rolling_calib.core.metrics import rolling_calibrated_quadratic_loss as rolling_cql
 
@@ -177,3 +180,208 @@ def test_bias_window_equal_to_trading_day_period_is_the_default_rule():
         window = rolling_cql(p, y, ts, instruments=inst, bias=bias, period=5, bias_window=5, missing_instrument="pooled")
         assert window.cql == pytest.approx(base.cql, rel=1e-13)
         pd.testing.assert_frame_equal(window.table, base.table, rtol=1e-13)
+
+
+# ---------------------------------------------------------------------------
+# The per-date sufficient statistics (one blocked pass) against a row-wise reference
+# ---------------------------------------------------------------------------
+def _rowwise_reference(p, y, ts, inst, *, period, bias, bias_window, missing_instrument):
+    """The definition row by row: each row of a scored period gets its ``c`` and its ``(y - p - c)^2``.
+
+    Periods come from pandas calendar periods (months, ISO weeks, quarters) or from ranking the
+    distinct dates present (N trading days). Returns ``(cql, ql_scored, ql_all, table)`` or raises
+    ``LookupError`` where a scored period (every period but the first) has no rows to fit on.
+    """
+    ts = pd.DatetimeIndex(ts)
+    if ts.tz is not None:
+        ts = ts.tz_localize(None)
+    date = ts.normalize()
+    dates = np.array(sorted(set(date)))
+    day_rank = pd.Series(np.arange(len(dates)), index=dates)[date].to_numpy()
+    if isinstance(period, int):
+        key = day_rank // period
+        previous_key = {k: k - 1 for k in set(key)}
+    else:
+        freq = {"month": "M", "week": "W-SUN", "quarter": "Q"}[period]
+        key = ts.to_period(freq)
+        previous_key = {k: k - 1 for k in set(key)}
+    order = sorted(set(key))
+    resid = y - p
+    sq_cal, sq_scored, rows = [], [], []
+    for pos, k in enumerate(order):
+        now = np.flatnonzero(key == k)
+        row = {"rows": now.size, "mean_residual": resid[now].mean(), "ql": np.mean(resid[now] ** 2),
+               "end": ts[now].max(), "bias": np.nan, "cql": np.nan, "scored": pos > 0}
+        if pos > 0:
+            if bias_window is None:
+                source = key == previous_key[k]
+            else:
+                first = day_rank[now].min()
+                source = (day_rank < first) & (day_rank >= first - bias_window)
+            if not source.any():
+                raise LookupError(k)
+            pooled_c = resid[source].mean()
+            c = np.empty(now.size)
+            for j, i in enumerate(now):
+                mine = source & (inst == inst[i])
+                if bias == "pooled":
+                    c[j] = pooled_c
+                elif mine.any():
+                    c[j] = resid[mine].mean()
+                elif missing_instrument == "pooled":
+                    c[j] = pooled_c
+                else:
+                    raise LookupError(k)
+            errors = (resid[now] - c) ** 2            # row by row
+            row.update(bias=c.mean(), cql=errors.mean())
+            sq_cal.extend(errors)
+            sq_scored.extend(resid[now] ** 2)
+        rows.append(row)
+    return float(np.mean(sq_cal)), float(np.mean(sq_scored)), float(np.mean(resid**2)), pd.DataFrame(rows)
+
+
+def _check_against_reference(p, y, ts, inst, *, instruments=None, rtol=1e-12, **kwargs):
+    try:
+        expected = _rowwise_reference(p, y, ts, inst, **kwargs)
+    except LookupError:
+        with pytest.raises(ValueError, match="no rows to fit a bias on|no per-instrument bias can be fitted"):
+            rolling_cql(p, y, ts, instruments=inst if instruments is None else instruments, **kwargs)
+        return None
+    got = rolling_cql(p, y, ts, instruments=inst if instruments is None else instruments, **kwargs)
+    cql, ql_scored, ql_all, table = expected
+    assert got.cql == pytest.approx(cql, rel=rtol, abs=1e-300)
+    assert got.ql_scored == pytest.approx(ql_scored, rel=rtol)
+    assert got.ql_all == pytest.approx(ql_all, rel=rtol)
+    assert got.n_all == len(p) and got.n_scored == int(table["rows"][1:].sum())
+    t = got.table
+    assert list(t["rows"]) == list(table["rows"]) and list(t["scored"]) == list(table["scored"])
+    assert list(t["end"]) == list(table["end"])
+    scale = max(1.0, float(np.max((y - p) ** 2)))
+    for column in ("mean_residual", "bias", "ql", "cql"):
+        np.testing.assert_allclose(t[column], table[column], rtol=rtol, atol=rtol * 0.1 * scale, err_msg=column)
+    return got
+
+
+def _random_panel(rng, n, *, days=90, instruments="XYZW", ordered=False):
+    dates = pd.bdate_range("2015-01-01", periods=days)
+    ts = dates[rng.integers(0, len(dates), n)] + pd.to_timedelta(rng.integers(0, 86_400, n), unit="s")
+    if ordered:
+        ts = ts.sort_values()
+    inst = rng.choice(list(instruments), n)
+    p = rng.normal(size=n)
+    y = p + rng.normal(loc=0.3, size=n) + (inst == instruments[0])
+    return p, y, ts.values, inst
+
+
+RULES = ["month", "week", "quarter", 1, 7]
+
+
+@pytest.mark.parametrize("block", [None, 64])
+@pytest.mark.parametrize("ordered", [True, False])
+@pytest.mark.parametrize("period", RULES)
+def test_matches_rowwise_reference_every_rule(period, ordered, block, monkeypatch):
+    """Every period rule x bias mode x bias source, rows in time order or shuffled, one block or many."""
+    from rolling_calib.core import metrics
+
+    if block is not None:
+        monkeypatch.setattr(metrics, "_BLOCK", block)
+    rng = np.random.default_rng(11)
+    p, y, ts, inst = _random_panel(rng, 1500, days=200 if period == "quarter" else 90, ordered=ordered)
+    for bias in ("pooled", "per_instrument"):
+        for window in (None, 1, 4):
+            for fallback in ("error", "pooled"):
+                _check_against_reference(p, y, ts, inst, period=period, bias=bias, bias_window=window,
+                                         missing_instrument=fallback)
+
+
+@pytest.mark.parametrize(
+    "convert",
+    [
+        pytest.param(lambda ts, inst: (ts, pd.Categorical(inst)), id="categorical"),
+        pytest.param(lambda ts, inst: (pd.Series(ts), pd.Series(inst, dtype="category")), id="series"),
+        pytest.param(lambda ts, inst: (ts.astype("datetime64[s]"), pd.factorize(inst)[0] + 7), id="seconds-int-ids"),
+        pytest.param(lambda ts, inst: (ts.astype("datetime64[us]"), pd.factorize(inst)[0].astype(np.uint8)), id="us-uint8"),
+        pytest.param(lambda ts, inst: (pd.DatetimeIndex(ts).tz_localize("America/New_York"), list(inst)), id="tz-list"),
+        pytest.param(lambda ts, inst: ([str(t) for t in pd.DatetimeIndex(ts)], inst.astype(object)), id="strings"),
+    ],
+)
+def test_input_kinds_give_the_same_result(convert, monkeypatch):
+    """Timestamps and ids are read without copies where possible; the numbers do not depend on it."""
+    from rolling_calib.core import metrics
+
+    monkeypatch.setattr(metrics, "_BLOCK", 97)
+    rng = np.random.default_rng(5)
+    p, y, ts, inst = _random_panel(rng, 800)
+    ts_in, inst_in = convert(ts, inst)
+    for period in ("month", 5):
+        for bias in ("pooled", "per_instrument"):
+            kwargs = {"period": period, "bias": bias, "bias_window": None, "missing_instrument": "pooled"}
+            got = rolling_cql(p, y, ts_in, instruments=inst_in, **kwargs)
+            base = _check_against_reference(p, y, ts, inst, **kwargs)
+            assert got.cql == pytest.approx(base.cql, rel=1e-13)
+            pd.testing.assert_frame_equal(got.table, base.table, rtol=1e-13)
+
+
+def test_missing_instrument_error_names_the_first_seen_instrument():
+    # D and E (ids given as categories in reverse order) have no rows in January; D appears first
+    ts = pd.to_datetime(["2015-01-05", "2015-01-06", "2015-02-02", "2015-02-03", "2015-02-04"])
+    inst = ["A", "A", "A", "D", "E"]
+    for ids in (inst, pd.Categorical(inst, categories=["E", "D", "A"])):
+        with pytest.raises(ValueError, match=r"instrument 'D' has rows in scored period 2015-02 .* \(2 such"):
+            rolling_cql([0.0] * 5, [1.0] * 5, ts, instruments=ids, bias="per_instrument")
+
+
+def test_dates_far_apart_and_large_offsets_stay_exact():
+    """Few dates over centuries (dates numbered before the pass) and residuals far from zero.
+
+    With residuals near 1e6 and spread near 1 the rounding of any mean (ours or the reference's) is
+    about 1e-10, so the comparison allows 1e-8: what must not happen is the loss of all digits that
+    sums of squares (sum r^2 - n mean^2) would suffer here.
+    """
+    ts = pd.to_datetime(["1800-01-02", "1800-01-03", "1800-02-03", "2200-03-01", "2200-04-01", "2200-04-02"])
+    inst = np.array(["A", "B", "A", "B", "A", "B"])
+    rng = np.random.default_rng(2)
+    p = rng.normal(size=6)
+    y = p + 1e6 + rng.normal(size=6)
+    for bias in ("pooled", "per_instrument"):
+        _check_against_reference(p, y, ts.values, inst, period="month", bias=bias, bias_window=2,
+                                 missing_instrument="pooled", rtol=1e-8)
+    # a shift of 1e6 in every residual leaves CQL as it was, to the rounding of the residuals themselves
+    far = rolling_cql(p, y, ts, score_periods=[1, 4], bias_window=2)
+    near = rolling_cql(p, y - 1e6, ts, score_periods=[1, 4], bias_window=2)
+    assert far.cql == pytest.approx(near.cql, rel=1e-8)
+
+
+@st.composite
+def _panels(draw):
+    n = draw(st.integers(min_value=2, max_value=60))
+    day = draw(hnp.arrays(np.int64, n, elements=st.integers(0, 120)))
+    second = draw(hnp.arrays(np.int64, n, elements=st.integers(0, 86_399)))
+    inst = draw(hnp.arrays(np.int64, n, elements=st.integers(0, 3)))
+    p = draw(hnp.arrays(np.float64, n, elements=st.floats(-10, 10)))
+    y = draw(hnp.arrays(np.float64, n, elements=st.floats(-10, 10)))
+    ts = (np.datetime64("2015-01-01", "s") + day * 86_400 + second).astype("datetime64[ns]")
+    return p, y, ts, np.array(["a", "b", "c", "d"])[inst]
+
+
+@settings(max_examples=150, deadline=None)
+@given(panel=_panels(), period=st.sampled_from(RULES), bias=st.sampled_from(["pooled", "per_instrument"]),
+       window=st.sampled_from([None, 1, 3]), fallback=st.sampled_from(["error", "pooled"]),
+       block=st.sampled_from([3, 1 << 18]))
+def test_matches_rowwise_reference_hypothesis(panel, period, bias, window, fallback, block):
+    from rolling_calib.core import metrics
+
+    p, y, ts, inst = panel
+    if len(set(pd.DatetimeIndex(ts).to_period({"month": "M", "week": "W-SUN", "quarter": "Q"}.get(period, "D")))) < 2 and not isinstance(period, int):
+        return  # one period only: covered by the error tests
+    saved = metrics._BLOCK
+    metrics._BLOCK = block
+    try:
+        if isinstance(period, int) and len(np.unique(ts.astype("datetime64[D]"))) <= period:
+            with pytest.raises(ValueError, match="every row falls in one"):
+                rolling_cql(p, y, ts, instruments=inst, period=period)
+            return
+        _check_against_reference(p, y, ts, inst, period=period, bias=bias, bias_window=window,
+                                 missing_instrument=fallback)
+    finally:
+        metrics._BLOCK = saved

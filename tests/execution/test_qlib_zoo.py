@@ -1,0 +1,238 @@
+"""Qlib's own models and datasets through the rolling schedule (real provider, no mocks).
+
+* ``LGBModel`` (``qlib.contrib.model.gbdt``) + ``Alpha158`` on a daily store built from the real
+  daily bars in ``/work/shared/data/us-equities-daily-2013-2018`` (or, without them, a synthetic
+  random walk): 2 pipelines x 2 seeds x 2 windows, scratch mode, then fine-tune mode (``finetune``
+  of the pickled previous model), labels raw and learn-processed, and ``compare`` with IC columns.
+* Qlib's ``LSTM`` (no ``load_state``, no ``finetune``) in fine-tune mode: refused at plan time,
+  before any training, and by ``rolling-calib run`` with exit status 2 in a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from rolling_calib.analysis.scoring import compare_store, score_store
+from rolling_calib.config.experiment import load_experiment
+from rolling_calib.core.validation import ConfigError
+from rolling_calib.execution import store as st
+from rolling_calib.execution.executors import LocalExecutor, UnitKey
+from rolling_calib.execution.runner import check_store_coverage, plan_run, run_plan, window_task
+
+from runner_helpers import REPO
+
+pytestmark = pytest.mark.slow
+
+DAILY = Path("/work/shared/data/us-equities-daily-2013-2018")
+SYMBOLS = ("AAPL", "BAC", "F", "GE", "MSFT", "XOM")
+FIELDS = ("open", "high", "low", "close", "volume")
+
+
+# --------------------------------------------------------------------------- a daily Qlib store
+def _bars(symbol: str, rng: np.random.Generator, days: pd.DatetimeIndex) -> pd.DataFrame:
+    """One symbol's daily OHLCV: the real file when present, else a random walk on ``days``."""
+    path = DAILY / f"{symbol}.csv"
+    if path.is_file():
+        frame = pd.read_csv(path, parse_dates=["date"]).set_index("date").sort_index()
+        return frame.loc[(frame.index >= days[0]) & (frame.index <= days[-1]), list(FIELDS)].astype(float)
+    close = 50 * np.exp(np.cumsum(rng.normal(0, 0.015, len(days))))
+    spread = np.abs(rng.normal(0, 0.01, len(days))) * close
+    return pd.DataFrame({"open": close * (1 + rng.normal(0, 0.003, len(days))), "high": close + spread,
+                         "low": close - spread, "close": close, "volume": rng.integers(1e5, 1e6, len(days))},
+                        index=days).astype(float)
+
+
+def build_daily_store(root: Path, *, start: str = "2013-02-01", end: str = "2015-03-31") -> Path:
+    """A Qlib ``day`` store, laid out as Qlib's ``scripts/dump_bin.py`` writes it.
+
+    ``calendars/day.txt`` (one date per line), ``instruments/all.txt`` (``SYMBOL<TAB>first<TAB>last``),
+    ``features/<symbol>/<field>.day.bin`` (float32: calendar index of the first value, then the values).
+    ``vwap`` is the typical price (H+L+C)/3 and ``factor`` is 1 (the prices are split-adjusted).
+    """
+    rng = np.random.default_rng(0)
+    days = pd.bdate_range(start, end)
+    frames = {sym: _bars(sym, rng, days) for sym in SYMBOLS}
+    calendar = pd.DatetimeIndex(sorted(set().union(*(f.index for f in frames.values()))))
+    (root / "calendars").mkdir(parents=True)
+    (root / "calendars" / "day.txt").write_text("\n".join(calendar.strftime("%Y-%m-%d")) + "\n")
+    lines = []
+    for sym, frame in frames.items():
+        frame = frame.reindex(calendar[calendar.searchsorted(frame.index[0]):calendar.searchsorted(frame.index[-1]) + 1])
+        frame["vwap"] = (frame["high"] + frame["low"] + frame["close"]) / 3
+        frame["factor"] = 1.0
+        first = int(calendar.searchsorted(frame.index[0]))
+        out = root / "features" / sym.lower()
+        out.mkdir(parents=True)
+        for field, values in frame.items():
+            np.hstack([[first], values.to_numpy()]).astype("<f4").tofile(out / f"{field}.day.bin")
+        lines.append(f"{sym}\t{frame.index[0]:%Y-%m-%d}\t{frame.index[-1]:%Y-%m-%d}")
+    (root / "instruments").mkdir()
+    (root / "instruments" / "all.txt").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def daily_store(tmp_path_factory) -> Path:
+    return build_daily_store(tmp_path_factory.mktemp("daily") / "qlib_day")
+
+
+def lgb_experiment(tmp: Path, store: Path, *, name: str = "lgb.yaml", **rolling) -> Path:
+    """LGBModel + Alpha158 on the daily store: evaluate Jul-Dec 2014 in two 3-month windows."""
+    handler = {"class": "Alpha158", "module_path": "qlib.contrib.data.handler",
+               "kwargs": {"instruments": "all", "start_time": "2013-02-01", "end_time": "2015-03-31",
+                          "fit_start_time": "2013-02-01", "fit_end_time": "2014-05-31"}}
+    doc = {
+        "qlib_init": {"provider_uri": str(store), "logging_level": "WARNING"},
+        "task": {
+            "model": {"class": "LGBModel", "module_path": "qlib.contrib.model.gbdt",
+                      "kwargs": {"loss": "mse", "learning_rate": 0.1, "num_leaves": 8, "num_boost_round": 20,
+                                 "early_stopping_rounds": 5, "num_threads": 1, "verbosity": -1}},
+            "dataset": {"class": "DatasetH", "module_path": "qlib.data.dataset",
+                        "kwargs": {"handler": handler,
+                                   "segments": {"train": ["2013-02-01", "2014-05-31"], "valid": ["2014-06-01", "2014-06-30"],
+                                                "test": ["2014-07-01", "2014-12-31"]}}},
+        },
+        "rolling": {"initial_train_start": "2013-02", "start": "2014-07", "end": "2014-12", "step_months": 3,
+                    "valid_months": 1, "mode": "scratch", "seeds": 2, **rolling},
+        "pipelines": {"lr10": {}, "lr01": {"task.model.kwargs.learning_rate": 0.01}},
+        "compare": [["lr10", "lr01"]],
+    }
+    path = tmp / name
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def lgb_run(tmp_path_factory, daily_store):
+    tmp = tmp_path_factory.mktemp("zoo")
+    config = load_experiment(lgb_experiment(tmp, daily_store))
+    plan = plan_run(config, store=tmp / "store")
+    t0 = time.perf_counter()
+    summary = run_plan(plan, executor=LocalExecutor(workers=1), progress=False)
+    return config, plan, summary, time.perf_counter() - t0
+
+
+# --------------------------------------------------------------------------- LGBModel + Alpha158, daily
+def test_day_store_resolves_and_windows_use_its_sessions(lgb_run, daily_store):
+    config, plan, _, _ = lgb_run
+    assert config.qlib_init["provider_uri"] == {"day": str(daily_store.resolve())}
+    assert config.store_dir == daily_store.resolve()
+    w0, w1 = plan.windows
+    assert w0.test.as_tuple() == ("2014-07-01 00:00:00", "2014-09-30 00:00:00")
+    assert w1.test.as_tuple() == ("2014-10-01 00:00:00", "2014-12-31 00:00:00")
+    assert w0.valid.as_tuple() == ("2014-06-02 00:00:00", "2014-06-30 00:00:00")
+    task = window_task(plan.pipeline("lr10").task, w1, seed=1, n_threads=1)
+    assert "seed" not in task["model"]["kwargs"] and "n_threads" not in task["model"]["kwargs"]  # LGBModel takes neither
+    assert task["dataset"]["kwargs"]["handler"]["kwargs"]["fit_end_time"] == "2014-08-29 00:00:00"
+
+
+def test_lgb_alpha158_scratch_run_fills_the_store(lgb_run):
+    _, plan, summary, wall = lgb_run
+    assert summary.ran == 8 and summary.skipped == 0
+    check_store_coverage(plan)
+    manifest = st.read_manifest(plan.store)
+    assert manifest["pipelines"]["lr10"]["label"] == "raw"
+    assert manifest["experiment"]["rolling"]["label"] == "raw"
+    for key in plan.keys():
+        frame = st.read_unit(plan.store, key)
+        w = plan.windows[key.window]
+        assert frame["datetime"].min() == w.test.start and frame["datetime"].max() == w.test.end
+        assert set(frame["instrument"]) == set(SYMBOLS)
+        side = st.read_sidecar(plan.store, key)
+        assert side["seeds"] == {"global": {"random": key.seed, "numpy": key.seed, "torch": key.seed},
+                                 "model_kwarg": None}
+        assert side["label"] == "raw" and side["started_from"] is None
+        with open(st.unit_paths(plan.store, key).checkpoint, "rb") as fh:  # scratch: the pickled model is kept
+            assert type(pickle.load(fh)).__name__ == "LGBModel"
+    # the raw label is Alpha158's Ref($close, -2) / Ref($close, -1) - 1, read back from the store
+    frame = st.read_unit(plan.store, UnitKey("lr10", 0, 0))
+    assert frame["label"].abs().median() < 0.05
+    print(f"LGBModel + Alpha158: 8 units in {wall:.1f} s")
+
+
+def test_compare_shows_ic_beside_ql_and_cql(lgb_run):
+    _, plan, _, _ = lgb_run
+    scores = score_store(plan.store)
+    assert {"ic", "icir", "rank_ic"} <= set(scores.runs.columns)
+    assert scores.runs[["ic", "rank_ic"]].abs().max().max() <= 1
+    assert scores.label == "raw"
+    comparison = compare_store(scores, n_boot=100)
+    assert set(comparison.pairs[0].accuracies) >= {"ql", "cql", "ic", "icir", "rank_ic"}
+    text = comparison.format()
+    assert "IC mean" in text and "Acc IC" in text and "labels: raw" in text
+    assert comparison.to_dict()["label"] == "raw"
+
+
+def test_lgb_finetune_continues_the_pickled_model_with_learn_labels(tmp_path, daily_store):
+    config = load_experiment(lgb_experiment(tmp_path, daily_store, mode="finetune", seeds=1, label="learn"))
+    plan = plan_run(config, store=tmp_path / "store", pipelines=["lr10"])
+    assert plan.label == "learn"
+    run_plan(plan, executor=LocalExecutor(workers=1), progress=False)
+    w0 = st.read_sidecar(plan.store, UnitKey("lr10", 0, 0))
+    w1 = st.read_sidecar(plan.store, UnitKey("lr10", 0, 1))
+    assert w1["started_from"] == {"checkpoint": w0["checkpoint"], "sha256": w0["checkpoint_sha256"]}
+    with open(st.unit_paths(plan.store, UnitKey("lr10", 0, 1)).checkpoint, "rb") as fh:
+        booster = pickle.load(fh).model
+    assert booster.num_trees() > 20 - 5  # window 0's trees plus finetune's
+    frame = st.read_unit(plan.store, UnitKey("lr10", 0, 0))
+    per_day = frame.groupby("datetime")["label"]
+    assert np.allclose(per_day.mean(), 0, atol=1e-5)  # Alpha158's learn processor: CSZScoreNorm of the label
+    assert st.read_manifest(plan.store)["pipelines"]["lr10"]["label"] == "learn"
+
+
+# --------------------------------------------------------------------------- refusal before training
+LSTM_TASK = {
+    "model": {"class": "LSTM", "module_path": "qlib.contrib.model.pytorch_lstm",
+              "kwargs": {"d_feat": 6, "hidden_size": 8, "num_layers": 1, "n_epochs": 1, "batch_size": 256}},
+}
+
+
+def lstm_experiment(tmp: Path, data: Path, mode: str) -> Path:
+    """Qlib's LSTM + Alpha360 on the tiny minute store (1-minute Alpha360 features)."""
+    handler = {"class": "Alpha360", "module_path": "qlib.contrib.data.handler",
+               "kwargs": {"instruments": "all", "freq": "1min", "start_time": "2018-01-02", "end_time": "2018-04-30",
+                          "fit_start_time": "2018-01-02", "fit_end_time": "2018-02-28"}}
+    doc = {
+        "qlib_init": {"provider_uri": {"1min": str(data)}, "logging_level": "WARNING"},
+        "task": dict(LSTM_TASK, dataset={"class": "DatasetH", "module_path": "qlib.data.dataset",
+                                         "kwargs": {"handler": handler, "segments": {"train": ["2018-01-02", "2018-01-31"],
+                                                                                     "test": ["2018-03-01", "2018-04-30"]}}}),
+        "rolling": {"initial_train_start": "2018-01", "start": "2018-03", "end": "2018-04", "step_months": 1,
+                    "valid_months": 1, "mode": mode, "seeds": 1},
+    }
+    path = tmp / f"lstm_{mode}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_finetune_of_a_model_without_load_state_or_finetune_is_refused_at_plan_time(tmp_path, tiny_data):
+    config = load_experiment(lstm_experiment(tmp_path, tiny_data, "finetune"))
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError) as info:
+        plan_run(config, store=tmp_path / "store")
+    assert time.perf_counter() - t0 < 2
+    message = str(info.value)
+    assert "qlib.contrib.model.pytorch_lstm.LSTM" in message and "mode: scratch" in message
+    assert not (tmp_path / "store").exists()
+
+
+def test_run_command_refuses_it_with_exit_2_quickly(tmp_path, tiny_data):
+    path = lstm_experiment(tmp_path, tiny_data, "finetune")
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "rolling_calib.cli", "run", str(path), "--store", str(tmp_path / "store"),
+                           "--no-tracking"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    wall = time.perf_counter() - t0
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "LSTM" in proc.stderr and "mode: scratch" in proc.stderr
+    assert wall < 10
+    assert not (tmp_path / "store" / "units").exists()
