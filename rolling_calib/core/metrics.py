@@ -370,6 +370,8 @@ _TICKS_PER_DAY = {"s": 86_400, "ms": 86_400 * 10**3, "us": 86_400 * 10**6, "ns":
 _BLOCK = 1 << 18
 #: Integer instrument ids spanning at most this many values are used as columns directly.
 _MAX_DENSE_IDS = 1 << 16
+#: Calendar days x instruments above which (and above 4 cells a row) the dates present are numbered first.
+_MAX_DENSE_CELLS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -511,7 +513,7 @@ def _day_table(p: np.ndarray, y: np.ndarray, clock: _Clock, columns: _Columns | 
     per_day, day0 = clock.per_day, clock.day_lo
     slots = clock.day_hi - day0 + 1
     slot_of = None
-    if slots * m > max(4 * n, 1 << 22):  # few dates over a long span: number the dates present first
+    if slots * m > max(4 * n, _MAX_DENSE_CELLS):  # few dates over a long span: number the dates present first
         present = np.zeros(slots, dtype=bool)
         for start in range(0, n, _BLOCK):
             present[clock.wall(start, start + _BLOCK) // per_day - day0] = True

@@ -96,7 +96,7 @@ from qlib.data.dataset.loader import QlibDataLoader
 from qlib.data.dataset.utils import fetch_df_by_col
 from qlib.log import get_module_logger
 
-from rolling_calib.core.validation import Interval, check
+from rolling_calib.core.validation import Interval, check, validate_params
 
 __all__ = [
     "FEATURE_NAMES",
@@ -604,6 +604,7 @@ class MinuteBarHandler(DataHandlerLP):
         Every repair made while loading (counts), see the module doc.
     """
 
+    @validate_params({"label_horizon": _COUNT, "window": _COUNT, "norm_samples": _COUNT, "clip": _CLIP})
     def __init__(
         self,
         *,
@@ -625,10 +626,6 @@ class MinuteBarHandler(DataHandlerLP):
             raise TypeError(f"MinuteBarHandler: unknown keyword argument(s) {unknown}; expected any of "
                             "instruments, start_time, end_time, fit_start_time, fit_end_time, freq, "
                             "label_horizon, window, norm_samples, clip")
-        check("label_horizon", label_horizon, _COUNT)
-        check("window", window, _COUNT)
-        check("norm_samples", norm_samples, _COUNT)
-        check("clip", clip, _CLIP)
         if start_time is not None and end_time is not None and _start_point(start_time) > _end_point(end_time):
             raise ValueError(f"start_time/end_time: expected start <= end, found {start_time} > {end_time}")
         self.fit_start_time = fit_start_time
@@ -780,15 +777,13 @@ class MinuteTSDataset(DatasetH):
 
     TRAIN_SEGMENTS = ("train", "valid")
 
+    @validate_params({"step_len": _COUNT, "sample_stride": _COUNT, "test_stride": _COUNT})
     def __init__(self, *, handler: Any, segments: dict, step_len: int = 60, sample_stride: int = 1,
                  test_stride: int = 1, **kwargs: Any):
         unknown = sorted(set(kwargs) - {"fetch_kwargs"})
         if unknown:
             raise TypeError(f"MinuteTSDataset: unknown keyword argument(s) {unknown}; expected handler, segments, "
                             "step_len, sample_stride, test_stride")
-        check("step_len", step_len, _COUNT)
-        check("sample_stride", sample_stride, _COUNT)
-        check("test_stride", test_stride, _COUNT)
         if not isinstance(segments, dict):
             raise ValueError(f"segments: expected a dict of name -> (start, end), found {type(segments).__name__}")
         for name, seg in segments.items():

@@ -265,3 +265,13 @@ def test_cli_run_exits_2_on_an_out_of_range_value(tiny_data, tmp_path, capsys):
                  "--set", "task.model.kwargs.batch_size=0"]) == 2
     assert "task.model.kwargs.batch_size: expected an integer >= 1, found int 0" in capsys.readouterr().err
     assert not (tmp_path / "store").exists(), "nothing may be written before the config is valid"
+
+
+def test_out_of_range_dataset_values_fail_before_any_training(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    data["pipelines"]["b"] = {"task.dataset.kwargs.step_len": 0}
+    with pytest.raises(ConfigError, match=r"task\.dataset\.kwargs\.step_len: expected an integer >= 1, found int 0"):
+        _load(tmp_path, data)
+    data["pipelines"]["b"] = {"task.dataset.kwargs.handler.kwargs.window": -5}
+    with pytest.raises(ConfigError, match=r"handler\.kwargs\.window: expected an integer >= 1, found int -5"):
+        _load(tmp_path, data)
