@@ -130,35 +130,35 @@ class SymbolProfile:
     price_2018: float
     annual_vol: float
     adv: float
-    market_loading: float = 0.5
+    market_loading: float = 0.68
 
 
 #: Plausible levels for the 25 stocks (rough adjusted prices, volumes in shares per day).
 PROFILES: dict[str, SymbolProfile] = {
     "DIS": SymbolProfile("media_telecom", 35.0, 110.0, 0.22, 9e6),
-    "VZ": SymbolProfile("media_telecom", 30.0, 55.0, 0.18, 15e6, 0.45),
-    "JPM": SymbolProfile("financials", 30.0, 98.0, 0.26, 15e6, 0.6),
+    "VZ": SymbolProfile("media_telecom", 30.0, 55.0, 0.18, 15e6, 0.62),
+    "JPM": SymbolProfile("financials", 30.0, 98.0, 0.26, 15e6, 0.74),
     "GE": SymbolProfile("industrials", 15.0, 8.0, 0.25, 45e6),
     "COP": SymbolProfile("energy", 45.0, 62.0, 0.28, 7e6),
     "F": SymbolProfile("consumer", 11.0, 9.0, 0.27, 35e6),
-    "MSFT": SymbolProfile("tech", 23.0, 100.0, 0.23, 30e6, 0.6),
-    "XOM": SymbolProfile("energy", 65.0, 68.0, 0.19, 15e6, 0.55),
-    "AAPL": SymbolProfile("tech", 55.0, 157.0, 0.27, 40e6, 0.6),
+    "MSFT": SymbolProfile("tech", 23.0, 100.0, 0.23, 30e6, 0.74),
+    "XOM": SymbolProfile("energy", 65.0, 68.0, 0.19, 15e6, 0.7),
+    "AAPL": SymbolProfile("tech", 55.0, 157.0, 0.27, 40e6, 0.74),
     "CMCSA": SymbolProfile("media_telecom", 12.0, 34.0, 0.22, 20e6),
-    "WFC": SymbolProfile("financials", 25.0, 46.0, 0.21, 20e6, 0.6),
-    "PFE": SymbolProfile("health", 17.0, 42.0, 0.19, 30e6, 0.45),
+    "WFC": SymbolProfile("financials", 25.0, 46.0, 0.21, 20e6, 0.74),
+    "PFE": SymbolProfile("health", 17.0, 42.0, 0.19, 30e6, 0.62),
     "INTC": SymbolProfile("tech", 20.0, 47.0, 0.25, 30e6),
-    "GILD": SymbolProfile("health", 20.0, 62.0, 0.30, 10e6, 0.45),
-    "CVX": SymbolProfile("energy", 80.0, 108.0, 0.21, 6e6, 0.55),
-    "BAC": SymbolProfile("financials", 6.0, 25.0, 0.30, 90e6, 0.6),
+    "GILD": SymbolProfile("health", 20.0, 62.0, 0.30, 10e6, 0.62),
+    "CVX": SymbolProfile("energy", 80.0, 108.0, 0.21, 6e6, 0.7),
+    "BAC": SymbolProfile("financials", 6.0, 25.0, 0.30, 90e6, 0.74),
     "GM": SymbolProfile("consumer", 18.0, 33.0, 0.29, 12e6),
     "SBUX": SymbolProfile("consumer", 21.0, 64.0, 0.24, 8e6),
-    "T": SymbolProfile("media_telecom", 22.0, 29.0, 0.18, 25e6, 0.45),
-    "C": SymbolProfile("financials", 27.0, 52.0, 0.29, 18e6, 0.6),
+    "T": SymbolProfile("media_telecom", 22.0, 29.0, 0.18, 25e6, 0.62),
+    "C": SymbolProfile("financials", 27.0, 52.0, 0.29, 18e6, 0.74),
     "QCOM": SymbolProfile("tech", 45.0, 57.0, 0.27, 10e6),
-    "JNJ": SymbolProfile("health", 55.0, 128.0, 0.16, 8e6, 0.45),
-    "WMT": SymbolProfile("consumer", 52.0, 93.0, 0.18, 8e6, 0.45),
-    "KO": SymbolProfile("consumer", 28.0, 47.0, 0.15, 12e6, 0.45),
+    "JNJ": SymbolProfile("health", 55.0, 128.0, 0.16, 8e6, 0.62),
+    "WMT": SymbolProfile("consumer", 52.0, 93.0, 0.18, 8e6, 0.62),
+    "KO": SymbolProfile("consumer", 28.0, 47.0, 0.15, 12e6, 0.62),
     "CSCO": SymbolProfile("tech", 15.0, 43.0, 0.25, 25e6),
 }
 
@@ -177,12 +177,15 @@ class MarketParams:
 
     t_df: float = 4.0
     vol_half_life_minutes: float = 1040.0  # phi = exp(-1/1500)
-    market_logvol_sd: float = 0.35
+    market_logvol_sd: float = 0.15
+    slow_vol_half_life_minutes: float = 39000.0  # 100 full sessions
+    market_slow_logvol_sd: float = 0.25
     symbol_logvol_sd: float = 0.25
     sector_loading: float = 0.3
+    noise_fraction: float = 0.18
     ema_lambda: float = float(np.exp(-1.0 / 10.0))
-    beta_min: float = 0.15
-    beta_max: float = 0.35
+    beta_min: float = 0.04
+    beta_max: float = 0.10
     regime_min_sessions: int = 40
     regime_max_sessions: int = 110
     regime_drift_sd: float = 0.30
@@ -285,8 +288,16 @@ class MarketPath:
 
 
 def _intraday_profile(k: np.ndarray, n: np.ndarray) -> np.ndarray:
-    u = 1.0 + 3.2 * np.exp(-k / 16.0) + 0.3 * np.exp(-(n - 1 - k) / 20.0)
+    u = 1.0 + 2.8 * np.exp(-k / 5.7) + 1.05 * np.exp(-k / 85.0) + 0.42 * np.exp(-(n - 1 - k) / 68.0)
     return u / np.sqrt(np.mean(u * u))
+
+
+def _volume_profile(k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Intraday shape of log volume, shifted so that ``mean(exp(profile)) = 1`` over the bars."""
+    tail = n - 1 - k
+    v = (0.53 * np.exp(-k / 5.4) + 1.6 * np.exp(-k / 200.0) + 1.6 * np.exp(-tail / 77.0)
+         + 0.95 * np.exp(-tail / 8.5))
+    return v - np.log(np.mean(np.exp(v)))
 
 
 def simulate_market(
@@ -308,6 +319,8 @@ def simulate_market(
     market_logvol = _ar1(rng, phi, params.market_logvol_sd, total)
     market_shock = _student_t(rng, params.t_df, total)
     market_gap = _student_t(rng, params.t_df, len(n))
+    phi_slow = float(np.exp(-np.log(2.0) / params.slow_vol_half_life_minutes))
+    market_logvol += _ar1(rng, phi_slow, params.market_slow_logvol_sd, total)
     sector_shocks = {s: _student_t(_rng(seed, f"sector:{s}"), params.t_df, total) for s in sorted(set(sectors))}
     return MarketPath(
         minutes=minutes,
@@ -407,7 +420,8 @@ def _bar_returns(rng: np.random.Generator, prof: SymbolProfile,
     own_logvol = _ar1(rng, phi, p.symbol_logvol_sd, total)
     base_vol = prof.annual_vol / np.sqrt(252.0 * 390.0)
     sigma = base_vol * _intraday_profile(k, n) * np.exp(
-        market.market_logvol + own_logvol - 0.5 * (p.market_logvol_sd**2 + p.symbol_logvol_sd**2)
+        market.market_logvol + own_logvol
+        - 0.5 * (p.market_logvol_sd**2 + p.market_slow_logvol_sd**2 + p.symbol_logvol_sd**2)
     )
     bm, bs = prof.market_loading, p.sector_loading
     bi = np.sqrt(max(1.0 - bm * bm - bs * bs, 0.0))
@@ -415,7 +429,12 @@ def _bar_returns(rng: np.random.Generator, prof: SymbolProfile,
     z = bm * market.market_shock + bs * market.sector_shocks[prof.sector] + bi * z_own
     shock = sigma * z
     drift = market.regimes.drift[market.regime_of_bar] / (252.0 * 390.0)
-    return sigma, shock, _momentum_returns(shock, drift, market)
+    ret = _momentum_returns(shock, drift, market)
+    # microstructure noise on the traded price: r_obs(t) = r(t) + eta(t) - eta(t-1)
+    eta = p.noise_fraction * sigma * rng.standard_normal(total)
+    ret[1:] += eta[1:] - eta[:-1]
+    ret[0] += eta[0]
+    return sigma, shock, ret
 
 
 def _log_prices(rng: np.random.Generator, prof: SymbolProfile, market: MarketPath,
@@ -465,10 +484,9 @@ def _bar_volume(rng: np.random.Generator, prof: SymbolProfile, market: MarketPat
     """Whole-share volumes: intraday U-shape, market volatility, |shock| and AR(1) noise."""
     p = market.params
     k, n = market.minute_in_session, market.session_length
-    vol_profile = 1.8 * np.exp(-k / 12.0) + 2.0 * np.exp(-(n - 1 - k) / 8.0)
     noise = _ar1(rng, p.volume_ar, p.volume_noise_sd, len(sigma))
     abs_term = p.volume_abs_return_coef * (np.abs(shock) / sigma - 0.8)
-    log_v = np.log(prof.adv / 390.0) + vol_profile - 0.35 + abs_term + 0.5 * market.market_logvol + noise
+    log_v = np.log(prof.adv / 390.0) + _volume_profile(k, n) + abs_term + 0.5 * market.market_logvol + noise
     return np.maximum(np.rint(np.exp(log_v)), 1.0)
 
 

@@ -9,10 +9,13 @@ whole evaluation period. For every run :func:`score_store` computes, through
     QL   = mean over months 1..K of (y - p)^2        (``ql``)
     QL'  = mean over months 2..K of (y - p)^2        (``ql_scored``: same rows as CQL)
 
-and :func:`compare_store` turns the per-run scores into the comparison of the
-``compare`` command: per pipeline the mean and standard deviation of each metric
-and the seed budget, per pair the pairwise accuracy of QL and CQL (direction by QL,
-the ground truth) with bootstrap intervals.
+and, through :func:`rolling_calib.core.ranking_ic.information_coefficients`, IC, ICIR and
+Rank IC (mean over test dates of the cross-sectional Pearson / Spearman correlation of
+prediction and label; ICIR = mean / std of the daily IC). :func:`compare_store` turns the
+per-run scores into the comparison of the ``compare`` command: per pipeline the mean and
+standard deviation of each metric and the seed budget, per pair the pairwise accuracy of
+QL, CQL and the IC metrics (direction by QL, the ground truth; for the IC metrics, where
+higher is better, accuracy = P(IC_better > IC_worse)) with bootstrap intervals.
 
 This module reads Parquet files and calls the pure metric functions; it knows
 nothing of Qlib or torch.
@@ -43,6 +46,7 @@ import pandas as pd
 
 from rolling_calib.core import metrics
 from rolling_calib.core import pairwise as cmp
+from rolling_calib.core.ranking_ic import information_coefficients
 from rolling_calib.core.schedule import CoverageError, Window
 from rolling_calib.core.validation import (
     BIAS_MODE,
@@ -67,10 +71,12 @@ __all__ = [
     "compare_store",
 ]
 
-RUN_COLUMNS = ("pipeline", "seed", "ql", "ql_scored", "cql", "n_all", "n_scored")
+RUN_COLUMNS = ("pipeline", "seed", "ql", "ql_scored", "cql", "n_all", "n_scored", "ic", "icir", "rank_ic")
 PERIOD_COLUMNS = ("pipeline", "seed", "period", "start", "rows", "bias", "ql", "cql", "scored")
 #: Metrics compared per pair; ``ql`` (all months) is the ground truth that sets the direction.
 METRICS = ("ql", "ql_scored", "cql")
+#: Ranking metrics per run (higher is better), compared beside QL and CQL.
+IC_METRICS = ("ic", "icir", "rank_ic")
 
 
 @dataclass
@@ -102,6 +108,7 @@ class StoreScores:
     incomplete: list[str] = field(default_factory=list)
     compare: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    label: str = "raw"  # rolling.label the store was run with: raw or learn-processed labels
 
     @property
     def pipelines(self) -> list[str]:
@@ -113,7 +120,7 @@ class StoreScores:
         rows = self.runs[self.runs["pipeline"] == pipeline].sort_values("seed")
         if rows.empty:
             raise ValueError(f"pipeline {pipeline!r}: no complete runs in {self.store} (have: {', '.join(self.pipelines)})")
-        return {m: rows[m].to_numpy(dtype=float) for m in METRICS}
+        return {m: rows[m].to_numpy(dtype=float) for m in (*METRICS, *IC_METRICS) if m in rows}
 
 
 def _windows(entry: dict) -> list[Window]:
@@ -175,6 +182,129 @@ def score_run(frame: pd.DataFrame, *, period: str | int = "month", bias: str = "
     )
 
 
+@dataclass
+class _RunArrays:
+    """One run's predictions as arrays, read from its units with column projection (no per-run frame).
+
+    ``codes`` index ``names`` (the instrument ids, in the order the units' dictionaries list them);
+    -1 marks a missing id.
+    """
+
+    datetime: np.ndarray
+    prediction: np.ndarray
+    label: np.ndarray
+    codes: np.ndarray
+    names: np.ndarray
+
+    @property
+    def instruments(self) -> pd.Categorical:
+        return pd.Categorical.from_codes(self.codes, categories=pd.Index(self.names))
+
+    def frame(self) -> pd.DataFrame:
+        """The columns of :func:`load_run` as a frame over the arrays (no copy of the numbers)."""
+        return pd.DataFrame({"datetime": self.datetime, "instrument": self.instruments,
+                             "prediction": self.prediction, "label": self.label}, copy=False)
+
+
+class _LegacyRead(Exception):
+    """A unit whose columns the array reader does not take as they are (time zones, non-timestamp dates)."""
+
+
+def _read_unit_arrays(path: Path, names: dict[Any, int]) -> tuple[np.ndarray, ...]:
+    """Datetime, prediction, label and instrument codes of one unit file; ``names`` collects the ids."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    source = pq.ParquetFile(path, read_dictionary=["instrument"])
+    missing = [c for c in st.UNIT_COLUMNS if c not in source.schema_arrow.names]
+    if missing:
+        raise ValueError(f"{path}: expected columns {', '.join(st.UNIT_COLUMNS)}, missing {', '.join(missing)}")
+    table = source.read(columns=list(st.UNIT_COLUMNS))
+    when = table.column("datetime")
+    if not pa.types.is_timestamp(when.type) or when.type.tz is not None:
+        raise _LegacyRead(path)
+    ids = table.column("instrument").combine_chunks()
+    if not pa.types.is_dictionary(ids.type):
+        ids = ids.dictionary_encode()
+    remap = np.array([names.setdefault(v, len(names)) for v in ids.dictionary.to_pylist()] + [-1], dtype=np.int32)
+    codes = remap[pc.fill_null(ids.indices, -1).to_numpy()]   # a missing id (-1) picks the -1 at the end
+    return (when.to_numpy(), table.column("prediction").to_numpy(), table.column("label").to_numpy(), codes)
+
+
+def _rows_outside(times: np.ndarray, window: Window) -> int:
+    """Rows of ``times`` outside the window's test segment (bounds first: one pass when all are inside)."""
+    ticks = times.view(np.int64)
+    if not len(ticks):
+        return 0
+    unit = np.datetime_data(times.dtype)[0]
+    first, last = (pd.Timestamp(np.datetime64(int(v), unit)) for v in (ticks.min(), ticks.max()))
+    if first >= window.test.start and last <= window.test.end:
+        return 0
+    return int((~window.test.contains(times)).sum())
+
+
+def _duplicate_rows(times: np.ndarray, codes: np.ndarray) -> int:
+    """Rows repeating an earlier (datetime, instrument) pair of the same unit.
+
+    Rows sorted by datetime, then instrument code (the order units are written in) are
+    recognised in a few passes; otherwise the pairs are sorted as one integer key.
+    """
+    t = times.view(np.int64)
+    if len(t) < 2:
+        return 0
+    later = t[1:] > t[:-1]
+    ties = t[1:] == t[:-1]
+    if (later | ties).all() and (codes[1:][ties] > codes[:-1][ties]).all():
+        return 0
+    lo, span, width = int(t.min()), int(t.max()) - int(t.min()), int(codes.max()) + 2
+    if (span + 1) * width < 2**62:
+        key = (t - lo) * width + (codes.astype(np.int64) + 1)
+        key.sort()
+        return int((key[1:] == key[:-1]).sum())
+    return int(pd.DataFrame({"t": t, "c": codes}).duplicated().sum())
+
+
+def _read_run(store: Path, pipeline: str, seed: int, *, manifest: dict) -> _RunArrays:
+    """:func:`load_run` as arrays: the same checks and errors, Parquet read with column projection.
+
+    Raises ``_LegacyRead`` for units the arrays do not represent as they are (then use :func:`load_run`).
+    """
+    entry = manifest["pipelines"].get(pipeline)
+    if entry is None:
+        raise ValueError(f"{store / st.MANIFEST}: no pipeline {pipeline!r} (have: {', '.join(manifest['pipelines'])})")
+    windows = _windows(entry)
+    for prev, nxt in zip(windows, windows[1:]):
+        if nxt.test.start <= prev.test.end:
+            raise CoverageError(f"{store}: windows {prev.index} and {nxt.index} overlap")
+    names: dict[Any, int] = {}
+    parts = []
+    duplicates = 0
+    for w in windows:
+        key = UnitKey(pipeline, int(seed), w.index)
+        side = st.read_sidecar(store, key)
+        path = st.unit_paths(store, key).parquet
+        if side is None or not path.is_file():
+            raise ValueError(f"{store}: unit {key.slug()} is missing")
+        if side.get("config_hash") != entry["config_hash"]:
+            raise ValueError(f"{store}: unit {key.slug()} is stale (config hash {side.get('config_hash')}, expected {entry['config_hash']})")
+        part = _read_unit_arrays(path, names)
+        outside = _rows_outside(part[0], w)
+        if outside:
+            raise CoverageError(f"{path}: {outside} rows outside test segment {w.test.as_tuple()}")
+        # windows do not overlap and rows lie in their window: duplicates can only be within a unit
+        duplicates += _duplicate_rows(part[0], part[3])
+        parts.append(part)
+    if duplicates:
+        raise CoverageError(f"{store}: run {pipeline}/seed{seed} has {duplicates} duplicate (datetime, instrument) rows")
+    if len({p[0].dtype for p in parts}) > 1:
+        raise _LegacyRead(store)
+    columns = [np.concatenate([p[i] for p in parts]) for i in range(4)]
+    return _RunArrays(datetime=columns[0], prediction=columns[1].astype(float, copy=False),
+                      label=columns[2].astype(float, copy=False), codes=columns[3],
+                      names=np.array(list(names), dtype=object))
+
+
 @validate_params({"period": CALIBRATION_PERIOD, "bias": BIAS_MODE})
 def score_store(
     store: str | Path,
@@ -222,13 +352,24 @@ def score_store(
     runs = [(name, int(seed)) for name in names for seed in manifest["pipelines"][name].get("seeds", [])]
     for name, seed in tqdm(runs, desc="scoring runs", unit="run", disable=not progress, leave=False):
         try:
-            frame = load_run(store, name, seed, manifest=manifest)
+            try:
+                run = _read_run(store, name, seed, manifest=manifest)
+            except _LegacyRead:  # time-zone-aware or non-timestamp dates: through pandas
+                run = None
+                frame = load_run(store, name, seed, manifest=manifest)
         except (CoverageError, st.CorruptStoreFileError):
             raise
         except ValueError as exc:  # a missing or stale unit: report the run as incomplete
             incomplete.append(f"{name}/seed{seed}: {exc}")
             continue
-        result = score_run(frame, period=period, bias=bias)
+        if run is None:
+            result = score_run(frame, period=period, bias=bias)
+        else:
+            result = metrics.rolling_calibrated_quadratic_loss(
+                run.prediction, run.label, run.datetime,
+                instruments=run.instruments if bias == "per_instrument" else None, period=period, bias=bias,
+            )
+            frame = run.frame()
         run_rows.append(
             {
                 "pipeline": name,
@@ -240,6 +381,7 @@ def score_store(
                 "n_scored": result.n_scored,
             }
         )
+        run_rows[-1].update(ranking_ic_columns(frame))
         period_frames.append(result.table.assign(pipeline=name, seed=seed))
     if not run_rows:
         detail = "; ".join(incomplete[:5]) or "no seeds recorded"
@@ -256,7 +398,19 @@ def score_store(
         incomplete=incomplete,
         compare=pairs,  # type: ignore[arg-type]
         notes=_mixed_config_notes(manifest, [n for n in names if any(r["pipeline"] == n for r in run_rows)]),
+        label=recorded_label(manifest),
     )
+
+
+def ranking_ic_columns(frame: pd.DataFrame) -> dict[str, float]:
+    """``ic``, ``icir``, ``rank_ic`` of one merged run (:func:`~rolling_calib.core.ranking_ic.information_coefficients`)."""
+    summary = information_coefficients(frame)
+    return {"ic": summary.ic, "icir": summary.icir, "rank_ic": summary.rank_ic}
+
+
+def recorded_label(manifest: dict) -> str:
+    """The ``rolling.label`` a store was run with (``raw`` for stores from before the option)."""
+    return str(manifest.get("experiment", {}).get("rolling", {}).get("label", "raw"))
 
 
 def _mixed_config_notes(manifest: dict, names: Sequence[str]) -> list[str]:
@@ -299,6 +453,7 @@ class StoreComparison:
     seed: int
     incomplete: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    label: str = "raw"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (for ``--json``)."""
@@ -315,6 +470,7 @@ class StoreComparison:
         return {
             "period": self.period,
             "bias": self.bias,
+            "label": self.label,
             "bootstrap": {"n_boot": self.n_boot, "confidence": self.confidence, "seed": self.seed},
             "pipelines": [{k: clean(v) for k, v in rec.items()} for rec in self.summary.to_dict(orient="records")],
             "pairs": [_clean_nested(p.to_dict()) for p in self.pairs],
@@ -324,7 +480,8 @@ class StoreComparison:
 
     def format(self) -> str:
         """Plain-text tables for the terminal."""
-        lines = [f"Per pipeline (calibration: {self.period}, bias {self.bias}; std over seeds, ddof=1)"]
+        lines = [f"Per pipeline (calibration: {self.period}, bias {self.bias}; labels: {self.label}; "
+                 "std over seeds, ddof=1)"]
         head = (
             f"{'pipeline':<16}{'runs':>5}{'QL mean':>12}{'QL std':>10}{'QL2..K mean':>13}{'QL2..K std':>11}"
             f"{'CQL mean':>12}{'CQL std':>10}{'std ratio':>10}{'seed budget':>12}"
@@ -336,21 +493,33 @@ class StoreComparison:
                 f"{_fmt(r.ql_scored_mean, 13, 4)}{_fmt(r.ql_scored_std, 11, 4)}"
                 f"{_fmt(r.cql_mean, 12, 4)}{_fmt(r.cql_std, 10, 4)}{_fmt(r.std_ratio, 10, 3)}{_fmt(r.seed_budget, 12, 1)}"
             )
+        if "ic_mean" in self.summary.columns:
+            head = f"{'pipeline':<16}{'IC mean':>12}{'IC std':>10}{'ICIR mean':>12}{'ICIR std':>10}{'RankIC mean':>13}{'RankIC std':>11}"
+            lines += ["", head, "-" * len(head)]
+            for r in self.summary.itertuples(index=False):
+                lines.append(f"{r.pipeline:<16}{_fmt(r.ic_mean, 12, 4)}{_fmt(r.ic_std, 10, 4)}{_fmt(r.icir_mean, 12, 3)}"
+                             f"{_fmt(r.icir_std, 10, 3)}{_fmt(r.rank_ic_mean, 13, 4)}{_fmt(r.rank_ic_std, 11, 4)}")
         lines.append(
             "QL: all evaluation periods; QL2..K: the periods CQL scores (same rows); std ratio = CQL std / QL2..K std;\n"
-            "seed budget = runs of QL2..K needed to reach the standard error CQL has with the runs above."
+            "seed budget = runs of QL2..K needed to reach the standard error CQL has with the runs above;\n"
+            "IC / Rank IC: mean over test dates of the cross-sectional Pearson / Spearman correlation; ICIR = mean / std "
+            "of the daily IC (higher is better)."
         )
         if self.pairs:
             lines += ["", f"Pairs (direction by QL; pairwise accuracy with {self.confidence:.0%} bootstrap interval, {self.n_boot} resamples)"]
-            head = f"{'better':<16}{'worse':<16}{'QL gap':>10}  {'Acc QL':<22}{'Acc CQL':<22}"
+            shown = [m for m in ("ql", "cql", *IC_METRICS) if all(m in p.accuracies for p in self.pairs)]
+            titles = {"ql": "Acc QL", "cql": "Acc CQL", "ic": "Acc IC", "icir": "Acc ICIR", "rank_ic": "Acc RankIC"}
+            head = f"{'better':<16}{'worse':<16}{'QL gap':>10}  " + "".join(f"{titles[m]:<22}" for m in shown)
             lines += [head, "-" * len(head)]
             for p in self.pairs:
                 cells = []
-                for m in ("ql", "cql"):
+                for m in shown:
                     a = p.accuracies[m]
                     cells.append(f"{a.accuracy:.3f} [{a.ci_low:.3f}, {a.ci_high:.3f}]".ljust(22))
                 tie = " (tie)" if p.tie else ""
-                lines.append(f"{p.better:<16}{p.worse:<16}{p.ground_truth_gap:>10.4f}  {cells[0]}{cells[1]}{tie}")
+                lines.append(f"{p.better:<16}{p.worse:<16}{p.ground_truth_gap:>10.4f}  {''.join(cells)}{tie}")
+            if any(m in IC_METRICS for m in shown):
+                lines.append("Acc IC, ICIR, RankIC: P(metric of the better-by-QL pipeline > the worse one's).")
         if self.incomplete:
             lines += ["", f"Left out {len(self.incomplete)} incomplete run(s):"] + [f"  {s}" for s in self.incomplete]
         if self.notes:
@@ -408,7 +577,9 @@ def compare_store(
     for name in names:
         values = scores.scores_of(name)
         row: dict[str, Any] = {"pipeline": name, "runs": int(values["ql"].size)}
-        for m in METRICS:
+        for m in (*METRICS, *IC_METRICS):
+            if m not in values:
+                continue
             row[f"{m}_mean"] = float(values[m].mean())
             row[f"{m}_std"] = float(values[m].std(ddof=1)) if values[m].size > 1 else math.nan
         if values["ql"].size > 1 and (row["ql_scored_std"] > 0 or row["cql_std"] > 0):
@@ -426,12 +597,8 @@ def compare_store(
         for name in (a, b):
             if name not in names:
                 raise ValueError(f"pair ({a}, {b}): pipeline {name!r} is not included (included: {', '.join(names)})")
-        comparisons.append(
-            cmp.compare_pair(
-                a, scores.scores_of(a), b, scores.scores_of(b),
-                ground_truth="ql", metrics=list(METRICS), n_boot=n_boot, confidence=confidence, seed=seed,
-            )
-        )
+        comparisons.append(_compare_with_ic(a, scores.scores_of(a), b, scores.scores_of(b),
+                                            n_boot=n_boot, confidence=confidence, seed=seed))
     return StoreComparison(
         summary=pd.DataFrame(rows),
         pairs=comparisons,
@@ -442,7 +609,31 @@ def compare_store(
         seed=seed,
         incomplete=list(scores.incomplete),
         notes=list(scores.notes),
+        label=scores.label,
     )
+
+
+def _compare_with_ic(a: str, values_a: dict, b: str, values_b: dict, **boot: Any) -> cmp.PairComparison:
+    """:func:`~rolling_calib.core.pairwise.compare_pair` of QL, CQL and the IC metrics (direction by QL).
+
+    ``compare_pair`` counts a lower score as better; the IC metrics enter negated, so their
+    accuracy is P(IC_better > IC_worse), and their means are reported with their own sign.
+    IC metrics that are not finite for every run of both pipelines are left out.
+    """
+    ics = [m for m in IC_METRICS if m in values_a and m in values_b
+           and np.isfinite(values_a[m]).all() and np.isfinite(values_b[m]).all()]
+    flip = {m: f"-{m}" for m in ics}
+
+    def signed(values: dict) -> dict:
+        return {**{m: values[m] for m in METRICS}, **{flip[m]: -values[m] for m in ics}}
+
+    pair = cmp.compare_pair(a, signed(values_a), b, signed(values_b), ground_truth="ql",
+                            metrics=[*METRICS, *flip.values()], **boot)
+    for m, key in flip.items():
+        pair.accuracies[m] = pair.accuracies.pop(key)
+        for means in pair.means.values():
+            means[m] = -means.pop(key)
+    return pair
 
 
 def recorded_calibration(store: str | Path) -> tuple[str | int, str]:

@@ -22,7 +22,7 @@ Example
 ...     "label": [1.0, 2.0, 4.0, 1.0, 3.0, 2.0]})
 >>> s = information_coefficients(frame)
 >>> round(s.ic, 4), round(s.rank_ic, 4), s.n_dates
-(-0.0089, 0.0, 2)
+(-0.009, 0.0, 2)
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def information_coefficients(frame: pd.DataFrame) -> ICSummary:
     ...                   "label": [1.0, 2, 3, 3, 1, 2]})
     >>> s = information_coefficients(f)
     >>> s.ic, round(s.icir, 4), s.rank_ic
-    (0.25, 0.3333, 0.25)
+    (0.25, 0.2357, 0.25)
     """
     ic = daily_ic(frame, method="pearson").dropna()
     rank = daily_ic(frame, method="spearman").dropna()

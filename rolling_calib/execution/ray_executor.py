@@ -62,17 +62,26 @@ THREAD_ENV_VARS: tuple[str, ...] = (
     "NUMEXPR_NUM_THREADS",
 )
 
+#: Environment variable holding the Ray node ID of the worker running a unit (read by the runner).
+NODE_ENV_VAR: str = "ROLLING_CALIB_NODE"
+
 #: Object store size for a runtime this executor starts itself (bytes).
 DEFAULT_OBJECT_STORE_BYTES: int = 200 * 1024 * 1024
 
 
 def _run_unit(work: Callable[[UnitKey], Any], key: UnitKey, threads: int | None) -> Any:
-    """Body of one Ray task: cap the worker's threads, then run ``work(key)``.
+    """Body of one Ray task: cap the worker's threads, name the node, then run ``work(key)``.
 
     Top-level so Ray can pickle it by reference. ``threads=None`` leaves the
     worker's thread settings alone (Ray itself sets ``OMP_NUM_THREADS`` to the
-    task's CPU count).
+    task's CPU count). The Ray node ID of the worker goes into the environment
+    variable :data:`NODE_ENV_VAR`, which the runner records in each unit's
+    sidecar (``"node"``) without importing Ray.
     """
+    import ray
+
+    if ray.is_initialized():  # always inside a Ray task; a direct call (tests) leaves it unset
+        os.environ[NODE_ENV_VAR] = ray.get_runtime_context().get_node_id()
     if threads is not None:
         for name in THREAD_ENV_VARS:
             os.environ[name] = str(threads)

@@ -379,6 +379,7 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
         "seeds": {"global": trained.seeds, "model_kwarg": task["model"].get("kwargs", {}).get("seed")},
         "label": plan.label,
         "pid": os.getpid(),
+        "node": os.environ.get("ROLLING_CALIB_NODE") or os.uname().nodename,  # Ray node ID, else host name
         "timings": {
             "build_s": round(t_data - t0, 3),
             "fit_s": round(t_fit - t_data, 3),

@@ -216,6 +216,33 @@ def _no_recorder_logging():
             provider.__dict__.pop(name, None)
 
 
+def _finetune(model: Any, dataset: Any) -> None:
+    """``model.finetune(dataset)``; for pyqlib 0.9.7's ``LGBModel`` the same steps as Qlib's later fix.
+
+    pyqlib 0.9.7's ``LGBModel.finetune`` unpacks ``_prepare_data``'s list of ``(lgb.Dataset, name)``
+    pairs as if it were one pair (``dtrain, _ = self._prepare_data(...)``), so it always fails;
+    Qlib's main branch takes ``ds_l[0]``. Here that fixed version runs: 10 more boosting rounds
+    on the train segment from the previous window's booster (``init_model``), as Qlib does.
+    """
+    import inspect
+
+    method = type(model).finetune
+    try:
+        broken = "dtrain, _ = self._prepare_data(" in inspect.getsource(method)
+    except (OSError, TypeError):
+        broken = False
+    if not broken:
+        model.finetune(dataset)
+        return
+    import lightgbm as lgb
+
+    dtrain, _ = model._prepare_data(dataset)[0]
+    if dtrain.data is not None and len(dtrain.data) == 0:  # not constructed: lgb.train adds the init scores
+        raise ValueError("Empty data from dataset, please check your dataset config.")
+    model.model = lgb.train(model.params, dtrain, num_boost_round=10, init_model=model.model, valid_sets=[dtrain],
+                            valid_names=["train"], callbacks=[lgb.log_evaluation(period=20)])
+
+
 def _save_pickle(model: Any, path: Path) -> None:
     def write(tmp: str) -> None:
         with open(tmp, "wb") as fh:
@@ -269,7 +296,7 @@ def train_window(
         elif kind == "finetune":
             with open(warm_start, "rb") as fh:
                 model = pickle.load(fh)  # noqa: S301 -- our own checkpoint of the previous window
-            model.finetune(dataset)
+            _finetune(model, dataset)
         else:
             raise RuntimeError(f"{type(model).__qualname__} cannot continue from {warm_start}: it has neither "
                                "load_state nor finetune (use rolling.mode: scratch)")

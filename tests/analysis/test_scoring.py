@@ -75,7 +75,8 @@ def test_read_manifest_errors_name_the_file(tmp_path):
 def test_score_store_matches_hand_computation(tmp_path):
     _, frames = write_fake_store(tmp_path, pipelines=PIPES, seeds=3)
     scores = score_store(tmp_path)
-    assert list(scores.runs.columns) == ["pipeline", "seed", "ql", "ql_scored", "cql", "n_all", "n_scored"]
+    assert list(scores.runs.columns) == ["pipeline", "seed", "ql", "ql_scored", "cql", "n_all", "n_scored",
+                                         "ic", "icir", "rank_ic"]
     assert set(["pipeline", "seed", "period", "start", "rows", "bias", "ql", "cql", "scored"]) <= set(scores.periods.columns)
     assert len(scores.runs) == 6 and scores.incomplete == []
     for row in scores.runs.itertuples():

@@ -181,9 +181,11 @@ def test_lgb_finetune_continues_the_pickled_model_with_learn_labels(tmp_path, da
     w0 = st.read_sidecar(plan.store, UnitKey("lr10", 0, 0))
     w1 = st.read_sidecar(plan.store, UnitKey("lr10", 0, 1))
     assert w1["started_from"] == {"checkpoint": w0["checkpoint"], "sha256": w0["checkpoint_sha256"]}
-    with open(st.unit_paths(plan.store, UnitKey("lr10", 0, 1)).checkpoint, "rb") as fh:
-        booster = pickle.load(fh).model
-    assert booster.num_trees() > 20 - 5  # window 0's trees plus finetune's
+    trees = []
+    for w in (0, 1):
+        with open(st.unit_paths(plan.store, UnitKey("lr10", 0, w)).checkpoint, "rb") as fh:
+            trees.append(pickle.load(fh).model.num_trees())
+    assert trees[1] == trees[0] + 10  # window 0's booster plus Qlib's 10 finetune rounds
     frame = st.read_unit(plan.store, UnitKey("lr10", 0, 0))
     per_day = frame.groupby("datetime")["label"]
     assert np.allclose(per_day.mean(), 0, atol=1e-5)  # Alpha158's learn processor: CSZScoreNorm of the label
@@ -217,22 +219,17 @@ def lstm_experiment(tmp: Path, data: Path, mode: str) -> Path:
 
 def test_finetune_of_a_model_without_load_state_or_finetune_is_refused_at_plan_time(tmp_path, tiny_data):
     config = load_experiment(lstm_experiment(tmp_path, tiny_data, "finetune"))
-    t0 = time.perf_counter()
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ConfigError) as info:  # before the calendar is read or anything trains
         plan_run(config, store=tmp_path / "store")
-    assert time.perf_counter() - t0 < 2
     message = str(info.value)
     assert "qlib.contrib.model.pytorch_lstm.LSTM" in message and "mode: scratch" in message
     assert not (tmp_path / "store").exists()
 
 
-def test_run_command_refuses_it_with_exit_2_quickly(tmp_path, tiny_data):
+def test_run_command_refuses_it_with_exit_2_before_training(tmp_path, tiny_data):
     path = lstm_experiment(tmp_path, tiny_data, "finetune")
-    t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "rolling_calib.cli", "run", str(path), "--store", str(tmp_path / "store"),
                            "--no-tracking"], capture_output=True, text=True, cwd=REPO, timeout=60)
-    wall = time.perf_counter() - t0
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "LSTM" in proc.stderr and "mode: scratch" in proc.stderr
-    assert wall < 10
     assert not (tmp_path / "store" / "units").exists()

@@ -1,0 +1,246 @@
+"""Scoring and comparing a store of many runs vs the time to read its Parquet files.
+
+Builds (once, under ``--store``) a synthetic result store through the real store API:
+``--pipelines`` x ``--seeds`` runs, each of ``--months`` monthly windows (one unit each) of
+every NYSE session minute for 25 instruments, rows in (datetime, instrument) order as the
+runner writes them. Then, with the files in the page cache, each in a fresh subprocess (CPU
+seconds of all threads, wall seconds, peak ``ru_maxrss``):
+
+* ``read-once``: every unit's Parquet file read with pyarrow, all columns (the limit);
+* ``compare``: what the ``compare`` command does, ``compare_store(score_store(store))``
+  (monthly pooled rolling CQL; QL; IC, ICIR and Rank IC per run; bootstrap of every pair),
+  with its CPU time split into reading the units (``_read_run``: projection, checks, merge),
+  the rolling metric, the IC metrics and ``compare_store``;
+* ``pandas-read``: the previous reading path per run, ``load_run`` (``pandas.read_parquet``
+  per unit, concatenation, ``duplicated``) then ``score_run`` (QL and CQL only);
+* ``polars``: a plain polars version of the scores (``scan_parquet`` of a run's units, month
+  means, shift, join; QL and CQL only), then the mean and standard deviation per pipeline.
+
+Usage::
+
+    .venv/bin/python bench/bench_compare.py [--store bench_out/compare_store] [--pipelines 4]
+        [--seeds 8] [--months 3] [--n-boot 2000] [--skip polars] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTRUMENTS = tuple(f"S{i:02d}" for i in range(25))
+IMPLS = ("read-once", "compare", "pandas-read", "polars")
+
+
+# --------------------------------------------------------------------------- the store
+def build_store(store: Path, *, pipelines: int, seeds: int, months: int) -> None:
+    """Synthetic units (``prediction = 0.5 label + seed bias + noise``) written through the store API."""
+    import numpy as np
+    import pandas as pd
+
+    from data_prep import session_minutes
+    from rolling_calib.core.schedule import rolling_windows
+    from rolling_calib.execution import store as st
+    from rolling_calib.execution.units import UnitKey
+
+    start = pd.Period("2018-01", "M")
+    end = start + months - 1
+    calendar = session_minutes("2017-10-01", end.end_time.date())
+    windows = rolling_windows(calendar, initial_train_start="2017-10", start=str(start), end=str(end), step_months=1)
+    rng = np.random.default_rng(0)
+    entries = {}
+    for p in range(pipelines):
+        name = f"p{p}"
+        entries[name] = {"config_hash": f"hash-{name}", "task": {}, "windows": [w.to_dict() for w in windows],
+                         "mode": "finetune", "seeds": list(range(seeds))}
+        for seed in range(seeds):
+            bias = rng.normal(0.0, 0.5 + p)
+            for w in windows:
+                times = calendar[(calendar >= w.test.start) & (calendar <= w.test.end)]
+                n = len(times) * len(INSTRUMENTS)
+                label = rng.normal(0.0, 3.0, n)
+                frame = pd.DataFrame({
+                    "datetime": np.repeat(times.values, len(INSTRUMENTS)),
+                    "instrument": np.tile(np.array(INSTRUMENTS, dtype=object), len(times)),
+                    "prediction": 0.5 * label + bias + rng.normal(0.0, 1.0 + 0.2 * p, n),
+                    "label": label,
+                })
+                key = UnitKey(name, seed, w.index)
+                paths = st.unit_paths(store, key)
+                st.atomic_write_parquet(paths.parquet, frame[list(st.UNIT_COLUMNS)])
+                st.atomic_write_json(paths.sidecar, {"config_hash": f"hash-{name}", "rows": n})
+    st.write_manifest(store, pipelines=entries, extra={"compare": [[f"p{i}", f"p{i + 1}"] for i in range(pipelines - 1)]})
+
+
+def unit_files(store: Path) -> list[Path]:
+    return sorted((store / "units").rglob("*.parquet"))
+
+
+# --------------------------------------------------------------------------- variants
+def run_read_once(store: Path, args) -> dict:
+    import pyarrow.parquet as pq
+
+    rows = 0
+    for path in unit_files(store):
+        rows += pq.read_table(path).num_rows
+    return {"rows": rows}
+
+
+def run_compare(store: Path, args) -> dict:
+    """compare_store(score_store(...)) with the CPU time of its parts."""
+    from rolling_calib.analysis import scoring
+    from rolling_calib.core import metrics
+
+    spent: dict[str, float] = {"read units": 0.0, "rolling CQL": 0.0, "IC metrics": 0.0}
+
+    def timed(label, fn):
+        def wrapper(*a, **k):
+            c0 = time.process_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[label] += time.process_time() - c0
+        return wrapper
+
+    scoring._read_run = timed("read units", scoring._read_run)
+    metrics.rolling_calibrated_quadratic_loss = timed("rolling CQL", metrics.rolling_calibrated_quadratic_loss)
+    scoring.ranking_ic_columns = timed("IC metrics", scoring.ranking_ic_columns)
+    c0 = time.process_time()
+    scores = scoring.score_store(store)
+    c1 = time.process_time()
+    comparison = scoring.compare_store(scores, n_boot=args.n_boot)
+    spent["compare_store"] = time.process_time() - c1
+    spent["rest of score_store"] = (c1 - c0) - spent["read units"] - spent["rolling CQL"] - spent["IC metrics"]
+    return {"runs": len(scores.runs), "rows": int(scores.runs["n_all"].sum()), "parts": spent,
+            "cql_mean": float(comparison.summary["cql_mean"].iloc[0])}
+
+
+def run_pandas_read(store: Path, args) -> dict:
+    from rolling_calib.analysis import scoring
+    from rolling_calib.execution import store as st
+
+    manifest = st.read_manifest(store)
+    cql = []
+    for name, entry in manifest["pipelines"].items():
+        for seed in entry["seeds"]:
+            cql.append(scoring.score_run(scoring.load_run(store, name, seed, manifest=manifest)).cql)
+    return {"runs": len(cql), "cql_first": cql[0]}
+
+
+def run_polars(store: Path, args) -> dict:
+    import polars as pl
+
+    from rolling_calib.execution import store as st
+
+    manifest = st.read_manifest(store)
+    rows = []
+    for name, entry in manifest["pipelines"].items():
+        for seed in entry["seeds"]:
+            files = sorted(str(p) for p in (store / "units" / name / f"seed{seed}").glob("*.parquet"))
+            lf = (pl.scan_parquet(files).select(["datetime", "prediction", "label"])
+                  .with_columns((pl.col("label") - pl.col("prediction")).alias("r"),
+                                pl.col("datetime").dt.truncate("1mo").alias("month")))
+            bias = lf.group_by("month").agg(pl.col("r").mean().alias("mean")).sort("month")
+            bias = bias.with_columns(pl.col("mean").shift(1).alias("c")).select(["month", "c"])
+            out = (lf.join(bias, on="month")
+                   .select((pl.col("r") ** 2).mean().alias("ql"),
+                           ((pl.col("r") - pl.col("c")) ** 2).filter(pl.col("c").is_not_null()).mean().alias("cql"))
+                   .collect())
+            rows.append({"pipeline": name, "seed": seed, "ql": out["ql"][0], "cql": out["cql"][0]})
+    summary = pl.DataFrame(rows).group_by("pipeline").agg(pl.col("cql").mean(), pl.col("cql").std().alias("cql_std"))
+    return {"runs": len(rows), "cql_first": rows[0]["cql"], "pipelines": summary.height}
+
+
+RUNNERS = {"read-once": run_read_once, "compare": run_compare, "pandas-read": run_pandas_read, "polars": run_polars}
+
+
+def child(impl: str, store: Path, args) -> dict:
+    if impl == "compare" or impl == "pandas-read":
+        import rolling_calib.analysis.scoring  # noqa: F401  (import cost is not the work's)
+        import pyarrow.parquet  # noqa: F401
+    elif impl == "polars":
+        import polars  # noqa: F401
+        import rolling_calib.execution.store  # noqa: F401
+    else:
+        import pyarrow.parquet  # noqa: F401
+    import pyarrow.parquet as pq
+
+    pq.read_table(unit_files(store)[0])  # start pyarrow's pools and threads outside the timing
+    w0, c0 = time.perf_counter(), time.process_time()
+    out = RUNNERS[impl](store, args)
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    return {"impl": impl, "cpu_s": cpu, "wall_s": wall,
+            "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, **out}
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", default=str(ROOT / "bench_out" / "compare_store"),
+                        help="store directory (built when missing; the parameters are part of its name)")
+    parser.add_argument("--pipelines", type=int, default=4)
+    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--months", type=int, default=3, help="evaluation months per run (one unit each)")
+    parser.add_argument("--n-boot", type=int, default=2000)
+    parser.add_argument("--skip", action="append", default=[], choices=IMPLS)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    store = Path(f"{args.store}_{args.pipelines}x{args.seeds}x{args.months}m")
+    if args.child:
+        print(json.dumps(child(args.child, store, args)))
+        return 0
+    if not (store / "manifest.json").is_file():
+        t0 = time.perf_counter()
+        print(f"building {store} ...", file=sys.stderr, flush=True)
+        build_store(store, pipelines=args.pipelines, seeds=args.seeds, months=args.months)
+        print(f"  built in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    files = unit_files(store)
+    size = sum(p.stat().st_size for p in files)
+    for path in files:  # warm the page cache: every variant reads from memory
+        path.read_bytes()
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    results = []
+    for impl in IMPLS:
+        if impl in args.skip:
+            continue
+        cmd = [sys.executable, __file__, *argv, "--child", impl]
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if out.returncode != 0:
+            results.append({"impl": impl, "error": (out.stderr.strip().splitlines() or ["?"])[-1]})
+        else:
+            results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(f"  {impl:<12}" + (f"{results[-1]['cpu_s']:.2f} CPU-s" if "error" not in results[-1] else "failed"),
+              file=sys.stderr)
+    limit = next((r["cpu_s"] for r in results if r["impl"] == "read-once" and "error" not in r), float("nan"))
+    rows = next((r["rows"] for r in results if "rows" in r), 0)
+    runs = args.pipelines * args.seeds
+    print(f"\nstore: {runs} runs ({args.pipelines} pipelines x {args.seeds} seeds), {len(files)} unit files, "
+          f"{rows:,} rows, {size / 2**20:.0f} MiB of Parquet")
+    head = f"{'variant':<14}{'CPU-s':>8}{'wall-s':>8}{'x read':>8}{'peak GiB':>10}"
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        if "error" in r:
+            print(f"{r['impl']:<14}  failed: {r['error']}")
+            continue
+        print(f"{r['impl']:<14}{r['cpu_s']:>8.2f}{r['wall_s']:>8.2f}{r['cpu_s'] / limit:>8.1f}{r['peak_gib']:>10.2f}")
+        for part, cpu in r.get("parts", {}).items():
+            print(f"  {part:<22}{cpu:>8.2f} CPU-s")
+    if args.json:
+        print(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,191 @@
+"""A real two-node Ray cluster on this machine: ``rolling-calib sweep --executor ray --address``
+spreads the units over both nodes and gives exactly the local pool's numbers.
+
+The cluster is started the way a user starts one: ``ray start --head`` (1 CPU) and a second
+``ray start --address=127.0.0.1:PORT`` (1 CPU), both bound to 127.0.0.1, each with its own
+temp dir under ``/tmp/rc_<pid>_*`` (Ray's socket paths must stay short) and its own ports. The
+sweep runs in a subprocess, so this test process never holds a Ray driver connection. Two
+configurations x 1 seed x 2 windows: the two first windows are submitted together and each
+needs the one CPU of a node, so they must run on different nodes.
+
+Teardown stops exactly this cluster's processes (found by its temp dir, plus their children),
+even when the test fails. Not ``ray stop --force``: that kills every Ray process of the machine,
+including a Ray runtime another test or user has running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("ray")
+psutil = pytest.importorskip("psutil")  # a dependency of Ray
+
+pytestmark = pytest.mark.slow
+
+RAY = Path(sys.executable).with_name("ray")
+#: Object store per node (Ray's minimum is 75 MiB; units exchange only small records).
+OBJECT_STORE_BYTES = 80 * 1024 * 1024
+
+#: Prints ``{node_id: "head" | "worker"}`` of the alive nodes once both have joined.
+NODES_SNIPPET = """
+import json, sys, time
+import ray
+ray.init(address=sys.argv[1], log_to_driver=False)
+deadline = time.time() + 60
+while True:
+    nodes = {n["NodeID"]: n["ObjectStoreSocketName"] for n in ray.nodes() if n["Alive"]}
+    if len(nodes) >= 2 or time.time() > deadline:
+        break
+    time.sleep(0.5)
+roles = {sys.argv[2] + "/h/": "head", sys.argv[2] + "/w/": "worker"}
+print(json.dumps({node: next((r for prefix, r in roles.items() if sock.startswith(prefix)), sock)
+                  for node, sock in nodes.items()}))
+"""
+
+
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct free TCP ports on 127.0.0.1."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _cluster_env() -> dict[str, str]:
+    """Environment of every cluster process and of the driver.
+
+    ``RAY_AUTH_MODE=disabled``: a ``~/.ray/auth_token`` left by an earlier ``ray.init`` would
+    switch the head to token authentication, which a joining ``ray start`` does not pick up.
+    The cluster listens on the loopback interface only.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
+    env.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1")
+    return env
+
+
+def _ray_start(args: list[str], env: dict[str, str], log: Path) -> None:
+    with log.open("a") as out:
+        proc = subprocess.run([str(RAY), "start", *args], env=env, stdout=out, stderr=subprocess.STDOUT,
+                              timeout=120, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"ray start {' '.join(args)} failed ({proc.returncode}):\n{log.read_text()[-4000:]}")
+
+
+def _stop_cluster(tag: str) -> None:
+    """Terminate the processes whose command line names ``tag`` (the cluster's temp dir) and their children."""
+    me = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    found: dict[int, psutil.Process] = {}
+    for proc in psutil.process_iter(["cmdline"]):
+        if proc.pid in me or not any(tag in arg for arg in proc.info["cmdline"] or ()):
+            continue
+        found[proc.pid] = proc
+        try:
+            found.update({child.pid: child for child in proc.children(recursive=True) if child.pid not in me})
+        except psutil.NoSuchProcess:
+            pass
+    procs = list(found.values())
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=10)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=5)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A head node and a worker node (1 CPU each) on 127.0.0.1; yields address, env and node roles."""
+    root = Path(tempfile.mkdtemp(prefix=f"rc_{os.getpid()}_", dir="/tmp"))
+    env = _cluster_env()
+    gcs, agent_head, agent_worker = _free_ports(3)
+    address = f"127.0.0.1:{gcs}"
+    common = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--num-gpus=0", "--disable-usage-stats",
+              f"--object-store-memory={OBJECT_STORE_BYTES}"]
+    try:
+        _ray_start(["--head", f"--port={gcs}", "--include-dashboard=false", f"--temp-dir={root}/h",
+                    f"--dashboard-agent-listen-port={agent_head}", *common], env, root / "head.log")
+        _ray_start([f"--address={address}", f"--temp-dir={root}/w",
+                    f"--dashboard-agent-listen-port={agent_worker}", *common], env, root / "worker.log")
+        out = subprocess.run([sys.executable, "-c", NODES_SNIPPET, address, str(root)], env=env, capture_output=True,
+                             text=True, timeout=120, check=False)
+        assert out.returncode == 0, out.stderr[-4000:]
+        nodes = json.loads(out.stdout.strip().splitlines()[-1])
+        assert sorted(nodes.values()) == ["head", "worker"], f"cluster did not come up with two nodes: {nodes}"
+        yield {"address": address, "env": env, "nodes": nodes, "root": root}
+    finally:
+        _stop_cluster(str(root))
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _unit_files(store: Path, suffix: str) -> dict[str, Path]:
+    return {str(p.relative_to(store)): p for p in sorted((store / "units").rglob(f"*{suffix}"))}
+
+
+def test_sweep_on_two_node_cluster_spreads_units_and_equals_local_pool(ray_cluster, tmp_path, capsys):
+    from sweep_helpers import tiny_experiment
+
+    from rolling_calib.cli import main
+
+    config = tiny_experiment(tmp_path / "exp", seeds=1)
+    common = ["sweep", str(config), "--grid", "hidden_size=4,6", "--seeds", "1", "--threads", "1",
+              "--n-boot", "100", "--no-tracking", "--json", "--no-progress"]
+    ray_store, local_store = tmp_path / "ray", tmp_path / "local"
+    # The cluster sweep runs in a subprocess (its own Ray driver) while this process runs the local pool.
+    stderr_log = tmp_path / "ray_sweep.stderr"
+    with stderr_log.open("w") as err:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "rolling_calib.cli", *common, "--executor", "ray",
+             "--address", ray_cluster["address"], "--max-retries", "0", "--store", str(ray_store)],
+            env=ray_cluster["env"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=err, text=True)
+        try:
+            assert main([*common, "--executor", "local", "--store", str(local_store)]) == 0
+            local = json.loads(capsys.readouterr().out)
+            ray_out, _ = driver.communicate(timeout=240)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait()
+    assert driver.returncode == 0, stderr_log.read_text()[-4000:]
+    remote = json.loads(ray_out)
+
+    # The cluster ran every unit, and they were spread over both nodes.
+    assert remote["run"]["executor"] == "ray" and remote["run"]["units_ran"] == 4
+    sidecars = {name: json.loads(path.read_text()) for name, path in _unit_files(ray_store, ".json").items()}
+    assert len(sidecars) == 4
+    nodes = {side["node"] for side in sidecars.values()}
+    assert nodes <= set(ray_cluster["nodes"]), f"units ran on unknown nodes {nodes}"
+    assert {ray_cluster["nodes"][n] for n in nodes} == {"head", "worker"}, f"units not spread: {sidecars}"
+
+    # Same predictions, unit by unit, and the same sweep numbers as the local pool.
+    local_frames, ray_frames = _unit_files(local_store, ".parquet"), _unit_files(ray_store, ".parquet")
+    assert sorted(ray_frames) == sorted(local_frames) and len(ray_frames) == 4
+    for name, path in local_frames.items():
+        pd.testing.assert_frame_equal(pd.read_parquet(ray_frames[name]), pd.read_parquet(path), check_exact=True)
+    assert remote["ranking"] == local["ranking"]
+    assert remote["matrices"] == local["matrices"]
+    local_sides = {name: json.loads(path.read_text()) for name, path in _unit_files(local_store, ".json").items()}
+    assert {n: s["ql"] for n, s in sidecars.items()} == {n: s["ql"] for n, s in local_sides.items()}
+    assert all(side["node"] == os.uname().nodename for side in local_sides.values())
