@@ -88,7 +88,6 @@ from rolling_calib.core.validation import (
     reject_unknown,
 )
 from rolling_calib.qlib_adapter.session import (
-    FREQ,
     resolve_qlib_init,
     store_calendar,
     store_path,

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 import pickle
 import subprocess
 import sys
