@@ -10,24 +10,37 @@ Method (samples/s x samples):
    ``sample_stride`` (train, valid) or ``test_stride`` (test), times 25 instruments; and
    the bars the handler loads (fit start .. test end) times 25.
 2. **Time a partial run at the paper's model sizes**: a synthetic 25-symbol store of the
-   same shape (``--measure-start .. --measure-end``, default 2018-01-02 .. 2018-01-19) is built and read
-   through the real Qlib handler/dataset; for every distinct (hidden_size, num_layers,
-   batch_size) of the 24 pipelines, ``--batches`` training batches (after one warm-up
-   batch) and an evaluation pass over ``--eval-samples`` samples are timed with
-   ``--threads`` torch threads -> train samples/s, eval samples/s; data loading is timed
-   once -> loaded bars/s.
-3. **Multiply**: per unit (pipeline, seed, window)
-   ``epochs x train / train_sps + epochs x valid / eval_sps + test / eval_sps + bars / load_rate``
-   with ``epochs`` = ``n_epochs`` for window 0 and ``finetune_epochs`` after (an upper bound:
-   early stopping can only shorten it), summed over 8 windows x 10 seeds x 24 pipelines.
+   same shape is built (or ``--store`` names an existing one) and read through the real Qlib
+   handler/dataset. For every distinct (hidden_size, num_layers, batch_size) of the 24
+   pipelines, ``--batches`` training batches (after one warm-up batch) and an evaluation pass
+   over ``--eval-samples`` samples of ``--measure-start .. --measure-end`` (default
+   2018-01-02 .. 2018-01-19) are timed with ``--threads`` torch threads -> train samples/s,
+   eval samples/s.
+3. **Time data loading at a realistic size**: after those (so Qlib's one-off first-call costs
+   are paid), the in-process cache is cleared and the handler + dataset of a whole
+   ``--load-start .. --load-end`` range (default 2016-01-01 .. 2017-12-31, two years: about
+   4.9 M bars for 25 symbols; a paper unit loads 3.5 to 7 years) are built, as a unit's ``build``
+   step does (read every field, build the panel, fit the normalisation); the process CPU time
+   gives **loaded bars per CPU-second**. (Timing one small first load and scaling it linearly
+   overstates loading about 10x: that load is mostly fixed costs.)
+4. **Multiply**: per unit (pipeline, seed, window)
+   ``epochs x train / train_sps + epochs x valid / eval_sps + test / eval_sps``
+   (model CPU-seconds) ``+ bars_loaded / bars_per_cpu_s`` (loading CPU-seconds), with
+   ``epochs`` = ``n_epochs`` for window 0 and ``finetune_epochs`` after (an upper bound: early
+   stopping can only shorten it), summed over 8 windows x 10 seeds x 24 pipelines.
 
-Prints the per-pipeline table, CPU-hours (one thread per unit), the wall time on this
-machine with one unit per core, and the commands to run the sweep on a GPU machine and on a
-Ray cluster. Measured under whatever load the machine has: re-run on a quiet machine.
+Prints the per-pipeline table, CPU-hours (one thread per unit; model and loading apart), the
+wall time on this machine with one unit per core, and the commands to run the sweep on a GPU
+machine and on a Ray cluster. GPU-hours are printed only when GPU throughputs are given
+(``--gpu-train-sps``, ``--gpu-eval-sps``: samples/s of one unit on one GPU, e.g. from
+``bench/bench_training.py`` on that GPU, applied to every model shape); loading stays on CPU.
+Measured under whatever load the machine has: re-run on a quiet machine.
 
 Usage::
 
-    nice -n 10 .venv/bin/python bench/estimate_paper_compute.py [--batches 2] [--threads 1] [--json]
+    nice -n 10 .venv/bin/python bench/estimate_paper_compute.py [--batches 2] [--threads 1]
+        [--store qlib_data/us25 --load-start 2012-01-01 --load-end 2015-06-30]
+        [--gpu-train-sps 40000 --gpu-eval-sps 150000] [--json]
 """
 
 from __future__ import annotations
@@ -47,14 +60,29 @@ PAPER = ROOT / "workflows" / "paper" / "paper.yaml"
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", type=Path, default=PAPER, help="the paper sweep YAML (default workflows/paper/paper.yaml)")
-    p.add_argument("--measure-start", default="2018-01-02", help="first day of the timed stand-in store")
-    p.add_argument("--measure-end", default="2018-01-19", help="last day of the timed stand-in store")
+    p.add_argument("--store", type=Path, default=None,
+                   help="an existing 25-symbol minute store to time on (default: build a synthetic stand-in "
+                        "covering the measure and load ranges in a temp dir)")
+    p.add_argument("--measure-start", default="2018-01-02", help="first day of the model-timing range")
+    p.add_argument("--measure-end", default="2018-01-19", help="last day of the model-timing range")
+    p.add_argument("--load-start", default="2016-01-01", help="first day of the timed data load (a realistic window)")
+    p.add_argument("--load-end", default="2017-12-31", help="last day of the timed data load")
     p.add_argument("--batches", type=int, default=2, help="timed training batches per model shape (after 1 warm-up)")
     p.add_argument("--eval-samples", type=int, default=20000, help="timed evaluation samples per model shape")
     p.add_argument("--threads", type=int, default=1, help="torch threads per unit (the sweep's default is 1)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="units in parallel for the wall-time line")
+    p.add_argument("--gpu-train-sps", type=float, default=None, metavar="S",
+                   help="training samples/s of one unit on one GPU (with --gpu-eval-sps: also print GPU-hours)")
+    p.add_argument("--gpu-eval-sps", type=float, default=None, metavar="S",
+                   help="evaluation samples/s of one unit on one GPU")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if (args.gpu_train_sps is None) != (args.gpu_eval_sps is None):
+        p.error("--gpu-train-sps and --gpu-eval-sps go together")
+    for name in ("gpu_train_sps", "gpu_eval_sps"):
+        if getattr(args, name) is not None and getattr(args, name) <= 0:
+            p.error(f"--{name.replace('_', '-')}: expected > 0")
+    return args
 
 
 # --------------------------------------------------------------------------- sample counts
@@ -75,7 +103,7 @@ def segment_counts(calendar, segment, *, label_horizon: int, stride: int) -> tup
     len_all = pd.Series(1, index=full_days).groupby(level=0).transform("size").to_numpy()
     labelled = (pos_all[mask] < len_all[mask] - label_horizon)
     del session_len
-    return int(len(bars)), float(np.count_nonzero(labelled)) / stride
+    return len(bars), float(np.count_nonzero(labelled)) / stride
 
 
 def paper_counts(config, *, n_instruments: int) -> list[dict]:
@@ -110,11 +138,15 @@ def shape_of(task: dict) -> tuple[int, int, int]:
     return int(kw["hidden_size"]), int(kw["num_layers"]), int(kw["batch_size"])
 
 
-def time_shapes(shapes, *, store: Path, config, args) -> tuple[dict, float]:
-    """Train/eval samples/s per shape, and loaded bars/s of the handler."""
+def time_shapes(shapes, *, config, args) -> dict:
+    """Train/eval samples/s per model shape on ``--measure-start .. --measure-end``."""
     import numpy as np
 
-    from rolling_calib.qlib_adapter.dataset import MinuteTSDataset, MinuteWindowSampler, clear_cache
+    from rolling_calib.qlib_adapter.dataset import (
+        MinuteTSDataset,
+        MinuteWindowSampler,
+        clear_cache,
+    )
     from rolling_calib.qlib_adapter.model import RollingLSTM
 
     dkw = config.task["dataset"]["kwargs"]
@@ -123,14 +155,10 @@ def time_shapes(shapes, *, store: Path, config, args) -> tuple[dict, float]:
                fit_start_time=args.measure_start, fit_end_time=f"{args.measure_end} 15:59:00")
     handler = {**dkw["handler"], "kwargs": hkw}
     clear_cache()
-    t0 = time.perf_counter()
     ds = MinuteTSDataset(handler=handler, segments={"train": (args.measure_start, f"{args.measure_end} 15:59:00")},
                          step_len=int(dkw.get("step_len", 60)), sample_stride=1)
     train = ds.prepare("train")
-    load_seconds = time.perf_counter() - t0
     panel = train.panel
-    bars_loaded = len(panel.instruments) * panel.n_minutes
-    load_rate = bars_loaded / load_seconds
     rng = np.random.default_rng(0)
     results = {}
     for hidden, layers, batch in sorted(shapes):
@@ -155,33 +183,69 @@ def time_shapes(shapes, *, store: Path, config, args) -> tuple[dict, float]:
         results[(hidden, layers, batch)] = {"train_sps": train_sps, "eval_sps": eval_sps}
         print(f"  timed hidden={hidden:<4d} layers={layers} batch={batch:<5d} train {train_sps:>9,.0f} samples/s"
               f"   eval {eval_sps:>9,.0f} samples/s", file=sys.stderr)
-    return results, load_rate
+    return results
+
+
+def time_loading(*, config, start: str, end: str) -> dict:
+    """CPU and wall seconds of one unit's data build over ``start .. end`` (cache cleared first).
+
+    Builds the handler + dataset the way a unit's ``build`` step does: every field of every
+    instrument read through Qlib, the panel (labels, repairs), the normalisation fitted on the
+    range's first 85% (a window's training span). Call it after a first load in this process,
+    so Qlib's one-off costs (imports, calendar, instrument list) are not counted.
+    """
+    import pandas as pd
+
+    from rolling_calib.qlib_adapter.dataset import MinuteTSDataset, clear_cache
+
+    dkw = config.task["dataset"]["kwargs"]
+    lo, hi = pd.Timestamp(start), pd.Timestamp(f"{end} 15:59:00")
+    fit_end = (lo + (hi - lo) * 0.85).normalize()
+    hkw = dict(dkw["handler"]["kwargs"])
+    hkw.update(start_time=str(lo), end_time=str(hi), fit_start_time=str(lo), fit_end_time=str(fit_end))
+    clear_cache()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    ds = MinuteTSDataset(handler={**dkw["handler"], "kwargs": hkw},
+                         segments={"train": (str(lo), str(fit_end)), "test": (str(fit_end), str(hi))},
+                         step_len=int(dkw.get("step_len", 60)), sample_stride=int(dkw.get("sample_stride", 1)),
+                         test_stride=int(dkw.get("test_stride", 1)))
+    panel = ds.handler.panel
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    bars = len(panel.instruments) * panel.n_minutes
+    clear_cache()
+    return {"range": [start, end], "instruments": len(panel.instruments), "bars": bars, "cpu_s": cpu, "wall_s": wall,
+            "bars_per_cpu_s": bars / cpu, "bars_per_s": bars / wall}
 
 
 # --------------------------------------------------------------------------- estimate
-def unit_seconds(windows: list[dict], *, task: dict, rate: dict, load_rate: float) -> list[float]:
+def model_seconds(windows: list[dict], *, task: dict, train_sps: float, eval_sps: float) -> list[float]:
+    """Per window: seconds of training (epochs x train), validation (epochs x valid) and test prediction."""
     kw = task["model"]["kwargs"]
     out = []
     for w in windows:
         epochs = int(kw["n_epochs"]) if w["window"] == 0 else int(kw["finetune_epochs"])
-        seconds = (epochs * w["train"] / rate["train_sps"] + epochs * w["valid"] / rate["eval_sps"]
-                   + w["test"] / rate["eval_sps"] + w["bars_loaded"] / load_rate)
-        out.append(seconds)
+        out.append(epochs * w["train"] / train_sps + epochs * w["valid"] / eval_sps + w["test"] / eval_sps)
     return out
+
+
+def load_seconds(windows: list[dict], *, bars_per_cpu_s: float) -> list[float]:
+    """Per window: CPU-seconds to load the bars the unit's handler reads."""
+    return [w["bars_loaded"] / bars_per_cpu_s for w in windows]
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     from data_prep import DEFAULT_SYMBOLS, build_synthetic_store
-
     from rolling_calib.config.experiment import load_experiment, stable_hash
 
     t_all = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(prefix="paper_estimate_"))
-    print(f"building the timed stand-in store: {len(DEFAULT_SYMBOLS)} symbols, {args.measure_start} .. "
-          f"{args.measure_end}", file=sys.stderr)
-    store = build_synthetic_store(tmp / "qlib", start=args.measure_start, end=args.measure_end,
-                                  symbols=list(DEFAULT_SYMBOLS), seed=0)
+    if args.store is not None:
+        store = args.store.resolve()
+    else:
+        first, last = min(args.measure_start, args.load_start), max(args.measure_end, args.load_end)
+        tmp = Path(tempfile.mkdtemp(prefix="paper_estimate_"))
+        print(f"building the stand-in store: {len(DEFAULT_SYMBOLS)} symbols, {first} .. {last}", file=sys.stderr)
+        store = build_synthetic_store(tmp / "qlib", start=first, end=last, symbols=list(DEFAULT_SYMBOLS), seed=0)
     config = load_experiment(args.config, overrides={"qlib_init.provider_uri": str(store)}, check_store=False)
     from data_prep import init_qlib
 
@@ -189,31 +253,52 @@ def main(argv=None) -> int:
     n_inst = len(DEFAULT_SYMBOLS)
     windows = paper_counts(config, n_instruments=n_inst)
     tasks = {name: config.pipeline_task(name) for name in config.pipelines}
-    rates, load_rate = time_shapes({shape_of(t) for t in tasks.values()}, store=store, config=config, args=args)
+    rates = time_shapes({shape_of(t) for t in tasks.values()}, config=config, args=args)
+    print(f"  timing a data load of {args.load_start} .. {args.load_end}", file=sys.stderr)
+    load = time_loading(config=config, start=args.load_start, end=args.load_end)
+    print(f"  loaded {load['bars']:,} bars in {load['cpu_s']:.2f} CPU-s ({load['wall_s']:.2f} s wall): "
+          f"{load['bars_per_cpu_s']:,.0f} bars per CPU-second", file=sys.stderr)
     seeds = len(config.rolling.seeds)
+    load_secs = load_seconds(windows, bars_per_cpu_s=load["bars_per_cpu_s"])
+    gpu = args.gpu_train_sps is not None
     rows = []
     for name, task in tasks.items():
-        secs = unit_seconds(windows, task=task, rate=rates[shape_of(task)], load_rate=load_rate)
         h, l, b = shape_of(task)
-        rows.append({"pipeline": name, "hidden_size": h, "num_layers": l, "batch_size": b,
-                     "n_epochs": task["model"]["kwargs"]["n_epochs"],
-                     "train_samples_per_s": rates[(h, l, b)]["train_sps"],
-                     "seed_hours": sum(secs) / 3600, "pipeline_cpu_hours": seeds * sum(secs) / 3600,
-                     "task_hash": stable_hash(task)})
+        rate = rates[(h, l, b)]
+        model = sum(model_seconds(windows, task=task, train_sps=rate["train_sps"], eval_sps=rate["eval_sps"]))
+        row = {"pipeline": name, "hidden_size": h, "num_layers": l, "batch_size": b,
+               "n_epochs": task["model"]["kwargs"]["n_epochs"], "train_samples_per_s": rate["train_sps"],
+               "eval_samples_per_s": rate["eval_sps"],
+               "seed_hours": (model + sum(load_secs)) / 3600,
+               "pipeline_model_cpu_hours": seeds * model / 3600,
+               "pipeline_load_cpu_hours": seeds * sum(load_secs) / 3600,
+               "pipeline_cpu_hours": seeds * (model + sum(load_secs)) / 3600,
+               "task_hash": stable_hash(task)}
+        if gpu:
+            row["pipeline_gpu_hours"] = seeds * sum(model_seconds(
+                windows, task=task, train_sps=args.gpu_train_sps, eval_sps=args.gpu_eval_sps)) / 3600
+        rows.append(row)
     total = sum(r["pipeline_cpu_hours"] for r in rows)
+    total_model = sum(r["pipeline_model_cpu_hours"] for r in rows)
+    total_load = sum(r["pipeline_load_cpu_hours"] for r in rows)
     distinct = {r["task_hash"]: r["pipeline_cpu_hours"] for r in rows}
     total_distinct = sum(distinct.values())
     samples = {k: sum(w[k] for w in windows) for k in ("train", "valid", "test", "bars_loaded")}
     units = len(rows) * seeds * len(windows)
     result = {
-        "config": str(args.config), "instruments": n_inst, "windows": len(windows), "seeds": seeds,
-        "pipelines": len(rows), "units": units, "threads_per_unit": args.threads,
+        "config": str(args.config), "store": str(store), "instruments": n_inst, "windows": len(windows),
+        "seeds": seeds, "pipelines": len(rows), "units": units, "threads_per_unit": args.threads,
         "samples_per_seed": samples, "windows_detail": windows, "pipelines_detail": rows,
-        "load_bars_per_s": load_rate,
-        "cpu_hours": total, "cpu_hours_distinct_tasks": total_distinct, "distinct_tasks": len(distinct),
+        "load": load, "load_bars_per_cpu_s": load["bars_per_cpu_s"],
+        "cpu_hours": total, "cpu_hours_model": total_model, "cpu_hours_loading": total_load,
+        "cpu_hours_distinct_tasks": total_distinct, "distinct_tasks": len(distinct),
         "workers": args.workers, "wall_hours_this_machine": total / args.workers,
         "measured_under_load": os.getloadavg()[0], "bench_seconds": time.perf_counter() - t_all,
     }
+    if gpu:
+        gpu_hours = sum(r["pipeline_gpu_hours"] for r in rows)
+        result["gpu"] = {"train_samples_per_s": args.gpu_train_sps, "eval_samples_per_s": args.gpu_eval_sps,
+                         "gpu_hours": gpu_hours, "cpu_hours_loading": total_load}
     commands = {
         "data": "rolling-calib data synth --out qlib_data/us25 --start 2012-01-01 --end 2018-12-31",
         "cpu": f"rolling-calib sweep {PAPER.relative_to(ROOT)} --store runs/paper --workers {args.workers}",
@@ -236,15 +321,25 @@ def main(argv=None) -> int:
           f"{n_inst} instruments")
     print(f"samples per seed of a pipeline (all windows): train {samples['train']:,.0f} (x epochs), "
           f"valid {samples['valid']:,.0f} (x epochs), test {samples['test']:,.0f}, bars loaded {samples['bars_loaded']:,.0f}")
-    print(f"{'pipeline':<8} {'hidden':>6} {'layers':>6} {'batch':>5} {'epochs':>6} {'train/s':>9} {'h/seed':>7} {'CPU-h':>8}")
+    print(f"{'pipeline':<8} {'hidden':>6} {'layers':>6} {'batch':>5} {'epochs':>6} {'train/s':>9} {'h/seed':>7} {'CPU-h':>8}"
+          + (f" {'GPU-h':>7}" if gpu else ""))
     for r in rows:
         print(f"{r['pipeline']:<8} {r['hidden_size']:>6} {r['num_layers']:>6} {r['batch_size']:>5} {r['n_epochs']:>6} "
-              f"{r['train_samples_per_s']:>9,.0f} {r['seed_hours']:>7.2f} {r['pipeline_cpu_hours']:>8.1f}")
-    print(f"\nestimate: {total:,.0f} CPU-hours at {args.threads} thread/unit "
-          f"({total_distinct:,.0f} if the {len(rows) - len(distinct)} pipelines identical to another are run once); "
-          f"wall time on this machine with {args.workers} units in parallel: {total / args.workers:,.0f} h "
-          f"= {total / args.workers / 24:,.1f} days")
-    print(f"(timed under load average {result['measured_under_load']:.1f}; data loading {load_rate:,.0f} bars/s)")
+              f"{r['train_samples_per_s']:>9,.0f} {r['seed_hours']:>7.2f} {r['pipeline_cpu_hours']:>8.1f}"
+              + (f" {r['pipeline_gpu_hours']:>7.1f}" if gpu else ""))
+    print(f"\ndata loading: {load['bars']:,} bars ({load['range'][0]} .. {load['range'][1]}) in {load['cpu_s']:.2f} "
+          f"CPU-s = {load['bars_per_cpu_s']:,.0f} bars per CPU-second; {samples['bars_loaded']:,.0f} bars per seed of "
+          f"a pipeline -> {total_load:,.1f} CPU-hours for the sweep")
+    print(f"estimate: {total:,.0f} CPU-hours at {args.threads} thread/unit ({total_model:,.0f} model + "
+          f"{total_load:,.0f} data loading; {total_distinct:,.0f} if the {len(rows) - len(distinct)} pipelines "
+          f"identical to another are run once); wall time on this machine with {args.workers} units in parallel: "
+          f"{total / args.workers:,.0f} h = {total / args.workers / 24:,.1f} days")
+    if gpu:
+        g = result["gpu"]
+        print(f"GPU: {g['gpu_hours']:,.1f} GPU-hours of model compute at {args.gpu_train_sps:,.0f} train / "
+              f"{args.gpu_eval_sps:,.0f} eval samples/s per unit (every shape), plus {total_load:,.1f} CPU-hours of "
+              "loading (GPU-hours of one unit at a time per GPU; units sharing a GPU overlap)")
+    print(f"(timed under load average {result['measured_under_load']:.1f})")
     print("\ncommands:")
     for name, text in commands.items():
         print(f"  [{name}]\n    " + text.replace("\n", "\n    "))

@@ -104,7 +104,7 @@ def _synth(args: argparse.Namespace) -> int:
 def _register_ingest(sub) -> None:
     p = sub.add_parser(
         "ingest",
-        help="validate and ingest vendor minute bars (CSV / Parquet) into a Qlib store",
+        help="validate and ingest vendor minute or daily bars (CSV / Parquet) into a Qlib store",
         description=(
             "Read vendor one-minute bars (CSV or Parquet; one file per symbol or one long file with a "
             "symbol column; separate date and time columns, one timestamp with or without a zone, or "
@@ -115,11 +115,14 @@ def _register_ingest(sub) -> None:
             "dropped or changed. A vendor's 16:00 bar (13:00 on early closes) is the closing-auction print, "
             "not a one-minute bar: it is reported as closing_auction and dropped by --repair. Without a vwap "
             "column, vwap = (high + low + close) / 3. If DIR already holds a store, new sessions are appended "
-            "(overlap must agree with what is stored; history is never rewritten)."
+            "(overlap must agree with what is stored; history is never rewritten). Daily bars (--freq day, "
+            "or a file with a date column of dates only) give a Qlib day store: calendars/day.txt on the NYSE "
+            "sessions, features/<sym>/<field>.day.bin; the checks that apply to one bar per session run."
         ),
         epilog=(
             "example: rolling-calib data ingest ../shared/data/us-equities-1min-2018 --out qlib_data/real "
-            "--repair --report ingest_report.md"
+            "--repair --report ingest_report.md; daily: rolling-calib data ingest "
+            "../shared/data/us-equities-daily-2013-2018 --out qlib_data/us25_day --freq day"
         ),
     )
     p.add_argument("src", nargs="+", metavar="SRC", help="files or directories (*.csv, *.csv.gz, *.parquet)")
@@ -128,6 +131,10 @@ def _register_ingest(sub) -> None:
     mode.add_argument("--strict", action="store_true", help="stop at the first problem with a precise message")
     mode.add_argument("--repair", action="store_true", help="fix what is safe, report every row dropped or changed")
     p.add_argument("--report", metavar="FILE", help="write the validation report (.json or .md; both for other suffixes)")
+    p.add_argument("--freq", choices=("1min", "day"), default=None,
+                   help="bar frequency of the files: 1min, or day (daily bars with a date column: writes a Qlib day "
+                        "store, calendars/day.txt); default: detected, day when the time is a date column holding "
+                        "dates only and there is no time-of-day column")
     p.add_argument("--tz", metavar="ZONE", default="America/New_York", help="zone of naive timestamps in the files (default America/New_York)")
     p.add_argument("--start", metavar="DATE", default=None, help="first date of the store calendar (default: first date in the data)")
     p.add_argument("--end", metavar="DATE", default=None, help="last date of the store calendar (default: last date in the data)")
@@ -189,8 +196,9 @@ def _ingest(args: argparse.Namespace) -> int:
 def _register_info(sub) -> None:
     p = sub.add_parser(
         "info",
-        help="summarise a Qlib minute store",
-        description="Print a store's calendar span, instruments, fields and how it was made (meta.json).",
+        help="summarise a Qlib store (minute or daily)",
+        description=("Print a store's frequency (from its calendar file: calendars/1min.txt or calendars/day.txt), "
+                     "calendar span, instruments, fields and how it was made (meta.json)."),
     )
     p.add_argument("store", metavar="DIR", help="store directory")
     p.add_argument("--plot", metavar="FILE", default=None,
@@ -217,7 +225,11 @@ def _info(args: argparse.Namespace) -> int:
     cal = info["calendar"]
     print(f"store       {info['store']}")
     print(f"source      {info.get('source', 'unknown')}")
-    print(f"calendar    {cal['bars']:,} bars, {cal['sessions']:,} sessions, {cal['first']} .. {cal['last']}")
+    print(f"freq        {info.get('freq', '1min')}")
+    if info.get("freq") == "day":
+        print(f"calendar    {cal['sessions']:,} sessions, {cal['first'][:10]} .. {cal['last'][:10]}")
+    else:
+        print(f"calendar    {cal['bars']:,} bars, {cal['sessions']:,} sessions, {cal['first']} .. {cal['last']}")
     for name, syms in info["instruments"].items():
         print(f"instruments {name}: {len(syms)} ({', '.join(syms[:10])}{' ...' if len(syms) > 10 else ''})")
     print(f"fields      {', '.join(info['fields'])}")

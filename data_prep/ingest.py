@@ -1,4 +1,18 @@
-r"""Ingest vendor minute bars into a Qlib store: read, validate, repair, adjust, write, append.
+r"""Ingest vendor minute or daily bars into a Qlib store: read, validate, repair, adjust, write, append.
+
+Daily bars
+----------
+``--freq day`` (or detected: a file whose time is one date column holding dates only, with no
+time-of-day column; :func:`data_prep.vendor.detect_freq`) writes a Qlib ``day`` store:
+``calendars/day.txt`` (the NYSE sessions from the first to the last date), ``instruments/*.txt``
+with dates, ``features/<sym>/<field>.day.bin``, published with the same commit marker. The
+minute path's checks that apply to one bar per session run unchanged (unparseable, missing and
+non-finite values, non-positive prices, negative volume, exact and conflicting duplicates,
+unsorted rows, OHLC consistency, vwap range, price jumps between consecutive sessions with the
+split ratio that fits, whole missing sessions, dates that are no NYSE session); the per-minute
+ones (minute grid, pre/post market, closing auction, bar interval, missing minutes, stale runs,
+intraday spikes, time-zone hints) do not apply. A date with a time of day, or files of both
+frequencies in one ingest, are refused; so is appending daily bars to a minute store (or back).
 
 Modes
 -----
@@ -92,6 +106,7 @@ from data_prep import qlib_store
 from data_prep.adjust import apply_factor, factor_series, read_adjustments
 from data_prep.ingest_report import IngestReport, write_report
 from data_prep.trading_calendar import session_minutes
+from data_prep.trading_calendar import sessions as nyse_sessions
 from data_prep.validate import (
     ERROR_KINDS,
     ISSUE_SCHEMA,
@@ -121,6 +136,10 @@ CLOSE_BAR_RULE = (
     "kind closing_auction, dropped by --repair"
 )
 _MODES = ("validate", "strict", "repair")
+DAILY_RULE = "daily bars: one bar per NYSE session, stored at the session date (calendars/day.txt)"
+#: Daily bars are validated as bars at the session's open (09:30): every session check passes
+#: for a session date and flags any other date; this offset is removed before writing.
+_DAY_OPEN = pl.duration(minutes=9 * 60 + 30)
 
 
 class IngestError(ValueError):
@@ -196,8 +215,12 @@ class IngestOptions:
     stale_minutes: int = 30
     max_jump: float = 1.5
     max_spike: float = 3.0
+    freq: str | None = None
 
     def __post_init__(self):
+        if self.freq not in (None, *qlib_store.FREQS):
+            raise ValueError(f"freq: expected one of {', '.join(qlib_store.FREQS)} (or none: detected from the "
+                             f"files), found {self.freq!r}")
         if self.mode not in _MODES:
             raise ValueError(f"mode: expected one of {_MODES}, found {self.mode!r}")
         if self.stale_minutes < 2:
@@ -223,7 +246,7 @@ class IngestOptions:
         return cls(mode=mode, tz=args.tz, start=args.start, end=args.end, columns=cols, symbol=args.symbol,
                    adjustments=args.adjustments, universe=args.universe,
                    stale_minutes=args.stale_minutes, max_jump=getattr(args, "max_jump", 1.5),
-                   max_spike=getattr(args, "max_spike", 3.0))
+                   max_spike=getattr(args, "max_spike", 3.0), freq=getattr(args, "freq", None))
 
 
 @dataclass
@@ -236,11 +259,13 @@ class IngestResult:
     new_sessions: int
     bars_written: int
     seconds: float
+    freq: str = "1min"
 
     def summary(self) -> dict:
         """JSON-ready summary."""
         return {
             "store": str(self.store),
+            "freq": self.freq,
             "mode": self.report.mode,
             "appended": self.appended,
             "new_sessions": self.new_sessions,
@@ -254,8 +279,9 @@ class IngestResult:
 
     def summary_line(self) -> str:
         """One line for the terminal."""
-        what = f"appended {self.bars_written:,} bars ({self.new_sessions} new sessions)" if self.appended else (
-            f"wrote {self.bars_written:,} bars ({self.new_sessions} sessions)")
+        kind = "daily bars" if self.freq == "day" else "bars"
+        what = f"appended {self.bars_written:,} {kind} ({self.new_sessions} new sessions)" if self.appended else (
+            f"wrote {self.bars_written:,} {kind} ({self.new_sessions} sessions)")
         return f"{what} to {self.store} in {self.seconds:.1f} s"
 
 
@@ -265,7 +291,8 @@ def _read_all(files: Sequence[Path], options: IngestOptions, progress: bool):
 
     frames, infos = [], []
     for i, f in enumerate(tqdm(files, desc="read", unit="file", disable=not progress)):
-        df, info = read_vendor_file(f, file_index=i, columns=options.columns, tz=options.tz, symbol=options.symbol)
+        df, info = read_vendor_file(f, file_index=i, columns=options.columns, tz=options.tz, symbol=options.symbol,
+                                    freq=options.freq)
         frames.append(df)
         infos.append(info)
     data = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
@@ -273,13 +300,44 @@ def _read_all(files: Sequence[Path], options: IngestOptions, progress: bool):
 
 
 def _read_and_validate(files: Sequence[Path], options: IngestOptions, progress: bool):
+    """``(results by symbol, file infos, freq)``."""
     data, infos = _read_all(files, options, progress)
+    freq = _one_freq(infos)
     if data.height == 0:
-        raise IngestError(f"{', '.join(str(f) for f in files)}: expected minute bars, found no data rows")
-    return _validate_all([data], infos, options, progress), infos
+        what = "daily bars" if freq == "day" else "minute bars"
+        raise IngestError(f"{', '.join(str(f) for f in files)}: expected {what}, found no data rows")
+    if freq == "day":
+        data = data.with_columns(pl.col("ts") + _DAY_OPEN)
+    return _validate_all([data], infos, options, progress, daily=freq == "day"), infos, freq
 
 
-def _validate_all(holder: list[pl.DataFrame], infos, options: IngestOptions, progress: bool):
+def _one_freq(infos) -> str:
+    """The frequency every file holds; files of both frequencies in one ingest are refused."""
+    freqs = {i.freq for i in infos}
+    if len(freqs) > 1:
+        day = next(i.path for i in infos if i.freq == "day")
+        minute = next(i.path for i in infos if i.freq != "day")
+        raise IngestError(f"expected files of one frequency, found daily bars in {day} (a date column only) and "
+                          f"minute bars in {minute}; ingest them into separate stores, or pass --freq")
+    return freqs.pop() if freqs else "1min"
+
+
+def _daily_texts(issues: pl.DataFrame) -> pl.DataFrame:
+    """Issue texts of daily bars: session dates, not the 09:30 they were validated at."""
+    if not issues.height:
+        return issues
+    date_time = r"(\d{4}-\d{2}-\d{2})[ T]09:30(:00)?"
+    return issues.with_columns(
+        pl.when(pl.col("kind") == "bad_timestamp").then(pl.col("found"))  # the file's own text
+        .otherwise(pl.col("found").str.replace_all(date_time, "$1")).alias("found"),
+        pl.when(pl.col("kind") == "bad_timestamp").then(pl.lit("a date like 2018-02-16 (daily bars: no time of day)"))
+        .otherwise(pl.col("expected").str.replace_all(date_time, "$1").str.replace_all("per minute", "per session")
+                   .str.replace_all("between consecutive bars", "between consecutive sessions"))
+        .alias("expected"),
+    )
+
+
+def _validate_all(holder: list[pl.DataFrame], infos, options: IngestOptions, progress: bool, daily: bool = False):
     """Validate symbol by symbol; ``holder`` gives up the frame so it can be freed early.
 
     Also sets each file's time-zone hint in ``infos`` (replaced in place) when most of its bars
@@ -295,7 +353,8 @@ def _validate_all(holder: list[pl.DataFrame], infos, options: IngestOptions, pro
         sessions = pl.DataFrame(schema={"day": pl.Int32, "open_min": pl.Int32, "close_min": pl.Int32})
     files = [i.path for i in infos]
     time_fields = [i.time_field for i in infos]
-    hints = timezone_hints(data, files, tz=options.tz, zoned=[i.zoned for i in infos], sessions=sessions)
+    hints = {} if daily else timezone_hints(data, files, tz=options.tz, zoned=[i.zoned for i in infos],
+                                            sessions=sessions)
     for k, hint in hints.items():
         infos[k] = dataclasses.replace(infos[k], hint=hint)
     data = data.with_columns(pl.col("symbol").fill_null(""))
@@ -309,7 +368,10 @@ def _validate_all(holder: list[pl.DataFrame], infos, options: IngestOptions, pro
                                        stale_minutes=options.stale_minutes, sessions=sessions,
                                        max_jump=options.max_jump, max_spike=options.max_spike)
         del frame
-    _refuse_intervals(results, files)
+        if daily:
+            results[sym] = dataclasses.replace(results[sym], issues=_daily_texts(results[sym].issues))
+    if not daily:
+        _refuse_intervals(results, files)
     return results
 
 
@@ -410,7 +472,7 @@ def ingest(
     t0 = time.perf_counter()
     store = Path(out_dir)
     files = list_sources(sources)
-    results, infos = _read_and_validate(files, options, progress)
+    results, infos, freq = _read_and_validate(files, options, progress)
 
     issues = [r.issues for r in results.values() if r.issues.height]
     clean = {s: r.clean for s, r in results.items() if s}
@@ -418,17 +480,28 @@ def ingest(
     del results
 
     lo_day, hi_day = _requested_range(clean, options, issues)
-    report = _new_report(options, infos, issues, rows_in)
+    if freq == "day":
+        issues = [_daily_texts(i) for i in issues]
+    report = _new_report(options, infos, issues, rows_in, freq)
     _stop_on_errors(report, options, infos)
     if lo_day is None:
         raise IngestError("every row was dropped; nothing to write (see the report)")
 
     events = read_adjustments(options.adjustments) if options.adjustments else {}
     prepared = _prepare_frames(clean, events)
-    calendar = session_minutes(lo_day, hi_day)
-    written, appended, new_sessions = _write_store(store, calendar, prepared, options, events, report, infos)
+    if freq == "day":  # back from the session open the checks ran at to the session date
+        prepared = {s: f.with_columns(pl.col("ts") - _DAY_OPEN) for s, f in prepared.items()}
+    calendar = _calendar(lo_day, hi_day, freq)
+    written, appended, new_sessions = _write_store(store, calendar, prepared, options, events, report, infos, freq)
     return IngestResult(store=store, report=report, appended=appended, new_sessions=new_sessions,
-                        bars_written=sum(written.values()), seconds=time.perf_counter() - t0)
+                        bars_written=sum(written.values()), seconds=time.perf_counter() - t0, freq=freq)
+
+
+def _calendar(lo_day, hi_day, freq: str) -> pd.DatetimeIndex:
+    """The store calendar: the NYSE's minutes (``1min``) or session dates (``day``) from ``lo_day`` to ``hi_day``."""
+    if freq == "day":
+        return pd.DatetimeIndex(nyse_sessions(lo_day, hi_day).dates.astype("datetime64[ns]"), name="datetime")
+    return session_minutes(lo_day, hi_day)
 
 
 def _requested_range(clean: dict[str, pl.DataFrame], options: IngestOptions, issues: list[pl.DataFrame]):
@@ -455,7 +528,8 @@ def _requested_range(clean: dict[str, pl.DataFrame], options: IngestOptions, iss
     return lo_day, hi_day
 
 
-def _new_report(options: IngestOptions, infos, issues: list[pl.DataFrame], rows_in: dict[str, int]) -> IngestReport:
+def _new_report(options: IngestOptions, infos, issues: list[pl.DataFrame], rows_in: dict[str, int],
+                freq: str = "1min") -> IngestReport:
     """The report of every anomaly found (written counts are filled in by :func:`_finish_report`)."""
     return IngestReport(
         mode=options.mode,
@@ -463,7 +537,7 @@ def _new_report(options: IngestOptions, infos, issues: list[pl.DataFrame], rows_
         issues=pl.concat(issues) if issues else pl.DataFrame(schema=ISSUE_SCHEMA),
         rows_in=rows_in,
         rows_out={},
-        notes=[CLOSE_BAR_RULE, VWAP_RULE if not all(i.has_vwap for i in infos) else "vwap from the vendor; " + VWAP_RULE,
+        notes=[DAILY_RULE if freq == "day" else CLOSE_BAR_RULE, VWAP_RULE if not all(i.has_vwap for i in infos) else "vwap from the vendor; " + VWAP_RULE,
                "adjusted with " + options.adjustments if options.adjustments else "prices as delivered, factor = 1"],
         hints=[i.hint for i in infos if i.hint],
     )
@@ -506,11 +580,12 @@ def _prepare_frames(clean: dict[str, pl.DataFrame], events: dict) -> dict[str, p
 
 
 def _finish_report(report: IngestReport, written: dict[str, int], calendar: pd.DatetimeIndex,
-                   store_cal: pd.DatetimeIndex, positions: dict[str, np.ndarray]) -> None:
+                   store_cal: pd.DatetimeIndex, positions: dict[str, np.ndarray], freq: str = "1min") -> None:
     """Bars written, missing minutes per symbol and session (on the store calendar), the calendar written."""
     report.rows_out = written
     cal_np = store_cal.to_numpy().astype("datetime64[m]")
-    report.missing_minutes = {s: missing_minutes(None, cal_np, index=positions[s]) for s in positions}
+    if freq != "day":  # daily: whole missing sessions are the missing_session warnings
+        report.missing_minutes = {s: missing_minutes(None, cal_np, index=positions[s]) for s in positions}
     report.calendar = {"first": str(calendar[0]) if len(calendar) else None,
                        "last": str(calendar[-1]) if len(calendar) else None,
                        "sessions": int(len(np.unique(calendar.normalize()))), "bars": int(len(calendar))}
@@ -554,7 +629,7 @@ def _dense(idx: np.ndarray, cols: dict[str, np.ndarray], first: int, last: int) 
 
 
 def _write_store(store: Path, calendar: pd.DatetimeIndex, prepared: dict[str, pl.DataFrame], options, events,
-                 report: IngestReport, infos):
+                 report: IngestReport, infos, freq: str = "1min"):
     """Write a new store or extend the stored one, published as a whole; ``(written, appended, new sessions)``.
 
     Everything is written into a staging copy (:func:`data_prep.qlib_store.staged_write`), the
@@ -563,19 +638,19 @@ def _write_store(store: Path, calendar: pd.DatetimeIndex, prepared: dict[str, pl
     directory: readers refuse the store until the same command is run again, which clears the
     leftovers and redoes the whole write (same bytes as an uninterrupted run).
     """
-    old_cal = _stored_calendar(store)
-    plan = _plan_append(store, old_cal, calendar, prepared, events) if len(old_cal) else None
+    old_cal = _stored_calendar(store, freq)
+    plan = _plan_append(store, old_cal, calendar, prepared, events, freq) if len(old_cal) else None
     with qlib_store.staged_write(store, keep=plan is not None, writer="data_prep.ingest") as out:
         if plan is None:
-            written, new_sessions, store_cal, positions = _write_fresh(out, calendar, prepared, options)
+            written, new_sessions, store_cal, positions = _write_fresh(out, calendar, prepared, options, freq)
         else:
-            written, new_sessions, store_cal, positions = _append(out, plan, options)
-        _finish_report(report, written, calendar, store_cal, positions)
-        _update_meta(out, report, plan is not None, options, infos, store_cal)
+            written, new_sessions, store_cal, positions = _append(out, plan, options, freq)
+        _finish_report(report, written, calendar, store_cal, positions, freq)
+        _update_meta(out, report, plan is not None, options, infos, store_cal, freq)
     return written, plan is not None, new_sessions
 
 
-def _stored_calendar(store: Path) -> pd.DatetimeIndex:
+def _stored_calendar(store: Path, freq: str = "1min") -> pd.DatetimeIndex:
     """The calendar of the store to extend (empty: write a new store), after clearing interrupted writes.
 
     Leftovers of an interrupted write of this version are cleared first
@@ -592,6 +667,12 @@ def _stored_calendar(store: Path) -> pd.DatetimeIndex:
     Anything else is refused with :class:`data_prep.qlib_store.StoreNotCommittedError`.
     """
     qlib_store.recover_interrupted(store)
+    stored = qlib_store.store_freq(store, default=None)
+    if stored is not None and stored != freq:
+        names = {"1min": "minute", "day": "daily"}
+        raise StoreConflict(f"{store}: expected a {names[freq]} store (calendars/{freq}.txt) to extend with "
+                            f"{names[freq]} bars, found a {names[stored]} store (calendars/{stored}.txt); "
+                            "ingest into another directory")
     st = qlib_store.store_status(store)
     if not st.has_calendar:
         return pd.DatetimeIndex([], name="datetime")
@@ -607,7 +688,7 @@ def _stored_calendar(store: Path) -> pd.DatetimeIndex:
     )
 
 
-def _write_fresh(store: Path, calendar: pd.DatetimeIndex, prepared, options):
+def _write_fresh(store: Path, calendar: pd.DatetimeIndex, prepared, options, freq: str = "1min"):
     cal_m = calendar.to_numpy().astype("datetime64[m]")
     cix = _CalendarIndex(cal_m)
     store.mkdir(parents=True, exist_ok=True)
@@ -616,23 +697,24 @@ def _write_fresh(store: Path, calendar: pd.DatetimeIndex, prepared, options):
         idx, cols = _values_on(cix, frame)
         positions[sym] = idx
         first, last = int(idx[0]), int(idx[-1])
-        qlib_store.write_symbol(store, sym, first, _dense(idx, cols, first, last))
+        qlib_store.write_symbol(store, sym, first, _dense(idx, cols, first, last), freq)
         spans[sym] = (calendar[first], calendar[last])
         written[sym] = len(idx)
-    qlib_store.write_calendar(store, calendar)
+    qlib_store.write_calendar(store, calendar, freq)
     qlib_store._fault_point("ingest:calendar_written")
-    _write_instruments(store, spans, options)
+    _write_instruments(store, spans, options, freq)
     return written, int(len(np.unique(calendar.normalize()))), calendar, positions
 
 
-def _write_instruments(store: Path, spans: dict, options) -> None:
+def _write_instruments(store: Path, spans: dict, options, freq: str = "1min") -> None:
     from data_prep.synthetic import DEFAULT_SYMBOLS
 
     spans = dict(sorted(spans.items()))
-    qlib_store.write_instruments(store, "all", spans)
-    qlib_store.write_instruments(store, qlib_store.UNIVERSE_NAME, {s: v for s, v in spans.items() if s in DEFAULT_SYMBOLS})
+    qlib_store.write_instruments(store, "all", spans, freq)
+    qlib_store.write_instruments(store, qlib_store.UNIVERSE_NAME,
+                                 {s: v for s, v in spans.items() if s in DEFAULT_SYMBOLS}, freq)
     if options.universe:
-        qlib_store.write_instruments(store, options.universe, {s: v for s, v in spans.items()})
+        qlib_store.write_instruments(store, options.universe, {s: v for s, v in spans.items()}, freq)
 
 
 @dataclass
@@ -646,9 +728,10 @@ class _AppendPlan:
     positions: dict
 
 
-def _plan_append(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.DatetimeIndex, prepared, events) -> _AppendPlan:
+def _plan_append(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.DatetimeIndex, prepared, events,
+                 freq: str = "1min") -> _AppendPlan:
     """Check an update against the store (reads only): :class:`StoreConflict` on any disagreement."""
-    full = _extended_calendar(store, old_cal, calendar)
+    full = _extended_calendar(store, old_cal, calendar, freq)
     cal_m = full.to_numpy().astype("datetime64[m]")
     cix = _CalendarIndex(cal_m)
     n_old = len(old_cal)
@@ -673,20 +756,21 @@ def _plan_append(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.DatetimeIn
     return _AppendPlan(full, n_old, old_spans, plans, positions)
 
 
-def _append(out: Path, plan: _AppendPlan, options):
+def _append(out: Path, plan: _AppendPlan, options, freq: str = "1min"):
     """Write a checked update into ``out`` (a hard-linked copy of the store: files are replaced, never extended)."""
     full, n_old = plan.full, plan.n_old
     written, spans = {}, dict(plan.old_spans)
     for sym, (idx, cols, start) in plan.plans.items():
-        written[sym] = _append_symbol(out, sym, idx, cols, start, n_old, full, spans)
-    qlib_store.write_calendar(out, full)
+        written[sym] = _append_symbol(out, sym, idx, cols, start, n_old, full, spans, freq)
+    qlib_store.write_calendar(out, full, freq)
     qlib_store._fault_point("ingest:calendar_written")
-    _write_instruments(out, spans, options)
+    _write_instruments(out, spans, options, freq)
     new_sessions = int(len(np.unique(full[n_old:].normalize()))) if len(full) > n_old else 0
     return written, new_sessions, full, plan.positions
 
 
-def _extended_calendar(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.DatetimeIndex) -> pd.DatetimeIndex:
+def _extended_calendar(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.DatetimeIndex,
+                       freq: str = "1min") -> pd.DatetimeIndex:
     """The store calendar extended to cover ``calendar`` (refused if it starts before the store)."""
     old_first, old_last = old_cal[0].normalize(), old_cal[-1].normalize()
     new_first = calendar[0].normalize()
@@ -695,9 +779,10 @@ def _extended_calendar(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.Date
             f"{store}: expected new data on or after the store's first session {old_first.date()}, found bars from "
             f"{new_first.date()} (history is not rewritten; ingest into a new store)"
         )
-    full = session_minutes(old_first, max(old_last, calendar[-1].normalize()))
+    full = _calendar(old_first, max(old_last, calendar[-1].normalize()), freq)
     if not full[: len(old_cal)].equals(old_cal):
-        raise StoreConflict(f"{store}/calendars/1min.txt: expected the NYSE minute calendar, found a different one")
+        what = "session" if freq == "day" else "minute"
+        raise StoreConflict(f"{store}/calendars/{freq}.txt: expected the NYSE {what} calendar, found a different one")
     return full
 
 
@@ -736,13 +821,13 @@ def _overlap_conflicts(store: Path, sym: str, idx: np.ndarray, cols: dict[str, n
 
 
 def _append_symbol(store: Path, sym: str, idx: np.ndarray, cols: dict[str, np.ndarray], start: int | None,
-                   n_old: int, full: pd.DatetimeIndex, spans: dict) -> int:
+                   n_old: int, full: pd.DatetimeIndex, spans: dict, freq: str = "1min") -> int:
     """Write one symbol's new bars (a new symbol: whole files); updates ``spans``; the bars written."""
     if start is None:  # a symbol new to the store
         first, last = int(idx[0]), int(idx[-1])
         if first < n_old:
             raise StoreConflict(f"{sym}: new symbol with bars inside the stored range; ingest into a new store")
-        qlib_store.write_symbol(store, sym, first, _dense(idx, cols, first, last))
+        qlib_store.write_symbol(store, sym, first, _dense(idx, cols, first, last), freq)
         spans[sym] = (full[first], full[last])
         return len(idx)
     tail = idx >= n_old
@@ -750,21 +835,21 @@ def _append_symbol(store: Path, sym: str, idx: np.ndarray, cols: dict[str, np.nd
         return 0
     last = int(idx[-1])
     for f in qlib_store.FIELDS:
-        _append_feature(store, sym, f, idx[tail], cols[f][tail], last, n_old)
+        _append_feature(store, sym, f, idx[tail], cols[f][tail], last, n_old, freq)
     first_t = spans.get(sym, (full[int(idx[0])], None))[0]
     spans[sym] = (first_t, full[last])
     return int(tail.sum())
 
 
 def _append_feature(store: Path, sym: str, f: str, positions: np.ndarray, values: np.ndarray, last: int,
-                    n_old: int) -> None:
+                    n_old: int, freq: str = "1min") -> None:
     """Extend one feature file up to calendar position ``last`` (NaN where no bar), history bytes unchanged.
 
     The file is written anew (atomically): in a staging copy it is a hard link to the published
     store's file, which must not change. Values beyond the stored calendar (left by an
     interrupted append of an older version) are dropped first.
     """
-    path = qlib_store.feature_path(store, sym, f)
+    path = qlib_store.feature_path(store, sym, f, freq)
     raw = np.fromfile(path, dtype="<f4")
     if raw.size == 0:
         raise ValueError(f"{path}: expected a start index and values, found an empty file")
@@ -777,7 +862,7 @@ def _append_feature(store: Path, sym: str, f: str, positions: np.ndarray, values
 
 
 def _update_meta(store: Path, report: IngestReport, appended: bool, options: IngestOptions, infos,
-                 cal: pd.DatetimeIndex) -> None:
+                 cal: pd.DatetimeIndex, freq: str = "1min") -> None:
     meta = qlib_store.read_meta(store) if appended else {}
     appended = appended and bool(meta)  # an older version's new store killed before its meta.json: start it
     entry = {
@@ -794,13 +879,16 @@ def _update_meta(store: Path, report: IngestReport, appended: bool, options: Ing
             "generator": "data_prep.ingest",
             "fields": list(qlib_store.FIELDS),
             "vwap": VWAP_RULE,
-            "close_bar_policy": CLOSE_BAR_RULE,
+            "close_bar_policy": DAILY_RULE if freq == "day" else CLOSE_BAR_RULE,
             "price_adjustment": ("back-adjusted with " + options.adjustments) if options.adjustments
             else "as delivered, factor = 1",
             "updates": [],
         }
+        if freq == "day":
+            meta["freq"] = "day"
     meta.setdefault("updates", []).append(entry)
-    meta["calendar"] = {"bars": len(cal), "first": str(cal[0]), "last": str(cal[-1])}
+    fmt = "%Y-%m-%d" if freq == "day" else "%Y-%m-%d %H:%M:%S"
+    meta["calendar"] = {"bars": len(cal), "first": cal[0].strftime(fmt), "last": cal[-1].strftime(fmt)}
     meta["symbols"] = sorted(qlib_store.read_instruments(store, "all"))
     qlib_store.write_meta(store, meta)
 

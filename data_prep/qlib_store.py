@@ -9,6 +9,12 @@ Layout of a store directory (what ``qlib.init(provider_uri={"1min": DIR}, region
                                            calendar of the first bar, then one value per bar
     DIR/meta.json                          how the store was made (source, seed, counts, ...)
 
+A daily store (``rolling-calib data ingest --freq day``) has the same layout with ``day`` in place
+of ``1min``: ``calendars/day.txt`` holds one NYSE session date per line (``YYYY-MM-DD``),
+``instruments/*.txt`` give dates and the feature files are ``<field>.day.bin`` -- what Qlib's
+``scripts/dump_bin.py`` writes and ``qlib.init(provider_uri={"day": DIR})`` reads. Every reader
+here takes the frequency from the calendar file present (:func:`store_freq`).
+
 Feature directories are lower-case (``features/aapl/close.1min.bin``): Qlib lower-cases the
 instrument name when it opens a feature file; the instrument files keep the upper-case symbol.
 Every feature file of a symbol starts at the same calendar index and runs to the same end,
@@ -84,6 +90,9 @@ import pandas as pd
 
 __all__ = [
     "FREQ",
+    "FREQS",
+    "store_freq",
+    "calendar_path",
     "FIELDS",
     "UNIVERSE_NAME",
     "META_FILE",
@@ -114,6 +123,10 @@ __all__ = [
 ]
 
 FREQ = "1min"
+#: Store frequencies: one-minute bars (``calendars/1min.txt``) or daily bars (``calendars/day.txt``,
+#: one session date per line, as Qlib's ``scripts/dump_bin.py`` writes it).
+FREQS: tuple[str, ...] = ("1min", "day")
+_CAL_FORMAT = {"1min": "%Y-%m-%d %H:%M:%S", "day": "%Y-%m-%d"}
 #: Fields written for every symbol (Qlib's handlers read $open ... $vwap, $factor).
 FIELDS: tuple[str, ...] = ("open", "high", "low", "close", "volume", "vwap", "factor")
 #: Name of the universe file of METHOD 3.3's 25 stocks.
@@ -146,7 +159,33 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 # ---------------------------------------------------------------------------- calendar
-def format_calendar(minutes: pd.DatetimeIndex | np.ndarray) -> np.ndarray:
+def _check_freq(freq: str) -> str:
+    if freq not in FREQS:
+        raise ValueError(f"freq: expected one of {', '.join(FREQS)}, found {freq!r}")
+    return freq
+
+
+def store_freq(store: str | os.PathLike, default: str | None = FREQ) -> str | None:
+    """The store's frequency, from its calendar file (``1min`` or ``day``); ``default`` when it has none.
+
+    A directory holding both calendars is a minute store (``1min`` is looked up first).
+    """
+    for freq in FREQS:
+        if (Path(store) / "calendars" / f"{freq}.txt").is_file():
+            return freq
+    return default
+
+
+def _freq_of(store, freq: str | None) -> str:
+    return _check_freq(freq) if freq is not None else store_freq(store)
+
+
+def calendar_path(store: str | os.PathLike, freq: str | None = None) -> Path:
+    """``calendars/<freq>.txt`` (``freq`` default: the store's own, else ``1min``)."""
+    return Path(store) / "calendars" / f"{_freq_of(store, freq)}.txt"
+
+
+def format_calendar(minutes: pd.DatetimeIndex | np.ndarray, freq: str = FREQ) -> np.ndarray:
     """Format bar times as Qlib's calendar lines ``"YYYY-MM-DD HH:MM:SS"`` (vectorised).
 
     Example
@@ -157,23 +196,29 @@ def format_calendar(minutes: pd.DatetimeIndex | np.ndarray) -> np.ndarray:
     import polars as pl
 
     values = pl.Series("t", np.asarray(minutes, dtype="datetime64[us]"))
-    return values.dt.strftime("%Y-%m-%d %H:%M:%S").to_numpy()
+    return values.dt.strftime(_CAL_FORMAT[_check_freq(freq)]).to_numpy()
 
 
-def write_calendar(store: Path, minutes: pd.DatetimeIndex) -> Path:
-    """Write ``calendars/1min.txt``; returns its path."""
-    path = Path(store) / "calendars" / f"{FREQ}.txt"
-    lines = format_calendar(minutes)
+def write_calendar(store: Path, minutes: pd.DatetimeIndex, freq: str = FREQ) -> Path:
+    """Write ``calendars/<freq>.txt`` (``1min``: bar times; ``day``: session dates); returns its path."""
+    path = Path(store) / "calendars" / f"{_check_freq(freq)}.txt"
+    lines = format_calendar(minutes, freq)
     atomic_write_text(path, "\n".join(lines.tolist()) + ("\n" if len(lines) else ""))
     return path
 
 
-def read_calendar(store: Path) -> pd.DatetimeIndex:
-    """Read ``calendars/1min.txt`` back as a naive DatetimeIndex (empty if the file is absent)."""
-    path = Path(store) / "calendars" / f"{FREQ}.txt"
+def read_calendar(store: Path, freq: str | None = None) -> pd.DatetimeIndex:
+    """Read ``calendars/<freq>.txt`` back as a naive DatetimeIndex (empty if the file is absent).
+
+    ``freq`` defaults to the store's own (:func:`store_freq`); a daily calendar's dates are midnights.
+    """
+    freq = _freq_of(store, freq)
+    path = Path(store) / "calendars" / f"{freq}.txt"
     if not path.exists():
         return pd.DatetimeIndex([], name="datetime")
     text = path.read_text(encoding="utf-8").split()
+    if freq == "day":
+        return pd.DatetimeIndex(np.array(text, dtype="datetime64[D]").astype("datetime64[ns]"), name="datetime")
     # lines are "date time": split() yields date and time tokens alternately
     if len(text) % 2:
         raise ValueError(f"{path}: expected lines 'YYYY-MM-DD HH:MM:SS', found an odd token count {len(text)}")
@@ -182,13 +227,12 @@ def read_calendar(store: Path) -> pd.DatetimeIndex:
 
 
 # ---------------------------------------------------------------------------- instruments
-def write_instruments(store: Path, name: str, spans: Mapping[str, tuple[pd.Timestamp, pd.Timestamp]]) -> Path:
-    """Write ``instruments/<name>.txt`` with one ``SYMBOL<TAB>start<TAB>end`` line per symbol."""
+def write_instruments(store: Path, name: str, spans: Mapping[str, tuple[pd.Timestamp, pd.Timestamp]],
+                      freq: str = FREQ) -> Path:
+    """Write ``instruments/<name>.txt`` with one ``SYMBOL<TAB>start<TAB>end`` line per symbol (dates for ``day``)."""
     path = Path(store) / "instruments" / f"{name}.txt"
-    lines = [
-        f"{sym}\t{pd.Timestamp(a):%Y-%m-%d %H:%M:%S}\t{pd.Timestamp(b):%Y-%m-%d %H:%M:%S}"
-        for sym, (a, b) in spans.items()
-    ]
+    fmt = _CAL_FORMAT[_check_freq(freq)]
+    lines = [f"{sym}\t{pd.Timestamp(a).strftime(fmt)}\t{pd.Timestamp(b).strftime(fmt)}" for sym, (a, b) in spans.items()]
     atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
     return path
 
@@ -210,38 +254,40 @@ def read_instruments(store: Path, name: str = "all") -> dict[str, tuple[pd.Times
 
 
 # ---------------------------------------------------------------------------- features
-def feature_path(store: Path, symbol: str, field: str) -> Path:
-    """Path of one feature file (Qlib lower-cases instrument and field names)."""
-    return Path(store) / "features" / symbol.lower() / f"{field.lower()}.{FREQ}.bin"
+def feature_path(store: Path, symbol: str, field: str, freq: str | None = None) -> Path:
+    """Path of one feature file (Qlib lower-cases instrument and field names; ``freq``: the store's own)."""
+    return Path(store) / "features" / symbol.lower() / f"{field.lower()}.{_freq_of(store, freq)}.bin"
 
 
-def write_feature(store: Path, symbol: str, field: str, start_index: int, values: np.ndarray) -> Path:
+def write_feature(store: Path, symbol: str, field: str, start_index: int, values: np.ndarray,
+                  freq: str = FREQ) -> Path:
     """Write one feature file: ``[start_index, values...]`` as little-endian float32."""
     values = np.asarray(values, dtype="<f4")
     buf = np.empty(len(values) + 1, dtype="<f4")
     buf[0] = start_index
     buf[1:] = values
-    path = feature_path(store, symbol, field)
+    path = feature_path(store, symbol, field, freq)
     atomic_write_bytes(path, buf)
     return path
 
 
-def read_feature(store: Path, symbol: str, field: str) -> tuple[int, np.ndarray]:
+def read_feature(store: Path, symbol: str, field: str, freq: str | None = None) -> tuple[int, np.ndarray]:
     """Read one feature file; returns ``(start_index, float32 values)``."""
-    path = feature_path(store, symbol, field)
+    path = feature_path(store, symbol, field, freq)
     raw = np.fromfile(path, dtype="<f4")
     if raw.size == 0:
         raise ValueError(f"{path}: expected a start index and values, found an empty file")
     return int(raw[0]), raw[1:]
 
 
-def write_symbol(store: Path, symbol: str, start_index: int, columns: Mapping[str, np.ndarray]) -> None:
+def write_symbol(store: Path, symbol: str, start_index: int, columns: Mapping[str, np.ndarray],
+                 freq: str = FREQ) -> None:
     """Write every field of one symbol, all starting at ``start_index`` with equal length."""
     lengths = {field: len(v) for field, v in columns.items()}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"{symbol}: expected equal-length fields, found lengths {lengths}")
     for field, values in columns.items():
-        write_feature(store, symbol, field, start_index, values)
+        write_feature(store, symbol, field, start_index, values, freq)
 
 
 # ---------------------------------------------------------------------------- metadata
@@ -275,6 +321,8 @@ FAULT_EXIT_CODE = 75
 #: What a store consists of (a new version replaces these; other entries of DIR are kept).
 STORE_ENTRIES = ("calendars", "instruments", "features", META_FILE, COMMIT_FILE)
 _CAL_LINE = len("YYYY-MM-DD HH:MM:SS\n")
+#: Bytes per calendar line, by frequency (the lines have a fixed width).
+_CAL_LINES = {"1min": _CAL_LINE, "day": len("YYYY-MM-DD\n")}
 _RERUN = "re-run the same 'rolling-calib data ingest' (or 'rolling-calib data synth') command to complete it"
 
 
@@ -339,23 +387,31 @@ def _last_bar(cal_path: Path, size: int) -> str:
     return tail[-1].strip() if tail else ""
 
 
+def _line_width(cal_path: Path) -> int:
+    return _CAL_LINES.get(cal_path.stem, _CAL_LINE)
+
+
 def _bar_at(cal_path: Path, index: int) -> str:
     """Calendar line ``index`` (lines have a fixed width)."""
+    width = _line_width(cal_path)
     with open(cal_path, "rb") as fh:
-        fh.seek(index * _CAL_LINE)
-        return fh.read(_CAL_LINE - 1).decode("utf-8", errors="replace")
+        fh.seek(index * width)
+        return fh.read(width - 1).decode("utf-8", errors="replace")
 
 
 def _marker_record(store: Path, writer: str) -> dict:
-    cal = store / "calendars" / f"{FREQ}.txt"
+    cal = calendar_path(store)
     size = cal.stat().st_size
     inst = store / "instruments"
-    return {
+    record = {
         "format": 1,
         "writer": writer,
-        "calendar": {"bars": size // _CAL_LINE, "bytes": size, "last": _last_bar(cal, size)},
+        "calendar": {"bars": size // _line_width(cal), "bytes": size, "last": _last_bar(cal, size)},
         "instruments": {p.name: p.stat().st_size for p in sorted(inst.glob("*.txt"))} if inst.is_dir() else {},
     }
+    if cal.stem != FREQ:
+        record["freq"] = cal.stem
+    return record
 
 
 def _marker_problem(store: Path) -> str | None:
@@ -368,11 +424,11 @@ def _marker_problem(store: Path) -> str | None:
         recorded_cal, recorded_inst = marker["calendar"], marker["instruments"]
     except (ValueError, KeyError, TypeError):
         return f"an unreadable commit marker {COMMIT_FILE}"
-    cal = store / "calendars" / f"{FREQ}.txt"
+    cal = calendar_path(store)
     size = cal.stat().st_size
     if size != recorded_cal.get("bytes") or _last_bar(cal, size) != recorded_cal.get("last"):
         return (f"a stale commit marker ({COMMIT_FILE} records a calendar of {recorded_cal.get('bytes')} bytes to "
-                f"{recorded_cal.get('last')}, calendars/{FREQ}.txt has {size} bytes to {_last_bar(cal, size)})")
+                f"{recorded_cal.get('last')}, calendars/{cal.name} has {size} bytes to {_last_bar(cal, size)})")
     for name, nbytes in recorded_inst.items():
         p = store / "instruments" / name
         found = p.stat().st_size if p.is_file() else None
@@ -428,7 +484,8 @@ def _timestamp(text) -> pd.Timestamp | None:
 
 def _consistency(store: Path) -> tuple[str | None, str | None, int | None]:
     """``(problem, kind, resume_bars)`` of a store without a valid marker; ``(None, None, None)``: consistent."""
-    cal = store / "calendars" / f"{FREQ}.txt"
+    cal = calendar_path(store)
+    width = _line_width(cal)
     size = cal.stat().st_size
     if size == 0:
         return "its calendar is empty", "broken", None
@@ -446,7 +503,7 @@ def _consistency(store: Path) -> tuple[str | None, str | None, int | None]:
     if last > end:
         resume = None
         bars = meta_cal.get("bars") if meta_cal is not None else None
-        if (isinstance(bars, int) and 0 < bars * _CAL_LINE < size and _timestamp(meta_cal["last"]) == end
+        if (isinstance(bars, int) and 0 < bars * width < size and _timestamp(meta_cal["last"]) == end
                 and _timestamp(_bar_at(cal, bars - 1)) == end):
             resume = bars
         return (f"its calendar runs to {last} while every instrument in instruments/all.txt ends by {end}",
@@ -461,10 +518,10 @@ def _consistency(store: Path) -> tuple[str | None, str | None, int | None]:
                 other = "does not list it" if sym not in spans else f"gives {spans[sym][0]} .. {spans[sym][1]}"
                 return (f"instruments/{p.name} gives {sym} {span[0]} .. {span[1]} but instruments/all.txt {other}",
                         "instruments_stale", None)
-    if meta_cal is not None and (_timestamp(meta_cal["last"]) != last or meta_cal.get("bars", size // _CAL_LINE)
-                                 != size // _CAL_LINE):
+    if meta_cal is not None and (_timestamp(meta_cal["last"]) != last or meta_cal.get("bars", size // width)
+                                 != size // width):
         problem = (f"meta.json records a calendar of {meta_cal.get('bars')} bars to {meta_cal['last']}, the calendar "
-                   f"has {size // _CAL_LINE} bars to {last}")
+                   f"has {size // width} bars to {last}")
         return problem, "meta_stale", None
     return None, None, None
 
@@ -490,7 +547,7 @@ def _store_status(store_dir: str | os.PathLike) -> StoreStatus:
     staging = _leftovers(target, STAGING_TAG)
     old = _leftovers(target, OLD_TAG) if not target.exists() else []
     interrupted = (staging or old or [None])[-1]
-    cal = target / "calendars" / f"{FREQ}.txt"
+    cal = calendar_path(target)
     if not cal.is_file():
         return StoreStatus(target, False, False, interrupted, "no calendar", None, (target / META_FILE).is_file())
     has_meta = (target / META_FILE).is_file()
@@ -520,7 +577,8 @@ def check_committed(store_dir: str | os.PathLike, *, require_store: bool = True)
         raise StoreNotCommittedError(_interrupted_message(st.path, st.interrupted_by))
     if not st.has_calendar:
         if require_store:
-            raise ValueError(f"{st.path}: expected a Qlib minute store with calendars/{FREQ}.txt, found none")
+            raise ValueError(f"{st.path}: expected a Qlib store with calendars/{FREQ}.txt (minute bars) or "
+                             "calendars/day.txt (daily bars), found none")
         return None
     if not st.committed:
         raise StoreNotCommittedError(f"{st.path}: the store was not completely written ({st.problem}: an ingest or "
@@ -688,7 +746,7 @@ def init_qlib(store_dir: str | os.PathLike, **kwargs) -> None:
 
     store = check_committed(store_dir)
     options = dict(
-        provider_uri={FREQ: str(store)},
+        provider_uri={store_freq(store): str(store)},
         region="us",
         expression_cache=None,
         dataset_cache=None,
@@ -711,18 +769,20 @@ def store_info(store_dir: str | os.PathLike) -> dict:
     """
     check_committed(store_dir)
     store = Path(store_dir)
-    cal = read_calendar(store)
+    freq = store_freq(store)
+    cal = read_calendar(store, freq)
     days = np.unique(np.asarray(cal, dtype="datetime64[D]")) if len(cal) else np.array([])
     instruments = {
         p.stem: sorted(read_instruments(store, p.stem)) for p in sorted((store / "instruments").glob("*.txt"))
     }
     fields = sorted(
-        {p.name.split(".")[0] for p in (store / "features").glob(f"*/*.{FREQ}.bin")}
+        {p.name.split(".")[0] for p in (store / "features").glob(f"*/*.{freq}.bin")}
     ) if (store / "features").exists() else []
     meta = read_meta(store)
     return {
         "store": str(store),
         "source": meta.get("source", "unknown"),
+        "freq": freq,
         "calendar": {
             "bars": len(cal),
             "sessions": len(days),

@@ -177,9 +177,9 @@ class MarketParams:
 
     t_df: float = 4.0
     vol_half_life_minutes: float = 1040.0  # phi = exp(-1/1500)
-    market_logvol_sd: float = 0.15
+    market_logvol_sd: float = 0.18
     slow_vol_half_life_minutes: float = 39000.0  # 100 full sessions
-    market_slow_logvol_sd: float = 0.25
+    market_slow_logvol_sd: float = 0.2
     symbol_logvol_sd: float = 0.25
     sector_loading: float = 0.3
     noise_fraction: float = 0.18
@@ -194,7 +194,7 @@ class MarketParams:
     gap_vol_fraction: float = 0.5
     volume_ar: float = 0.8
     volume_noise_sd: float = 0.35
-    volume_abs_return_coef: float = 0.35
+    volume_abs_return_coef: float = 0.2
     missing_prob: float = 0.002
 
     def as_dict(self) -> dict:

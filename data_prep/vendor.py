@@ -1,4 +1,4 @@
-"""Reading vendor minute-bar files (CSV or Parquet) into one normalised polars frame.
+"""Reading vendor minute-bar or daily-bar files (CSV or Parquet) into one normalised polars frame.
 
 Accepted layouts
 ----------------
@@ -15,6 +15,10 @@ Accepted layouts
   A naive time that does not exist or is ambiguous in ``--tz`` (daylight-saving change) is
   a ``bad_timestamp``. A timestamp column mixing naive and zoned times is refused, naming the
   first line of each kind.
+* **Daily bars** (``freq="day"``, or detected when a file has a date column with dates only and
+  no time-of-day column): the date column (``--date-col``, or ``--datetime-col``) holds
+  ``YYYY-MM-DD`` (``YYYY-MM-DD 00:00:00`` and typed date columns are accepted too); ``ts`` is the
+  date at midnight. Anything else (a time of day, text that is no date) is a ``bad_timestamp``.
 * **Values**: ``open, high, low, close, volume`` and optionally ``vwap`` (column names mappable);
   text is stripped and parsed as float; empty text, ``NaN`` and nulls are missing values.
 
@@ -51,7 +55,7 @@ from pathlib import Path
 
 import polars as pl
 
-__all__ = ["ColumnMap", "FileInfo", "VALUE_FIELDS", "NY_TZ", "list_sources", "read_vendor_file"]
+__all__ = ["ColumnMap", "FileInfo", "VALUE_FIELDS", "NY_TZ", "FREQS", "detect_freq", "list_sources", "read_vendor_file"]
 
 NY_TZ = "America/New_York"
 #: Fields read from vendor files (``vwap`` optional).
@@ -59,6 +63,10 @@ VALUE_FIELDS: tuple[str, ...] = ("open", "high", "low", "close", "volume", "vwap
 _NAIVE_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f",
                   "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M")
 _ZONED_FORMATS = tuple(f + "%z" for f in _NAIVE_FORMATS)
+#: Bar frequencies a vendor file can hold: one-minute bars or daily bars.
+FREQS: tuple[str, ...] = ("1min", "day")
+_DATE_ONLY = r"^\s*\d{4}-\d{2}-\d{2}\s*$"
+_DAILY_FORMATS = ("%Y-%m-%d", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S")
 _SUFFIXES = (".csv", ".csv.gz", ".txt", ".parquet", ".pq")
 
 
@@ -99,6 +107,7 @@ class FileInfo:
     line_offset: int  # line of the first data row (2 for CSV, 1 for Parquet)
     zoned: bool = False  # the times carry their own zone (zoned text, epoch ms, zoned Parquet column)
     hint: str | None = None  # time-zone hint set by the ingest when most bars fall outside the session
+    freq: str = "1min"  # "1min" or "day" (given, or detected by :func:`detect_freq`)
 
 
 def list_sources(sources: Iterable[str | Path]) -> list[Path]:
@@ -262,6 +271,51 @@ def _timestamp_expr(
         return _localize(ts, tz), text, field, False
 
 
+def detect_freq(raw: pl.DataFrame, cols: ColumnMap, *, share: float = 0.9) -> str:
+    """``"day"`` when the time is one date column holding dates only, else ``"1min"``.
+
+    Daily: no epoch-milliseconds column, no time-of-day column (``cols.time``) in the file, and
+    at least ``share`` of the non-empty values of the date column (``cols.datetime`` when given,
+    else ``cols.date``) read ``YYYY-MM-DD`` (or the column is a typed date).
+
+    >>> detect_freq(pl.DataFrame({"date": ["2018-01-02"], "close": ["1"]}), ColumnMap())
+    'day'
+    >>> detect_freq(pl.DataFrame({"date": ["2018-01-02"], "ToD": ["09:30:00"]}), ColumnMap())
+    '1min'
+    """
+    if cols.epoch_ms:
+        return "1min"
+    col = cols.datetime or cols.date
+    if col not in raw.columns or (cols.datetime is None and cols.time in raw.columns):
+        return "1min"
+    dtype = raw.schema[col]
+    if dtype == pl.Date:
+        return "day"
+    if dtype != pl.String:
+        return "1min"
+    text = raw.get_column(col).drop_nulls()
+    text = text.filter(text.str.strip_chars() != "")
+    if text.len() == 0:
+        return "1min"
+    return "day" if text.str.contains(_DATE_ONLY).sum() >= share * text.len() else "1min"
+
+
+def _daily_expr(df: pl.DataFrame, path: Path, cols: ColumnMap) -> tuple[pl.Expr, pl.Expr | None, str]:
+    """(date at midnight, raw text or None, field name) of a daily file; non-dates and times of day -> null."""
+    col = cols.datetime or cols.date
+    _require(df, path, [col], "date")
+    dtype = df.schema[col]
+    if dtype == pl.Date:
+        return pl.col(col).cast(pl.Datetime("us")), None, col
+    if isinstance(dtype, pl.Datetime):
+        ts = pl.col(col).dt.replace_time_zone(None).dt.cast_time_unit("us")
+        return pl.when(ts.dt.time() == pl.time(0)).then(ts), None, col
+    text = pl.col(col).cast(pl.String)
+    raw = text.str.strip_chars()
+    ts = pl.coalesce([raw.str.to_datetime(fmt, strict=False, time_unit="us") for fmt in _DAILY_FORMATS])
+    return pl.when(ts.dt.time() == pl.time(0)).then(ts), text, col
+
+
 def _localize(ts: pl.Expr, tz: str) -> pl.Expr:
     """Naive times in ``tz`` -> naive New York times (null when nonexistent or ambiguous in ``tz``).
 
@@ -321,6 +375,7 @@ def read_vendor_file(
     columns: ColumnMap,
     tz: str = NY_TZ,
     symbol: str | None = None,
+    freq: str | None = "1min",
 ) -> tuple[pl.DataFrame, FileInfo]:
     """Read one vendor file into the normalised frame the validator works on.
 
@@ -332,12 +387,22 @@ def read_vendor_file(
         for typed timestamp columns),
         and for each present field ``f``: ``f`` (Float64, null when missing or unparseable)
         and ``_txt_f`` (the raw text, for messages; absent for typed Parquet columns).
+        ``freq``: ``"1min"``, ``"day"`` (daily bars: ``ts`` is the session date at midnight) or
+        ``None`` (detected per file, :func:`detect_freq`); ``FileInfo.freq`` says which.
     """
     path = Path(path)
     raw, line_offset = _read_raw(path)
     _require(raw, path, [columns.field_column(f) for f in VALUE_FIELDS if f != "vwap"], "value")
     has_vwap = columns.vwap in raw.columns
-    ts, ts_text, time_field, zoned = _timestamp_expr(raw, path, columns, tz, line_offset)
+    if freq is None:
+        freq = detect_freq(raw, columns)
+    if freq not in FREQS:
+        raise ValueError(f"freq: expected one of {', '.join(FREQS)} or None (detect), found {freq!r}")
+    if freq == "day":
+        ts, ts_text, time_field = _daily_expr(raw, path, columns)
+        zoned = False
+    else:
+        ts, ts_text, time_field, zoned = _timestamp_expr(raw, path, columns, tz, line_offset)
     exprs = [
         pl.lit(file_index, dtype=pl.Int32).alias("_file"),
         (pl.int_range(pl.len(), dtype=pl.Int64) + line_offset).alias("_line"),
@@ -351,7 +416,7 @@ def read_vendor_file(
         df = raw.select(exprs)
     except pl.exceptions.PolarsError as exc:
         raise ValueError(f"{path}: could not read the time column(s) {time_field}: {exc}") from exc
-    if tz == NY_TZ and not columns.epoch_ms:
+    if tz == NY_TZ and not columns.epoch_ms and freq != "day":
         df = _null_dst_gaps(df)
     info = FileInfo(
         path=str(path),
@@ -362,5 +427,6 @@ def read_vendor_file(
         has_vwap=has_vwap,
         line_offset=line_offset,
         zoned=zoned,
+        freq=freq,
     )
     return df, info

@@ -147,7 +147,7 @@ def load_run(store: str | Path, pipeline: str, seed: int, *, manifest: dict | No
     if entry is None:
         raise ValueError(f"{store / st.MANIFEST}: no pipeline {pipeline!r} (have: {', '.join(manifest['pipelines'])})")
     windows = _windows(entry)
-    for prev, nxt in zip(windows, windows[1:]):
+    for prev, nxt in itertools.pairwise(windows):
         if nxt.test.start <= prev.test.end:
             raise CoverageError(f"{store}: windows {prev.index} and {nxt.index} overlap")
     frames = []
@@ -274,7 +274,7 @@ def _read_run(store: Path, pipeline: str, seed: int, *, manifest: dict) -> _RunA
     if entry is None:
         raise ValueError(f"{store / st.MANIFEST}: no pipeline {pipeline!r} (have: {', '.join(manifest['pipelines'])})")
     windows = _windows(entry)
-    for prev, nxt in zip(windows, windows[1:]):
+    for prev, nxt in itertools.pairwise(windows):
         if nxt.test.start <= prev.test.end:
             raise CoverageError(f"{store}: windows {prev.index} and {nxt.index} overlap")
     names: dict[Any, int] = {}

@@ -440,7 +440,9 @@ class _Columns:
 
     def block(self, start: int, stop: int) -> np.ndarray:
         block = self.codes[start:stop]
-        return block - self.offset if self.offset else block
+        if self.offset:
+            block = block - self.offset
+        return block.astype(np.int64) if block.dtype == np.uint64 else block  # uint64 + int64 is float64
 
     def first_row(self, column: int) -> int:
         """Position of the first row of ``column`` (for error messages: instruments in first-seen order)."""
@@ -462,7 +464,7 @@ def _instrument_columns(instruments: Any, n: int) -> _Columns:
     if inst.ndim == 1 and len(inst) == n and inst.dtype.kind in "iu":
         lo, hi = int(inst.min()), int(inst.max())
         if hi - lo < _MAX_DENSE_IDS:
-            return _Columns(codes=inst, offset=lo, names=np.arange(lo, hi + 1).astype(inst.dtype))
+            return _Columns(codes=inst, offset=lo, names=np.array(range(lo, hi + 1), dtype=object))
     codes, uniques = _instrument_codes(inst, n)
     return _Columns(codes=codes, offset=0, names=uniques)
 

@@ -45,6 +45,7 @@ from rolling_calib.execution.lock import StoreLock, clean_orphan_temporaries
 from rolling_calib.config.experiment import ExperimentConfig
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.qlib_adapter.session import store_calendar
+from rolling_calib.qlib_adapter.records import RecorderSpec
 from rolling_calib.qlib_adapter.training import check_runner_contract, train_window, window_task
 from rolling_calib.execution.executors import Executor, UnitKey, UnitTask
 from rolling_calib.core.schedule import CoverageError, Window, check_coverage
@@ -353,6 +354,9 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
         checkpoint=paths.checkpoint,
         seed=key.seed,
         label=plan.label,
+        recorder=RecorderSpec(plan.store, experiment_name=key.pipeline, recorder_name=key.slug(),
+                              tags={"unit": key.slug(), "pipeline": key.pipeline, "seed": key.seed,
+                                    "window": key.window, "config_hash": pipeline.config_hash}),
     )
     t_data, t_fit = t0 + trained.build_s, t0 + trained.build_s + trained.fit_s
     frame, dropped = _unit_frame(trained.predictions, trained.labels, window, key)
@@ -378,6 +382,7 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
         "n_threads": plan.n_threads,
         "seeds": {"global": trained.seeds, "model_kwarg": task["model"].get("kwargs", {}).get("seed")},
         "label": plan.label,
+        "qlib_recorder": trained.recorder,  # the task's records in a Qlib recorder (None: the task has none)
         "pid": os.getpid(),
         "node": os.environ.get("ROLLING_CALIB_NODE") or os.uname().nodename,  # Ray node ID, else host name
         "timings": {

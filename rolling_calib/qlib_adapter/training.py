@@ -14,6 +14,8 @@ Any Qlib model and dataset run here (``RollingLSTM`` + ``MinuteTSDataset``, Qlib
     p = model.predict(data, "test")
     y = data.prepare("test", col_set="label", data_key=DK_R or DK_L)   # rolling.label: raw | learn
     checkpoint: model.save_state(path) if it has one, else the pickled model
+    task["record"] (daily stores): SignalRecord, SigAnaRecord, PortAnaRecord ... in a Qlib recorder
+                                   (:mod:`rolling_calib.qlib_adapter.records`)
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ import pandas as pd
 from rolling_calib.core.atomic import atomic_write
 from rolling_calib.core.schedule import Window
 from rolling_calib.core.validation import ConfigError
-from rolling_calib.qlib_adapter.session import init_qlib_once
+from rolling_calib.qlib_adapter.records import RecorderSpec, record_configs, run_records
+from rolling_calib.qlib_adapter.session import init_qlib_once, store_freq
 from rolling_calib.qlib_adapter.task_spec import accepted_kwargs, import_class
 
 __all__ = ["HANDLER_TIME_KWARGS", "LABEL_SOURCES", "TrainedWindow", "check_runner_contract", "set_global_seeds",
@@ -55,6 +58,7 @@ class TrainedWindow:
     fit_s: float
     predict_s: float
     seeds: dict = field(default_factory=dict)  # global seeds set before the model was built
+    recorder: dict | None = None  # the Qlib recorder of the task's records (:func:`records.run_records`)
 
 
 def _named_params(spec: Mapping[str, Any]) -> set[str]:
@@ -259,6 +263,7 @@ def train_window(
     checkpoint: Path,
     seed: int | None = None,
     label: str = "raw",
+    recorder: RecorderSpec | None = None,
 ) -> TrainedWindow:
     """Build the task's model and dataset, fit (from ``warm_start`` if given), predict the test segment.
 
@@ -277,6 +282,9 @@ def train_window(
         Seeds ``random``, NumPy and torch before the model is built (:func:`set_global_seeds`).
     label : {"raw", "learn"}
         Test labels from the handler's raw (``DK_R``) or learn-processed (``DK_L``) data.
+    recorder : RecorderSpec, optional
+        When given and the task has ``record`` templates, they run after the checkpoint is
+        written, inside a Qlib recorder (:func:`rolling_calib.qlib_adapter.records.run_records`).
     """
     from qlib.utils import init_instance_by_config
 
@@ -308,4 +316,8 @@ def train_window(
         model.save_state(checkpoint)  # atomic
     else:
         _save_pickle(model, Path(checkpoint))
-    return TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_fit, seeding)
+    recorded = None
+    if recorder is not None and record_configs(task):
+        recorded = run_records(recorder, task, model=model, dataset=dataset, predictions=predictions,
+                               qlib_init=qlib_init, freq=store_freq(qlib_init))
+    return TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_fit, seeding, recorded)

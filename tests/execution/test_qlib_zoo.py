@@ -21,6 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from data_prep.ingest import IngestOptions
 from rolling_calib.analysis.scoring import compare_store, score_store
 from rolling_calib.config.experiment import load_experiment
 from rolling_calib.core.validation import ConfigError
@@ -42,41 +43,32 @@ def _bars(symbol: str, rng: np.random.Generator, days: pd.DatetimeIndex) -> pd.D
     """One symbol's daily OHLCV: the real file when present, else a random walk on ``days``."""
     path = DAILY / f"{symbol}.csv"
     if path.is_file():
-        frame = pd.read_csv(path, parse_dates=["date"]).set_index("date").sort_index()
-        return frame.loc[(frame.index >= days[0]) & (frame.index <= days[-1]), list(FIELDS)].astype(float)
+        frame = pd.read_csv(path, dtype=str)
+        return frame[(frame["date"] >= f"{days[0]:%Y-%m-%d}") & (frame["date"] <= f"{days[-1]:%Y-%m-%d}")]
     close = 50 * np.exp(np.cumsum(rng.normal(0, 0.015, len(days))))
     spread = np.abs(rng.normal(0, 0.01, len(days))) * close
-    return pd.DataFrame({"open": close * (1 + rng.normal(0, 0.003, len(days))), "high": close + spread,
-                         "low": close - spread, "close": close, "volume": rng.integers(1e5, 1e6, len(days))},
-                        index=days).astype(float)
+    opens = close * (1 + rng.normal(0, 0.003, len(days)))
+    return pd.DataFrame({"date": days.strftime("%Y-%m-%d"), "open": opens,
+                         "high": np.maximum(close + spread, opens), "low": np.minimum(close - spread, opens),
+                         "close": close, "volume": rng.integers(100_000, 1_000_000, len(days))})
 
 
 def build_daily_store(root: Path, *, start: str = "2013-02-01", end: str = "2015-03-31") -> Path:
-    """A Qlib ``day`` store, laid out as Qlib's ``scripts/dump_bin.py`` writes it.
+    """A Qlib ``day`` store written by ``rolling-calib data ingest`` (daily bars detected from the date column).
 
-    ``calendars/day.txt`` (one date per line), ``instruments/all.txt`` (``SYMBOL<TAB>first<TAB>last``),
-    ``features/<symbol>/<field>.day.bin`` (float32: calendar index of the first value, then the values).
+    ``calendars/day.txt`` (the NYSE sessions), ``instruments/all.txt``, ``features/<symbol>/<field>.day.bin``;
     ``vwap`` is the typical price (H+L+C)/3 and ``factor`` is 1 (the prices are split-adjusted).
     """
+    from data_prep.ingest import ingest
+
     rng = np.random.default_rng(0)
-    days = pd.bdate_range(start, end)
-    frames = {sym: _bars(sym, rng, days) for sym in SYMBOLS}
-    calendar = pd.DatetimeIndex(sorted(set().union(*(f.index for f in frames.values()))))
-    (root / "calendars").mkdir(parents=True)
-    (root / "calendars" / "day.txt").write_text("\n".join(calendar.strftime("%Y-%m-%d")) + "\n")
-    lines = []
-    for sym, frame in frames.items():
-        frame = frame.reindex(calendar[calendar.searchsorted(frame.index[0]):calendar.searchsorted(frame.index[-1]) + 1])
-        frame["vwap"] = (frame["high"] + frame["low"] + frame["close"]) / 3
-        frame["factor"] = 1.0
-        first = int(calendar.searchsorted(frame.index[0]))
-        out = root / "features" / sym.lower()
-        out.mkdir(parents=True)
-        for field, values in frame.items():
-            np.hstack([[first], values.to_numpy()]).astype("<f4").tofile(out / f"{field}.day.bin")
-        lines.append(f"{sym}\t{frame.index[0]:%Y-%m-%d}\t{frame.index[-1]:%Y-%m-%d}")
-    (root / "instruments").mkdir()
-    (root / "instruments" / "all.txt").write_text("\n".join(lines) + "\n")
+    days = pd.DatetimeIndex([d for d in pd.bdate_range(start, end)])
+    src = root.with_name(root.name + "_csv")
+    src.mkdir(parents=True)
+    for sym in SYMBOLS:
+        _bars(sym, rng, days).to_csv(src / f"{sym}.csv", index=False)
+    result = ingest([src], root, options=IngestOptions(mode="repair"))  # repair: a random walk may hit a holiday
+    assert result.freq == "day"
     return root
 
 
@@ -189,6 +181,72 @@ def test_lgb_finetune_continues_the_pickled_model_with_learn_labels(tmp_path, da
     per_day = frame.groupby("datetime")["label"]
     assert np.allclose(per_day.mean(), 0, atol=1e-5)  # Alpha158's learn processor: CSZScoreNorm of the label
     assert st.read_manifest(plan.store)["pipelines"]["lr10"]["label"] == "learn"
+
+
+# --------------------------------------------------------------------------- Qlib's records and recorder
+def _records(benchmark: str) -> list[dict]:
+    port = {"strategy": {"class": "TopkDropoutStrategy", "module_path": "qlib.contrib.strategy",
+                         "kwargs": {"signal": "<PRED>", "topk": 2, "n_drop": 1}},
+            "backtest": {"start_time": None, "end_time": None, "account": 1000000, "benchmark": benchmark,
+                         "exchange_kwargs": {"deal_price": "close", "open_cost": 0.0005, "close_cost": 0.0015,
+                                             "min_cost": 5}}}
+    return [{"class": "SignalRecord", "module_path": "qlib.workflow.record_temp",
+             "kwargs": {"model": "<MODEL>", "dataset": "<DATASET>"}},
+            {"class": "SigAnaRecord", "module_path": "qlib.workflow.record_temp",
+             "kwargs": {"ana_long_short": False, "ann_scaler": 252}},
+            {"class": "PortAnaRecord", "module_path": "qlib.workflow.record_temp", "kwargs": {"config": port}}]
+
+
+@pytest.fixture(scope="module")
+def recorded_run(tmp_path_factory, daily_store):
+    """lr10 with a backtest against AAPL (in the store), lr01 against SH000300 (not): 2 workers, one SQLite DB."""
+    tmp = tmp_path_factory.mktemp("records")
+    path = lgb_experiment(tmp, daily_store)
+    doc = yaml.safe_load(path.read_text())
+    doc["task"]["record"] = _records("AAPL")
+    doc["pipelines"]["lr01"]["task.record"] = _records("SH000300")
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    plan = plan_run(load_experiment(path), store=tmp / "store")
+    t0 = time.perf_counter()
+    run_plan(plan, executor=LocalExecutor(workers=2), progress=False)
+    return plan, time.perf_counter() - t0
+
+
+def test_records_run_per_unit_in_a_qlib_recorder_readable_with_R(recorded_run):
+    import qlib
+    from qlib.workflow import R
+
+    plan, wall = recorded_run
+    uri = f"sqlite:///{plan.store / 'mlflow.db'}"
+    qlib.init(provider_uri={"day": str(plan.qlib_init["provider_uri"]["day"])}, region="us", kernels=1,
+              exp_manager={"class": "MLflowExpManager", "module_path": "qlib.workflow.expm",
+                           "kwargs": {"uri": uri, "default_exp_name": "rolling"}})
+    ids = set()
+    for key in plan.keys():
+        side = st.read_sidecar(plan.store, key)["qlib_recorder"]
+        assert side["experiment_name"] == key.pipeline and side["recorder_name"] == key.slug()
+        ids.add(side["recorder_id"])
+        rec = R.get_recorder(recorder_id=side["recorder_id"], experiment_name=key.pipeline)
+        assert rec.name == key.slug() and rec.status == "FINISHED"
+        pred, label = rec.load_object("pred.pkl"), rec.load_object("label.pkl")
+        frame = st.read_unit(plan.store, key).set_index(["datetime", "instrument"])
+        joined = pred["score"].to_frame().join(frame, how="inner")
+        assert len(joined) == len(frame) and np.allclose(joined["score"], joined["prediction"])
+        assert np.allclose(label.iloc[:, 0].reindex(frame.index), frame["label"])  # the raw label
+        assert {"IC", "ICIR", "Rank IC", "Rank ICIR"} <= set(side["metrics"])
+        assert np.isclose(side["metrics"]["IC"], rec.list_metrics()["IC"])
+        assert type(rec.load_object("params.pkl")).__name__ == "LGBModel"
+        if key.pipeline == "lr10":  # AAPL is in the store: the backtest ran
+            assert side["records"] == ["SignalRecord", "SigAnaRecord", "PortAnaRecord"] and side["skipped"] == []
+            analysis = rec.load_object("portfolio_analysis/port_analysis_1day.pkl")
+            assert "excess_return_with_cost" in analysis.index.get_level_values(0)
+        else:
+            assert side["records"] == ["SignalRecord", "SigAnaRecord"]
+            assert side["skipped"] == [{"class": "PortAnaRecord",
+                                        "reason": "its benchmark SH000300 is not an instrument of the store"}]
+    assert len(ids) == 8
+    assert (plan.store / "mlartifacts").is_dir() and not (REPO / "mlruns").exists()
+    print(f"LGBModel + Alpha158 with records, 8 units on 2 workers: {wall:.1f} s")
 
 
 # --------------------------------------------------------------------------- refusal before training

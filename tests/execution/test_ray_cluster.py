@@ -2,8 +2,9 @@
 spreads the units over both nodes and gives exactly the local pool's numbers.
 
 The cluster is started the way a user starts one: ``ray start --head`` (1 CPU) and a second
-``ray start --address=127.0.0.1:PORT`` (1 CPU), both bound to 127.0.0.1, each with its own
-temp dir under ``/tmp/rc_<pid>_*`` (Ray's socket paths must stay short) and its own ports. The
+``ray start --address=127.0.0.1:PORT`` (1 CPU), each with its own temp dir under
+``/tmp/rc_<pid>_*`` (Ray's socket paths must stay short), its own ports and a token only this
+test knows (Ray listens on every interface whatever ``--node-ip-address`` says). The
 sweep runs in a subprocess, so this test process never holds a Ray driver connection. Two
 configurations x 1 seed x 2 windows: the two first windows are submitted together and each
 needs the one CPU of a node, so they must run on different nodes.
@@ -17,12 +18,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -34,24 +36,10 @@ psutil = pytest.importorskip("psutil")  # a dependency of Ray
 pytestmark = pytest.mark.slow
 
 RAY = Path(sys.executable).with_name("ray")
+if not RAY.is_file():
+    pytest.skip(f"no `ray` command beside {sys.executable}", allow_module_level=True)
 #: Object store per node (Ray's minimum is 75 MiB; units exchange only small records).
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
-
-#: Prints ``{node_id: "head" | "worker"}`` of the alive nodes once both have joined.
-NODES_SNIPPET = """
-import json, sys, time
-import ray
-ray.init(address=sys.argv[1], log_to_driver=False)
-deadline = time.time() + 60
-while True:
-    nodes = {n["NodeID"]: n["ObjectStoreSocketName"] for n in ray.nodes() if n["Alive"]}
-    if len(nodes) >= 2 or time.time() > deadline:
-        break
-    time.sleep(0.5)
-roles = {sys.argv[2] + "/h/": "head", sys.argv[2] + "/w/": "worker"}
-print(json.dumps({node: next((r for prefix, r in roles.items() if sock.startswith(prefix)), sock)
-                  for node, sock in nodes.items()}))
-"""
 
 
 def _free_ports(n: int) -> list[int]:
@@ -69,14 +57,16 @@ def _free_ports(n: int) -> list[int]:
 
 
 def _cluster_env() -> dict[str, str]:
-    """Environment of every cluster process and of the driver.
+    """Environment of every cluster process and of the driver: token authentication with a fresh token.
 
-    ``RAY_AUTH_MODE=disabled``: a ``~/.ray/auth_token`` left by an earlier ``ray.init`` would
-    switch the head to token authentication, which a joining ``ray start`` does not pick up.
-    The cluster listens on the loopback interface only.
+    Ray registers a node started with ``--node-ip-address=127.0.0.1`` under the machine's routable
+    address and its servers listen on every interface, so the cluster is closed with its own token
+    (``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN``) that only these processes know. Setting both
+    explicitly also keeps a ``~/.ray/auth_token`` of the user out of the way.
     """
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
-    env.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN_PATH")}
+    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32), RAY_USAGE_STATS_ENABLED="0",
+               PYTHONUNBUFFERED="1")
     return env
 
 
@@ -88,8 +78,22 @@ def _ray_start(args: list[str], env: dict[str, str], log: Path) -> None:
         raise RuntimeError(f"ray start {' '.join(args)} failed ({proc.returncode}):\n{log.read_text()[-4000:]}")
 
 
+def _node_id(temp_dir: Path) -> str:
+    """The Ray node ID of the node started with ``--temp-dir=temp_dir``.
+
+    Read without a Ray driver: each node writes its ports to ``session_latest/<name>_port_<node id>``.
+    """
+    session = temp_dir / "session_latest"
+    ids = {m.group(1) for p in session.iterdir() if (m := re.fullmatch(r"\w+_port_([0-9a-f]{32,})", p.name))}
+    assert len(ids) == 1, f"expected one node ID in {session}, found {sorted(ids)}: {sorted(os.listdir(session))}"
+    return ids.pop()
+
+
 def _stop_cluster(tag: str) -> None:
-    """Terminate the processes whose command line names ``tag`` (the cluster's temp dir) and their children."""
+    """Stop the processes whose command line names ``tag`` (the cluster's temp dir) and their children.
+
+    SIGTERM, then SIGKILL after 3 s for those still running.
+    """
     me = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
     found: dict[int, psutil.Process] = {}
     for proc in psutil.process_iter(["cmdline"]):
@@ -106,7 +110,7 @@ def _stop_cluster(tag: str) -> None:
             proc.terminate()
         except psutil.NoSuchProcess:
             pass
-    _, alive = psutil.wait_procs(procs, timeout=10)
+    _, alive = psutil.wait_procs(procs, timeout=3)  # Ray's agents ignore SIGTERM for a while: then kill
     for proc in alive:
         try:
             proc.kill()
@@ -122,21 +126,20 @@ def ray_cluster():
     env = _cluster_env()
     gcs, agent_head, agent_worker = _free_ports(3)
     address = f"127.0.0.1:{gcs}"
+    # No log monitor: the driver runs with --json (worker logs off) and a unit's exception reaches it anyway.
     common = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--num-gpus=0", "--disable-usage-stats",
-              f"--object-store-memory={OBJECT_STORE_BYTES}"]
+              "--include-log-monitor=false", f"--object-store-memory={OBJECT_STORE_BYTES}"]
     try:
         _ray_start(["--head", f"--port={gcs}", "--include-dashboard=false", f"--temp-dir={root}/h",
                     f"--dashboard-agent-listen-port={agent_head}", *common], env, root / "head.log")
         _ray_start([f"--address={address}", f"--temp-dir={root}/w",
                     f"--dashboard-agent-listen-port={agent_worker}", *common], env, root / "worker.log")
-        out = subprocess.run([sys.executable, "-c", NODES_SNIPPET, address, str(root)], env=env, capture_output=True,
-                             text=True, timeout=120, check=False)
-        assert out.returncode == 0, out.stderr[-4000:]
-        nodes = json.loads(out.stdout.strip().splitlines()[-1])
-        assert sorted(nodes.values()) == ["head", "worker"], f"cluster did not come up with two nodes: {nodes}"
+        # `ray start` returns once its node is registered with the head: both nodes are up.
+        nodes = {_node_id(root / "h"): "head", _node_id(root / "w"): "worker"}
+        assert len(nodes) == 2, nodes
         yield {"address": address, "env": env, "nodes": nodes, "root": root}
     finally:
-        _stop_cluster(str(root))
+        _stop_cluster(f"{root}/")
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -175,9 +178,9 @@ def test_sweep_on_two_node_cluster_spreads_units_and_equals_local_pool(ray_clust
     assert remote["run"]["executor"] == "ray" and remote["run"]["units_ran"] == 4
     sidecars = {name: json.loads(path.read_text()) for name, path in _unit_files(ray_store, ".json").items()}
     assert len(sidecars) == 4
-    nodes = {side["node"] for side in sidecars.values()}
-    assert nodes <= set(ray_cluster["nodes"]), f"units ran on unknown nodes {nodes}"
-    assert {ray_cluster["nodes"][n] for n in nodes} == {"head", "worker"}, f"units not spread: {sidecars}"
+    placement = {name: ray_cluster["nodes"].get(side["node"], side["node"]) for name, side in sidecars.items()}
+    print("unit -> node:", placement)  # shown with pytest -s
+    assert set(placement.values()) == {"head", "worker"}, f"units not spread over both nodes: {placement}"
 
     # Same predictions, unit by unit, and the same sweep numbers as the local pool.
     local_frames, ray_frames = _unit_files(local_store, ".parquet"), _unit_files(ray_store, ".parquet")
