@@ -69,6 +69,68 @@ def _pearson_by_group(x: np.ndarray, y: np.ndarray, codes: np.ndarray, n_groups:
     return np.clip(r, -1.0, 1.0)
 
 
+def _average_ranks_by_group(x: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """1-based average ranks of ``x`` within each group of ``codes`` (ties share their mean rank).
+
+    One ``lexsort`` by (group, value); a tie run's rank is the mean of its first and last
+    position in the group, ``(first + last) / 2 + 1``.
+    """
+    n = len(x)
+    if n == 0:
+        return np.empty(0)
+    order = _group_value_order(x, codes)
+    xs, cs = x[order], codes[order]
+    new_group = np.empty(n, dtype=bool)
+    new_group[0] = True
+    np.not_equal(cs[1:], cs[:-1], out=new_group[1:])
+    new_run = new_group.copy()
+    new_run[1:] |= xs[1:] != xs[:-1]
+    group_start = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
+    run_id = np.cumsum(new_run) - 1
+    run_first = np.flatnonzero(new_run)
+    run_last = np.append(run_first[1:], n) - 1
+    run_rank = (run_first + run_last) / 2.0 - group_start[run_first] + 1.0
+    ranks = np.empty(n)
+    ranks[order] = run_rank[run_id]
+    return ranks
+
+
+def _group_value_order(x: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """The permutation sorting rows by (group, value): ``np.lexsort((x, codes))``.
+
+    Fast path for the common layout (rows grouped by date in order, every date with the same
+    number of instruments): a row-wise argsort of the (dates, instruments) matrix.
+    """
+    n = len(x)
+    counts = np.bincount(codes)
+    m = int(counts[0]) if counts.size else 0
+    if m and n == m * counts.size and (counts == m).all() and (np.diff(codes) >= 0).all():
+        within = np.argsort(x.reshape(-1, m), axis=1, kind="stable")
+        return (within + (np.arange(counts.size) * m)[:, None]).ravel()
+    return np.lexsort((x, codes))
+
+
+def _prepared(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Finite rows' predictions, labels, date codes (0..D-1, in date order) and the D dates."""
+    missing = [c for c in ("datetime", "prediction", "label") if c not in frame.columns]
+    if missing:
+        raise ValueError(f"frame: expected columns datetime, prediction, label; missing {', '.join(missing)}")
+    p = frame["prediction"].to_numpy(dtype=float)
+    y = frame["label"].to_numpy(dtype=float)
+    keep = np.isfinite(p) & np.isfinite(y)
+    dates = frame["datetime"].to_numpy()
+    if not keep.all():
+        dates, p, y = dates[keep], p[keep], y[keep]
+    codes, uniques = pd.factorize(dates, sort=True)
+    return p, y, codes.astype(np.int64, copy=False), np.asarray(uniques)
+
+
+def _daily(p: np.ndarray, y: np.ndarray, codes: np.ndarray, n_dates: int, method: str) -> np.ndarray:
+    if method == "spearman":
+        p, y = _average_ranks_by_group(p, codes), _average_ranks_by_group(y, codes)
+    return _pearson_by_group(p, y, codes, n_dates) if n_dates else np.empty(0)
+
+
 def daily_ic(frame: pd.DataFrame, *, method: str = "pearson") -> pd.Series:
     """Cross-sectional correlation of ``prediction`` and ``label`` per ``datetime``.
 
@@ -93,20 +155,8 @@ def daily_ic(frame: pd.DataFrame, *, method: str = "pearson") -> pd.Series:
     """
     if method not in ("pearson", "spearman"):
         raise ValueError(f"method: expected 'pearson' or 'spearman', found {method!r}")
-    missing = [c for c in ("datetime", "prediction", "label") if c not in frame.columns]
-    if missing:
-        raise ValueError(f"frame: expected columns datetime, prediction, label; missing {', '.join(missing)}")
-    p = frame["prediction"].to_numpy(dtype=float)
-    y = frame["label"].to_numpy(dtype=float)
-    keep = np.isfinite(p) & np.isfinite(y)
-    dates = frame["datetime"].to_numpy()[keep]
-    p, y = p[keep], y[keep]
-    codes, uniques = pd.factorize(dates, sort=True)
-    if method == "spearman":
-        grouped = pd.DataFrame({"g": codes, "p": p, "y": y}).groupby("g")
-        p = grouped["p"].rank(method="average").to_numpy(dtype=float)
-        y = grouped["y"].rank(method="average").to_numpy(dtype=float)
-    values = _pearson_by_group(p, y, codes, len(uniques)) if len(uniques) else np.empty(0)
+    p, y, codes, uniques = _prepared(frame)
+    values = _daily(p, y, codes, len(uniques), method)
     return pd.Series(values, index=pd.Index(uniques, name="datetime"), name=f"ic_{method}")
 
 
@@ -124,10 +174,12 @@ def information_coefficients(frame: pd.DataFrame) -> ICSummary:
     >>> s.ic, round(s.icir, 4), s.rank_ic
     (0.25, 0.2357, 0.25)
     """
-    ic = daily_ic(frame, method="pearson").dropna()
-    rank = daily_ic(frame, method="spearman").dropna()
-    if ic.empty:
+    p, y, codes, uniques = _prepared(frame)  # one factorisation for both correlations
+    ic = _daily(p, y, codes, len(uniques), "pearson")
+    rank = _daily(p, y, codes, len(uniques), "spearman")
+    ic, rank = ic[np.isfinite(ic)], rank[np.isfinite(rank)]
+    if ic.size == 0:
         return ICSummary(math.nan, math.nan, math.nan, 0)
-    std = float(ic.std(ddof=1)) if len(ic) > 1 else math.nan
+    std = float(ic.std(ddof=1)) if ic.size > 1 else math.nan
     icir = float(ic.mean()) / std if std and math.isfinite(std) and std > 0 else math.nan
-    return ICSummary(float(ic.mean()), icir, float(rank.mean()) if len(rank) else math.nan, int(len(ic)))
+    return ICSummary(float(ic.mean()), icir, float(rank.mean()) if rank.size else math.nan, int(ic.size))
