@@ -235,6 +235,12 @@ def load_seconds(windows: list[dict], *, bars_per_cpu_s: float) -> list[float]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="paper_estimate_") as tmp:  # the stand-in store, removed after
+        return estimate(args, Path(tmp))
+
+
+def estimate(args: argparse.Namespace, tmp: Path) -> int:
+    """Build or open the store, time, multiply, print; ``tmp`` holds a built stand-in store."""
     from data_prep import DEFAULT_SYMBOLS, build_synthetic_store
     from rolling_calib.config.experiment import load_experiment, stable_hash
 
@@ -243,7 +249,6 @@ def main(argv=None) -> int:
         store = args.store.resolve()
     else:
         first, last = min(args.measure_start, args.load_start), max(args.measure_end, args.load_end)
-        tmp = Path(tempfile.mkdtemp(prefix="paper_estimate_"))
         print(f"building the stand-in store: {len(DEFAULT_SYMBOLS)} symbols, {first} .. {last}", file=sys.stderr)
         store = build_synthetic_store(tmp / "qlib", start=first, end=last, symbols=list(DEFAULT_SYMBOLS), seed=0)
     config = load_experiment(args.config, overrides={"qlib_init.provider_uri": str(store)}, check_store=False)

@@ -37,12 +37,15 @@ def write_fake_store(
     end: str = "2018-04",
     step_months: int = 2,
     rng_seed: int = 0,
+    valid: bool = False,
 ) -> tuple[list, dict]:
     """A store with synthetic units: ``prediction = signal + bias_seed + noise``.
 
     ``pipelines`` maps name -> ``{"bias_sd": ..., "noise": ...}``: the per-seed output bias
     spread and the prediction noise. Returns ``(windows, frames)`` where ``frames`` maps
-    ``(pipeline, seed)`` to the merged run frame that was written.
+    ``(pipeline, seed)`` to the merged run frame that was written. With ``valid`` every unit
+    also gets its window's validation-segment predictions (``wNN.valid.parquet``, same model
+    bias) and the sidecar records ``valid_rows``.
     """
     cal = sparse_calendar("2017-10-01", "2018-06-30")
     windows = rolling_windows(cal, initial_train_start="2017-10", start=start, end=end, step_months=step_months)
@@ -70,7 +73,16 @@ def write_fake_store(
                 key = UnitKey(name, seed, w.index)
                 paths = st.unit_paths(store, key)
                 st.atomic_write_parquet(paths.parquet, frame[list(st.UNIT_COLUMNS)])
-                st.atomic_write_json(paths.sidecar, {"config_hash": chash, "rows": len(frame)})
+                side = {"config_hash": chash, "rows": len(frame)}
+                if valid and w.valid is not None:
+                    vt = cal[(cal >= w.valid.start) & (cal <= w.valid.end)]
+                    vidx = pd.MultiIndex.from_product([vt, list(instruments)], names=["datetime", "instrument"])
+                    vlabel = rng.normal(0.0, 3.0, len(vidx))
+                    vpred = 0.5 * vlabel + bias + rng.normal(0.0, spec.get("noise", 1.0), len(vidx))
+                    vframe = pd.DataFrame({"prediction": vpred, "label": vlabel}, index=vidx).reset_index()
+                    st.atomic_write_parquet(paths.parquet.with_suffix(".valid.parquet"), vframe[list(st.UNIT_COLUMNS)])
+                    side["valid_rows"] = len(vframe)
+                st.atomic_write_json(paths.sidecar, side)
                 parts.append(frame)
             frames[(name, seed)] = pd.concat(parts, ignore_index=True)
     st.write_manifest(store, pipelines=entries, extra={"compare": [list(p) for p in _pairs(pipelines)]})

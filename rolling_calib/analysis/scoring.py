@@ -51,12 +51,14 @@ from rolling_calib.core.schedule import CoverageError, Window
 from rolling_calib.core.validation import (
     BIAS_MODE,
     CALIBRATION_PERIOD,
+    CALIBRATION_SOURCE,
     CONFIDENCE,
     N_BOOT,
     SEED,
     validate_params,
 )
 from rolling_calib.execution import store as st
+from rolling_calib.execution.runner import valid_unit_path
 from rolling_calib.execution.units import UnitKey
 
 __all__ = [
@@ -65,13 +67,17 @@ __all__ = [
     "METRICS",
     "StoreScores",
     "StoreComparison",
+    "MissingValidationError",
+    "RunData",
     "load_run",
+    "read_run_data",
     "score_run",
     "score_store",
     "compare_store",
 ]
 
-RUN_COLUMNS = ("pipeline", "seed", "ql", "ql_scored", "cql", "n_all", "n_scored", "ic", "icir", "rank_ic")
+RUN_COLUMNS = ("pipeline", "seed", "ql", "ql_scored", "cql", "n_all", "n_scored", "ic", "icir", "rank_ic",
+               "cql_refit_first", "cql_rest", "ql_refit_first", "ql_rest")
 PERIOD_COLUMNS = ("pipeline", "seed", "period", "start", "rows", "bias", "ql", "cql", "scored")
 #: Metrics compared per pair; ``ql`` (all months) is the ground truth that sets the direction.
 METRICS = ("ql", "ql_scored", "cql")
@@ -109,6 +115,7 @@ class StoreScores:
     compare: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     label: str = "raw"  # rolling.label the store was run with: raw or learn-processed labels
+    source: str = "previous"  # where each period's bias comes from: previous period or the window's validation
 
     @property
     def pipelines(self) -> list[str]:
@@ -195,6 +202,7 @@ class _RunArrays:
     label: np.ndarray
     codes: np.ndarray
     names: np.ndarray
+    window: np.ndarray | None = None   # index of the window (model) of every row
 
     @property
     def instruments(self) -> pd.Categorical:
@@ -279,6 +287,7 @@ def _read_run(store: Path, pipeline: str, seed: int, *, manifest: dict) -> _RunA
             raise CoverageError(f"{store}: windows {prev.index} and {nxt.index} overlap")
     names: dict[Any, int] = {}
     parts = []
+    window_ids: list[np.ndarray] = []
     duplicates = 0
     for w in windows:
         key = UnitKey(pipeline, int(seed), w.index)
@@ -295,6 +304,7 @@ def _read_run(store: Path, pipeline: str, seed: int, *, manifest: dict) -> _RunA
         # windows do not overlap and rows lie in their window: duplicates can only be within a unit
         duplicates += _duplicate_rows(part[0], part[3])
         parts.append(part)
+        window_ids.append(np.full(len(part[0]), w.index, dtype=np.int64))
     if duplicates:
         raise CoverageError(f"{store}: run {pipeline}/seed{seed} has {duplicates} duplicate (datetime, instrument) rows")
     if len({p[0].dtype for p in parts}) > 1:
@@ -302,10 +312,105 @@ def _read_run(store: Path, pipeline: str, seed: int, *, manifest: dict) -> _RunA
     columns = [np.concatenate([p[i] for p in parts]) for i in range(4)]
     return _RunArrays(datetime=columns[0], prediction=columns[1].astype(float, copy=False),
                       label=columns[2].astype(float, copy=False), codes=columns[3],
-                      names=np.array(list(names), dtype=object))
+                      names=np.array(list(names), dtype=object), window=np.concatenate(window_ids))
 
 
-@validate_params({"period": CALIBRATION_PERIOD, "bias": BIAS_MODE})
+class MissingValidationError(ValueError):
+    """A store without validation-period predictions was asked for ``source='validation'``."""
+
+
+@dataclass
+class RunData:
+    """One run's test predictions (``test``) and, when asked for, its windows' validation predictions (``valid``)."""
+
+    test: _RunArrays
+    valid: _RunArrays | None = None
+
+    def rolling_cql(self, *, period: str | int = "month", bias: str = "pooled", source: str = "previous") -> metrics.RollingCQL:
+        """:func:`~rolling_calib.core.metrics.rolling_calibrated_quadratic_loss` of the run (refit periods flagged)."""
+        t, v = self.test, self.valid
+        per = bias == "per_instrument"
+        extra: dict[str, Any] = {}
+        if source == "validation":
+            if v is None:
+                raise MissingValidationError("source='validation': the run was read without its validation predictions")
+            extra = dict(valid_predictions=v.prediction, valid_labels=v.label, valid_windows=v.window,
+                         valid_instruments=v.instruments if per else None)
+        return metrics.rolling_calibrated_quadratic_loss(
+            t.prediction, t.label, t.datetime, instruments=t.instruments if per else None, period=period, bias=bias,
+            source=source, windows=t.window, **extra)
+
+
+def _frame_arrays(frame: pd.DataFrame, windows: Sequence[Window]) -> _RunArrays:
+    """A frame of :func:`load_run` as arrays (instrument codes, the window of every row)."""
+    codes, names = pd.factorize(frame["instrument"], use_na_sentinel=True)
+    window = np.full(len(frame), -1, dtype=np.int64)
+    for w in windows:
+        window[np.asarray(w.test.contains(frame["datetime"]))] = w.index
+    return _RunArrays(datetime=frame["datetime"].to_numpy(), prediction=frame["prediction"].to_numpy(dtype=float),
+                      label=frame["label"].to_numpy(dtype=float), codes=codes.astype(np.int32),
+                      names=np.asarray(names, dtype=object), window=window)
+
+
+def _read_valid(store: Path, pipeline: str, seed: int, *, manifest: dict) -> _RunArrays:
+    """The validation predictions of every window of a run (``wNN.valid.parquet``).
+
+    Raises :class:`MissingValidationError` naming the store when a unit has none.
+    """
+    entry = manifest["pipelines"][pipeline]
+    names: dict[Any, int] = {}
+    parts, window_ids = [], []
+    for w in _windows(entry):
+        key = UnitKey(pipeline, int(seed), w.index)
+        side = st.read_sidecar(store, key) or {}
+        path = valid_unit_path(store, key)
+        if side.get("valid_rows") is None or not path.is_file():
+            why = ("its windows have no validation segment" if w.valid is None else
+                   "it was written before validation predictions were stored")
+            raise MissingValidationError(
+                f"{store}: source 'validation' needs each window's validation-period predictions, but unit "
+                f"{key.slug()} has none ({why}); use source 'previous' (compare --source previous), or re-run "
+                f"the store with a valid segment in rolling: to store them")
+        try:
+            part = _read_unit_arrays(path, names)
+        except _LegacyRead:
+            frame = pd.read_parquet(path)
+            part = (frame["datetime"].dt.tz_localize(None).to_numpy() if frame["datetime"].dt.tz is not None
+                    else frame["datetime"].to_numpy(), frame["prediction"].to_numpy(), frame["label"].to_numpy(),
+                    np.array([names.setdefault(v, len(names)) for v in frame["instrument"]], dtype=np.int32))
+        parts.append(part)
+        window_ids.append(np.full(len(part[0]), w.index, dtype=np.int64))
+    columns = [np.concatenate([p[i] for p in parts]) for i in range(4)]
+    return _RunArrays(datetime=columns[0], prediction=columns[1].astype(float, copy=False),
+                      label=columns[2].astype(float, copy=False), codes=columns[3],
+                      names=np.array(list(names), dtype=object), window=np.concatenate(window_ids))
+
+
+def read_run_data(store: str | Path, pipeline: str, seed: int, *, manifest: dict | None = None,
+                  validation: bool = False) -> RunData:
+    """One run's predictions as arrays (:func:`load_run`'s checks), with its validation predictions if asked.
+
+    Raises
+    ------
+    ValueError
+        A unit is missing or stale; :class:`MissingValidationError` (a ``ValueError``) when
+        ``validation`` is set and a unit has no stored validation predictions.
+    CoverageError
+        Rows outside their window, overlapping windows or duplicates.
+    """
+    store = Path(store)
+    manifest = st.read_manifest(store) if manifest is None else manifest
+    try:
+        test = _read_run(store, pipeline, seed, manifest=manifest)
+    except _LegacyRead:  # time-zone-aware or non-timestamp dates: through pandas
+        frame = load_run(store, pipeline, seed, manifest=manifest)
+        test = _frame_arrays(frame, _windows(manifest["pipelines"][pipeline]))
+        test.datetime = frame["datetime"]  # keeps the time zone: dates are read in local time
+    valid = _read_valid(store, pipeline, seed, manifest=manifest) if validation else None
+    return RunData(test=test, valid=valid)
+
+
+@validate_params({"period": CALIBRATION_PERIOD, "bias": BIAS_MODE, "source": CALIBRATION_SOURCE})
 def score_store(
     store: str | Path,
     *,
@@ -313,6 +418,7 @@ def score_store(
     bias: str = "pooled",
     pipelines: Sequence[str] | None = None,
     progress: bool = False,
+    source: str = "previous",
 ) -> StoreScores:
     """Score every complete run of a store.
 
@@ -323,6 +429,9 @@ def score_store(
     period : "month", "week", "quarter" or int
         Calibration period (METHOD 2.2: month).
     bias : "pooled" or "per_instrument"
+    source : "previous" or "validation"
+        Bias from the previous period (METHOD 2.2) or from each window's own validation
+        predictions (stores written since they are kept; older stores are refused).
     pipelines : sequence of str, optional
         Restrict to these pipelines (default: all in the manifest).
     progress : bool
@@ -352,24 +461,16 @@ def score_store(
     runs = [(name, int(seed)) for name in names for seed in manifest["pipelines"][name].get("seeds", [])]
     for name, seed in tqdm(runs, desc="scoring runs", unit="run", disable=not progress, leave=False):
         try:
-            try:
-                run = _read_run(store, name, seed, manifest=manifest)
-            except _LegacyRead:  # time-zone-aware or non-timestamp dates: through pandas
-                run = None
-                frame = load_run(store, name, seed, manifest=manifest)
+            data = read_run_data(store, name, seed, manifest=manifest)
         except (CoverageError, st.CorruptStoreFileError):
             raise
         except ValueError as exc:  # a missing or stale unit: report the run as incomplete
             incomplete.append(f"{name}/seed{seed}: {exc}")
             continue
-        if run is None:
-            result = score_run(frame, period=period, bias=bias)
-        else:
-            result = metrics.rolling_calibrated_quadratic_loss(
-                run.prediction, run.label, run.datetime,
-                instruments=run.instruments if bias == "per_instrument" else None, period=period, bias=bias,
-            )
-            frame = run.frame()
+        if source == "validation":  # a unit without validation predictions stops the scoring, naming the store
+            data.valid = _read_valid(store, name, seed, manifest=manifest)
+        result = data.rolling_cql(period=period, bias=bias, source=source)
+        frame = data.test.frame()
         run_rows.append(
             {
                 "pipeline": name,
@@ -379,6 +480,10 @@ def score_store(
                 "cql": result.cql,
                 "n_all": result.n_all,
                 "n_scored": result.n_scored,
+                "cql_refit_first": result.cql_refit_first,
+                "cql_rest": result.cql_rest,
+                "ql_refit_first": result.ql_refit_first,
+                "ql_rest": result.ql_rest,
             }
         )
         run_rows[-1].update(ranking_ic_columns(frame))
@@ -399,6 +504,7 @@ def score_store(
         compare=pairs,  # type: ignore[arg-type]
         notes=_mixed_config_notes(manifest, [n for n in names if any(r["pipeline"] == n for r in run_rows)]),
         label=recorded_label(manifest),
+        source=source,
     )
 
 
@@ -454,6 +560,7 @@ class StoreComparison:
     incomplete: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     label: str = "raw"
+    source: str = "previous"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (for ``--json``)."""
@@ -470,6 +577,7 @@ class StoreComparison:
         return {
             "period": self.period,
             "bias": self.bias,
+            "source": self.source,
             "label": self.label,
             "bootstrap": {"n_boot": self.n_boot, "confidence": self.confidence, "seed": self.seed},
             "pipelines": [{k: clean(v) for k, v in rec.items()} for rec in self.summary.to_dict(orient="records")],
@@ -480,7 +588,8 @@ class StoreComparison:
 
     def format(self) -> str:
         """Plain-text tables for the terminal."""
-        lines = [f"Per pipeline (calibration: {self.period}, bias {self.bias}; labels: {self.label}; "
+        source = "" if self.source == "previous" else f", bias from each window's {self.source} predictions"
+        lines = [f"Per pipeline (calibration: {self.period}, bias {self.bias}{source}; labels: {self.label}; "
                  "std over seeds, ddof=1)"]
         head = (
             f"{'pipeline':<16}{'runs':>5}{'QL mean':>12}{'QL std':>10}{'QL2..K mean':>13}{'QL2..K std':>11}"
@@ -610,6 +719,7 @@ def compare_store(
         incomplete=list(scores.incomplete),
         notes=list(scores.notes),
         label=scores.label,
+        source=scores.source,
     )
 
 
@@ -634,6 +744,12 @@ def _compare_with_ic(a: str, values_a: dict, b: str, values_b: dict, **boot: Any
         for means in pair.means.values():
             means[m] = -means.pop(key)
     return pair
+
+
+def recorded_source(store: str | Path) -> str:
+    """The calibration ``source`` the store's experiment declared (``previous``, the paper's, if none)."""
+    manifest = st.read_manifest(store)
+    return str(manifest.get("experiment", {}).get("rolling", {}).get("calibration", {}).get("source", "previous"))
 
 
 def recorded_calibration(store: str | Path) -> tuple[str | int, str]:

@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "rolling_calib.cli.run",
     "rolling_calib.cli.compare",
     "rolling_calib.cli.diagnose",
+    "rolling_calib.cli.metaeval",
     "rolling_calib.cli.report",
     "rolling_calib.cli.sweep",
     "rolling_calib.cli.synthetic_experiments",

@@ -30,14 +30,13 @@ def _write_figures(diagnosis, directory: Path) -> list[Path]:
 
 def handle(args: argparse.Namespace) -> int:
     from rolling_calib.analysis.diagnostics import diagnose_store
-    from rolling_calib.analysis.scoring import recorded_calibration
+    from rolling_calib.cli.options import score_with_options
 
     try:
         with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
-            recorded_period, recorded_bias = recorded_calibration(args.store)
-            diagnosis = diagnose_store(args.store, period=args.period or recorded_period,
-                                       bias=args.bias or recorded_bias, pipelines=args.pipelines,
-                                       progress=not args.json)
+            scores = score_with_options(args, progress=not args.json)  # --period/--bias/--source as compare
+            diagnosis = diagnose_store(args.store, period=scores.period, bias=scores.bias, pipelines=args.pipelines,
+                                       scores=scores, progress=not args.json)
     except ValueError as exc:
         print(f"rolling-calib diagnose: error: {exc}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ from rolling_calib.core.validation import (
     BIAS_MODES,
     CALIBRATION_PERIOD,
     CALIBRATION_PERIODS,
+    CALIBRATION_SOURCES,
     CONFIDENCE,
     N_BOOT,
     SEED,
@@ -25,7 +26,7 @@ from rolling_calib.core.validation import (
 from rolling_calib.execution.factory import EXECUTORS, ExecutorOptions
 
 __all__ = ["add_calibration_arguments", "add_execution_arguments", "add_overrides_argument", "add_scoring_arguments", "add_tracking_arguments",
-           "checked", "executor_options", "overrides", "score_and_compare"]
+           "checked", "executor_options", "overrides", "score_and_compare", "score_with_options"]
 
 
 def add_overrides_argument(parser: argparse.ArgumentParser) -> None:
@@ -120,6 +121,12 @@ def add_calibration_arguments(parser: argparse.ArgumentParser) -> None:
         help="one bias per period for all instruments (pooled, the paper) or one per instrument "
         "(default: the store's config, else pooled)",
     )
+    parser.add_argument(
+        "--source", choices=CALIBRATION_SOURCES, default=None,
+        help="where each period's bias comes from: the previous period (previous, the paper) or each window's "
+        "own predictions over its validation segment (validation: no period is corrected with another "
+        "model's bias; needs a store that kept them) (default: the store's config, else previous)",
+    )
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
@@ -132,13 +139,22 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bootstrap seed, recorded in the output (default 0)")
 
 
-def score_and_compare(args: argparse.Namespace):
-    """Score the store and compare pipelines with the scoring options of ``args`` (``compare``, ``report``)."""
-    from rolling_calib.analysis.scoring import compare_store, recorded_calibration, score_store
+def score_with_options(args: argparse.Namespace, *, progress: bool):
+    """:func:`~rolling_calib.analysis.scoring.score_store` with ``--period/--bias/--source`` (else the store's config)."""
+    from rolling_calib.analysis.scoring import recorded_calibration, recorded_source, score_store
 
     recorded_period, recorded_bias = recorded_calibration(args.store)
     period = args.period or recorded_period
     bias = args.bias or recorded_bias
-    scores = score_store(args.store, period=period, bias=bias, pipelines=args.pipelines, progress=not args.json)
+    source = getattr(args, "source", None) or recorded_source(args.store)
+    return score_store(args.store, period=period, bias=bias, source=source, pipelines=args.pipelines,
+                       progress=progress)
+
+
+def score_and_compare(args: argparse.Namespace):
+    """Score the store and compare pipelines with the scoring options of ``args`` (``compare``, ``report``)."""
+    from rolling_calib.analysis.scoring import compare_store
+
+    scores = score_with_options(args, progress=not args.json)
     comparison = compare_store(scores, n_boot=args.n_boot, confidence=args.confidence, seed=args.boot_seed)
     return scores, comparison

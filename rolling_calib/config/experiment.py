@@ -82,6 +82,7 @@ from rolling_calib.core.schedule import (
 from rolling_calib.core.validation import (
     BIAS_MODE,
     CALIBRATION_PERIOD,
+    CALIBRATION_SOURCE,
     ConfigError,
     check,
     expect,
@@ -193,10 +194,14 @@ class CalibrationConfig:
         that many trading days.
     bias : "pooled" or "per_instrument"
         One bias per period for all instruments (the source's rule) or one per instrument.
+    source : "previous" or "validation"
+        Bias from the previous period (the paper's rule) or from each window's own predictions
+        over its validation segment (needs ``valid_months >= 1``; aligned with retraining).
     """
 
     period: str | int = "month"
     bias: str = "pooled"
+    source: str = "previous"
 
 
 @dataclass(frozen=True)
@@ -293,6 +298,8 @@ class ExperimentConfig:
         """JSON-friendly form, as recorded in the store manifest."""
         rolling = asdict(self.rolling)
         rolling["seeds"] = list(self.rolling.seeds)
+        if rolling["calibration"]["source"] == "previous":  # the default: recorded as before (same shared hash)
+            del rolling["calibration"]["source"]
         return {
             "path": str(self.path) if self.path else None,
             "experiment_name": self.experiment_name,
@@ -388,10 +395,14 @@ def _parse_rolling(section: Any, where: str) -> RollingConfig:
         kwargs["seeds"] = _parse_seeds(section["seeds"], "rolling.seeds", where)
     if "calibration" in section:
         cal = expect(section["calibration"], dict, "rolling.calibration", "a mapping", where)
-        reject_unknown(cal, {"period", "bias"}, "rolling.calibration.", where)
+        reject_unknown(cal, {"period", "bias", "source"}, "rolling.calibration.", where)
         period = check("rolling.calibration.period", cal.get("period", "month"), CALIBRATION_PERIOD, where=where)
         bias = check("rolling.calibration.bias", cal.get("bias", "pooled"), BIAS_MODE, where=where)
-        kwargs["calibration"] = CalibrationConfig(period=period, bias=bias)
+        source = check("rolling.calibration.source", cal.get("source", "previous"), CALIBRATION_SOURCE, where=where)
+        if source == "validation" and kwargs.get("valid_months", RollingConfig.valid_months) == 0:
+            raise ConfigError(f"{where}: rolling.calibration.source: 'validation' needs a validation segment, but "
+                              f"rolling.valid_months is 0; set valid_months >= 1 or source: previous")
+        kwargs["calibration"] = CalibrationConfig(period=period, bias=bias, source=source)
     return RollingConfig(**kwargs)
 
 

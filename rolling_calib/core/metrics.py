@@ -55,6 +55,7 @@ from rolling_calib.core.validation import (
     BIAS_MODE,
     BIAS_WINDOW,
     CALIBRATION_PERIOD,
+    CALIBRATION_SOURCE,
     FALLBACK,
     validate_params,
 )
@@ -285,7 +286,9 @@ class RollingCQL:
         period receives under pooled bias), ``bias`` (the ``c_k`` applied;
         for per-instrument bias the row-weighted mean of the applied biases;
         NaN when unscored), ``ql`` (plain QL of the period), ``cql`` (calibrated
-        QL of the period, NaN when unscored), ``scored`` (bool).
+        QL of the period, NaN when unscored), ``scored`` (bool), ``refit_first`` (bool: the
+        period holds the first date of a window, i.e. it is the first period after a (re)fit;
+        False everywhere when no ``windows`` were given).
     cql : float
         Mean of ``(y - q)^2`` over all rows of the scored periods (row-weighted,
         not a mean of monthly means).
@@ -301,6 +304,13 @@ class RollingCQL:
         ``'pooled'`` or ``'per_instrument'``.
     bias_window : int or None
         Trading days the bias is fitted on (None: the whole previous period).
+    source : str
+        ``'previous'`` (the bias of the period before) or ``'validation'`` (the bias of each
+        window's own validation predictions).
+    cql_refit_first, ql_refit_first, n_refit_first : float, float, int
+        CQL and plain QL over the scored rows of the ``refit_first`` periods (NaN, 0 when none).
+    cql_rest, ql_rest, n_rest : float, float, int
+        The same over the other scored periods (NaN, 0 when none).
     """
 
     table: pd.DataFrame
@@ -312,6 +322,13 @@ class RollingCQL:
     period: str = "month"
     bias: str = "pooled"
     bias_window: int | None = None
+    source: str = "previous"
+    cql_refit_first: float = math.nan
+    ql_refit_first: float = math.nan
+    n_refit_first: int = 0
+    cql_rest: float = math.nan
+    ql_rest: float = math.nan
+    n_rest: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dictionary (the table as a list of records, timestamps as ISO strings)."""
@@ -322,6 +339,9 @@ class RollingCQL:
             {key: (None if isinstance(val, float) and math.isnan(val) else val) for key, val in rec.items()}
             for rec in table.to_dict(orient="records")
         ]
+        def num(value: float) -> float | None:
+            return None if math.isnan(value) else value
+
         return {
             "cql": self.cql,
             "ql_scored": self.ql_scored,
@@ -331,6 +351,9 @@ class RollingCQL:
             "period": self.period,
             "bias": self.bias,
             "bias_window": self.bias_window,
+            "source": self.source,
+            "refit_first": {"cql": num(self.cql_refit_first), "ql": num(self.ql_refit_first), "rows": self.n_refit_first},
+            "rest": {"cql": num(self.cql_rest), "ql": num(self.ql_rest), "rows": self.n_rest},
             "periods": records,
         }
 
@@ -642,9 +665,11 @@ def _assign_periods(days: np.ndarray, period: str | int) -> _Periods:
     return _assign_trading_days(days, int(period))
 
 
-def _scored_periods(periods: _Periods, score_periods: Iterable[str | int] | None) -> np.ndarray:
-    """Boolean per period: which periods are scored."""
+def _scored_periods(periods: _Periods, score_periods: Iterable[str | int] | None, *, first_too: bool = False) -> np.ndarray:
+    """Boolean per period: which periods are scored (by default all but the first; all with ``first_too``)."""
     k = len(periods.labels)
+    if score_periods is None and first_too:
+        return np.ones(k, dtype=bool)
     if score_periods is None:
         if k < 2:
             raise ValueError(
@@ -678,7 +703,8 @@ def _scored_periods(periods: _Periods, score_periods: Iterable[str | int] | None
 
 
 @validate_params(
-    {"period": CALIBRATION_PERIOD, "bias": BIAS_MODE, "bias_window": BIAS_WINDOW, "missing_instrument": FALLBACK}
+    {"period": CALIBRATION_PERIOD, "bias": BIAS_MODE, "bias_window": BIAS_WINDOW, "missing_instrument": FALLBACK,
+     "source": CALIBRATION_SOURCE}
 )
 def rolling_calibrated_quadratic_loss(
     predictions: Any,
@@ -691,6 +717,12 @@ def rolling_calibrated_quadratic_loss(
     score_periods: Iterable[str | int] | None = None,
     bias_window: int | None = None,
     missing_instrument: str = "error",
+    source: str = "previous",
+    windows: Any = None,
+    valid_predictions: Any = None,
+    valid_labels: Any = None,
+    valid_windows: Any = None,
+    valid_instruments: Any = None,
 ) -> RollingCQL:
     """Time-rolling calibrated quadratic loss (METHOD 2.2).
 
@@ -700,6 +732,19 @@ def rolling_calibrated_quadratic_loss(
     shifted, ``q_i = p_i + c_k``, and
 
     ``CQL = sum_{scored k} sum_{i in k} (y_i - q_i)^2 / n_scored``.
+
+    With ``source='validation'`` (calibration aligned with retraining) the bias of a
+    row of window ``w`` is fitted on the same model's predictions over ``w``'s
+    validation segment, ``c_w = mean_{i in valid(w)} (y_i - p_i)`` (per instrument:
+    ``c_{w,j}``), so no period is corrected with another model's bias; every period
+    is scored by default (each has its window's bias).
+
+    Given ``windows`` (the window of every row), the periods holding a window's first
+    date are flagged ``refit_first`` (the first period after each (re)fit) and CQL and
+    QL are also reported over those periods and over the rest::
+
+        CQL_refit = sum_{scored k, refit_first} sum_{i in k} (y_i - q_i)^2 / n_refit
+        CQL_rest  = sum_{scored k, not refit_first} sum_{i in k} (y_i - q_i)^2 / n_rest
 
     ``QL`` is reported over the same rows and over all rows. One blocked pass over
     the rows collects per date and instrument the rows, residual sums and centred
@@ -734,6 +779,17 @@ def rolling_calibrated_quadratic_loss(
         With per-instrument bias, what to do when an instrument has rows in a
         scored period but none in the rows its bias is fitted on: raise (default)
         or use the pooled bias for it.
+    source : {'previous', 'validation'}, keyword-only
+        ``'previous'`` (default, the paper's rule): the previous period (or
+        ``bias_window`` days); ``'validation'``: each window's validation predictions
+        (needs ``windows`` and the ``valid_*`` arrays; ``bias_window`` must be None).
+    windows : array-like of shape (n,), optional, keyword-only
+        Window (model) id of every row; all rows of a date must share one window.
+    valid_predictions, valid_labels, valid_windows : array-like of shape (n_v,), optional
+        The models' validation-segment predictions, labels and window ids
+        (``source='validation'``); ids not in ``windows`` are ignored.
+    valid_instruments : array-like of shape (n_v,), optional
+        Instrument of every validation row (``bias='per_instrument'``).
 
     Returns
     -------
@@ -755,6 +811,15 @@ def rolling_calibrated_quadratic_loss(
     (0.5, 2.5, 1.75)
     >>> list(r.table["period"])
     ['2015-01', '2015-02']
+
+    Bias from each window's validation predictions (window 0 covers January, window 1
+    February; their validation residuals average 1 and 2):
+
+    >>> r = rolling_calibrated_quadratic_loss(
+    ...     [0, 0, 0, 0], [1, 1, 1, 2], ts, windows=[0, 0, 1, 1], source="validation",
+    ...     valid_predictions=[0, 0, 0], valid_labels=[1, 2, 2], valid_windows=[0, 1, 1])
+    >>> r.cql, r.cql_refit_first, list(r.table["bias"]), list(r.table["refit_first"])
+    (0.25, 0.25, [1.0, 2.0], [True, True])
     """
     p = _as_float_1d("predictions", predictions)
     y = _as_float_1d("labels", labels)
@@ -765,13 +830,155 @@ def rolling_calibrated_quadratic_loss(
         if instruments is None:
             raise ValueError("instruments: required when bias='per_instrument', found None")
         columns = _instrument_columns(instruments, n)
+    if source == "validation" and bias_window is not None:
+        raise ValueError(f"bias_window: must be None with source='validation' (the bias comes from each window's "
+                         f"validation predictions), found {bias_window!r}")
     table = _day_table(p, y, clock, columns)
     periods = _assign_periods(table.days, period)
-    scored = _scored_periods(periods, score_periods)
+    scored = _scored_periods(periods, score_periods, first_too=source == "validation")
     cells = _period_cells(table, periods)
-    bias_table = _fit_bias_table(periods, scored, table, cells, columns, bias=bias,
-                                 bias_window=bias_window, missing_instrument=missing_instrument)
-    return _score_periods(periods, scored, table, cells, bias_table, bias=bias, bias_window=bias_window)
+    date_window = window_names = None
+    if windows is not None:
+        date_window, window_names = _date_windows(windows, clock, table)
+    elif source == "validation":
+        raise ValueError("windows: required when source='validation' (the window of every row), found None")
+    if source == "validation":
+        valid = _validation_bias(table, columns, window_names, valid_predictions, valid_labels, valid_windows,
+                                 valid_instruments, bias=bias)
+        sums = _validation_sums(periods, scored, table, date_window, window_names, valid, columns,  # type: ignore[arg-type]
+                                missing_instrument=missing_instrument)
+    else:
+        bias_table = _fit_bias_table(periods, scored, table, cells, columns, bias=bias,
+                                     bias_window=bias_window, missing_instrument=missing_instrument)
+        sums = _shifted_sums(scored, cells, bias_table)
+    refit = np.zeros(len(periods.labels), dtype=bool)
+    if date_window is not None:
+        starts = np.flatnonzero(np.r_[True, date_window[1:] != date_window[:-1]])
+        refit[periods.codes[starts]] = True
+    return _score_periods(periods, scored, table, cells, sums, refit, bias=bias, bias_window=bias_window, source=source)
+
+
+def _date_windows(windows: Any, clock: _Clock, table: _DayTable) -> tuple[np.ndarray, np.ndarray]:
+    """The window code of every date of ``table`` and the window ids (codes index them).
+
+    Raises ``ValueError`` when a date has rows of two windows.
+    """
+    n = len(clock.ticks)
+    ids = np.asarray(windows)
+    if ids.ndim != 1 or len(ids) != n:
+        raise ValueError(f"mismatched lengths: windows has shape {ids.shape}, predictions has {n}; expected ({n},)")
+    codes, names = pd.factorize(ids, use_na_sentinel=True)
+    if (codes < 0).any():
+        raise ValueError(f"windows: expected a window id on every row, found a missing value at position "
+                         f"{int(np.flatnonzero(codes < 0)[0])}")
+    date_window = np.full(len(table.days), -1, dtype=np.int64)
+    row_date = np.empty(n, dtype=np.int64)
+    for start in range(0, n, _BLOCK):
+        day = clock.wall(start, start + _BLOCK) // clock.per_day
+        row_date[start:start + _BLOCK] = np.searchsorted(table.days, day)
+    date_window[row_date] = codes          # some row's window per date; then every row must agree
+    clash = codes != date_window[row_date]
+    if clash.any():
+        i = int(np.flatnonzero(clash)[0])
+        d = int(row_date[i])
+        raise ValueError(
+            f"windows: date {np.datetime64(int(table.days[d]), 'D')} has rows of windows "
+            f"{_plain(names[date_window[d]])!r} and {_plain(names[codes[i]])!r}; expected every date in one window"
+        )
+    return date_window, np.asarray(names)
+
+
+@dataclass(frozen=True)
+class _ValidSums:
+    """Validation residual sums and counts per window (rows) and table column: (W, m), and pooled (W,)."""
+
+    total: np.ndarray
+    n: np.ndarray
+    pooled_total: np.ndarray
+    pooled_n: np.ndarray
+
+
+def _validation_bias(table: _DayTable, columns: _Columns | None, window_names: np.ndarray, predictions: Any,
+                     labels: Any, windows: Any, instruments: Any, *, bias: str) -> _ValidSums:
+    """Residual sums of the validation rows per window (and instrument column of the test table)."""
+    if predictions is None or labels is None or windows is None:
+        raise ValueError("valid_predictions, valid_labels, valid_windows: required when source='validation' "
+                         "(each window's validation predictions), found None")
+    vp = _as_float_1d("valid_predictions", predictions)
+    vy = _as_float_1d("valid_labels", labels)
+    nv = _check_lengths(valid_predictions=vp, valid_labels=vy)
+    vw = np.asarray(windows)
+    if vw.ndim != 1 or len(vw) != nv:
+        raise ValueError(f"mismatched lengths: valid_windows has shape {vw.shape}, valid_predictions has {nv}; expected ({nv},)")
+    n_win = len(window_names)
+    wcode = pd.Index(window_names).get_indexer(vw)
+    keep = wcode >= 0
+    r = vy - vp
+    pooled_total = np.bincount(wcode[keep], weights=r[keep], minlength=n_win)
+    pooled_n = np.bincount(wcode[keep], minlength=n_win)
+    m = table.n.shape[1]
+    if bias != "per_instrument" or columns is None:
+        return _ValidSums(pooled_total[:, None], pooled_n[:, None], pooled_total, pooled_n)
+    if instruments is None:
+        raise ValueError("valid_instruments: required when source='validation' and bias='per_instrument', found None")
+    vi = np.asarray(instruments)
+    if vi.ndim != 1 or len(vi) != nv:
+        raise ValueError(f"mismatched lengths: valid_instruments has shape {vi.shape}, valid_predictions has {nv}; expected ({nv},)")
+    col = pd.Index(columns.names[table.columns]).get_indexer(vi)
+    both = keep & (col >= 0)
+    cell = wcode[both] * m + col[both]
+    total = np.bincount(cell, weights=r[both], minlength=n_win * m).reshape(n_win, m)
+    count = np.bincount(cell, minlength=n_win * m).reshape(n_win, m)
+    return _ValidSums(total, count, pooled_total, pooled_n)
+
+
+def _validation_sums(periods: _Periods, scored: np.ndarray, table: _DayTable, date_window: np.ndarray,
+                     window_names: np.ndarray, valid: _ValidSums, columns: _Columns | None,
+                     *, missing_instrument: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per period: ``sum (r - c_w)^2`` and ``sum c_w`` over the scored rows, ``c_w`` from the row's window."""
+    date_scored = scored[periods.codes]
+    used = date_scored[:, None] & (table.n > 0)
+    src_n = valid.n[date_window]                       # (d, m)
+    unfit = date_scored & (valid.pooled_n[date_window] == 0)
+    if unfit.any():
+        d = int(np.flatnonzero(unfit)[0])
+        raise ValueError(
+            f"valid_predictions: window {_plain(window_names[date_window[d]])!r} has rows in scored period "
+            f"{periods.labels[periods.codes[d]]} but no validation predictions to fit its bias on; expected "
+            f"validation predictions for every window that is scored"
+        )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bias_d = valid.total[date_window] / src_n
+        pooled_d = valid.pooled_total[date_window] / valid.pooled_n[date_window]
+    missing = used & (src_n == 0)
+    if missing.any():
+        if missing_instrument == "error":
+            d = int(np.flatnonzero(missing.any(axis=1))[0])
+            jj = min(np.flatnonzero(missing[d]), key=lambda j: columns.first_row(int(table.columns[j])))  # type: ignore[union-attr]
+            raise ValueError(
+                f"instruments: instrument {_plain(columns.names[table.columns[jj]])!r} has rows in scored period "  # type: ignore[union-attr]
+                f"{periods.labels[periods.codes[d]]} but window {_plain(window_names[date_window[d]])!r} has no "
+                f"validation predictions of it, so no per-instrument bias can be fitted ({int(missing.sum())} such "
+                f"date-instrument cell(s)); pass missing_instrument='pooled' to use the pooled bias there"
+            )
+        bias_d = np.where(missing, pooled_d[:, None], bias_d)
+    mean = table.total / np.maximum(table.n, 1)
+    shift = np.where(used, mean - bias_d, 0.0)
+    cal = np.where(used, table.m2 + table.n * shift * shift, 0.0).sum(axis=1)
+    applied = np.where(used, table.n * bias_d, 0.0).sum(axis=1)
+    first = periods.first
+    return np.add.reduceat(cal, first), np.add.reduceat(applied, first)
+
+
+def _shifted_sums(scored: np.ndarray, cells: _PeriodCells, bias_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per period: ``sum (r - c_{k,j})^2`` and ``sum c_{k,j}`` over the rows of the scored periods
+    (a cell of ``n`` rows shifted by ``c`` scores ``M2 + n (mean - c)^2``)."""
+    mean = cells.total / np.maximum(cells.n, 1)
+    use = (cells.n > 0) & scored[:, None]   # the bias table is finite on these cells
+    shift = np.where(use, mean - bias_table, 0.0)
+    cal_sum = np.where(use, cells.m2 + cells.n * shift * shift, 0.0).sum(axis=1)
+    applied_sum = np.where(use, cells.n * bias_table, 0.0).sum(axis=1)
+    return cal_sum, applied_sum
 
 
 @dataclass(frozen=True)
@@ -855,11 +1062,10 @@ def _window_sources(table: _DayTable, first: np.ndarray, *, days: int) -> tuple[
 
 
 def _score_periods(
-    periods: _Periods, scored: np.ndarray, table: _DayTable, cells: _PeriodCells, bias_table: np.ndarray,
-    *, bias: str, bias_window: int | None,
+    periods: _Periods, scored: np.ndarray, table: _DayTable, cells: _PeriodCells,
+    sums: tuple[np.ndarray, np.ndarray], refit: np.ndarray, *, bias: str, bias_window: int | None, source: str,
 ) -> RollingCQL:
-    """QL and CQL per period and overall from the period cells: a cell of ``n`` rows shifted by ``c``
-    scores ``sum (r - c)^2 = M2 + n (mean - c)^2``."""
+    """QL and CQL per period and overall from the period cells and the calibrated sums per period."""
     counts = cells.n.sum(axis=1)
     n = int(counts.sum())
     residual_sum = cells.total.sum(axis=1)
@@ -867,10 +1073,7 @@ def _score_periods(
     period_mean = residual_sum / counts
     spread = mean - period_mean[:, None]
     sq_sum = (cells.m2 + cells.n * spread * spread).sum(axis=1) + counts * period_mean * period_mean
-    use = (cells.n > 0) & scored[:, None]   # the bias table is finite on these cells
-    shift = np.where(use, mean - bias_table, 0.0)
-    cal_sum = np.where(use, cells.m2 + cells.n * shift * shift, 0.0).sum(axis=1)
-    applied_sum = np.where(use, cells.n * bias_table, 0.0).sum(axis=1)
+    cal_sum, applied_sum = sums
     ends = np.maximum.reduceat(table.last.view(np.int64), periods.first)
 
     n_scored = int(counts[scored].sum())
@@ -885,8 +1088,18 @@ def _score_periods(
             "ql": sq_sum / counts,
             "cql": np.where(scored, cal_sum / counts, np.nan),
             "scored": scored,
+            "refit_first": refit,
         }
     )
+
+    def part(which: np.ndarray) -> tuple[float, float, int]:
+        rows = int(counts[which].sum())
+        if rows == 0:
+            return math.nan, math.nan, 0
+        return float(cal_sum[which].sum() / rows), float(sq_sum[which].sum() / rows), rows
+
+    first_cql, first_ql, first_n = part(scored & refit)
+    rest_cql, rest_ql, rest_n = part(scored & ~refit)
     return RollingCQL(
         table=table_out,
         cql=float(cal_sum[scored].sum() / n_scored),
@@ -897,6 +1110,13 @@ def _score_periods(
         period=periods.rule,
         bias=bias,
         bias_window=None if bias_window is None else int(bias_window),
+        source=source,
+        cql_refit_first=first_cql,
+        ql_refit_first=first_ql,
+        n_refit_first=first_n,
+        cql_rest=rest_cql,
+        ql_rest=rest_ql,
+        n_rest=rest_n,
     )
 
 

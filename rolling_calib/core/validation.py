@@ -48,6 +48,8 @@ __all__ = [
     "BIAS_WINDOW",
     "CALIBRATION_PERIOD",
     "CALIBRATION_PERIODS",
+    "CALIBRATION_SOURCE",
+    "CALIBRATION_SOURCES",
     "CONFIDENCE",
     "FALLBACK",
     "FALLBACKS",
@@ -350,6 +352,10 @@ BIAS_MODES: tuple[str, ...] = ("pooled", "per_instrument")
 BIAS_MODE = Worded(Options(*BIAS_MODES), _either(BIAS_MODES))
 #: Days the bias is fitted on: ``None`` (the previous period) or a number of trading days.
 BIAS_WINDOW = Worded(AnyOf((Options(None), TRADING_DAYS)), "None or a positive number of trading days")
+#: Where a period's bias comes from: the previous calendar period (the paper), or the same model's
+#: predictions over its window's validation segment (aligned with retraining).
+CALIBRATION_SOURCES: tuple[str, ...] = ("previous", "validation")
+CALIBRATION_SOURCE = Worded(Options(*CALIBRATION_SOURCES), _either(CALIBRATION_SOURCES))
 #: Per-instrument bias, instrument without rows to fit on: raise, or use the pooled bias.
 FALLBACKS: tuple[str, ...] = ("error", "pooled")
 FALLBACK = Worded(Options(*FALLBACKS), _either(FALLBACKS))

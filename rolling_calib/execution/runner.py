@@ -27,6 +27,7 @@ Usage (trains; ``tests/execution/test_runner_e2e.py`` runs it on a tiny store)::
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import os
 import time
@@ -317,6 +318,32 @@ def _unit_frame(pred: pd.Series | pd.DataFrame, label: pd.Series | pd.DataFrame,
     return frame, n_before - len(frame)
 
 
+def valid_unit_path(store: str | os.PathLike, key: UnitKey) -> Path:
+    """The unit's validation-segment predictions: ``units/<pipeline>/seed<s>/wNN.valid.parquet``.
+
+    A separate file, so readers of the test predictions (``wNN.parquet``) are unchanged; the
+    sidecar's ``valid_rows`` says whether it belongs to the unit (absent in older stores).
+
+    Examples
+    --------
+    >>> valid_unit_path("S", UnitKey("wd0", 3, 1)).as_posix()
+    'S/units/wd0/seed3/w01.valid.parquet'
+    """
+    return st.unit_paths(store, key).parquet.with_suffix(".valid.parquet")
+
+
+def _valid_frame(trained: Any, window: Window, key: UnitKey) -> pd.DataFrame | None:
+    """The validation predictions as a unit table (columns :data:`~rolling_calib.execution.store.UNIT_COLUMNS`), or None."""
+    if trained.valid_predictions is None or trained.valid_labels is None or window.valid is None:
+        return None
+    try:
+        frame, _ = _unit_frame(trained.valid_predictions, trained.valid_labels,
+                               dataclasses.replace(window, test=window.valid), key)
+    except CoverageError as exc:
+        raise CoverageError(f"{exc} (validation segment)") from exc
+    return frame
+
+
 def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
     """Train, predict and store one unit; safe to call in any worker process.
 
@@ -362,6 +389,12 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
     frame, dropped = _unit_frame(trained.predictions, trained.labels, window, key)
     t_pred = time.perf_counter()
     st.atomic_write_parquet(paths.parquet, frame)
+    valid = _valid_frame(trained, window, key)
+    valid_path = valid_unit_path(plan.store, key)
+    if valid is not None:
+        st.atomic_write_parquet(valid_path, valid)
+    elif valid_path.exists():  # a former run's file: not this unit's
+        valid_path.unlink()
     residual = frame["label"].to_numpy() - frame["prediction"].to_numpy()
     ql = float(np.mean(residual**2))
     t_end = time.perf_counter()
@@ -372,6 +405,7 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
         "config_hash": pipeline.config_hash,
         "rows": int(len(frame)),
         "rows_dropped_unlabelled": int(dropped),
+        "valid_rows": None if valid is None else int(len(valid)),  # rows of wNN.valid.parquet (None: not stored)
         "test": list(window.test.as_tuple()),
         "first_prediction": frame["datetime"].iloc[0].isoformat(sep=" "),
         "last_prediction": frame["datetime"].iloc[-1].isoformat(sep=" "),

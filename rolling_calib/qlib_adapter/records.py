@@ -246,8 +246,9 @@ def run_records(
                     _LOG.warning("%s: PortAnaRecord skipped: %s", spec.recorder_name, reason)
                     continue
                 done.append(name)
-            metrics = {k: float(v) for k, v in rec.list_metrics().items()}
-            out = {"experiment_name": spec.experiment_name, "experiment_id": str(rec.experiment_id),
-                   "recorder_id": rec.id, "recorder_name": spec.recorder_name, "uri": manager.uri}
+        # after R.start ends: Qlib logs metrics asynchronously and flushes them when the run ends
+        metrics = {k: float(v) for k, v in rec.list_metrics().items()}
+        out = {"experiment_name": spec.experiment_name, "experiment_id": str(rec.experiment_id),
+               "recorder_id": rec.id, "recorder_name": spec.recorder_name, "uri": manager.uri}
     out.update(records=done, skipped=skipped, metrics=metrics, seconds=round(time.perf_counter() - t0, 3))
     return out

@@ -11,7 +11,7 @@ Any Qlib model and dataset run here (``RollingLSTM`` + ``MinuteTSDataset``, Qlib
         load_state/save_state  -> model.load_state(checkpoint k-1); model.fit(data)   (ours)
         finetune(dataset)      -> model = unpickle(checkpoint k-1); model.finetune(data)   (LGBModel)
         neither                -> refused at plan time (:func:`check_runner_contract`)
-    p = model.predict(data, "test")
+    p = model.predict(data, "test")     (and "valid" when the window has one: stored beside the unit)
     y = data.prepare("test", col_set="label", data_key=DK_R or DK_L)   # rolling.label: raw | learn
     checkpoint: model.save_state(path) if it has one, else the pickled model
     task["record"] (daily stores): SignalRecord, SigAnaRecord, PortAnaRecord ... in a Qlib recorder
@@ -59,6 +59,9 @@ class TrainedWindow:
     predict_s: float
     seeds: dict = field(default_factory=dict)  # global seeds set before the model was built
     recorder: dict | None = None  # the Qlib recorder of the task's records (:func:`records.run_records`)
+    # the validation segment's predictions and labels (None: the task has no valid segment)
+    valid_predictions: pd.Series | pd.DataFrame | None = None
+    valid_labels: pd.Series | pd.DataFrame | None = None
 
 
 def _named_params(spec: Mapping[str, Any]) -> set[str]:
@@ -179,14 +182,14 @@ def set_global_seeds(seed: int) -> dict[str, int]:
     return {"random": int(seed), "numpy": int(seed), "torch": int(seed)}
 
 
-def _test_labels(dataset: Any, label: str) -> pd.Series | pd.DataFrame:
-    """Labels of the test segment through Qlib's dataset API (``DK_R`` raw or ``DK_L`` learn-processed)."""
+def _test_labels(dataset: Any, label: str, segment: str = "test") -> pd.Series | pd.DataFrame:
+    """Labels of the test (or another) segment through Qlib's dataset API (``DK_R`` raw or ``DK_L`` learn-processed)."""
     from qlib.data.dataset.handler import DataHandlerLP
 
     key = DataHandlerLP.DK_R if label == "raw" else DataHandlerLP.DK_L
-    out = dataset.prepare("test", col_set="label", data_key=key)
+    out = dataset.prepare(segment, col_set="label", data_key=key)
     if not isinstance(out, (pd.Series, pd.DataFrame)):  # a TSDatasetH sampler: the handler's frame instead
-        seg = dataset.segments["test"]
+        seg = dataset.segments[segment]
         out = dataset.handler.fetch(slice(*seg), col_set="label", data_key=key)
     return out
 
@@ -310,7 +313,11 @@ def train_window(
                                "load_state nor finetune (use rolling.mode: scratch)")
         t_fit = time.perf_counter()
         predictions = model.predict(dataset, segment="test")
+        # the valid segment too (source: validation calibrates each window with its own valid bias)
+        has_valid = "valid" in (getattr(dataset, "segments", None) or {})
+        valid_predictions = model.predict(dataset, segment="valid") if has_valid else None
     labels = _test_labels(dataset, label)
+    valid_labels = _test_labels(dataset, label, "valid") if has_valid else None
     t_pred = time.perf_counter()
     if kind == "state":
         model.save_state(checkpoint)  # atomic
@@ -320,4 +327,5 @@ def train_window(
     if recorder is not None and record_configs(task):
         recorded = run_records(recorder, task, model=model, dataset=dataset, predictions=predictions,
                                qlib_init=qlib_init, freq=store_freq(qlib_init))
-    return TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_fit, seeding, recorded)
+    return TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_fit, seeding, recorded,
+                         valid_predictions=valid_predictions, valid_labels=valid_labels)

@@ -275,3 +275,21 @@ def test_out_of_range_dataset_values_fail_before_any_training(tiny_data, tmp_pat
     data["pipelines"]["b"] = {"task.dataset.kwargs.handler.kwargs.window": -5}
     with pytest.raises(ConfigError, match=r"handler\.kwargs\.window: expected an integer >= 1, found int -5"):
         _load(tmp_path, data)
+
+
+def test_calibration_source(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    cfg = _load(tmp_path, data)
+    assert cfg.rolling.calibration.source == "previous"
+    assert "source" not in cfg.to_dict()["rolling"].get("calibration", {})   # the default is recorded as before
+    data["rolling"]["calibration"] = {"source": "validation"}
+    cfg = _load(tmp_path, data)
+    assert cfg.rolling.calibration.source == "validation"
+    assert cfg.to_dict()["rolling"]["calibration"]["source"] == "validation"
+    data["rolling"]["calibration"] = {"source": "later"}
+    with pytest.raises(ConfigError, match=r"rolling\.calibration\.source: expected 'previous' or 'validation'"):
+        _load(tmp_path, data)
+    data["rolling"]["calibration"] = {"source": "validation"}
+    data["rolling"]["valid_months"] = 0
+    with pytest.raises(ConfigError, match=r"source: 'validation' needs a validation segment"):
+        _load(tmp_path, data)

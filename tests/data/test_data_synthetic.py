@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from data_prep.synthetic import PROFILES, draw_regimes, generate_bars, simulate_market, simulate_symbol
+from data_prep.synthetic import DEFAULT_SYMBOLS, PROFILES, draw_regimes, generate_bars, simulate_market, simulate_symbol
 from data_prep.trading_calendar import minute_of_session
 
 SYMS = ["AAPL", "MSFT", "INTC", "JPM", "BAC", "XOM", "KO", "F"]
@@ -94,7 +94,7 @@ def test_regime_schedule_lengths_and_sign_changes():
     r = draw_regimes(1760, seed=5)
     lengths = np.diff(r.start_session)
     assert lengths.min() >= 40 and lengths.max() <= 110  # 2 to 5 months
-    assert np.all((np.abs(r.beta) >= 0.15) & (np.abs(r.beta) <= 0.35))
+    assert np.all((np.abs(r.beta) >= 0.04) & (np.abs(r.beta) <= 0.10))
     assert (np.sign(r.beta) > 0).any() and (np.sign(r.beta) < 0).any()
 
 
@@ -112,28 +112,30 @@ def _features_and_target(close: np.ndarray, session: np.ndarray):
 
 
 def test_forward_return_is_learnable_within_a_regime_and_drifts_between_regimes():
-    m = simulate_market("2014-01-01", "2015-12-31", seed=0, sectors=[PROFILES[s].sector for s in SYMS[:6]])
+    # The signal is weak by design (|corr| of past and next returns <= 0.05, like the real sample:
+    # tests/data/test_data_facts.py), so the test needs many bars: 25 stocks over four years.
+    m = simulate_market("2013-01-01", "2016-12-31", seed=0, sectors=[PROFILES[s].sector for s in DEFAULT_SYMBOLS])
     xs, ys, regime, sess = [], [], [], []
-    for sym in SYMS[:6]:
+    for sym in DEFAULT_SYMBOLS:
         x, y = _features_and_target(simulate_symbol(sym, m)["close"], m.session_of)
         ok = np.isfinite(x).all(axis=1) & np.isfinite(y)
-        xs.append(x[ok]), ys.append(y[ok]), regime.append(m.regime_of_bar[ok]), sess.append(m.session_of[ok])
-    x, y, regime, sess = map(np.concatenate, (xs, ys, regime, sess))
-    r2, coef = {}, {}
+        xs.append(x[ok, 1]), ys.append(y[ok]), regime.append(m.regime_of_bar[ok]), sess.append(m.session_of[ok])
+    x, y, regime, sess = map(np.concatenate, (xs, ys, regime, sess))  # x: the past 15-minute return
+    sse = sst = 0.0
+    coef = {}
     for j in np.unique(regime):
         sel = regime == j
+        if len(np.unique(sess[sel])) < 20:  # a regime cut short by the range's end: too few bars to judge
+            continue
         half = np.median(sess[sel])
         tr, te = sel & (sess <= half), sel & (sess > half)
-        design = np.column_stack([np.ones(tr.sum()), x[tr]])
-        b, *_ = np.linalg.lstsq(design, y[tr], rcond=None)
-        pred = np.column_stack([np.ones(te.sum()), x[te]]) @ b
-        r2[j] = 1 - np.mean((y[te] - pred) ** 2) / np.mean((y[te] - y[te].mean()) ** 2)
-        coef[j] = np.polyfit(x[sel, 1], y[sel], 1)[0]  # univariate slope on the past 15-minute return
-    strong = [j for j in r2 if abs(m.regimes.beta[j]) >= 0.25]
-    assert strong and all(r2[j] > 0 for j in strong)  # beats predicting zero out of sample
-    assert np.mean([r2[j] for j in strong]) > 0.005
+        coef[j] = (x[sel] @ y[sel]) / (x[sel] @ x[sel])  # slope of the next 10-minute return on x
+        if abs(m.regimes.beta[j]) >= 0.07:  # strong regimes: fit on the first half, predict the second
+            b = (x[tr] @ y[tr]) / (x[tr] @ x[tr])
+            sse, sst = sse + np.sum((y[te] - b * x[te]) ** 2), sst + np.sum(y[te] ** 2)
+    assert sst > 0 and 1 - sse / sst > 0.0003  # beats predicting zero out of sample (R^2 vs 0, pooled)
     # the optimal coefficient follows the regime: momentum (+) vs reversal (-)
     for j in coef:
-        if abs(m.regimes.beta[j]) >= 0.2:
+        if abs(m.regimes.beta[j]) >= 0.07:
             assert np.sign(coef[j]) == np.sign(m.regimes.beta[j]), (j, coef[j], m.regimes.beta[j])
-    assert max(coef.values()) - min(coef.values()) > 0.1
+    assert max(coef.values()) - min(coef.values()) > 0.03

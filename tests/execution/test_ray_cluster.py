@@ -144,7 +144,14 @@ def ray_cluster():
 
 
 def _unit_files(store: Path, suffix: str) -> dict[str, Path]:
+    """``units/<pipeline>/seed<k>/<file>`` -> path, for the unit files ending with ``suffix``."""
     return {str(p.relative_to(store)): p for p in sorted((store / "units").rglob(f"*{suffix}"))}
+
+
+def _sidecars(store: Path) -> dict[str, dict]:
+    """The unit sidecars (``wNN.json``) of a store, by relative path."""
+    return {name: json.loads(path.read_text()) for name, path in _unit_files(store, ".json").items()
+            if re.search(r"/w\d+\.json$", name)}
 
 
 def test_sweep_on_two_node_cluster_spreads_units_and_equals_local_pool(ray_cluster, tmp_path, capsys):
@@ -176,19 +183,21 @@ def test_sweep_on_two_node_cluster_spreads_units_and_equals_local_pool(ray_clust
 
     # The cluster ran every unit, and they were spread over both nodes.
     assert remote["run"]["executor"] == "ray" and remote["run"]["units_ran"] == 4
-    sidecars = {name: json.loads(path.read_text()) for name, path in _unit_files(ray_store, ".json").items()}
+    sidecars = _sidecars(ray_store)
     assert len(sidecars) == 4
     placement = {name: ray_cluster["nodes"].get(side["node"], side["node"]) for name, side in sidecars.items()}
     print("unit -> node:", placement)  # shown with pytest -s
     assert set(placement.values()) == {"head", "worker"}, f"units not spread over both nodes: {placement}"
 
-    # Same predictions, unit by unit, and the same sweep numbers as the local pool.
+    # Same predictions, unit by unit (every Parquet file of a unit: test, and validation where
+    # stored), and the same sweep numbers as the local pool.
     local_frames, ray_frames = _unit_files(local_store, ".parquet"), _unit_files(ray_store, ".parquet")
-    assert sorted(ray_frames) == sorted(local_frames) and len(ray_frames) == 4
+    assert sorted(ray_frames) == sorted(local_frames)
+    assert len([name for name in ray_frames if re.search(r"/w\d+\.parquet$", name)]) == 4
     for name, path in local_frames.items():
         pd.testing.assert_frame_equal(pd.read_parquet(ray_frames[name]), pd.read_parquet(path), check_exact=True)
     assert remote["ranking"] == local["ranking"]
     assert remote["matrices"] == local["matrices"]
-    local_sides = {name: json.loads(path.read_text()) for name, path in _unit_files(local_store, ".json").items()}
+    local_sides = _sidecars(local_store)
     assert {n: s["ql"] for n, s in sidecars.items()} == {n: s["ql"] for n, s in local_sides.items()}
     assert all(side["node"] == os.uname().nodename for side in local_sides.values())

@@ -314,3 +314,22 @@ def test_pipelines_of_one_run_share_one_shared_hash(full_run):
     entries = st.read_manifest(plan.store)["pipelines"]
     hashes = {entries[name]["shared_hash"] for name in ("wd0", "wdbig")}
     assert len(hashes) == 1 and compare_store(score_store(plan.store, progress=False), n_boot=50).notes == []
+
+
+def test_units_keep_validation_predictions_for_source_validation(full_run):
+    import pandas as pd
+
+    from rolling_calib.execution.runner import valid_unit_path
+    from rolling_calib.execution.units import UnitKey
+
+    _, plan, _ = full_run
+    for w in plan.windows:
+        key = UnitKey("wd0", 0, w.index)
+        side = st.read_sidecar(plan.store, key)
+        frame = pd.read_parquet(valid_unit_path(plan.store, key))
+        assert side["valid_rows"] == len(frame) > 0
+        assert list(frame.columns) == list(st.UNIT_COLUMNS)
+        assert w.valid.contains(frame["datetime"]).all()
+    scores = score_store(plan.store, source="validation")
+    assert (scores.runs["n_scored"] == scores.runs["n_all"]).all()
+    assert scores.runs["cql_refit_first"].notna().all()
