@@ -58,7 +58,6 @@ from rolling_calib.core.validation import (
     validate_params,
 )
 from rolling_calib.execution import store as st
-from rolling_calib.execution.runner import valid_unit_path
 from rolling_calib.execution.units import UnitKey
 
 __all__ = [
@@ -363,7 +362,7 @@ def _read_valid(store: Path, pipeline: str, seed: int, *, manifest: dict) -> _Ru
     for w in _windows(entry):
         key = UnitKey(pipeline, int(seed), w.index)
         side = st.read_sidecar(store, key) or {}
-        path = valid_unit_path(store, key)
+        path = st.unit_paths(store, key).valid_parquet
         if side.get("valid_rows") is None or not path.is_file():
             why = ("its windows have no validation segment" if w.valid is None else
                    "it was written before validation predictions were stored")

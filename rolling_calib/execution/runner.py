@@ -318,20 +318,6 @@ def _unit_frame(pred: pd.Series | pd.DataFrame, label: pd.Series | pd.DataFrame,
     return frame, n_before - len(frame)
 
 
-def valid_unit_path(store: str | os.PathLike, key: UnitKey) -> Path:
-    """The unit's validation-segment predictions: ``units/<pipeline>/seed<s>/wNN.valid.parquet``.
-
-    A separate file, so readers of the test predictions (``wNN.parquet``) are unchanged; the
-    sidecar's ``valid_rows`` says whether it belongs to the unit (absent in older stores).
-
-    Examples
-    --------
-    >>> valid_unit_path("S", UnitKey("wd0", 3, 1)).as_posix()
-    'S/units/wd0/seed3/w01.valid.parquet'
-    """
-    return st.unit_paths(store, key).parquet.with_suffix(".valid.parquet")
-
-
 def _valid_frame(trained: Any, window: Window, key: UnitKey) -> pd.DataFrame | None:
     """The validation predictions as a unit table (columns :data:`~rolling_calib.execution.store.UNIT_COLUMNS`), or None."""
     if trained.valid_predictions is None or trained.valid_labels is None or window.valid is None:
@@ -390,7 +376,7 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
     t_pred = time.perf_counter()
     st.atomic_write_parquet(paths.parquet, frame)
     valid = _valid_frame(trained, window, key)
-    valid_path = valid_unit_path(plan.store, key)
+    valid_path = st.unit_paths(plan.store, key).valid_parquet
     if valid is not None:
         st.atomic_write_parquet(valid_path, valid)
     elif valid_path.exists():  # a former run's file: not this unit's

@@ -93,11 +93,16 @@ def atomic_write_parquet(path: str | os.PathLike, frame: pd.DataFrame) -> Path:
 # --------------------------------------------------------------------------- paths
 @dataclass(frozen=True)
 class UnitPaths:
-    """Files of one unit (``parquet``, ``sidecar``, ``checkpoint``), absolute."""
+    """Files of one unit (``parquet``, ``valid_parquet``, ``sidecar``, ``checkpoint``), absolute.
+
+    ``valid_parquet`` holds the validation-segment predictions (a separate file, so readers of the
+    test predictions are unchanged; the sidecar's ``valid_rows`` says whether it belongs to the unit).
+    """
 
     parquet: Path
     sidecar: Path
     checkpoint: Path
+    valid_parquet: Path
 
     def relative_checkpoint(self, store: Path) -> str:
         """Checkpoint path relative to the store (as recorded in sidecars)."""
@@ -119,6 +124,7 @@ def unit_paths(store: str | os.PathLike, key: UnitKey) -> UnitPaths:
         parquet=store / "units" / tail / f"{stem}.parquet",
         sidecar=store / "units" / tail / f"{stem}.json",
         checkpoint=store / "checkpoints" / tail / f"{stem}.pt",
+        valid_parquet=store / "units" / tail / f"{stem}.valid.parquet",
     )
 
 
@@ -234,7 +240,7 @@ def move_stale(store: str | os.PathLike, key: UnitKey, config_hash: str) -> Path
     paths = unit_paths(store, key)
     dest = store / "stale" / key.pipeline / str(side.get("config_hash", "unknown")) / f"seed{key.seed}"
     dest.mkdir(parents=True, exist_ok=True)
-    for path in (paths.parquet, paths.checkpoint, paths.sidecar):  # sidecar last: the commit marker
+    for path in (paths.parquet, paths.valid_parquet, paths.checkpoint, paths.sidecar):  # sidecar last: the commit marker
         if path.exists():
             shutil.move(str(path), str(dest / path.name))
     return dest

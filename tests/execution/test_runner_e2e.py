@@ -319,14 +319,13 @@ def test_pipelines_of_one_run_share_one_shared_hash(full_run):
 def test_units_keep_validation_predictions_for_source_validation(full_run):
     import pandas as pd
 
-    from rolling_calib.execution.runner import valid_unit_path
     from rolling_calib.execution.units import UnitKey
 
     _, plan, _ = full_run
     for w in plan.windows:
         key = UnitKey("wd0", 0, w.index)
         side = st.read_sidecar(plan.store, key)
-        frame = pd.read_parquet(valid_unit_path(plan.store, key))
+        frame = pd.read_parquet(st.unit_paths(plan.store, key).valid_parquet)
         assert side["valid_rows"] == len(frame) > 0
         assert list(frame.columns) == list(st.UNIT_COLUMNS)
         assert w.valid.contains(frame["datetime"]).all()
