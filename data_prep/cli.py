@@ -275,7 +275,9 @@ def _facts(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        clean = [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in results]  # NaN -> null
+        import math
+
+        clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in results]
         print(json.dumps(clean[0] if len(clean) == 1 else clean, indent=2))
     else:
         print(format_facts(results))

@@ -84,7 +84,7 @@ import pandas as pd
 
 from data_prep import qlib_store
 
-__all__ = ["FactSpec", "FACTS", "HORIZON", "PAST_WINDOW", "compute_facts", "stylized_facts", "format_facts"]
+__all__ = ["FACTS", "HORIZON", "PAST_WINDOW", "FactSpec", "compute_facts", "format_facts", "stylized_facts"]
 
 #: Bars of the forward return (the label's horizon).
 HORIZON = 10
@@ -179,6 +179,216 @@ def _nan_ratio(a: float, b: float) -> float:
 
 
 # ---------------------------------------------------------------------------- computation
+@dataclass(frozen=True)
+class _Bars:
+    """Where every calendar bar sits (shared by all stocks): session, minute, month and the in-session masks."""
+
+    n_t: int
+    session: np.ndarray  # session number of each bar
+    n_sess: int
+    minute: np.ndarray  # minute of the session (09:30 -> 0)
+    month_id: np.ndarray  # calendar-month number of each bar
+    n_month: int
+    back1: np.ndarray  # bar t-1 is one minute earlier in the session
+    back10: np.ndarray  # bar t-10 likewise (HORIZON)
+    back60: np.ndarray  # bar t-60 likewise (PAST_WINDOW)
+    fwd10: np.ndarray  # bar t+10 is ten minutes later in the session
+    grid10: np.ndarray  # a 10-minute grid return ends at t
+    back_grid: np.ndarray  # ... and the previous grid return exists
+    morning: np.ndarray
+    midday: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Series:
+    """One stock's return series over the calendar bars (module docstring notation)."""
+
+    r1: np.ndarray  # 1-minute returns r_t
+    y: np.ndarray  # labels y_t
+    x: np.ndarray  # past-return averages x_t
+    grid_ret: np.ndarray  # 10-minute grid returns R_t
+
+
+@dataclass
+class _Scan:
+    """Per-stock numbers and pooled sums from one pass over the stocks (filled in place by :func:`_scan_stocks`)."""
+
+    r1: np.ndarray  # (N, T) float32 1-minute returns, for the pairwise correlations
+    std10: np.ndarray
+    ac1: np.ndarray
+    ac10: np.ndarray
+    vcorr: np.ndarray
+    shape: np.ndarray
+    rv: np.ndarray  # (N, sessions) realised volatility
+    pool: np.ndarray  # n, sum x, sum y, sum xx, sum yy, sum xy
+    month_sum: np.ndarray
+    month_n: np.ndarray
+    y_tot: np.ndarray  # sum y, sum yy, n
+
+
+def _checked_inputs(times, close, volume) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``(bar times as datetime64[m], close (N, T), volume or None)``, refusing misaligned input."""
+    t64 = np.asarray(pd.DatetimeIndex(times).to_numpy(), dtype="datetime64[m]")
+    close = np.atleast_2d(np.asarray(close, dtype=np.float64))
+    n_t = close.shape[1]
+    if len(t64) != n_t:
+        raise ValueError(f"close: expected {len(t64)} columns (one per bar time), found {n_t}")
+    if len(t64) > 1 and np.any(np.diff(t64.astype(np.int64)) <= 0):
+        raise ValueError("times: expected strictly increasing bar times")
+    vol = None if volume is None else np.atleast_2d(np.asarray(volume, dtype=np.float64))
+    if vol is not None and vol.shape != close.shape:
+        raise ValueError(f"volume: expected shape {close.shape} like close, found {vol.shape}")
+    return t64, close, vol
+
+
+def _bar_layout(t64: np.ndarray) -> _Bars:
+    """:class:`_Bars` of the sorted bar times ``t64``."""
+    n_t = len(t64)
+    day = t64.astype("datetime64[D]")
+    session = np.unique(day, return_inverse=True)[1].reshape(-1)
+    minute = (t64 - day).astype(np.int64) - (9 * 60 + 30)
+    month_id = np.unique(t64.astype("datetime64[M]"), return_inverse=True)[1].reshape(-1)
+    back10 = _steps_back(session, minute, HORIZON)
+    fwd10 = np.zeros(n_t, dtype=bool)
+    fwd10[:-HORIZON or None] = back10[HORIZON:] if n_t > HORIZON else False
+    grid10 = back10 & (minute % HORIZON == 0)
+    return _Bars(
+        n_t=n_t,
+        session=session,
+        n_sess=int(session.max()) + 1 if n_t else 0,
+        minute=minute,
+        month_id=month_id,
+        n_month=int(month_id.max()) + 1 if n_t else 0,
+        back1=_steps_back(session, minute, 1),
+        back10=back10,
+        back60=_steps_back(session, minute, PAST_WINDOW),
+        fwd10=fwd10,
+        grid10=grid10,
+        back_grid=_steps_back(session, minute, 2 * HORIZON) & grid10,
+        morning=(minute >= _MORNING[0]) & (minute < _MORNING[1]),
+        midday=(minute >= _MIDDAY[0]) & (minute < _MIDDAY[1]),
+    )
+
+
+def _stock_series(c: np.ndarray, bars: _Bars) -> _Series:
+    """Returns, labels and past-return averages of one stock's closes ``c``."""
+    lc = np.where(c > 0, np.log(np.where(c > 0, c, 1.0)), np.nan)
+    lff = _ffill_in_session(lc, bars.session)
+    return _Series(
+        r1=lc - _lag(lc, 1, bars.back1),
+        y=np.expm1(_lead(lff, HORIZON, bars.fwd10) - lc),
+        x=(lc - _lag(lff, PAST_WINDOW, bars.back60)) / PAST_WINDOW,
+        grid_ret=np.where(bars.grid10, lff - _lag(lff, HORIZON, bars.back10), np.nan),
+    )
+
+
+# ------------------------------------------------- per-stock parts of each fact family
+def _ret10_std_bp(y: np.ndarray) -> float:
+    """``ret10_std_bp`` of one stock: std of its labels in bp (NaN with < 2 labels)."""
+    return 1e4 * np.nanstd(y) if np.isfinite(y).sum() > 1 else math.nan
+
+
+def _autocorrelations(s: _Series, bars: _Bars) -> tuple[float, float]:
+    """``(ac1_ret1, ac1_ret10)`` of one stock."""
+    ac1 = _corr(s.r1, _lag(s.r1, 1, bars.back1))
+    ac10 = _corr(s.grid_ret, np.where(bars.back_grid, _lag(s.grid_ret, HORIZON, bars.back10), np.nan))
+    return ac1, ac10
+
+
+def _volume_absret(v: np.ndarray, r1: np.ndarray) -> float:
+    """``volume_absret_corr`` of one stock (negative volumes count as missing)."""
+    return _spearman(np.where(v >= 0, v, np.nan), np.abs(r1))
+
+
+def _intraday_ratio(r1: np.ndarray, bars: _Bars) -> float:
+    """``intraday_vol_ratio`` of one stock: morning std over midday std."""
+    return _nan_ratio(np.nanstd(r1[bars.morning]) if np.isfinite(r1[bars.morning]).sum() > 1 else math.nan,
+                      np.nanstd(r1[bars.midday]) if np.isfinite(r1[bars.midday]).sum() > 1 else math.nan)
+
+
+def _session_rv(r1: np.ndarray, bars: _Bars) -> np.ndarray:
+    """Realised volatility per minute of one stock on every session (NaN without returns)."""
+    have = np.isfinite(r1)
+    sq = np.bincount(bars.session[have], weights=r1[have] ** 2, minlength=bars.n_sess)
+    cnt = np.bincount(bars.session[have], minlength=bars.n_sess)
+    return np.where(cnt > 0, np.sqrt(sq / np.maximum(cnt, 1)), np.nan)
+
+
+def _pool_terms(x: np.ndarray, y: np.ndarray) -> tuple:
+    """One stock's ``(n, sum x, sum y, sum xx, sum yy, sum xy)`` over the bars with both ``x`` and ``y``."""
+    both = np.isfinite(x) & np.isfinite(y)
+    xb, yb = x[both], y[both]
+    return (both.sum(), xb.sum(), yb.sum(), xb @ xb, yb @ yb, xb @ yb)
+
+
+def _label_terms(y: np.ndarray, bars: _Bars) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """One stock's label sums per month, label counts per month and ``(sum y, sum yy, n)``."""
+    hy = np.isfinite(y)
+    month_sum = np.bincount(bars.month_id[hy], weights=y[hy], minlength=bars.n_month)
+    month_n = np.bincount(bars.month_id[hy], minlength=bars.n_month)
+    return month_sum, month_n, (y[hy].sum(), y[hy] @ y[hy], hy.sum())
+
+
+def _scan_stocks(close: np.ndarray, vol: np.ndarray | None, bars: _Bars) -> _Scan:
+    """One pass over the stocks (one stock's arrays at a time): every per-stock number and pooled sum."""
+    n_sym = close.shape[0]
+    std10, ac1, ac10, vcorr, shape = (np.full(n_sym, np.nan) for _ in range(5))
+    scan = _Scan(r1=np.full((n_sym, bars.n_t), np.nan, dtype=np.float32), std10=std10, ac1=ac1, ac10=ac10,
+                 vcorr=vcorr, shape=shape, rv=np.full((n_sym, bars.n_sess), np.nan), pool=np.zeros(6),
+                 month_sum=np.zeros(bars.n_month), month_n=np.zeros(bars.n_month), y_tot=np.zeros(3))
+    for i in range(n_sym):
+        s = _stock_series(close[i], bars)
+        scan.r1[i] = s.r1
+        scan.std10[i] = _ret10_std_bp(s.y)
+        scan.ac1[i], scan.ac10[i] = _autocorrelations(s, bars)
+        if vol is not None:
+            scan.vcorr[i] = _volume_absret(vol[i], s.r1)
+        scan.shape[i] = _intraday_ratio(s.r1, bars)
+        scan.rv[i] = _session_rv(s.r1, bars)
+        scan.pool += _pool_terms(s.x, s.y)
+        month_sum, month_n, y_terms = _label_terms(s.y, bars)
+        scan.month_sum += month_sum
+        scan.month_n += month_n
+        scan.y_tot += y_terms
+    return scan
+
+
+# ------------------------------------------------- pooled facts
+def _nan_median(a: np.ndarray) -> float:
+    return float(np.nanmedian(a)) if np.isfinite(a).any() else math.nan
+
+
+def _nan_mean(a: np.ndarray) -> float:
+    return float(np.nanmean(a)) if np.isfinite(a).any() else math.nan
+
+
+def _predictability(pool: np.ndarray) -> float:
+    """Pearson correlation from the pooled sums ``(n, sum x, sum y, sum xx, sum yy, sum xy)``."""
+    n, sx, sy, sxx, syy, sxy = pool
+    cov = sxy - sx * sy / n if n > 2 else math.nan
+    den = math.sqrt(max(sxx - sx * sx / n, 0.0) * max(syy - sy * sy / n, 0.0)) if n > 2 else 0.0
+    return cov / den if den > 0 else math.nan
+
+
+def _daily_vol_ratios(rv: np.ndarray, n_sess: int) -> dict[str, float]:
+    """``daily_vol_max_min`` and ``daily_vol_p95_p5`` of the per-stock session volatilities ``rv``."""
+    daily = np.nanmean(rv, axis=0) if n_sess and np.isfinite(rv).any() else np.array([])
+    daily = daily[np.isfinite(daily) & (daily > 0)]
+    if len(daily) < 2:
+        return {"daily_vol_max_min": math.nan, "daily_vol_p95_p5": math.nan}
+    p5, p95 = np.percentile(daily, [5, 95])
+    return {"daily_vol_max_min": float(daily.max() / daily.min()), "daily_vol_p95_p5": float(p95 / p5)}
+
+
+def _label_drift(month_sum: np.ndarray, month_n: np.ndarray, y_tot: np.ndarray) -> float:
+    """Mean squared monthly label mean over the pooled label variance."""
+    y_sum, y_sq, y_n = y_tot
+    var_y = y_sq / y_n - (y_sum / y_n) ** 2 if y_n > 1 else math.nan
+    has_month = month_n > 0
+    monthly = month_sum[has_month] / month_n[has_month]
+    return float(np.mean(monthly**2) / var_y) if has_month.any() and var_y > 0 else math.nan
+
+
 def compute_facts(times, close: np.ndarray, volume: np.ndarray | None = None) -> dict[str, float]:
     """Stylised facts of minute bars held in memory (the formulas are in the module docstring).
 
@@ -197,97 +407,21 @@ def compute_facts(times, close: np.ndarray, volume: np.ndarray | None = None) ->
         ``{fact key: float}`` for every :data:`FACTS` key (NaN where the data are too short),
         plus ``symbols``, ``sessions`` and ``bars`` (calendar bars) as ints.
     """
-    t64 = np.asarray(pd.DatetimeIndex(times).to_numpy(), dtype="datetime64[m]")
-    close = np.atleast_2d(np.asarray(close, dtype=np.float64))
-    n_sym, n_t = close.shape
-    if len(t64) != n_t:
-        raise ValueError(f"close: expected {len(t64)} columns (one per bar time), found {n_t}")
-    if len(t64) > 1 and np.any(np.diff(t64.astype(np.int64)) <= 0):
-        raise ValueError("times: expected strictly increasing bar times")
-    vol = None if volume is None else np.atleast_2d(np.asarray(volume, dtype=np.float64))
-    if vol is not None and vol.shape != close.shape:
-        raise ValueError(f"volume: expected shape {close.shape} like close, found {vol.shape}")
-
-    day = t64.astype("datetime64[D]")
-    session = np.unique(day, return_inverse=True)[1].reshape(-1)
-    n_sess = int(session.max()) + 1 if n_t else 0
-    minute = (t64 - day).astype(np.int64) - (9 * 60 + 30)
-    month = t64.astype("datetime64[M]")
-    month_id = np.unique(month, return_inverse=True)[1].reshape(-1)
-    n_month = int(month_id.max()) + 1 if n_t else 0
-
-    back1 = _steps_back(session, minute, 1)
-    back10 = _steps_back(session, minute, HORIZON)
-    back60 = _steps_back(session, minute, PAST_WINDOW)
-    fwd10 = np.zeros(n_t, dtype=bool)
-    fwd10[:-HORIZON or None] = back10[HORIZON:] if n_t > HORIZON else False
-    grid10 = back10 & (minute % HORIZON == 0)
-    back_grid = _steps_back(session, minute, 2 * HORIZON) & grid10  # the previous grid return exists
-    morning = (minute >= _MORNING[0]) & (minute < _MORNING[1])
-    midday = (minute >= _MIDDAY[0]) & (minute < _MIDDAY[1])
-
-    r1_all = np.full((n_sym, n_t), np.nan, dtype=np.float32)
-    std10, ac1, ac10, vcorr, shape = (np.full(n_sym, np.nan) for _ in range(5))
-    rv = np.full((n_sym, n_sess), np.nan)
-    pool = np.zeros(6)  # n, sum x, sum y, sum xx, sum yy, sum xy
-    month_sum, month_n = np.zeros(n_month), np.zeros(n_month)
-    y_sum = y_sq = y_n = 0.0
-    for i in range(n_sym):
-        c = close[i]
-        lc = np.where(c > 0, np.log(np.where(c > 0, c, 1.0)), np.nan)
-        lff = _ffill_in_session(lc, session)
-        r1 = lc - _lag(lc, 1, back1)
-        r1_all[i] = r1
-        y = np.expm1(_lead(lff, HORIZON, fwd10) - lc)
-        x = (lc - _lag(lff, PAST_WINDOW, back60)) / PAST_WINDOW
-        grid_ret = np.where(grid10, lff - _lag(lff, HORIZON, back10), np.nan)
-
-        if np.isfinite(y).sum() > 1:
-            std10[i] = 1e4 * np.nanstd(y)
-        ac1[i] = _corr(r1, _lag(r1, 1, back1))
-        ac10[i] = _corr(grid_ret, np.where(back_grid, _lag(grid_ret, HORIZON, back10), np.nan))
-        if vol is not None:
-            vcorr[i] = _spearman(np.where(vol[i] >= 0, vol[i], np.nan), np.abs(r1))
-        shape[i] = _nan_ratio(np.nanstd(r1[morning]) if np.isfinite(r1[morning]).sum() > 1 else math.nan,
-                              np.nanstd(r1[midday]) if np.isfinite(r1[midday]).sum() > 1 else math.nan)
-        have = np.isfinite(r1)
-        sq = np.bincount(session[have], weights=r1[have] ** 2, minlength=n_sess)
-        cnt = np.bincount(session[have], minlength=n_sess)
-        rv[i] = np.where(cnt > 0, np.sqrt(sq / np.maximum(cnt, 1)), np.nan)
-
-        both = np.isfinite(x) & np.isfinite(y)
-        xb, yb = x[both], y[both]
-        pool += (both.sum(), xb.sum(), yb.sum(), xb @ xb, yb @ yb, xb @ yb)
-        hy = np.isfinite(y)
-        month_sum += np.bincount(month_id[hy], weights=y[hy], minlength=n_month)
-        month_n += np.bincount(month_id[hy], minlength=n_month)
-        y_sum, y_sq, y_n = y_sum + y[hy].sum(), y_sq + y[hy] @ y[hy], y_n + hy.sum()
-
+    t64, close, vol = _checked_inputs(times, close, volume)
+    bars = _bar_layout(t64)
+    scan = _scan_stocks(close, vol, bars)
     facts: dict[str, float] = {
-        "ret10_std_bp": float(np.nanmedian(std10)) if np.isfinite(std10).any() else math.nan,
-        "ac1_ret1": float(np.nanmean(ac1)) if np.isfinite(ac1).any() else math.nan,
-        "ac1_ret10": float(np.nanmean(ac10)) if np.isfinite(ac10).any() else math.nan,
+        "ret10_std_bp": _nan_median(scan.std10),
+        "ac1_ret1": _nan_mean(scan.ac1),
+        "ac1_ret10": _nan_mean(scan.ac10),
+        "predictability": _predictability(scan.pool),
+        "mean_pair_corr": _mean_pair_corr(scan.r1),
+        "volume_absret_corr": _nan_mean(scan.vcorr),
+        "intraday_vol_ratio": _nan_median(scan.shape),
+        **_daily_vol_ratios(scan.rv, bars.n_sess),
+        "label_drift": _label_drift(scan.month_sum, scan.month_n, scan.y_tot),
     }
-    n, sx, sy, sxx, syy, sxy = pool
-    cov = sxy - sx * sy / n if n > 2 else math.nan
-    den = math.sqrt(max(sxx - sx * sx / n, 0.0) * max(syy - sy * sy / n, 0.0)) if n > 2 else 0.0
-    facts["predictability"] = cov / den if den > 0 else math.nan
-    facts["mean_pair_corr"] = _mean_pair_corr(r1_all)
-    facts["volume_absret_corr"] = float(np.nanmean(vcorr)) if np.isfinite(vcorr).any() else math.nan
-    facts["intraday_vol_ratio"] = float(np.nanmedian(shape)) if np.isfinite(shape).any() else math.nan
-    daily = np.nanmean(rv, axis=0) if n_sess and np.isfinite(rv).any() else np.array([])
-    daily = daily[np.isfinite(daily) & (daily > 0)]
-    if len(daily) >= 2:
-        facts["daily_vol_max_min"] = float(daily.max() / daily.min())
-        p5, p95 = np.percentile(daily, [5, 95])
-        facts["daily_vol_p95_p5"] = float(p95 / p5)
-    else:
-        facts["daily_vol_max_min"] = facts["daily_vol_p95_p5"] = math.nan
-    var_y = y_sq / y_n - (y_sum / y_n) ** 2 if y_n > 1 else math.nan
-    has_month = month_n > 0
-    monthly = month_sum[has_month] / month_n[has_month]
-    facts["label_drift"] = float(np.mean(monthly**2) / var_y) if has_month.any() and var_y > 0 else math.nan
-    facts.update(symbols=int(n_sym), sessions=int(n_sess), bars=int(n_t))
+    facts.update(symbols=int(close.shape[0]), sessions=int(bars.n_sess), bars=int(bars.n_t))
     return facts
 
 

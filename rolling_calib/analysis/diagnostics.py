@@ -310,29 +310,27 @@ def _window_of(times: Sequence[pd.Timestamp], windows: Sequence[Window]) -> np.n
     return out
 
 
-def _diagnose_pipeline(store: Path, name: str, scores: StoreScores, manifest: dict,
-                       notes: list[str]) -> PipelineDiagnosis:
-    runs = scores.runs[scores.runs["pipeline"] == name].sort_values("seed")
-    seeds = [int(s) for s in runs["seed"]]
-    table = scores.periods[scores.periods["pipeline"] == name]
-    # periods every seed has, in time order
+def _common_periods(table: pd.DataFrame, n_seeds: int) -> tuple[pd.DataFrame, pd.Index, int]:
+    """``(table, starts, left out)``: one pipeline's period table cut to the periods every seed has, their starts
+    in time order, and how many periods were left out."""
     counts = table.groupby("start")["seed"].nunique()
-    common = counts.index[counts == len(seeds)].sort_values()
-    if len(common) < counts.size:
-        notes.append(f"{name}: {counts.size - len(common)} period(s) not present in every run are left out of the diagnostics")
-    table = table[table["start"].isin(common)]
+    common = counts.index[counts == n_seeds].sort_values()
+    return table[table["start"].isin(common)], common, counts.size - len(common)
 
-    def grid(column: str) -> pd.DataFrame:
-        return table.pivot(index="seed", columns="start", values=column).loc[seeds, common]
 
-    labels = grid("period").iloc[0].tolist()
-    bias, ql, rows = grid("mean_residual"), grid("ql"), grid("rows")
-    scored = grid("scored").astype(bool).all(axis=0).to_numpy()
+def _seed_grid(table: pd.DataFrame, column: str, seeds: Sequence[int], common: pd.Index) -> pd.DataFrame:
+    """``column`` of the period table as seeds x period starts."""
+    return table.pivot(index="seed", columns="start", values=column).loc[seeds, common]
+
+
+def _prediction_stats(store: Path, name: str, seeds: Sequence[int], table: pd.DataFrame, common: pd.Index,
+                      manifest: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seeds x periods: mean and std of the predictions, and the window of each period's first row."""
     windows = [Window.from_dict(w) for w in manifest["pipelines"][name]["windows"]]
-
-    mean_pred = np.empty(bias.shape)
-    pred_std = np.empty(bias.shape)
-    win = np.empty(bias.shape, dtype=np.int64)
+    shape = (len(seeds), len(common))
+    mean_pred = np.empty(shape)
+    pred_std = np.empty(shape)
+    win = np.empty(shape, dtype=np.int64)
     for i, seed in enumerate(seeds):
         frame = load_run(store, name, seed, manifest=manifest)
         starts = table[table["seed"] == seed].sort_values("start")["start"]   # the run's own periods
@@ -341,17 +339,14 @@ def _diagnose_pipeline(store: Path, name: str, scores: StoreScores, manifest: di
         stats = stats.loc[common]
         mean_pred[i], pred_std[i] = stats["mean_prediction"], stats["prediction_std"]
         win[i] = _window_of(stats["first"].tolist(), windows)
-    refit = np.logical_or.reduce([dg.refit_boundaries(w) for w in win])
+    return mean_pred, pred_std, win
 
-    b = bias.to_numpy(dtype=float)
-    split = dg.split_seed_variance(b[:, scored], ql.to_numpy(dtype=float)[:, scored], rows.to_numpy(dtype=float)[:, scored])
-    std_cql = _std(runs["cql"].to_numpy(dtype=float))
-    removable, removed = dg.correction_fractions(split.std_ql, split.std_spread, std_cql)
-    offsets = dg.seed_offsets(b)
-    persistence = dg.offset_persistence(offsets, refit)
-    spread = dg.prediction_spread(mean_pred, pred_std)
+
+def _offsets_frame(seeds: Sequence[int], labels: list, common: pd.Index, b: np.ndarray, offsets: np.ndarray,
+                   win: np.ndarray, refit: np.ndarray) -> pd.DataFrame:
+    """One :data:`OFFSET_COLUMNS` row per seed and period."""
     k = len(common)
-    offsets_frame = pd.DataFrame({
+    return pd.DataFrame({
         "seed": np.repeat(seeds, k),
         "period": np.tile(labels, len(seeds)),
         "start": np.tile(common.to_numpy(), len(seeds)),
@@ -360,6 +355,28 @@ def _diagnose_pipeline(store: Path, name: str, scores: StoreScores, manifest: di
         "window": win.ravel(),
         "refit": np.tile(refit, len(seeds)),
     }, columns=list(OFFSET_COLUMNS))
+
+
+def _diagnose_pipeline(store: Path, name: str, scores: StoreScores, manifest: dict,
+                       notes: list[str]) -> PipelineDiagnosis:
+    """:class:`PipelineDiagnosis` of one pipeline over the periods every seed has (a note when some are left out)."""
+    runs = scores.runs[scores.runs["pipeline"] == name].sort_values("seed")
+    seeds = [int(s) for s in runs["seed"]]
+    table, common, dropped = _common_periods(scores.periods[scores.periods["pipeline"] == name], len(seeds))
+    if dropped:
+        notes.append(f"{name}: {dropped} period(s) not present in every run are left out of the diagnostics")
+    labels = _seed_grid(table, "period", seeds, common).iloc[0].tolist()
+    b = _seed_grid(table, "mean_residual", seeds, common).to_numpy(dtype=float)
+    ql = _seed_grid(table, "ql", seeds, common).to_numpy(dtype=float)
+    rows = _seed_grid(table, "rows", seeds, common).to_numpy(dtype=float)
+    scored = _seed_grid(table, "scored", seeds, common).astype(bool).all(axis=0).to_numpy()
+    mean_pred, pred_std, win = _prediction_stats(store, name, seeds, table, common, manifest)
+    refit = np.logical_or.reduce([dg.refit_boundaries(w) for w in win])
+    split = dg.split_seed_variance(b[:, scored], ql[:, scored], rows[:, scored])
+    std_cql = _std(runs["cql"].to_numpy(dtype=float))
+    removable, removed = dg.correction_fractions(split.std_ql, split.std_spread, std_cql)
+    offsets = dg.seed_offsets(b)
+    persistence = dg.offset_persistence(offsets, refit)
     return PipelineDiagnosis(
         pipeline=name,
         seeds=seeds,
@@ -370,9 +387,9 @@ def _diagnose_pipeline(store: Path, name: str, scores: StoreScores, manifest: di
         std_cql=std_cql,
         removable=removable,
         removed=removed,
-        spread=spread,
+        spread=dg.prediction_spread(mean_pred, pred_std),
         persistence=persistence,
-        offsets=offsets_frame,
+        offsets=_offsets_frame(seeds, labels, common, b, offsets, win, refit),
         verdict=dg.verdict(removable, removed, corr_within=persistence.corr_within,
                            corr_across=persistence.corr_across),
     )

@@ -24,7 +24,12 @@ from typing import Any
 
 import pandas as pd
 
-from rolling_calib.analysis.scoring import MissingValidationError, read_run_data
+from rolling_calib.analysis.scoring import (
+    MissingValidationError,
+    RunData,
+    read_run_data,
+    selected_pipelines,
+)
 from rolling_calib.core.metaeval import MetaEvaluation, meta_evaluate
 from rolling_calib.core.schedule import CoverageError
 from rolling_calib.execution import store as st
@@ -125,28 +130,54 @@ def metaeval_store(
     """
     store = Path(store)
     manifest = st.read_manifest(store)
-    names = list(manifest["pipelines"]) if pipelines is None else list(pipelines)
-    unknown = [n for n in names if n not in manifest["pipelines"]]
-    if unknown:
-        raise ValueError(f"--pipelines: {', '.join(unknown)} not in {store} (have: {', '.join(manifest['pipelines'])})")
+    names = selected_pipelines(store, manifest, pipelines)
+    chosen = _chosen_variants(variants)
+    from tqdm.auto import tqdm
+
+    data, chosen, incomplete, notes = _read_runs(store, manifest, names, chosen)
+    rows = [_variant_row(name, seed_, run, chosen) for (name, seed_), run in
+            tqdm(data.items(), desc="scoring variants", unit="run", disable=not progress, leave=False)]
+    table = pd.DataFrame(rows, columns=["pipeline", "seed", *chosen])
+    scores, pairs = _scores_and_pairs(store, manifest, names, table, chosen)
+    result = meta_evaluate(scores, pairs, metrics=chosen, ground_truth="ql", n_boot=n_boot, confidence=confidence,
+                           seed=seed, n_splits=n_splits, split_seed=split_seed)
+    return StoreMetaEvaluation(store=store, result=result, runs=table, incomplete=incomplete, notes=notes)
+
+
+def _chosen_variants(variants: Sequence[str] | None) -> list[str]:
+    """The variants to score (default: all), refusing unknown names; ``ql`` (the ground truth) first if left out."""
     chosen = list(VARIANTS) if variants is None else list(variants)
     bad = [v for v in chosen if v not in VARIANTS]
     if bad:
         raise ValueError(f"variants: unknown {', '.join(bad)} (have: {', '.join(VARIANTS)})")
-    from tqdm.auto import tqdm
-
     if "ql" not in chosen:
         chosen.insert(0, "ql")  # the ground truth
-    wants_valid = any(VARIANTS[v][1].get("source") == "validation" for v in chosen)
+    return chosen
+
+
+def _uses_validation(variant: str) -> bool:
+    return VARIANTS[variant][1].get("source") == "validation"
+
+
+def _read_runs(store: Path, manifest: dict, names: Sequence[str], chosen: list[str]
+               ) -> tuple[dict[tuple[str, int], RunData], list[str], list[str], list[str]]:
+    """Read every complete run once: ``(runs, variants, incomplete runs, notes)``.
+
+    The validation predictions are read when a chosen variant needs them; at the first run without
+    them (an older store) the validation-source variants are left out, with a note, and no run keeps them.
+    """
+    wants_valid = any(_uses_validation(v) for v in chosen)
     runs = [(n, int(s)) for n in names for s in manifest["pipelines"][n].get("seeds", [])]
-    data, incomplete, notes = {}, [], []
+    data: dict[tuple[str, int], RunData] = {}
+    incomplete: list[str] = []
+    notes: list[str] = []
     for name, seed_ in runs:
         try:
             try:
                 data[(name, seed_)] = read_run_data(store, name, seed_, manifest=manifest, validation=wants_valid)
             except MissingValidationError as exc:  # an older store: the other variants only
                 notes.append(f"validation-source variants left out: {exc}")
-                chosen = [v for v in chosen if VARIANTS[v][1].get("source") != "validation"]
+                chosen = [v for v in chosen if not _uses_validation(v)]
                 wants_valid = False
                 for run in data.values():
                     run.valid = None
@@ -155,18 +186,25 @@ def metaeval_store(
             raise
         except ValueError as exc:
             incomplete.append(f"{name}/seed{seed_}: {exc}")
-    rows = []
-    for (name, seed_), run in tqdm(data.items(), desc="scoring variants", unit="run", disable=not progress, leave=False):
-        row: dict[str, Any] = {"pipeline": name, "seed": seed_}
-        cache: dict[tuple, Any] = {}
-        for v in chosen:
-            attr, options = VARIANTS[v]
-            key = tuple(sorted(options.items(), key=str))
-            if key not in cache:
-                cache[key] = run.rolling_cql(**options)
-            row[v] = float(getattr(cache[key], attr))
-        rows.append(row)
-    table = pd.DataFrame(rows, columns=["pipeline", "seed", *chosen])
+    return data, chosen, incomplete, notes
+
+
+def _variant_row(name: str, seed_: int, run: RunData, chosen: Sequence[str]) -> dict[str, Any]:
+    """One run's score under each chosen variant (variants with the same options share one computation)."""
+    row: dict[str, Any] = {"pipeline": name, "seed": seed_}
+    cache: dict[tuple, Any] = {}
+    for v in chosen:
+        attr, options = VARIANTS[v]
+        key = tuple(sorted(options.items(), key=str))
+        if key not in cache:
+            cache[key] = run.rolling_cql(**options)
+        row[v] = float(getattr(cache[key], attr))
+    return row
+
+
+def _scores_and_pairs(store: Path, manifest: dict, names: Sequence[str], table: pd.DataFrame, chosen: Sequence[str]
+                      ) -> tuple[dict[str, dict[str, Any]], list[tuple[str, str]]]:
+    """Per-seed scores of the pipelines with at least 2 complete runs, and the pairs to compare among them."""
     counts = table.groupby("pipeline", sort=False).size()
     kept = [n for n in names if counts.get(n, 0) >= 2]
     if len(kept) < 2:
@@ -174,7 +212,4 @@ def metaeval_store(
                          f"{len(kept)} ({', '.join(f'{n}: {counts.get(n, 0)}' for n in names)})")
     scores = {n: {v: table.loc[table["pipeline"] == n].sort_values("seed")[v].to_numpy() for v in chosen} for n in kept}
     recorded = [tuple(p) for p in manifest.get("compare", []) if p[0] in kept and p[1] in kept]
-    pairs = recorded or list(itertools.combinations(kept, 2))
-    result = meta_evaluate(scores, pairs, metrics=chosen, ground_truth="ql", n_boot=n_boot, confidence=confidence,
-                           seed=seed, n_splits=n_splits, split_seed=split_seed)
-    return StoreMetaEvaluation(store=store, result=result, runs=table, incomplete=incomplete, notes=notes)
+    return scores, recorded or list(itertools.combinations(kept, 2))

@@ -448,15 +448,35 @@ def score_store(
     """
     store = Path(store)
     manifest = st.read_manifest(store)
+    names = selected_pipelines(store, manifest, pipelines)
+    scored = _score_runs(store, manifest, names, period=period, bias=bias, source=source, progress=progress)
+    return _store_scores(store, manifest, names, scored, period=period, bias=bias, source=source)
+
+
+def selected_pipelines(store: Path, manifest: dict, pipelines: Sequence[str] | None) -> list[str]:
+    """``pipelines`` (default: every pipeline of the manifest), refusing names the store does not have."""
     names = list(manifest["pipelines"]) if pipelines is None else list(pipelines)
     unknown = [n for n in names if n not in manifest["pipelines"]]
     if unknown:
         raise ValueError(f"--pipelines: {', '.join(unknown)} not in {store} (have: {', '.join(manifest['pipelines'])})")
+    return names
+
+
+@dataclass
+class _ScoredRuns:
+    """What :func:`_score_runs` gives: a :data:`RUN_COLUMNS` row and a period table per complete run."""
+
+    rows: list[dict[str, Any]]
+    tables: list[pd.DataFrame]
+    incomplete: list[str]
+
+
+def _score_runs(store: Path, manifest: dict, names: Sequence[str], *, period: str | int, bias: str, source: str,
+                progress: bool) -> _ScoredRuns:
+    """Read and score every recorded seed of ``names``; a run with a missing or stale unit is listed as incomplete."""
     from tqdm.auto import tqdm
 
-    run_rows: list[dict[str, Any]] = []
-    period_frames: list[pd.DataFrame] = []
-    incomplete: list[str] = []
+    scored = _ScoredRuns(rows=[], tables=[], incomplete=[])
     runs = [(name, int(seed)) for name in names for seed in manifest["pipelines"][name].get("seeds", [])]
     for name, seed in tqdm(runs, desc="scoring runs", unit="run", disable=not progress, leave=False):
         try:
@@ -464,44 +484,53 @@ def score_store(
         except (CoverageError, st.CorruptStoreFileError):
             raise
         except ValueError as exc:  # a missing or stale unit: report the run as incomplete
-            incomplete.append(f"{name}/seed{seed}: {exc}")
+            scored.incomplete.append(f"{name}/seed{seed}: {exc}")
             continue
         if source == "validation":  # a unit without validation predictions stops the scoring, naming the store
             data.valid = _read_valid(store, name, seed, manifest=manifest)
         result = data.rolling_cql(period=period, bias=bias, source=source)
-        frame = data.test.frame()
-        run_rows.append(
-            {
-                "pipeline": name,
-                "seed": seed,
-                "ql": result.ql_all,
-                "ql_scored": result.ql_scored,
-                "cql": result.cql,
-                "n_all": result.n_all,
-                "n_scored": result.n_scored,
-                "cql_refit_first": result.cql_refit_first,
-                "cql_rest": result.cql_rest,
-                "ql_refit_first": result.ql_refit_first,
-                "ql_rest": result.ql_rest,
-            }
-        )
-        run_rows[-1].update(ranking_ic_columns(frame))
-        period_frames.append(result.table.assign(pipeline=name, seed=seed))
-    if not run_rows:
-        detail = "; ".join(incomplete[:5]) or "no seeds recorded"
+        scored.rows.append(_run_row(name, seed, result, data.test.frame()))
+        scored.tables.append(result.table.assign(pipeline=name, seed=seed))
+    return scored
+
+
+def _run_row(name: str, seed: int, result: metrics.RollingCQL, frame: pd.DataFrame) -> dict[str, Any]:
+    """One :data:`RUN_COLUMNS` row: the run's QL/CQL ``result`` and the IC metrics of its merged ``frame``."""
+    row: dict[str, Any] = {
+        "pipeline": name,
+        "seed": seed,
+        "ql": result.ql_all,
+        "ql_scored": result.ql_scored,
+        "cql": result.cql,
+        "n_all": result.n_all,
+        "n_scored": result.n_scored,
+        "cql_refit_first": result.cql_refit_first,
+        "cql_rest": result.cql_rest,
+        "ql_refit_first": result.ql_refit_first,
+        "ql_rest": result.ql_rest,
+    }
+    row.update(ranking_ic_columns(frame))
+    return row
+
+
+def _store_scores(store: Path, manifest: dict, names: Sequence[str], scored: _ScoredRuns, *, period: str | int,
+                  bias: str, source: str) -> StoreScores:
+    """Assemble :class:`StoreScores` from the scored runs (refusing a store with no complete run)."""
+    if not scored.rows:
+        detail = "; ".join(scored.incomplete[:5]) or "no seeds recorded"
         raise ValueError(f"{store}: no complete run to score ({detail})")
-    periods = pd.concat(period_frames, ignore_index=True)
+    periods = pd.concat(scored.tables, ignore_index=True)
     ordered = list(PERIOD_COLUMNS) + [c for c in periods.columns if c not in PERIOD_COLUMNS]
     pairs = [tuple(p) for p in manifest.get("compare", []) if p[0] in names and p[1] in names]
     return StoreScores(
         store=store,
-        runs=pd.DataFrame(run_rows, columns=list(RUN_COLUMNS)),
+        runs=pd.DataFrame(scored.rows, columns=list(RUN_COLUMNS)),
         periods=periods[ordered],
         period=period,
         bias=bias,
-        incomplete=incomplete,
+        incomplete=scored.incomplete,
         compare=pairs,  # type: ignore[arg-type]
-        notes=_mixed_config_notes(manifest, [n for n in names if any(r["pipeline"] == n for r in run_rows)]),
+        notes=_mixed_config_notes(manifest, [n for n in names if any(r["pipeline"] == n for r in scored.rows)]),
         label=recorded_label(manifest),
         source=source,
     )

@@ -593,7 +593,7 @@ def load_experiment(
 
         cfg = load_experiment("workflows/demo.yaml",
                               overrides={"qlib_init.provider_uri": "demo_out/qlib_data"})
-        cfg.rolling.step_months, list(cfg.pipelines)   # (3, ['wd0', 'wd1e-3'])
+        cfg.rolling.step_months, list(cfg.pipelines)   # (3, ['wd0', 'wd1e-2'])
     """
     path = Path(path).resolve()
     where = str(path)

@@ -531,73 +531,111 @@ def _merge_cells(count: np.ndarray, total: np.ndarray, m2: np.ndarray, at: np.nd
     count[at], total[at] = both, s_a + s_b
 
 
-def _day_table(p: np.ndarray, y: np.ndarray, clock: _Clock, columns: _Columns | None) -> _DayTable:
-    """One blocked pass over the rows: :class:`_DayTable` of the residuals ``y - p``."""
-    n = len(p)
-    m = 1 if columns is None else len(columns.names)
+def _day_slots(clock: _Clock, n: int, m: int) -> tuple[np.ndarray | None, np.ndarray]:
+    """``(slot_of, slot_day)``: the table row of every day offset from ``clock.day_lo`` and the day of every row.
+
+    Every calendar day of the span gets a row (``slot_of`` None: the offset is the row) unless that
+    table would be large and sparse; then a first pass numbers the dates present.
+    """
     per_day, day0 = clock.per_day, clock.day_lo
     slots = clock.day_hi - day0 + 1
-    slot_of = None
     if slots * m > max(4 * n, _MAX_DENSE_CELLS):  # few dates over a long span: number the dates present first
         present = np.zeros(slots, dtype=bool)
         for start in range(0, n, _BLOCK):
             present[clock.wall(start, start + _BLOCK) // per_day - day0] = True
-        slot_of = np.cumsum(present) - 1
-        slot_day = np.flatnonzero(present) + day0
+        return np.cumsum(present) - 1, np.flatnonzero(present) + day0
+    return None, np.arange(slots, dtype=np.int64) + day0
+
+
+@dataclass(frozen=True)
+class _DayCells:
+    """The day table being filled: flat ``(slot, column)`` cells, the last tick per slot, block buffers."""
+
+    m: int                # columns
+    count: np.ndarray     # (slots * m,) rows
+    total: np.ndarray     # (slots * m,) sum of residuals
+    m2: np.ndarray        # (slots * m,) centred sum of squares
+    last: np.ndarray      # (slots,) last wall-clock tick (_NAT: none yet)
+    r_buf: np.ndarray     # block buffers: residuals, days, cells, deviations
+    d_buf: np.ndarray
+    c_buf: np.ndarray
+    v_buf: np.ndarray
+
+    @classmethod
+    def empty(cls, slots: int, m: int, size: int) -> _DayCells:
+        return cls(m=m, count=np.zeros(slots * m, dtype=np.int64), total=np.zeros(slots * m), m2=np.zeros(slots * m),
+                   last=np.full(slots, _NAT, dtype=np.int64), r_buf=np.empty(size), d_buf=np.empty(size, np.int64),
+                   c_buf=np.empty(size, np.int64), v_buf=np.empty(size))
+
+
+def _add_block(cells: _DayCells, r: np.ndarray, t: np.ndarray, day: np.ndarray, col: np.ndarray | None) -> None:
+    """Fold one block (residuals ``r``, wall ticks ``t``, table rows ``day``, columns ``col``; None: one column)."""
+    ordered = not (day[1:] < day[:-1]).any()
+    if ordered:  # runs of equal dates: their last timestamps by a segmented maximum
+        first = np.flatnonzero(day[1:] != day[:-1])
+        first = np.concatenate(([0], first + 1))
+        run_day = day[first]
+        cells.last[run_day] = np.maximum(cells.last[run_day], np.maximum.reduceat(t, first))
+        if cells.m == 1:  # pooled: the runs are the cells, summed in place
+            _add_runs(cells, r, first, run_day)
+            return
+        lo, hi = int(day[0]), int(day[-1])
     else:
-        slot_day = np.arange(slots, dtype=np.int64) + day0
+        np.maximum.at(cells.last, day, t)
+        lo, hi = int(day.min()), int(day.max())
+    _add_cells(cells, r, day, col, lo, hi)
+
+
+def _add_runs(cells: _DayCells, r: np.ndarray, first: np.ndarray, run_day: np.ndarray) -> None:
+    """Fold the runs of equal dates starting at ``first`` (one column) into ``cells``."""
+    sizes = np.diff(first, append=len(r))
+    sums = np.add.reduceat(r, first)
+    dev = np.repeat(sums / sizes, sizes)
+    np.subtract(r, dev, out=dev)
+    np.multiply(dev, dev, out=dev)
+    _merge_cells(cells.count, cells.total, cells.m2, run_day, sizes, sums, np.add.reduceat(dev, first))
+
+
+def _add_cells(cells: _DayCells, r: np.ndarray, day: np.ndarray, col: np.ndarray | None, lo: int, hi: int) -> None:
+    """Fold a block whose table rows lie in ``lo..hi`` into ``cells`` by counting its cells."""
+    m, k = cells.m, len(r)
+    cell = np.subtract(day, lo, out=cells.c_buf[:k])
+    if m > 1:
+        cell *= m
+        cell += col  # type: ignore[arg-type]
+    width = (hi - lo + 1) * m
+    cnt = np.bincount(cell, minlength=width)
+    sums = np.bincount(cell, weights=r, minlength=width)
+    dev = np.take(sums / np.maximum(cnt, 1), cell, out=cells.v_buf[:k])
+    np.subtract(r, dev, out=dev)
+    np.multiply(dev, dev, out=dev)
+    sq = np.bincount(cell, weights=dev, minlength=width)
+    hit = np.flatnonzero(cnt)
+    _merge_cells(cells.count, cells.total, cells.m2, hit + lo * m, cnt[hit], sums[hit], sq[hit])
+
+
+def _day_table(p: np.ndarray, y: np.ndarray, clock: _Clock, columns: _Columns | None) -> _DayTable:
+    """One blocked pass over the rows: :class:`_DayTable` of the residuals ``y - p``."""
+    n = len(p)
+    m = 1 if columns is None else len(columns.names)
+    slot_of, slot_day = _day_slots(clock, n, m)
     slots = len(slot_day)
-    count = np.zeros(slots * m, dtype=np.int64)
-    total = np.zeros(slots * m)
-    m2 = np.zeros(slots * m)
-    last = np.full(slots, _NAT, dtype=np.int64)
-    size = min(n, _BLOCK)
-    r_buf, d_buf, c_buf, v_buf = np.empty(size), np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size)
+    cells = _DayCells.empty(slots, m, min(n, _BLOCK))
     for start in range(0, n, _BLOCK):
         stop = min(start + _BLOCK, n)
         k = stop - start
-        r = np.subtract(y[start:stop], p[start:stop], out=r_buf[:k])
+        r = np.subtract(y[start:stop], p[start:stop], out=cells.r_buf[:k])
         t = clock.wall(start, stop)
-        day = np.floor_divide(t, per_day, out=d_buf[:k])
-        day -= day0
+        day = np.floor_divide(t, clock.per_day, out=cells.d_buf[:k])
+        day -= clock.day_lo
         if slot_of is not None:
             day = slot_of[day]
-        ordered = not (day[1:] < day[:-1]).any()
-        if ordered:  # runs of equal dates: their last timestamps by a segmented maximum
-            first = np.flatnonzero(day[1:] != day[:-1])
-            first = np.concatenate(([0], first + 1))
-            run_day = day[first]
-            last[run_day] = np.maximum(last[run_day], np.maximum.reduceat(t, first))
-            if m == 1:  # pooled: the runs are the cells, summed in place
-                sizes = np.diff(first, append=k)
-                sums = np.add.reduceat(r, first)
-                dev = np.repeat(sums / sizes, sizes)
-                np.subtract(r, dev, out=dev)
-                np.multiply(dev, dev, out=dev)
-                _merge_cells(count, total, m2, run_day, sizes, sums, np.add.reduceat(dev, first))
-                continue
-            lo, hi = int(day[0]), int(day[-1])
-        else:
-            np.maximum.at(last, day, t)
-            lo, hi = int(day.min()), int(day.max())
-        cell = np.subtract(day, lo, out=c_buf[:k])
-        if m > 1:
-            cell *= m
-            cell += columns.block(start, stop)  # type: ignore[union-attr]
-        width = (hi - lo + 1) * m
-        cnt = np.bincount(cell, minlength=width)
-        sums = np.bincount(cell, weights=r, minlength=width)
-        dev = np.take(sums / np.maximum(cnt, 1), cell, out=v_buf[:k])
-        np.subtract(r, dev, out=dev)
-        np.multiply(dev, dev, out=dev)
-        sq = np.bincount(cell, weights=dev, minlength=width)
-        hit = np.flatnonzero(cnt)
-        _merge_cells(count, total, m2, hit + lo * m, cnt[hit], sums[hit], sq[hit])
-    count, total, m2 = count.reshape(slots, m), total.reshape(slots, m), m2.reshape(slots, m)
+        _add_block(cells, r, t, day, None if m == 1 else columns.block(start, stop))  # type: ignore[union-attr]
+    count, total, m2 = cells.count.reshape(slots, m), cells.total.reshape(slots, m), cells.m2.reshape(slots, m)
     rows, cols = np.flatnonzero(count.any(axis=1)), np.flatnonzero(count.any(axis=0))
     keep = np.ix_(rows, cols)
     return _DayTable(days=slot_day[rows], n=count[keep], total=total[keep], m2=m2[keep],
-                     last=clock.to_ns(last[rows]), columns=cols)
+                     last=clock.to_ns(cells.last[rows]), columns=cols)
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,15 @@ Example
 from __future__ import annotations
 
 import concurrent.futures as cf
+import multiprocessing
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from rolling_calib.core.validation import Interval, check
+
+#: Worker processes are forked from a clean server process, never from this one: a process that
+#: already ran OpenMP code (LightGBM, BLAS) cannot be forked safely (the child's thread pool hangs).
+_POOL_CONTEXT = multiprocessing.get_context("forkserver")
 from rolling_calib.execution.units import UnitKey, UnitTask
 
 
@@ -182,7 +187,7 @@ class LocalExecutor:
             return results
 
         failures: list[tuple[UnitKey, BaseException]] = []
-        with cf.ProcessPoolExecutor(max_workers=self.workers) as pool:
+        with cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=_POOL_CONTEXT) as pool:
             running: dict[cf.Future, UnitKey] = {}
             while True:
                 if not failures:  # after a failure, only the units already running finish

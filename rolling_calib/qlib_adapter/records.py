@@ -2,7 +2,7 @@
 
 What ``qrun`` does after ``model.fit`` (``qlib.model.trainer._exe_task``), per unit of the rolling
 schedule: one Qlib recorder (an MLflow run) per unit, in an experiment named after the pipeline,
-the run named after the unit (``lr10/seed0/w01``)::
+the run named after the unit (``lr10__seed0__w01``)::
 
     with R.start(experiment_name=pipeline, recorder_name=unit):
         R.set_tags(unit=..., pipeline=..., seed=..., window=..., config_hash=...)
@@ -65,7 +65,7 @@ class RecorderSpec:
     experiment_name : str
         The pipeline.
     recorder_name : str
-        The unit (``pipeline/seed<k>/w<NN>``).
+        The unit (``UnitKey.slug()``: ``lr10__seed0__w01``).
     tags : dict
         Set on the recorder (unit, pipeline, seed, window, config hash).
     """

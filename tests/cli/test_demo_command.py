@@ -37,7 +37,8 @@ def test_demo_generates_data_runs_two_workers_and_reports(tmp_path, capsys):
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "(generated)" in text and "wall time:" in text
-    assert "Acc CQL" in text and "wd0" in text and "wd1e-3" in text
+    assert "Acc CQL" in text and "wd0" in text and "wd1e-2" in text
+    assert "Can calibration help here?" in text and "a bias correction can" in text  # the verdict, per pipeline
     assert (out / "qlib_data" / "calendars" / "1min.txt").read_text().startswith("2018-01-02 09:30:00")
     html = (out / "report" / "report.html").read_text()
     assert "METHOD 4" in html and html.count("data:image/png;base64,") == 3
@@ -48,7 +49,7 @@ def test_demo_generates_data_runs_two_workers_and_reports(tmp_path, capsys):
     # second call: data and units are reused, the numbers are the same
     assert main(args[:-2] + ["--n-boot", "100", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
-    assert {p["pipeline"] for p in again["pipelines"]} == {"wd0", "wd1e-3"}
+    assert {p["pipeline"] for p in again["pipelines"]} == {"wd0", "wd1e-2"}
     for row in again["pipelines"]:
         assert f"{row['cql_mean']:.4f}" in text
 

@@ -52,7 +52,7 @@ def test_shipped_workflows_parse(tiny_data):
     assert m33.pipeline_task("l6")["model"]["kwargs"]["num_layers"] == 6
     assert m33.rolling.step_months == 6 and m33.rolling.seeds == tuple(range(10))
     demo = load_experiment(WORKFLOWS / "demo.yaml", overrides=over, check_store=False)
-    assert list(demo.pipelines) == ["wd0", "wd1e-3"] and demo.rolling.seeds == tuple(range(10))
+    assert list(demo.pipelines) == ["wd0", "wd1e-2"] and demo.rolling.seeds == tuple(range(10))
     real = load_experiment(WORKFLOWS / "real2018.yaml", overrides=over, check_store=False)
     assert real.rolling.calibration.period == "week"
     assert read_rolling(WORKFLOWS / "demo.yaml").end == "2018-06"

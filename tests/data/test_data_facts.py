@@ -56,8 +56,8 @@ def _write_store(root, closes: dict[str, np.ndarray], volumes: dict[str, np.ndar
     qlib_store.write_calendar(root, minutes)
     spans = {s: (minutes[0], minutes[-1]) for s in closes}
     qlib_store.write_instruments(root, "all", spans)
-    for sym in closes:
-        qlib_store.write_feature(root, sym, "close", 0, closes[sym])
+    for sym, close in closes.items():
+        qlib_store.write_feature(root, sym, "close", 0, close)
         qlib_store.write_feature(root, sym, "volume", 0, volumes[sym])
     return str(root)
 

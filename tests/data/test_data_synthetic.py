@@ -7,7 +7,14 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from data_prep.synthetic import DEFAULT_SYMBOLS, PROFILES, draw_regimes, generate_bars, simulate_market, simulate_symbol
+from data_prep.synthetic import (
+    DEFAULT_SYMBOLS,
+    PROFILES,
+    draw_regimes,
+    generate_bars,
+    simulate_market,
+    simulate_symbol,
+)
 from data_prep.trading_calendar import minute_of_session
 
 SYMS = ["AAPL", "MSFT", "INTC", "JPM", "BAC", "XOM", "KO", "F"]
@@ -135,7 +142,7 @@ def test_forward_return_is_learnable_within_a_regime_and_drifts_between_regimes(
             sse, sst = sse + np.sum((y[te] - b * x[te]) ** 2), sst + np.sum(y[te] ** 2)
     assert sst > 0 and 1 - sse / sst > 0.0003  # beats predicting zero out of sample (R^2 vs 0, pooled)
     # the optimal coefficient follows the regime: momentum (+) vs reversal (-)
-    for j in coef:
+    for j, c in coef.items():
         if abs(m.regimes.beta[j]) >= 0.07:
-            assert np.sign(coef[j]) == np.sign(m.regimes.beta[j]), (j, coef[j], m.regimes.beta[j])
+            assert np.sign(c) == np.sign(m.regimes.beta[j]), (j, c, m.regimes.beta[j])
     assert max(coef.values()) - min(coef.values()) > 0.03
