@@ -97,6 +97,20 @@ def test_labels_are_raw_basis_points_not_normalised(dataset, raw):
 
 
 # ------------------------------------------------------------------------------ features
+def _documented_fill(bars: pd.DataFrame) -> pd.DataFrame:
+    """The module doc's missing-data policy, written independently: a missing bar is a flat bar at the
+    last close with volume 0; a real bar's missing open/high/low/vwap is its close."""
+    out = bars.copy()
+    missing = out["close"].isna()
+    last_close = out["close"].ffill()
+    for f in ("open", "high", "low", "vwap"):
+        out[f] = out[f].where(out[f] > 0, out["close"])
+    for f in ("open", "high", "low", "close", "vwap"):
+        out.loc[missing, f] = last_close[missing]
+    out.loc[missing, "volume"] = 0.0
+    return out
+
+
 def test_window_values_are_alpha360_log_ratios(dataset, raw):
     """Raw windows: log(P[t-k] / close[t]) for prices, log1p(v[t-k]) - log1p(v[t]) for volume."""
     sampler = dataset.prepare("test")
@@ -104,7 +118,7 @@ def test_window_values_are_alpha360_log_ratios(dataset, raw):
     pos = sampler.positions[i : i + 1]
     w = sampler.panel.windows(pos, 20)[0]
     t, inst = sampler.get_index()[i]
-    bars = raw.xs(inst, level="instrument").ffill()
+    bars = _documented_fill(raw.xs(inst, level="instrument"))
     loc = bars.index.get_loc(t)
     win = bars.iloc[loc - 19 : loc + 1]
     for k, f in enumerate(["open", "high", "low", "close", "vwap"]):

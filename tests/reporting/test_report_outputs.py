@@ -52,7 +52,7 @@ def test_compare_command_json(fake_store, capsys):
     data = json.loads(capsys.readouterr().out)
     assert {p["pipeline"] for p in data["pipelines"]} == set(PIPES)
     assert data["pairs"][0]["better"] == "calm"
-    assert set(data["pairs"][0]["accuracies"]) == {"ql", "ql_scored", "cql"}
+    assert set(data["pairs"][0]["accuracies"]) == {"ql", "ql_scored", "cql", "ic", "icir", "rank_ic"}
 
 
 def test_compare_command_table_and_pipeline_filter(fake_store, capsys):
