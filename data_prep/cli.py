@@ -138,6 +138,15 @@ def _register_ingest(sub) -> None:
     p.add_argument("--tz", metavar="ZONE", default="America/New_York", help="zone of naive timestamps in the files (default America/New_York)")
     p.add_argument("--start", metavar="DATE", default=None, help="first date of the store calendar (default: first date in the data)")
     p.add_argument("--end", metavar="DATE", default=None, help="last date of the store calendar (default: last date in the data)")
+    _add_column_mapping(p)
+    _add_check_options(p)
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=_ingest)
+
+
+def _add_column_mapping(p: argparse.ArgumentParser) -> None:
+    """Where the vendor's columns are: symbol, timestamp (one of three layouts) and the OHLCV fields."""
     cols = p.add_argument_group("column mapping (defaults fit the shared 2018 sample)")
     cols.add_argument("--symbol-col", metavar="COL", default="symbol", help="column with the symbol in a long file (default symbol)")
     cols.add_argument("--symbol", default=None, help="symbol of a single-symbol file (default: the file name's stem)")
@@ -147,6 +156,10 @@ def _register_ingest(sub) -> None:
     cols.add_argument("--epoch-ms-col", metavar="COL", default=None, help="timestamp column in epoch milliseconds (UTC)")
     for field in ("open", "high", "low", "close", "volume", "vwap"):
         cols.add_argument(f"--{field}-col", metavar="COL", default=field, help=f"{field} column (default {field})")
+
+
+def _add_check_options(p: argparse.ArgumentParser) -> None:
+    """Corporate actions, the universe file, and the thresholds of the sanity checks."""
     p.add_argument(
         "--adjustments",
         metavar="FILE",
@@ -162,9 +175,6 @@ def _register_ingest(sub) -> None:
     p.add_argument("--max-spike", type=float, default=3.0, metavar="RATIO",
                    help="a bar with a price beyond RATIO x either way of both neighbouring bars' closes is a "
                         "price_spike error, dropped by --repair (default 3)")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(func=_ingest)
 
 
 def _ingest(args: argparse.Namespace) -> int:

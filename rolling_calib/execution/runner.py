@@ -352,18 +352,11 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
     pipeline = plan.pipeline(key.pipeline)
     window = plan.windows[key.window]
     paths = st.unit_paths(plan.store, key)
-    start_from = None
-    previous = plan.predecessor(key)
-    if previous is not None:
-        prev_paths = st.unit_paths(plan.store, previous)
-        prev_side = st.read_sidecar(plan.store, previous)
-        if prev_side is None or prev_side.get("config_hash") != pipeline.config_hash or not prev_paths.checkpoint.is_file():
-            raise RuntimeError(f"unit {key.slug()}: predecessor {previous.slug()} is not complete; cannot fine-tune")
-        start_from = {"checkpoint": prev_paths.relative_checkpoint(plan.store), "sha256": _sha256(prev_paths.checkpoint)}
+    warm_start, start_from = _warm_start(plan, key)
     task = window_task(pipeline.task, window, seed=key.seed, n_threads=plan.n_threads)
     trained = train_window(
         plan.qlib_init, task,
-        warm_start=prev_paths.checkpoint if previous is not None else None,
+        warm_start=warm_start,
         checkpoint=paths.checkpoint,
         seed=key.seed,
         label=plan.label,
@@ -384,11 +377,42 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
     residual = frame["label"].to_numpy() - frame["prediction"].to_numpy()
     ql = float(np.mean(residual**2))
     t_end = time.perf_counter()
-    sidecar = {
+    timings = {
+        "build_s": round(t_data - t0, 3),
+        "fit_s": round(t_fit - t_data, 3),
+        "predict_s": round(t_pred - t_fit, 3),
+        "write_s": round(t_end - t_pred, 3),
+        "total_s": round(t_end - t0, 3),
+    }
+    sidecar = _sidecar(plan, key, task=task, trained=trained, frame=frame, dropped=dropped, valid=valid, ql=ql,
+                       start_from=start_from, timings=timings)
+    st.atomic_write_json(paths.sidecar, sidecar)  # last: marks the unit complete
+    return UnitResult(key=key, rows=int(len(frame)), seconds=t_end - t0, ql=ql, dropped=int(dropped))
+
+
+def _warm_start(plan: RunPlan, key: UnitKey) -> tuple[Path | None, dict | None]:
+    """The predecessor's checkpoint to fine-tune from (``None`` for a first or scratch window) and its record."""
+    previous = plan.predecessor(key)
+    if previous is None:
+        return None, None
+    prev_paths = st.unit_paths(plan.store, previous)
+    prev_side = st.read_sidecar(plan.store, previous)
+    if prev_side is None or prev_side.get("config_hash") != plan.pipeline(key.pipeline).config_hash \
+            or not prev_paths.checkpoint.is_file():
+        raise RuntimeError(f"unit {key.slug()}: predecessor {previous.slug()} is not complete; cannot fine-tune")
+    return prev_paths.checkpoint, {"checkpoint": prev_paths.relative_checkpoint(plan.store),
+                                   "sha256": _sha256(prev_paths.checkpoint)}
+
+
+def _sidecar(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, frame: pd.DataFrame, dropped: int,
+             valid: pd.DataFrame | None, ql: float, start_from: dict | None, timings: dict) -> dict:
+    """The unit's sidecar record (written last: its presence marks the unit complete)."""
+    window, paths = plan.windows[key.window], st.unit_paths(plan.store, key)
+    return {
         "pipeline": key.pipeline,
         "seed": key.seed,
         "window": key.window,
-        "config_hash": pipeline.config_hash,
+        "config_hash": plan.pipeline(key.pipeline).config_hash,
         "rows": int(len(frame)),
         "rows_dropped_unlabelled": int(dropped),
         "valid_rows": None if valid is None else int(len(valid)),  # rows of wNN.valid.parquet (None: not stored)
@@ -405,17 +429,9 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
         "qlib_recorder": trained.recorder,  # the task's records in a Qlib recorder (None: the task has none)
         "pid": os.getpid(),
         "node": os.environ.get("ROLLING_CALIB_NODE") or os.uname().nodename,  # Ray node ID, else host name
-        "timings": {
-            "build_s": round(t_data - t0, 3),
-            "fit_s": round(t_fit - t_data, 3),
-            "predict_s": round(t_pred - t_fit, 3),
-            "write_s": round(t_end - t_pred, 3),
-            "total_s": round(t_end - t0, 3),
-        },
+        "timings": timings,
         "finished_at": pd.Timestamp.now(tz="UTC").isoformat(),
     }
-    st.atomic_write_json(paths.sidecar, sidecar)  # last: marks the unit complete
-    return UnitResult(key=key, rows=int(len(frame)), seconds=t_end - t0, ql=ql, dropped=int(dropped))
 
 
 # --------------------------------------------------------------------------- the grid
