@@ -133,6 +133,18 @@ def _windows(entry: dict) -> list[Window]:
     return [Window.from_dict(w) for w in entry["windows"]]
 
 
+def _run_windows(store: Path, manifest: dict, pipeline: str) -> list[Window]:
+    """The pipeline's windows from the manifest; ``CoverageError`` when two test segments overlap."""
+    entry = manifest["pipelines"].get(pipeline)
+    if entry is None:
+        raise ValueError(f"{store / st.MANIFEST}: no pipeline {pipeline!r} (have: {', '.join(manifest['pipelines'])})")
+    windows = _windows(entry)
+    for prev, nxt in itertools.pairwise(windows):
+        if nxt.test.start <= prev.test.end:
+            raise CoverageError(f"{store}: windows {prev.index} and {nxt.index} overlap")
+    return windows
+
+
 def load_run(store: str | Path, pipeline: str, seed: int, *, manifest: dict | None = None) -> pd.DataFrame:
     """Merged predictions of one run, checked for coverage.
 
@@ -149,13 +161,8 @@ def load_run(store: str | Path, pipeline: str, seed: int, *, manifest: dict | No
     """
     store = Path(store)
     manifest = st.read_manifest(store) if manifest is None else manifest
-    entry = manifest["pipelines"].get(pipeline)
-    if entry is None:
-        raise ValueError(f"{store / st.MANIFEST}: no pipeline {pipeline!r} (have: {', '.join(manifest['pipelines'])})")
-    windows = _windows(entry)
-    for prev, nxt in itertools.pairwise(windows):
-        if nxt.test.start <= prev.test.end:
-            raise CoverageError(f"{store}: windows {prev.index} and {nxt.index} overlap")
+    windows = _run_windows(store, manifest, pipeline)
+    entry = manifest["pipelines"][pipeline]
     frames = []
     for w in windows:
         key = UnitKey(pipeline, int(seed), w.index)
@@ -277,13 +284,8 @@ def _read_run(store: Path, pipeline: str, seed: int, *, manifest: dict) -> _RunA
 
     Raises ``_LegacyRead`` for units the arrays do not represent as they are (then use :func:`load_run`).
     """
-    entry = manifest["pipelines"].get(pipeline)
-    if entry is None:
-        raise ValueError(f"{store / st.MANIFEST}: no pipeline {pipeline!r} (have: {', '.join(manifest['pipelines'])})")
-    windows = _windows(entry)
-    for prev, nxt in itertools.pairwise(windows):
-        if nxt.test.start <= prev.test.end:
-            raise CoverageError(f"{store}: windows {prev.index} and {nxt.index} overlap")
+    windows = _run_windows(store, manifest, pipeline)
+    entry = manifest["pipelines"][pipeline]
     names: dict[Any, int] = {}
     parts = []
     window_ids: list[np.ndarray] = []

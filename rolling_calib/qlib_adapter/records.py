@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import fcntl
 import logging
 import os
 import time
@@ -47,6 +46,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rolling_calib.core.file_lock import exclusive_file_lock
 
 __all__ = ["RecorderSpec", "record_configs", "run_records", "store_recorder_uri"]
 
@@ -104,22 +105,11 @@ def _class_name(config: Mapping[str, Any] | Any) -> str:
 @contextlib.contextmanager
 def _db_lock(db: Path, *, timeout: float = 600.0) -> Iterator[None]:
     """Exclusive ``flock`` on ``<db>.lock`` (the lock :mod:`rolling_calib.tracking.sqlite_db` takes)."""
-    db.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(db.with_name(db.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise TimeoutError(f"{db}: another process held the tracking database's lock for "
-                                       f"{timeout:.0f} s") from None
-                time.sleep(0.1)
+    def busy() -> TimeoutError:
+        return TimeoutError(f"{db}: another process held the tracking database's lock for {timeout:.0f} s")
+
+    with exclusive_file_lock(db.with_name(db.name + ".lock"), timeout=timeout, busy=busy):
         yield
-    finally:
-        os.close(fd)
 
 
 def _exp_manager(qlib_init: Mapping[str, Any], spec: RecorderSpec):

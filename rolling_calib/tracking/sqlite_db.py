@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import os
 import sqlite3
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from rolling_calib.core.file_lock import exclusive_file_lock
 
 __all__ = ["DbRepair", "TrackingBusyError", "repair_tracking_db", "sqlite_path", "tracking_db_lock"]
 
@@ -94,23 +94,12 @@ def tracking_db_lock(db: Path, *, timeout: float = 300.0) -> Iterator[None]:
     TrackingBusyError
         The lock stayed taken for ``timeout`` seconds.
     """
-    db.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(db.with_name(db.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise TrackingBusyError(
-                        f"tracking database {db} is busy: another process has been logging into it "
-                        f"for {timeout:.0f} s") from None
-                time.sleep(0.2)
+    def busy() -> TrackingBusyError:
+        return TrackingBusyError(f"tracking database {db} is busy: another process has been logging into it "
+                                 f"for {timeout:.0f} s")
+
+    with exclusive_file_lock(db.with_name(db.name + ".lock"), timeout=timeout, busy=busy, poll=0.2):
         yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 # --------------------------------------------------------------------------- inspection
