@@ -117,7 +117,8 @@ def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentR
         if options.score:
             calibration = config.rolling.calibration
             scores = score_store(plan.store, period=calibration.period, bias=calibration.bias,
-                                 pipelines=[p.name for p in plan.pipelines], progress=options.progress)
+                                 source=calibration.source, pipelines=[p.name for p in plan.pipelines],
+                                 progress=options.progress)
         tracked = track(plan.store, tracking_uri=options.tracking_uri, experiment_name=config.experiment_name) \
             if options.track else None
     return ExperimentResult(config=config, plan=plan, summary=summary, scores=scores,
