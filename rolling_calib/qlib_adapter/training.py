@@ -216,11 +216,21 @@ def _no_recorder_logging():
         return
     for name in _RECORDER_LOGGING:
         setattr(provider, name, lambda *args, **kwargs: None)
+    provider.get_recorder = lambda *args, **kwargs: _NullRecorder()  # GRU.fit: R.get_recorder().log_metrics
     try:
         yield
     finally:
-        for name in _RECORDER_LOGGING:
+        for name in (*_RECORDER_LOGGING, "get_recorder"):
             provider.__dict__.pop(name, None)
+
+
+class _NullRecorder:
+    """Stands in for Qlib's recorder while none is active: every logging call is dropped."""
+
+    def __getattr__(self, name: str):
+        if name in _RECORDER_LOGGING:
+            return lambda *args, **kwargs: None
+        raise AttributeError(f"no Qlib experiment is active: the recorder has no {name!r} here")
 
 
 def _finetune(model: Any, dataset: Any) -> None:
