@@ -10,7 +10,9 @@ seconds of all threads, wall seconds, peak ``ru_maxrss``):
 * ``compare``: what the ``compare`` command does, ``compare_store(score_store(store))``
   (monthly pooled rolling CQL; QL; IC, ICIR and Rank IC per run; bootstrap of every pair),
   with its CPU time split into reading the units (``_read_run``: projection, checks, merge),
-  the rolling metric, the IC metrics and ``compare_store``;
+  the rolling metric, the IC metrics and ``compare_store``. Every synthetic run draws labels
+  of its own, so the IC metrics rank and centre the labels for every run: the worst case (the
+  runs of a real store share their labels, which are then prepared once);
 * ``pandas-read``: the previous reading path per run, ``load_run`` (``pandas.read_parquet``
   per unit, concatenation, ``duplicated``) then ``score_run`` (QL and CQL only);
 * ``polars``: a plain polars version of the scores (``scan_parquet`` of a run's units, month

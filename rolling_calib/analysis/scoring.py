@@ -9,7 +9,7 @@ whole evaluation period. For every run :func:`score_store` computes, through
     QL   = mean over months 1..K of (y - p)^2        (``ql``)
     QL'  = mean over months 2..K of (y - p)^2        (``ql_scored``: same rows as CQL)
 
-and, through :func:`rolling_calib.core.ranking_ic.information_coefficients`, IC, ICIR and
+and, through :func:`rolling_calib.core.ranking_ic.information_coefficients_arrays`, IC, ICIR and
 Rank IC (mean over test dates of the cross-sectional Pearson / Spearman correlation of
 prediction and label; ICIR = mean / std of the daily IC). :func:`compare_store` turns the
 per-run scores into the comparison of the ``compare`` command: per pipeline the mean and
@@ -46,7 +46,11 @@ import pandas as pd
 
 from rolling_calib.core import metrics
 from rolling_calib.core import pairwise as cmp
-from rolling_calib.core.ranking_ic import information_coefficients
+from rolling_calib.core.ranking_ic import (
+    PreparedLabels,
+    information_coefficients_arrays,
+    prepare_labels,
+)
 from rolling_calib.core.schedule import CoverageError, Window
 from rolling_calib.core.validation import (
     BIAS_MODE,
@@ -267,9 +271,10 @@ def _duplicate_rows(times: np.ndarray, codes: np.ndarray) -> int:
     t = times.view(np.int64)
     if len(t) < 2:
         return 0
-    later = t[1:] > t[:-1]
-    ties = t[1:] == t[:-1]
-    if (later | ties).all() and (codes[1:][ties] > codes[:-1][ties]).all():
+    # in order: every row is at a later time, or at the same time with a higher code
+    in_order = (t[1:] == t[:-1]) & (codes[1:] > codes[:-1])
+    in_order |= t[1:] > t[:-1]
+    if in_order.all():
         return 0
     lo, span, width = int(t.min()), int(t.max()) - int(t.min()), int(codes.max()) + 2
     if (span + 1) * width < 2**62:
@@ -479,6 +484,7 @@ def _score_runs(store: Path, manifest: dict, names: Sequence[str], *, period: st
     from tqdm.auto import tqdm
 
     scored = _ScoredRuns(rows=[], tables=[], incomplete=[])
+    labels: dict[str, PreparedLabels] = {}   # the last run's labels: the next seed usually has the same
     runs = [(name, int(seed)) for name in names for seed in manifest["pipelines"][name].get("seeds", [])]
     for name, seed in tqdm(runs, desc="scoring runs", unit="run", disable=not progress, leave=False):
         try:
@@ -491,13 +497,14 @@ def _score_runs(store: Path, manifest: dict, names: Sequence[str], *, period: st
         if source == "validation":  # a unit without validation predictions stops the scoring, naming the store
             data.valid = _read_valid(store, name, seed, manifest=manifest)
         result = data.rolling_cql(period=period, bias=bias, source=source)
-        scored.rows.append(_run_row(name, seed, result, data.test.frame()))
+        t = data.test
+        scored.rows.append(_run_row(name, seed, result, ranking_ic_columns(t.prediction, t.label, t.datetime, cache=labels)))
         scored.tables.append(result.table.assign(pipeline=name, seed=seed))
     return scored
 
 
-def _run_row(name: str, seed: int, result: metrics.RollingCQL, frame: pd.DataFrame) -> dict[str, Any]:
-    """One :data:`RUN_COLUMNS` row: the run's QL/CQL ``result`` and the IC metrics of its merged ``frame``."""
+def _run_row(name: str, seed: int, result: metrics.RollingCQL, ic: dict[str, float]) -> dict[str, Any]:
+    """One :data:`RUN_COLUMNS` row: the run's QL/CQL ``result`` and its IC metrics (:func:`ranking_ic_columns`)."""
     row: dict[str, Any] = {
         "pipeline": name,
         "seed": seed,
@@ -511,7 +518,7 @@ def _run_row(name: str, seed: int, result: metrics.RollingCQL, frame: pd.DataFra
         "ql_refit_first": result.ql_refit_first,
         "ql_rest": result.ql_rest,
     }
-    row.update(ranking_ic_columns(frame))
+    row.update(ic)
     return row
 
 
@@ -538,9 +545,21 @@ def _store_scores(store: Path, manifest: dict, names: Sequence[str], scored: _Sc
     )
 
 
-def ranking_ic_columns(frame: pd.DataFrame) -> dict[str, float]:
-    """``ic``, ``icir``, ``rank_ic`` of one merged run (:func:`~rolling_calib.core.ranking_ic.information_coefficients`)."""
-    summary = information_coefficients(frame)
+def ranking_ic_columns(prediction: np.ndarray, label: np.ndarray, dates: Any, *,
+                       cache: dict[str, PreparedLabels] | None = None) -> dict[str, float]:
+    """``ic``, ``icir``, ``rank_ic`` of one merged run's arrays (:mod:`rolling_calib.core.ranking_ic`).
+
+    ``cache`` (a dict kept across runs) holds the last run's
+    :func:`~rolling_calib.core.ranking_ic.prepare_labels`: a run whose labels and dates hold
+    the same values (another seed of the pipeline, usually another pipeline) reuses their
+    date grouping, centring and ranks.
+    """
+    prepared = None if cache is None else cache.get("labels")
+    if prepared is None or not prepared.matches(label, dates):
+        prepared = prepare_labels(label, dates, copy=False)   # the run's arrays are not changed afterwards
+        if cache is not None:
+            cache["labels"] = prepared
+    summary = information_coefficients_arrays(prediction, prepared)
     return {"ic": summary.ic, "icir": summary.icir, "rank_ic": summary.rank_ic}
 
 

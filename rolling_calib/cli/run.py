@@ -89,7 +89,9 @@ def register(subparsers) -> None:
             "Examples:\n"
             "  rolling-calib run workflows/demo.yaml --store demo_out/store --workers 2\n"
             "  rolling-calib run workflows/method33.yaml --store runs/m33 --pipelines wd0 wd5e-6 --seeds 10\n"
-            "  rolling-calib run workflows/base.yaml --store runs/b --set qlib_init.provider_uri=/data/us25"
+            "  rolling-calib run workflows/base.yaml --store runs/b --set qlib_init.provider_uri=/data/us25\n"
+            "  rolling-calib run workflows/base.yaml --store runs/g --device cuda --set rolling.stack_seeds=10\n"
+            "      (a window's 10 seeds trained as one stack: for GPUs; slower than one at a time on CPU)"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -115,6 +115,12 @@ TOP_LEVEL_KEYS = frozenset({"qlib_init", "task", "rolling", "pipelines", "compar
 #: Top-level keys ``qrun`` itself reads and rolling-calib does not (``sys``: ``sys.path`` additions).
 QRUN_KEYS = frozenset({"sys"})
 REPLACED_KEYS = ("pipelines", "compare")
+#: Options an override may add where the file leaves them at their defaults (``--set rolling.stack_seeds=4``).
+_OPTIONAL_LEAVES = {
+    "rolling": frozenset({"step_months", "valid_months", "mode", "train_window", "sliding_months", "finetune_on",
+                          "label", "stack_seeds", "seeds", "calibration"}),
+    "rolling.calibration": frozenset({"period", "bias", "source"}),
+}
 #: Name of the single configuration of a file without ``pipelines:`` whose stem is not a valid name.
 SINGLE_PIPELINE = "base"
 
@@ -127,7 +133,9 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, sou
 
     Every path must already exist in ``cfg``, except that a new leaf may be added
     directly under a ``kwargs`` mapping (it is checked against the class signature
-    by :func:`load_experiment`). A value replaces the old one entirely.
+    by :func:`load_experiment`), and an option of ``rolling:`` or ``rolling.calibration:``
+    that the file leaves at its default may be set (``rolling.stack_seeds``). A value
+    replaces the old one entirely.
 
     Parameters
     ----------
@@ -152,6 +160,8 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, sou
     --------
     >>> apply_overrides({"task": {"model": {"kwargs": {"lr": 0.1}}}}, {"task.model.kwargs.lr": 0.01})
     {'task': {'model': {'kwargs': {'lr': 0.01}}}}
+    >>> apply_overrides({"rolling": {"seeds": 3}}, {"rolling.stack_seeds": 3})
+    {'rolling': {'seeds': 3, 'stack_seeds': 3}}
     >>> apply_overrides({"task": {}}, {"task.modle.kwargs.lr": 1})
     Traceback (most recent call last):
     ...
@@ -172,7 +182,8 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, sou
                     f"{source}: unknown key '{dotted}' ('{where}' is a {type(node).__name__}, not a mapping)"
                 )
             last = depth == len(parts) - 1
-            if part not in node and not (last and parts[depth - 1 : depth] == ["kwargs"]):
+            optional = parts[depth - 1 : depth] == ["kwargs"] or part in _OPTIONAL_LEAVES.get(where, ())
+            if part not in node and not (last and optional):
                 known = ", ".join(sorted(map(str, node))) or "none"
                 raise ConfigError(f"{source}: unknown key '{dotted}' ('{where}' has no '{part}'; it has: {known})")
             if last:
@@ -220,6 +231,12 @@ class RollingConfig:
     train_window : "expanding" or "sliding"
     sliding_months : int or None
     finetune_on : "new" or "window"
+    label : "raw" or "learn"
+        Score against the handler's raw label (``DK_R``) or its learn-processed one (``DK_L``).
+    stack_seeds : int
+        Seeds of one (pipeline, window) trained together as one seed stack (1: each seed on its
+        own, the reference path; needs a model with ``fit_stack`` when > 1). The seeds are cut into
+        fixed groups of this size in ``seeds`` order.
     seeds : tuple of int
         Seeds of every pipeline (``seeds: 10`` means 0..9).
     calibration : CalibrationConfig
@@ -235,6 +252,7 @@ class RollingConfig:
     sliding_months: int | None = None
     finetune_on: str = "new"
     label: str = "raw"  # QL/CQL scored against the handler's raw label (DK_R) or learn-processed one (DK_L)
+    stack_seeds: int = 1
     seeds: tuple[int, ...] = tuple(range(10))
     calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
 
@@ -300,6 +318,8 @@ class ExperimentConfig:
         rolling["seeds"] = list(self.rolling.seeds)
         if rolling["calibration"]["source"] == "previous":  # the default: recorded as before (same shared hash)
             del rolling["calibration"]["source"]
+        if rolling["stack_seeds"] == 1:  # the default: recorded as before (same shared hash)
+            del rolling["stack_seeds"]
         return {
             "path": str(self.path) if self.path else None,
             "experiment_name": self.experiment_name,

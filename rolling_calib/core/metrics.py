@@ -897,7 +897,10 @@ def rolling_calibrated_quadratic_loss(
 
 
 def _date_windows(windows: Any, clock: _Clock, table: _DayTable) -> tuple[np.ndarray, np.ndarray]:
-    """The window code of every date of ``table`` and the window ids (codes index them).
+    """The window code of every date of ``table`` and the window ids (codes index them, first-seen order).
+
+    Works on segments, the runs of rows with the same date and window (a handful per date for
+    rows in time order): rows of one segment share their date and their window.
 
     Raises ``ValueError`` when a date has rows of two windows.
     """
@@ -905,23 +908,46 @@ def _date_windows(windows: Any, clock: _Clock, table: _DayTable) -> tuple[np.nda
     ids = np.asarray(windows)
     if ids.ndim != 1 or len(ids) != n:
         raise ValueError(f"mismatched lengths: windows has shape {ids.shape}, predictions has {n}; expected ({n},)")
-    codes, names = pd.factorize(ids, use_na_sentinel=True)
-    if (codes < 0).any():
+    if not n:
+        return np.full(len(table.days), -1, dtype=np.int64), np.asarray(pd.factorize(ids)[1])
+    if ids.dtype.kind in "iufb":   # runs of equal ids; a NaN is a run of its own
+        run_start = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        run_code, names = pd.factorize(ids[run_start], use_na_sentinel=True)
+    else:
+        codes, names = pd.factorize(ids, use_na_sentinel=True)
+        run_start = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+        run_code = codes[run_start]
+    if (run_code < 0).any():
         raise ValueError(f"windows: expected a window id on every row, found a missing value at position "
-                         f"{int(np.flatnonzero(codes < 0)[0])}")
+                         f"{int(run_start[np.flatnonzero(run_code < 0)[0]])}")
     date_window = np.full(len(table.days), -1, dtype=np.int64)
-    row_date = np.empty(n, dtype=np.int64)
-    for start in range(0, n, _BLOCK):
-        day = clock.wall(start, start + _BLOCK) // clock.per_day
-        row_date[start:start + _BLOCK] = np.searchsorted(table.days, day)
-    date_window[row_date] = codes          # some row's window per date; then every row must agree
-    clash = codes != date_window[row_date]
+    ticks = clock.ticks
+    if clock.tz is None and not (ticks[1:] < ticks[:-1]).any():   # time order: dates start at midnights
+        midnights = np.arange(clock.day_lo + 1, clock.day_hi + 1, dtype=np.int64) * clock.per_day
+        seg_start = np.union1d(run_start, np.searchsorted(ticks, midnights))
+        seg_start = seg_start[seg_start < n]
+        seg_day = ticks[seg_start] // clock.per_day
+    else:
+        cut = np.zeros(n, dtype=bool)   # first row of every segment
+        cut[run_start] = True
+        days = []
+        for start in range(0, n, _BLOCK):
+            day = clock.wall(start, start + _BLOCK) // clock.per_day
+            block = cut[start:start + len(day)]
+            block[0] = True
+            block[1:] |= day[1:] != day[:-1]
+            days.append(day[block])
+        seg_start, seg_day = np.flatnonzero(cut), np.concatenate(days)
+    seg_code = run_code[np.searchsorted(run_start, seg_start, side="right") - 1]
+    seg_date = np.searchsorted(table.days, seg_day)
+    date_window[seg_date] = seg_code          # some segment's window per date; then every segment must agree
+    clash = seg_code != date_window[seg_date]
     if clash.any():
-        i = int(np.flatnonzero(clash)[0])
-        d = int(row_date[i])
+        k = int(np.flatnonzero(clash)[0])
+        d = int(seg_date[k])
         raise ValueError(
             f"windows: date {np.datetime64(int(table.days[d]), 'D')} has rows of windows "
-            f"{_plain(names[date_window[d]])!r} and {_plain(names[codes[i]])!r}; expected every date in one window"
+            f"{_plain(names[date_window[d]])!r} and {_plain(names[seg_code[k]])!r}; expected every date in one window"
         )
     return date_window, np.asarray(names)
 

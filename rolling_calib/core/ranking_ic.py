@@ -10,8 +10,17 @@ with instruments ``i = 1..n_t``, predictions ``p_ti`` and labels ``y_ti``::
     Rank IC   = mean_t RankIC_t
 
 Dates with fewer than 2 instruments or a constant prediction or label (an undefined
-correlation) are left out of the means; rows with a non-finite value are dropped first.
-Higher is better for all three, unlike the losses QL and CQL.
+correlation) are left out of the means; rows with a non-finite value (or no date) are
+dropped first. Higher is better for all three, unlike the losses QL and CQL.
+
+Rows are grouped by date where the dates change when they are in order (as units are
+written: by datetime, then instrument), else through a sort of the date codes. Sums per
+date run over a (dates, instruments) view when every date has as many rows, else over
+``np.add.reduceat`` segments; ranks come from a row-wise argsort of that matrix (padded
+with +inf for dates of different sizes). The label side (grouping, centred labels, label
+ranks) depends on the labels and dates only: :func:`prepare_labels` computes it once for
+all runs that share them (the seeds of a pipeline), :func:`information_coefficients_arrays`
+adds one run's predictions.
 
 Example
 -------
@@ -29,11 +38,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["ICSummary", "daily_ic", "information_coefficients"]
+__all__ = ["ICSummary", "PreparedLabels", "daily_ic", "information_coefficients", "information_coefficients_arrays",
+           "prepare_labels"]
 
 
 @dataclass(frozen=True)
@@ -50,23 +61,156 @@ class ICSummary:
         return {"ic": self.ic, "icir": self.icir, "rank_ic": self.rank_ic, "ic_dates": self.n_dates}
 
 
-def _pearson_by_group(x: np.ndarray, y: np.ndarray, codes: np.ndarray, n_groups: int) -> np.ndarray:
-    """Pearson correlation of ``x`` and ``y`` within each group (NaN where undefined)."""
-    count = np.bincount(codes, minlength=n_groups).astype(float)
+class _Groups:
+    """Rows in date order: date ``g`` is the rows ``starts[g] .. starts[g] + counts[g] - 1``.
+
+    When every date has the same number of rows (``width``), sums run over the rows of a
+    (dates, width) view; otherwise over ``np.add.reduceat`` segments.
+    """
+
+    __slots__ = ("counts", "n", "starts", "width")
+
+    def __init__(self, starts: np.ndarray, n: int) -> None:
+        self.starts = starts
+        self.n = n
+        self.counts = np.diff(np.append(starts, n))
+        c = self.counts
+        self.width = int(c[0]) if c.size and (c == c[0]).all() else 0
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def sum(self, v: np.ndarray) -> np.ndarray:
+        if self.width:
+            return v.reshape(-1, self.width).sum(axis=1)
+        return np.add.reduceat(v, self.starts)
+
+    def dot(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Per date ``sum(a * b)``."""
+        if self.width:
+            return np.einsum("ij,ij->i", a.reshape(-1, self.width), b.reshape(-1, self.width))
+        return np.add.reduceat(a * b, self.starts)
+
+    def centred(self, v: np.ndarray, mean: np.ndarray) -> np.ndarray:
+        """``v`` minus the mean of its date."""
+        if self.width:
+            return (v.reshape(-1, self.width) - mean[:, None]).ravel()
+        return v - np.repeat(mean, self.counts)
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One variable of the correlations: its values centred per date, their sum of squares, undefined dates."""
+
+    centred: np.ndarray
+    ss: np.ndarray
+    constant: np.ndarray   # bool per date: fewer than 2 rows, or a spread below _TINY of its scale
+
+
+_TINY = 1e-12
+
+
+def _side(v: np.ndarray, g: _Groups) -> _Side:
+    """Centre ``v`` (finite, rows in date order) per date: ``IC_t`` is ``dot(dx, dy) / sqrt(sxx * syy)``.
+
+    A date is constant when its sum of squares is at most ``(1e-12 * mean |v|)^2 * count``;
+    that test needs the mean ``|v|`` only of dates under the bound ``max |v|`` gives.
+    """
+    count = g.counts
+    mean = g.sum(v) / count
+    d = g.centred(v, mean)
+    ss = g.dot(d, d)
+    constant = count < 2
+    if v.size:
+        big = max(float(v.max()), -float(v.min()))
+        near = np.flatnonzero(ss <= (_TINY * big * (1.0 + 1e-6)) ** 2 * count)
+        if near.size:  # rare: the exact test on those dates
+            scale = g.sum(np.abs(v))[near] / count[near]
+            constant[near] |= ss[near] <= (_TINY * scale) ** 2 * count[near]
+    return _Side(d, ss, constant)
+
+
+def _correlation(x: _Side, y: _Side, g: _Groups) -> np.ndarray:
+    """Pearson correlation per date (NaN where undefined)."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        mx = np.bincount(codes, x, n_groups) / count
-        my = np.bincount(codes, y, n_groups) / count
-        dx, dy = x - mx[codes], y - my[codes]
-        sxy = np.bincount(codes, dx * dy, n_groups)
-        sxx = np.bincount(codes, dx * dx, n_groups)
-        syy = np.bincount(codes, dy * dy, n_groups)
-        r = sxy / np.sqrt(sxx * syy)
-    scale_x = np.bincount(codes, np.abs(x), n_groups) / count
-    scale_y = np.bincount(codes, np.abs(y), n_groups) / count
-    tiny = 1e-12
-    undefined = (count < 2) | (sxx <= (tiny * scale_x) ** 2 * count) | (syy <= (tiny * scale_y) ** 2 * count)
-    r[undefined] = np.nan
+        r = g.dot(x.centred, y.centred) / np.sqrt(x.ss * y.ss)
+    r[x.constant | y.constant] = np.nan
     return np.clip(r, -1.0, 1.0)
+
+
+def _tie_average(tie: np.ndarray) -> np.ndarray:
+    """Average 1-based ranks of sorted rows from ``tie[:, j]`` = (entry ``j + 1`` equals entry ``j``)."""
+    k, width = tie.shape[0], tie.shape[1] + 1
+    pos = np.arange(width)
+    opens = np.ones((k, width), dtype=bool)
+    opens[:, 1:] = ~tie
+    closes = np.ones((k, width), dtype=bool)
+    closes[:, :-1] = ~tie
+    first = np.maximum.accumulate(np.where(opens, pos, 0), axis=1)
+    last = np.minimum.accumulate(np.where(closes, pos, width - 1)[:, ::-1], axis=1)[:, ::-1]
+    return (first + last) / 2.0 + 1.0
+
+
+def _row_ranks(m: np.ndarray, counts: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Centred average ranks within each row of ``m`` and the rows with ties.
+
+    Row ``g`` holds ``counts[g]`` values then +inf padding (``counts`` None: no padding); a
+    value's rank (1-based, ties share their mean) less the row's mean rank ``(count + 1) / 2``.
+    """
+    rows, width = m.shape
+    at = np.argsort(m, axis=1)
+    at += (np.arange(rows) * width)[:, None]   # flat positions of each row's values, ascending
+    s = np.take(m, at)
+    tie = s[:, 1:] == s[:, :-1]
+    step = np.arange(1.0, width + 1.0)
+    if counts is None:
+        half = np.full(rows, (width + 1) / 2.0)
+        ranks = np.tile(step - half[0], rows)
+    else:
+        tie &= np.arange(1, width) < counts[:, None]   # padding ties nothing
+        half = (counts + 1) / 2.0
+        ranks = (step - half[:, None]).ravel()
+    tied = np.flatnonzero(tie.any(axis=1)) if tie.any() else np.empty(0, dtype=np.int64)
+    if tied.size:
+        ranks.reshape(rows, width)[tied] = _tie_average(tie[tied]) - half[tied, None]
+    out = np.empty(m.shape)
+    out.reshape(-1)[at.reshape(-1)] = ranks
+    return out, tied
+
+
+def _rank_side(v: np.ndarray, g: _Groups) -> _Side:
+    """:func:`_side` of the within-date average ranks of ``v`` (finite, rows in date order).
+
+    The ranks of a date of ``n`` rows average ``(n + 1) / 2``; without ties their sum of
+    squares about it is ``n (n^2 - 1) / 12``. Both are exact in floating point (ranks are
+    half-integers), as the sums they replace are. Ranks come from a row-wise argsort of the
+    (dates, instruments) matrix, padded with +inf when dates have different numbers of rows
+    (unless padding would more than double it: then one lexsort).
+    """
+    count = g.counts
+    half = (count + 1) / 2.0
+    tied: np.ndarray | None = None
+    if g.width:
+        d, tied = _row_ranks(v.reshape(-1, g.width), None)
+        d = d.reshape(-1)
+    elif len(g) * int(count.max()) <= 2 * g.n + 4096:
+        rows = np.repeat(np.arange(len(g)), count)
+        cols = np.arange(g.n) - np.repeat(g.starts, count)
+        padded = np.full((len(g), int(count.max())), np.inf)
+        padded[rows, cols] = v
+        d = _row_ranks(padded, count)[0][rows, cols]
+    else:
+        d = g.centred(_average_ranks_by_group(v, np.repeat(np.arange(len(g)), count)), half)
+    if tied is None:
+        ss = g.dot(d, d)
+    else:
+        c = count.astype(float)
+        ss = c * (c * c - 1.0) / 12.0
+        if tied.size:
+            sub = d.reshape(-1, g.width)[tied]
+            ss[tied] = np.einsum("ij,ij->i", sub, sub)
+    constant = (count < 2) | (ss <= (_TINY * half) ** 2 * count)
+    return _Side(d, ss, constant)
 
 
 def _average_ranks_by_group(x: np.ndarray, codes: np.ndarray) -> np.ndarray:
@@ -110,25 +254,155 @@ def _group_value_order(x: np.ndarray, codes: np.ndarray) -> np.ndarray:
     return np.lexsort((x, codes))
 
 
-def _prepared(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Finite rows' predictions, labels, date codes (0..D-1, in date order) and the D dates."""
+def _column(values: Any) -> np.ndarray:
+    """A 1-d NumPy array of ``values`` (a Series or Index through ``to_numpy``)."""
+    arr = values.to_numpy() if isinstance(values, (pd.Series, pd.Index)) else np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError(f"expected a 1-d array, found shape {arr.shape}")
+    return arr
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal shapes, dtypes and values (NaN equal to NaN); a few leading values first."""
+    if a is b:
+        return True
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.kind in "mM":
+        a, b = a.view(np.int64), b.view(np.int64)
+    nan = a.dtype.kind in "fc"
+    if not np.array_equal(a[:64], b[:64], equal_nan=nan):
+        return False
+    differ = a != b
+    if not nan or not differ.any():
+        return not differ.any()
+    return bool(np.isnan(a[differ]).all() and np.isnan(b[differ]).all())
+
+
+class PreparedLabels:
+    """The label side of the correlations, computed once for every run that shares it.
+
+    The runs of a store (every seed of a pipeline, usually every pipeline) predict the same
+    labels on the same dates: their within-date grouping, centred labels and label ranks are
+    the same. Build with :func:`prepare_labels`; :meth:`matches` says whether other arrays
+    hold the same values (then the object can be reused for them).
+    """
+
+    def __init__(self, label: np.ndarray, dates: np.ndarray, keep: np.ndarray | None,
+                 order: np.ndarray | None, groups: _Groups, uniques: np.ndarray) -> None:
+        self.label, self.dates = label, dates
+        self.keep, self.order = keep, order   # rows kept (None: all), their permutation into date order (None: in order)
+        self.groups, self.uniques = groups, uniques
+        self._grouped = self.aligned(label)
+        self._value: _Side | None = None
+        self._rank: _Side | None = None
+
+    def __len__(self) -> int:
+        return len(self.label)
+
+    def aligned(self, values: np.ndarray) -> np.ndarray:
+        """``values`` (one per input row) restricted to the kept rows, in date order."""
+        out = values if self.keep is None else values[self.keep]
+        return out if self.order is None else out[self.order]
+
+    @property
+    def value(self) -> _Side:
+        if self._value is None:
+            self._value = _side(self._grouped, self.groups)
+        return self._value
+
+    @property
+    def rank(self) -> _Side:
+        if self._rank is None:
+            self._rank = _rank_side(self._grouped, self.groups)
+        return self._rank
+
+    def matches(self, label: Any, dates: Any) -> bool:
+        """Whether ``label`` and ``dates`` hold the values these labels were prepared from."""
+        y = _column(label)
+        if y.dtype != np.float64:
+            y = y.astype(float)
+        return _same(self.label, y) and _same(self.dates, _column(dates))
+
+
+def _date_layout(dates: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None, _Groups, np.ndarray]:
+    """Rows kept (None: all; rows without a date leave too), their order by date, the groups and the dates.
+
+    Sorted numeric or datetime64 dates (the order units are written in) are grouped at the
+    places they change; others through ``pd.factorize`` and a stable sort of the codes.
+    """
+    kind = dates.dtype.kind
+    if kind in "mM":
+        keep &= ~np.isnat(dates)
+    kept = dates if keep.all() else dates[keep]
+    mask = None if kept is dates else keep
+    if kind in "mMiub":
+        key = kept.view(np.int64) if kind in "mM" else kept
+        if (key[1:] >= key[:-1]).all():
+            starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.empty(0, dtype=np.int64)
+            return mask, None, _Groups(starts, len(key)), kept[starts]
+    codes, uniques = pd.factorize(kept, sort=True)
+    if (codes < 0).any():   # a missing date: the row leaves
+        inner = codes >= 0
+        mask = np.flatnonzero(keep)[inner] if mask is not None else inner
+        codes = codes[inner]
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]]) if codes.size else np.empty(0, dtype=np.int64)
+    return mask, order, _Groups(starts, len(codes)), np.asarray(uniques)
+
+
+def prepare_labels(label: Any, dates: Any, *, copy: bool = True) -> PreparedLabels:
+    """The label side of :func:`information_coefficients_arrays`.
+
+    Rows with a non-finite label or a missing date are left out. The labels and dates are
+    kept for :meth:`PreparedLabels.matches`: copied, unless ``copy`` is False (the caller
+    does not change the arrays afterwards).
+
+    Examples
+    --------
+    >>> labels = prepare_labels([1.0, 2.0, np.nan, 3.0], np.array([5, 5, 5, 6]))
+    >>> labels.uniques.tolist(), labels.groups.counts.tolist()
+    ([5, 6], [2, 1])
+    >>> labels.matches([1.0, 2.0, np.nan, 3.0], [5, 5, 5, 6])
+    True
+    """
+    y = np.array(_column(label), dtype=float, copy=copy or None)
+    d = _column(dates)
+    d = d.copy() if copy else d
+    if len(d) != len(y):
+        raise ValueError(f"mismatched lengths: dates has {len(d)} rows, label has {len(y)}")
+    keep, order, groups, uniques = _date_layout(d, np.isfinite(y))
+    return PreparedLabels(y, d, keep, order, groups, uniques)
+
+
+def _aligned_predictions(prediction: Any, labels: PreparedLabels) -> tuple[np.ndarray, PreparedLabels]:
+    """The predictions on the labels' kept rows, in date order; rows with a non-finite prediction leave both."""
+    p = _column(prediction).astype(float, copy=False)
+    if len(p) != len(labels):
+        raise ValueError(f"mismatched lengths: prediction has {len(p)} rows, label has {len(labels)}")
+    x = labels.aligned(p)
+    if not np.isfinite(x).all():
+        labels = prepare_labels(np.where(np.isfinite(p), labels.label, np.nan), labels.dates, copy=False)
+        x = labels.aligned(p)
+    return x, labels
+
+
+def _daily_values(x: np.ndarray, labels: PreparedLabels, method: str) -> np.ndarray:
+    g = labels.groups
+    if not len(g):
+        return np.empty(0)
+    if method == "spearman":
+        return _correlation(_rank_side(x, g), labels.rank, g)
+    return _correlation(_side(x, g), labels.value, g)
+
+
+def _frame_columns(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     missing = [c for c in ("datetime", "prediction", "label") if c not in frame.columns]
     if missing:
         raise ValueError(f"frame: expected columns datetime, prediction, label; missing {', '.join(missing)}")
-    p = frame["prediction"].to_numpy(dtype=float)
-    y = frame["label"].to_numpy(dtype=float)
-    keep = np.isfinite(p) & np.isfinite(y)
-    dates = frame["datetime"].to_numpy()
-    if not keep.all():
-        dates, p, y = dates[keep], p[keep], y[keep]
-    codes, uniques = pd.factorize(dates, sort=True)
-    return p, y, codes.astype(np.int64, copy=False), np.asarray(uniques)
-
-
-def _daily(p: np.ndarray, y: np.ndarray, codes: np.ndarray, n_dates: int, method: str) -> np.ndarray:
-    if method == "spearman":
-        p, y = _average_ranks_by_group(p, codes), _average_ranks_by_group(y, codes)
-    return _pearson_by_group(p, y, codes, n_dates) if n_dates else np.empty(0)
+    return (frame["prediction"].to_numpy(dtype=float), frame["label"].to_numpy(dtype=float),
+            frame["datetime"].to_numpy())
 
 
 def daily_ic(frame: pd.DataFrame, *, method: str = "pearson") -> pd.Series:
@@ -155,9 +429,10 @@ def daily_ic(frame: pd.DataFrame, *, method: str = "pearson") -> pd.Series:
     """
     if method not in ("pearson", "spearman"):
         raise ValueError(f"method: expected 'pearson' or 'spearman', found {method!r}")
-    p, y, codes, uniques = _prepared(frame)
-    values = _daily(p, y, codes, len(uniques), method)
-    return pd.Series(values, index=pd.Index(uniques, name="datetime"), name=f"ic_{method}")
+    p, y, dates = _frame_columns(frame)
+    x, labels = _aligned_predictions(p, prepare_labels(y, dates, copy=False))
+    values = _daily_values(x, labels, method)
+    return pd.Series(values, index=pd.Index(labels.uniques, name="datetime"), name=f"ic_{method}")
 
 
 def information_coefficients(frame: pd.DataFrame) -> ICSummary:
@@ -174,9 +449,24 @@ def information_coefficients(frame: pd.DataFrame) -> ICSummary:
     >>> s.ic, round(s.icir, 4), s.rank_ic
     (0.25, 0.2357, 0.25)
     """
-    p, y, codes, uniques = _prepared(frame)  # one factorisation for both correlations
-    ic = _daily(p, y, codes, len(uniques), "pearson")
-    rank = _daily(p, y, codes, len(uniques), "spearman")
+    p, y, dates = _frame_columns(frame)
+    return information_coefficients_arrays(p, prepare_labels(y, dates, copy=False))
+
+
+def information_coefficients_arrays(prediction: Any, labels: PreparedLabels) -> ICSummary:
+    """:func:`information_coefficients` of one run's ``prediction`` array and its :func:`prepare_labels`.
+
+    ``labels`` can serve every run with the same labels and dates (their ranks are computed once).
+
+    Examples
+    --------
+    >>> labels = prepare_labels([1.0, 2, 3, 3, 1, 2], [1, 1, 1, 2, 2, 2])
+    >>> information_coefficients_arrays([1.0, 2, 3, 1, 2, 3], labels).rank_ic
+    0.25
+    """
+    x, labels = _aligned_predictions(prediction, labels)
+    ic = _daily_values(x, labels, "pearson")
+    rank = _daily_values(x, labels, "spearman")
     ic, rank = ic[np.isfinite(ic)], rank[np.isfinite(rank)]
     if ic.size == 0:
         return ICSummary(math.nan, math.nan, math.nan, 0)

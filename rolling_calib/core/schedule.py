@@ -203,6 +203,7 @@ ROLLING_OPTIONS: Mapping[str, Constraint] = {
     "sliding_months": Interval(int, 1, None),
     "finetune_on": Worded(Options(*FINETUNE_ON), f"one of {', '.join(FINETUNE_ON)}"),
     "label": Worded(Options("raw", "learn"), "one of raw, learn"),  # QL/CQL against the raw or learn-processed label
+    "stack_seeds": Interval(int, 1, None),  # seeds of a window trained as one seed stack (1: one at a time)
 }
 
 

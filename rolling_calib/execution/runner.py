@@ -47,8 +47,9 @@ from rolling_calib.config.experiment import ExperimentConfig
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.qlib_adapter.session import store_calendar
 from rolling_calib.qlib_adapter.records import RecorderSpec
-from rolling_calib.qlib_adapter.training import check_runner_contract, train_window, window_task
+from rolling_calib.qlib_adapter.training import check_runner_contract, train_window, train_window_stack, window_task
 from rolling_calib.execution.executors import Executor, UnitKey, UnitTask
+from rolling_calib.execution.units import StackKey
 from rolling_calib.core.schedule import CoverageError, Window, check_coverage
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "plan_run",
     "window_task",
     "execute_unit",
+    "execute_stack",
     "run_plan",
     "check_store_coverage",
     "default_threads",
@@ -109,6 +111,7 @@ class RunPlan:
     experiment: dict
     data: dict
     label: str = "raw"  # rolling.label: test labels raw (DK_R) or learn-processed (DK_L)
+    stack_seeds: int = 1  # rolling.stack_seeds: seeds of a window trained as one stack (fixed groups of seeds)
 
     def pipeline(self, name: str) -> PipelinePlan:
         """The plan of pipeline ``name``."""
@@ -120,6 +123,15 @@ class RunPlan:
     def keys(self) -> list[UnitKey]:
         """All units, pipeline-major, then seed, then window."""
         return [UnitKey(p.name, s, w.index) for p in self.pipelines for s in self.seeds for w in self.windows]
+
+    def seed_groups(self) -> list[tuple[int, ...]]:
+        """The seeds cut into the fixed stacks of ``stack_seeds`` (in ``seeds`` order; one seed each when 1).
+
+        The groups never depend on what is already in the store, so a resumed run trains every
+        stack with the same members (and so the same numbers) as an uninterrupted one.
+        """
+        size = self.stack_seeds
+        return [tuple(self.seeds[i : i + size]) for i in range(0, len(self.seeds), size)]
 
     def predecessor(self, key: UnitKey) -> UnitKey | None:
         """The unit whose checkpoint ``key`` starts from (fine-tune mode), else ``None``."""
@@ -197,6 +209,8 @@ def _pipeline_hash(task: dict, windows: Sequence[Window], rolling: dict, data: d
     }
     if rolling.get("label", "raw") != "raw":  # the default leaves the hashes of existing stores unchanged
         schedule["label"] = rolling["label"]
+    if rolling.get("stack_seeds", 1) != 1:  # stacked fits agree with single ones to rounding, not to the bit
+        schedule["stack_seeds"] = rolling["stack_seeds"]
     data_id = {k: v for k, v in data.items() if k != "path"}
     return stable_hash({"task": task, "schedule": schedule, "data": data_id, "n_threads": int(n_threads)})
 
@@ -251,10 +265,11 @@ def plan_run(
     if n_threads < 1:
         raise ValueError(f"n_threads: expected >= 1, found {n_threads}")
     label = getattr(config.rolling, "label", "raw")
+    stack_seeds = int(getattr(config.rolling, "stack_seeds", 1))
     where = str(config.path) if config.path else "experiment"
     for name in dict.fromkeys(names):  # before the calendar is read: refusals come in well under a second
         check_runner_contract(config.pipeline_task(name), mode=config.rolling.mode, label=label,
-                              where=f"{where}: pipelines.{name}")
+                              stack_seeds=stack_seeds, where=f"{where}: pipelines.{name}")
     calendar = store_calendar(config.qlib_init)
     windows = tuple(config.rolling.windows(calendar))
     market = config.task["dataset"].get("kwargs", {}).get("handler", {}).get("kwargs", {}).get("instruments")
@@ -275,6 +290,7 @@ def plan_run(
         experiment=experiment,
         data=data,
         label=label,
+        stack_seeds=stack_seeds,
     )
 
 
@@ -349,43 +365,78 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
     executors (local pool, Ray) receive. Qlib is initialised once per process.
     """
     t0 = time.perf_counter()
-    pipeline = plan.pipeline(key.pipeline)
-    window = plan.windows[key.window]
     paths = st.unit_paths(plan.store, key)
     warm_start, start_from = _warm_start(plan, key)
-    task = window_task(pipeline.task, window, seed=key.seed, n_threads=plan.n_threads)
-    trained = train_window(
-        plan.qlib_init, task,
-        warm_start=warm_start,
-        checkpoint=paths.checkpoint,
-        seed=key.seed,
+    task = window_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
+                       n_threads=plan.n_threads)
+    trained = train_window(plan.qlib_init, task, warm_start=warm_start, checkpoint=paths.checkpoint, seed=key.seed,
+                           label=plan.label, recorder=_recorder_spec(plan, key))
+    return _store_unit(plan, key, task=task, trained=trained, start_from=start_from, t0=t0)
+
+
+def execute_stack(plan: RunPlan, stack: StackKey) -> tuple[UnitResult, ...]:
+    """Train the seeds of ``stack`` as one seed stack and store one unit per seed (as :func:`execute_unit`).
+
+    Each unit's sidecar records the stack (``seed_stack``); the stack's build and fit times are
+    shared by its units (recorded once per unit, marked as the stack's).
+    """
+    t0 = time.perf_counter()
+    keys = stack.units()
+    starts = [_warm_start(plan, key) for key in keys]
+    tasks = [window_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
+                         n_threads=plan.n_threads) for key in keys]
+    trained = train_window_stack(
+        plan.qlib_init, tasks,
+        warm_starts=[warm for warm, _ in starts],
+        checkpoints=[st.unit_paths(plan.store, key).checkpoint for key in keys],
+        seeds=list(stack.seeds),
         label=plan.label,
-        recorder=RecorderSpec(plan.store, experiment_name=key.pipeline, recorder_name=key.slug(),
-                              tags={"unit": key.slug(), "pipeline": key.pipeline, "seed": key.seed,
-                                    "window": key.window, "config_hash": pipeline.config_hash}),
+        recorders=[_recorder_spec(plan, key) for key in keys],
     )
-    t_data, t_fit = t0 + trained.build_s, t0 + trained.build_s + trained.fit_s
+    return tuple(_store_unit(plan, key, task=task, trained=one, start_from=start_from, t0=t0, seed_stack=stack.seeds)
+                 for key, task, one, (_, start_from) in zip(keys, tasks, trained, starts))
+
+
+def _execute(plan: RunPlan, key: UnitKey | StackKey) -> UnitResult | tuple[UnitResult, ...]:
+    """The executors' ``work``: one unit, or one seed stack."""
+    return execute_stack(plan, key) if isinstance(key, StackKey) else execute_unit(plan, key)
+
+
+def _recorder_spec(plan: RunPlan, key: UnitKey) -> RecorderSpec:
+    return RecorderSpec(plan.store, experiment_name=key.pipeline, recorder_name=key.slug(),
+                        tags={"unit": key.slug(), "pipeline": key.pipeline, "seed": key.seed, "window": key.window,
+                              "config_hash": plan.pipeline(key.pipeline).config_hash})
+
+
+def _store_unit(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, start_from: dict | None, t0: float,
+                seed_stack: tuple[int, ...] | None = None) -> UnitResult:
+    """Write one trained unit (predictions, validation predictions, sidecar last); its result."""
+    window = plan.windows[key.window]
+    paths = st.unit_paths(plan.store, key)
+    t_start = time.perf_counter()
     frame, dropped = _unit_frame(trained.predictions, trained.labels, window, key)
-    t_pred = time.perf_counter()
     st.atomic_write_parquet(paths.parquet, frame)
     valid = _valid_frame(trained, window, key)
-    valid_path = st.unit_paths(plan.store, key).valid_parquet
     if valid is not None:
-        st.atomic_write_parquet(valid_path, valid)
-    elif valid_path.exists():  # a former run's file: not this unit's
-        valid_path.unlink()
+        st.atomic_write_parquet(paths.valid_parquet, valid)
+    elif paths.valid_parquet.exists():  # a former run's file: not this unit's
+        paths.valid_parquet.unlink()
     residual = frame["label"].to_numpy() - frame["prediction"].to_numpy()
     ql = float(np.mean(residual**2))
     t_end = time.perf_counter()
     timings = {
-        "build_s": round(t_data - t0, 3),
-        "fit_s": round(t_fit - t_data, 3),
-        "predict_s": round(t_pred - t_fit, 3),
-        "write_s": round(t_end - t_pred, 3),
+        "build_s": round(trained.build_s, 3),
+        "fit_s": round(trained.fit_s, 3),
+        "predict_s": round(trained.predict_s, 3),
+        "write_s": round(t_end - t_start, 3),
         "total_s": round(t_end - t0, 3),
     }
+    if seed_stack is not None:
+        timings["shared_by_stack"] = ["build_s", "fit_s", "total_s"]
     sidecar = _sidecar(plan, key, task=task, trained=trained, frame=frame, dropped=dropped, valid=valid, ql=ql,
                        start_from=start_from, timings=timings)
+    if seed_stack is not None:
+        sidecar["seed_stack"] = list(seed_stack)
     st.atomic_write_json(paths.sidecar, sidecar)  # last: marks the unit complete
     return UnitResult(key=key, rows=int(len(frame)), seconds=t_end - t0, ql=ql, dropped=int(dropped))
 
@@ -548,21 +599,21 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
                       f"(e.g. {orphans[0]})", stacklevel=3)
     _write_manifest(plan)
     pending, skipped, stale = pending_units(plan)
-    pending_set = set(pending)
-    tasks = []
-    for key in pending:
-        before = plan.predecessor(key)
-        tasks.append(UnitTask(key, after=before if before in pending_set else None))
+    tasks = _tasks(plan, pending)
+    n_units = sum(len(t.key.units()) if isinstance(t.key, StackKey) else 1 for t in tasks)
+    skipped = len(plan.keys()) - n_units  # a stack retrains its complete members too (same numbers)
     bar = tqdm(total=len(plan.keys()), initial=skipped, desc="units", unit="unit", disable=not progress, dynamic_ncols=True)
 
-    def on_done(key: UnitKey, result: UnitResult) -> None:
-        bar.update(1)
-        bar.set_postfix_str(f"{key.slug()} {result.seconds:.0f}s", refresh=False)
+    def on_done(key: UnitKey | StackKey, result: UnitResult | tuple[UnitResult, ...]) -> None:
+        done = result if isinstance(result, tuple) else (result,)
+        bar.update(len(done))
+        bar.set_postfix_str(f"{key.slug()} {max(r.seconds for r in done):.0f}s", refresh=False)
 
     try:
-        results = executor.run(tasks, partial(execute_unit, plan), on_done=on_done) if tasks else {}
+        outcome = executor.run(tasks, partial(_execute, plan), on_done=on_done) if tasks else {}
     finally:
         bar.close()
+    results = {r.key: r for value in outcome.values() for r in (value if isinstance(value, tuple) else (value,))}
     check_store_coverage(plan)
     summary = RunSummary(
         store=plan.store,
@@ -574,6 +625,32 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
     )
     _record_history(plan, summary, executor)
     return summary
+
+
+def _tasks(plan: RunPlan, pending: Sequence[UnitKey]) -> list[UnitTask]:
+    """The executor's tasks for ``pending`` units: the units themselves, or their seed stacks.
+
+    With ``stack_seeds > 1`` a stack (fixed seed group, :meth:`RunPlan.seed_groups`) is scheduled
+    for a window when any of its units is pending, and retrains all its members, so that the
+    pending ones get the numbers an uninterrupted run gives them. In fine-tune mode a task waits
+    for the task of its predecessor window when that one is scheduled too.
+    """
+    if plan.stack_seeds == 1:
+        pending_set = set(pending)
+        return [UnitTask(key, after=before if (before := plan.predecessor(key)) in pending_set else None)
+                for key in pending]
+    wanted = {(key.pipeline, key.window, key.seed) for key in pending}
+    tasks, scheduled = [], set()
+    for p in plan.pipelines:
+        for group in plan.seed_groups():
+            for w in plan.windows:
+                if not any((p.name, w.index, seed) in wanted for seed in group):
+                    continue
+                key = StackKey(p.name, group, w.index)
+                before = StackKey(p.name, group, w.index - 1)
+                tasks.append(UnitTask(key, after=before if plan.mode == "finetune" and before in scheduled else None))
+                scheduled.add(key)
+    return tasks
 
 
 def _record_history(plan: RunPlan, summary: RunSummary, executor: Executor) -> None:

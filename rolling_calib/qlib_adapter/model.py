@@ -48,12 +48,15 @@ ValueError: hidden_size: expected an integer >= 1, found int 0
 
 from __future__ import annotations
 
-import copy
 import contextlib
+import copy
 import io
 import os
+import queue
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,7 +90,7 @@ def _import_qlib_lstm() -> type:
 
 LSTMModel = _import_qlib_lstm()
 
-__all__ = ["RollingLSTM", "STATE_FORMAT"]
+__all__ = ["BatchFeed", "RollingLSTM", "STATE_FORMAT"]
 
 #: Version tag written into every checkpoint.
 STATE_FORMAT = "rolling_calib.RollingLSTM/1"
@@ -173,10 +176,11 @@ class _EarlyStopping:
     state: dict | None = None
     stale: int = 0
 
-    def step(self, epoch: int, loss: float, model: torch.nn.Module) -> bool:
+    def step(self, epoch: int, loss: float, snapshot: Callable[[], dict]) -> bool:
+        """Record ``epoch``'s validation ``loss``; ``snapshot()`` gives the weights to keep when it is the best."""
         if loss < self.loss:
             self.loss, self.epoch, self.stale = loss, epoch, 0
-            self.state = copy.deepcopy(model.state_dict())
+            self.state = snapshot()
             return False
         self.stale += 1
         if self.patience and self.stale >= self.patience:
@@ -190,6 +194,104 @@ def _epoch_bar(n_epochs: int, enabled: bool):
     from tqdm.auto import tqdm
 
     return tqdm(total=n_epochs, desc="fit", unit="epoch", leave=False, disable=None if enabled else True)
+
+
+class BatchFeed:
+    """Batches ``cut(start)`` for each of ``starts``, as tensors on ``device``, in order.
+
+    On a GPU (``background`` None or True) a producer thread cuts the next ``depth`` batches
+    into pinned (page-locked) host memory while the device computes the current one, and each
+    batch is copied with ``non_blocking=True``: the CPU feed and the GPU overlap. On CPU the
+    batches are cut when asked (``torch.from_numpy``, no copy): a second thread would only
+    compete with the training thread for the worker's core. Either way the batches are the same
+    (the tests compare both). An exception in the producer is raised in the consumer.
+
+    Parameters
+    ----------
+    cut : callable
+        ``cut(start) -> (x, y)`` NumPy arrays of one batch.
+    starts : iterable
+        Batch starts, in the order the batches are used.
+    device : torch.device
+    background : bool, optional
+        Cut in a producer thread (default: on CUDA devices only).
+    depth : int
+        Batches cut ahead (background only).
+
+    Attributes
+    ----------
+    wait_seconds : float
+        Time the consumer spent waiting for a batch (the feed's stall; background only).
+
+    Examples
+    --------
+    >>> feed = BatchFeed(lambda lo: (np.full((2, 3), lo, np.float32), np.arange(2.0)), range(0, 6, 3),
+    ...                  device=torch.device("cpu"), background=True)
+    >>> [float(x[0, 0]) for x, _ in feed]
+    [0.0, 3.0]
+    """
+
+    _END = object()
+
+    def __init__(self, cut: Callable[[int], tuple[np.ndarray, np.ndarray]], starts: Iterable[int], *,
+                 device: torch.device, background: bool | None = None, depth: int = 2) -> None:
+        self.cut, self.starts, self.device = cut, list(starts), torch.device(device)
+        self.background = self.device.type == "cuda" if background is None else bool(background)
+        self.depth = int(depth)
+        self.wait_seconds = 0.0
+
+    def _tensors(self, x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        xt, yt = torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(y))
+        if self.device.type == "cuda":
+            xt, yt = xt.pin_memory(), yt.pin_memory()
+        return xt, yt
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        if not self.background:
+            for start in self.starts:
+                xt, yt = self._tensors(*self.cut(start))
+                yield xt.to(self.device), yt.to(self.device)
+            return
+        ready: queue.Queue = queue.Queue(maxsize=self.depth)
+        stop = threading.Event()
+        producer = threading.Thread(target=self._produce, args=(ready, stop), name="BatchFeed", daemon=True)
+        producer.start()
+        try:
+            while True:
+                t0 = time.perf_counter()
+                item = ready.get()
+                self.wait_seconds += time.perf_counter() - t0
+                if item is self._END:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                xt, yt = item
+                yield xt.to(self.device, non_blocking=True), yt.to(self.device, non_blocking=True)
+        finally:
+            stop.set()
+            while producer.is_alive():  # unblock a producer waiting on a full queue
+                with contextlib.suppress(queue.Empty):
+                    ready.get(timeout=0.01)
+            producer.join()
+
+    def _produce(self, ready: queue.Queue, stop: threading.Event) -> None:
+        """Cut every batch into ``ready`` (then the end marker); an exception is handed over as the item."""
+        try:
+            for start in self.starts:
+                if stop.is_set():
+                    return
+                item = self._tensors(*self.cut(start))
+                while not stop.is_set():
+                    with contextlib.suppress(queue.Full):
+                        ready.put(item, timeout=0.05)
+                        break
+            item = self._END
+        except BaseException as exc:  # handed to the consumer, which raises it
+            item = exc
+        while not stop.is_set():
+            with contextlib.suppress(queue.Full):
+                ready.put(item, timeout=0.05)
+                return
 
 
 class RollingLSTM(Model):
@@ -307,6 +409,8 @@ class RollingLSTM(Model):
         self.fit_count = 0
         self.last_fit_info: dict = {}
         self.train_optimizer = self._make_optimizer()
+        #: Cut batches in a background thread (None: on CUDA only; see :class:`BatchFeed`). Same batches either way.
+        self.feed_background: bool | None = None
 
     # ------------------------------------------------------------------ configuration
     def hyperparameters(self) -> dict:
@@ -332,8 +436,9 @@ class RollingLSTM(Model):
         self.lstm_model = LSTMModel(d_feat=self.d_feat, hidden_size=self.hidden_size,
                                     num_layers=self.num_layers, dropout=self.dropout).to(self.device)
 
-    def _make_optimizer(self) -> torch.optim.Optimizer:
-        params = self.lstm_model.parameters()
+    def _make_optimizer(self, params: Iterable[torch.nn.Parameter] | None = None) -> torch.optim.Optimizer:
+        """This model's optimiser over ``params`` (default: its network's parameters)."""
+        params = self.lstm_model.parameters() if params is None else params
         if self.optimizer == "adam":
             return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
         if self.optimizer == "adamw":
@@ -346,39 +451,48 @@ class RollingLSTM(Model):
         return self.lstm_model(xt).reshape(-1)
 
     def _eval_loss(self, sampler: MinuteWindowSampler) -> float:
-        """Mean squared error (standardised label) over ALL samples, chunked; NaN if empty."""
+        """Mean squared error (standardised label) over ALL samples, chunked; NaN if empty.
+
+        The sum is kept on the device and read once at the end (no per-chunk synchronisation).
+        """
         if sampler.empty:
             return float("nan")
         self.lstm_model.eval()
-        total, n = 0.0, 0
+        total = torch.zeros((), dtype=torch.float64, device=self.device)
         chunk = max(self.batch_size, _EVAL_CHUNK)
         with torch.inference_mode():
             for lo in range(0, len(sampler), chunk):
                 x, y = sampler.batch(np.arange(lo, min(lo + chunk, len(sampler))))
                 pred = self._forward(x)
                 yt = torch.from_numpy((y - self.label_mean) / self.label_std).to(self.device)
-                total += float(((pred - yt) ** 2).sum())
-                n += len(y)
-        return total / n
+                total += ((pred - yt) ** 2).sum().double()
+        return float(total) / len(sampler)
 
     def _train_epoch(self, sampler: MinuteWindowSampler, rng: np.random.Generator) -> float:
+        """One pass over ``sampler`` in a fresh random order; the mean training loss.
+
+        Batches come from a :class:`BatchFeed` (cut in a background thread while a GPU computes);
+        the loss is summed on the device and read once per epoch.
+        """
         self.lstm_model.train()
         order = rng.permutation(len(sampler))
-        total, n = 0.0, 0
-        for lo in range(0, len(order), self.batch_size):
-            idx = order[lo : lo + self.batch_size]
-            x, y = sampler.batch(idx)
-            yt = torch.from_numpy((y - self.label_mean) / self.label_std).to(self.device)
-            pred = self._forward(x)
+        total = torch.zeros((), dtype=torch.float64, device=self.device)
+
+        def cut(lo: int) -> tuple[np.ndarray, np.ndarray]:
+            x, y = sampler.batch(order[lo : lo + self.batch_size])
+            return x, (y - self.label_mean) / self.label_std
+
+        feed = BatchFeed(cut, range(0, len(order), self.batch_size), device=self.device, background=self.feed_background)
+        for xt, yt in feed:
+            pred = self.lstm_model(xt).reshape(-1)
             loss = torch.mean((pred - yt) ** 2)
             self.train_optimizer.zero_grad()
             loss.backward()
             if self.grad_clip > 0:
                 torch.nn.utils.clip_grad_value_(self.lstm_model.parameters(), self.grad_clip)
             self.train_optimizer.step()
-            total += float(loss.detach()) * len(idx)
-            n += len(idx)
-        return total / max(n, 1)
+            total += loss.detach().double() * len(yt)
+        return float(total) / max(len(order), 1)
 
     def fit(
         self,
@@ -423,6 +537,17 @@ class RollingLSTM(Model):
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
         return self
+
+    @classmethod
+    def fit_stack(cls, models: "list[RollingLSTM]", dataset: MinuteTSDataset, *, progress: bool = False) -> "list[RollingLSTM]":
+        """Fit several seeds of one configuration as one seed stack (:func:`rolling_calib.qlib_adapter.stacked.fit_stack`).
+
+        Each model ends as its own :meth:`fit` would leave it, to float rounding; the runner uses
+        this for ``rolling.stack_seeds > 1``.
+        """
+        from rolling_calib.qlib_adapter.stacked import fit_stack
+
+        return fit_stack(models, dataset, progress=progress)
 
     def _fit_segments(self, dataset: MinuteTSDataset, reweighter: Any) -> tuple[MinuteWindowSampler, MinuteWindowSampler]:
         """Check :meth:`fit`'s arguments; the ``train`` (not empty) and ``valid`` samples."""
@@ -482,7 +607,7 @@ class RollingLSTM(Model):
                 hist["valid"].append(va)
                 bar.set_postfix(train=f"{tr:.4g}", valid=f"{va:.4g}", refresh=False)
                 bar.update()
-                if not valid.empty and stopping.step(epoch, va, self.lstm_model):
+                if not valid.empty and stopping.step(epoch, va, lambda: copy.deepcopy(self.lstm_model.state_dict())):
                     break
         if stopping.state is not None:
             self.lstm_model.load_state_dict(stopping.state)

@@ -25,7 +25,7 @@ import copy
 import pickle
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from rolling_calib.qlib_adapter.session import init_qlib_once, store_freq
 from rolling_calib.qlib_adapter.task_spec import accepted_kwargs, import_class
 
 __all__ = ["HANDLER_TIME_KWARGS", "LABEL_SOURCES", "TrainedWindow", "check_runner_contract", "set_global_seeds",
-           "train_window", "warm_start_kind", "window_task"]
+           "train_window", "train_window_stack", "warm_start_kind", "window_task"]
 
 #: ``rolling.label``: score against the handler's raw label (``DK_R``) or its learn-processed label (``DK_L``).
 LABEL_SOURCES = ("raw", "learn")
@@ -125,7 +125,8 @@ def _accepts(cls: type, name: str) -> bool:
     return name in acc.params or name in acc.consumed or acc.open_via is not None
 
 
-def check_runner_contract(task: Mapping[str, Any], *, mode: str, label: str = "raw", where: str = "task") -> None:
+def check_runner_contract(task: Mapping[str, Any], *, mode: str, label: str = "raw", stack_seeds: int = 1,
+                          where: str = "task") -> None:
     """Check, before any training, everything :func:`train_window` relies on; ``ConfigError`` otherwise.
 
     * the model has ``fit`` and ``predict``; in ``mode="finetune"`` it can continue from the
@@ -133,7 +134,9 @@ def check_runner_contract(task: Mapping[str, Any], *, mode: str, label: str = "r
       ``mode: scratch`` suggested;
     * the dataset has Qlib's ``prepare`` and takes ``segments``; the handler takes the window
       times :func:`window_task` sets (:data:`HANDLER_TIME_KWARGS`);
-    * ``label`` is one of :data:`LABEL_SOURCES`; ``"learn"`` needs a ``DataHandlerLP`` handler.
+    * ``label`` is one of :data:`LABEL_SOURCES`; ``"learn"`` needs a ``DataHandlerLP`` handler;
+    * ``stack_seeds > 1`` needs a model class that trains several seeds as one stack (``fit_stack``,
+      :class:`~rolling_calib.qlib_adapter.model.RollingLSTM`).
     """
     from qlib.data.dataset.handler import DataHandlerLP
 
@@ -150,6 +153,11 @@ def check_runner_contract(task: Mapping[str, Any], *, mode: str, label: str = "r
             f"{where}: rolling.mode: finetune needs a model that continues from the previous window, but {name} "
             "has neither load_state/save_state nor finetune(dataset); set 'rolling: {mode: scratch}' to retrain "
             "it from scratch every window"
+        )
+    if stack_seeds > 1 and not callable(getattr(model_cls, "fit_stack", None)):
+        raise ConfigError(
+            f"{where}: rolling.stack_seeds: {stack_seeds} trains the seeds of a window as one stack, which needs a model "
+            f"with fit_stack(models, dataset) (rolling_calib's RollingLSTM); {name} has none: set stack_seeds: 1"
         )
     dataset_cls = import_class(dict(task["dataset"]), "task.dataset", where)
     dname = f"{dataset_cls.__module__}.{dataset_cls.__qualname__}"
@@ -339,3 +347,63 @@ def train_window(
                                qlib_init=qlib_init, freq=store_freq(qlib_init))
     return TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_fit, seeding, recorded,
                          valid_predictions=valid_predictions, valid_labels=valid_labels)
+
+
+def train_window_stack(
+    qlib_init: Mapping[str, Any],
+    tasks: Sequence[Mapping[str, Any]],
+    *,
+    warm_starts: Sequence[Path | None],
+    checkpoints: Sequence[Path],
+    seeds: Sequence[int],
+    label: str = "raw",
+    recorders: Sequence[RecorderSpec | None] | None = None,
+) -> list[TrainedWindow]:
+    """:func:`train_window` for several seeds of one window, their models fitted as one seed stack.
+
+    The tasks differ only in the model's seed. One dataset is built for all of them; each
+    seed's model is built under its own global seeds (and loads its own warm start), then the
+    model class's ``fit_stack(models, dataset)`` trains them together
+    (:func:`rolling_calib.qlib_adapter.stacked.fit_stack`); predictions, labels, checkpoints and
+    records follow per seed exactly as in :func:`train_window`. ``build_s`` and ``fit_s`` of
+    every returned window are the stack's (shared) times.
+    """
+    from qlib.utils import init_instance_by_config
+
+    n = len(tasks)
+    if not n or not (len(warm_starts) == len(checkpoints) == len(seeds) == n):
+        raise ValueError(f"train_window_stack: expected as many warm starts, checkpoints and seeds as tasks ({n})")
+    if any(task["dataset"] != tasks[0]["dataset"] for task in tasks):
+        raise ValueError("train_window_stack: the tasks of a seed stack must share one dataset (only the seed may differ)")
+    recorders = list(recorders) if recorders is not None else [None] * n
+    t0 = time.perf_counter()
+    init_qlib_once(qlib_init)
+    models, seedings = [], []
+    for task, seed, warm_start in zip(tasks, seeds, warm_starts):
+        seedings.append(set_global_seeds(seed))
+        model = init_instance_by_config(copy.deepcopy(dict(task["model"])))
+        if warm_start is not None:
+            model.load_state(warm_start)
+        models.append(model)
+    dataset = init_instance_by_config(copy.deepcopy(dict(tasks[0]["dataset"])))
+    t_built = time.perf_counter()
+    with _no_recorder_logging():
+        type(models[0]).fit_stack(models, dataset)
+    t_fit = time.perf_counter()
+    has_valid = "valid" in (getattr(dataset, "segments", None) or {})
+    labels = _test_labels(dataset, label)
+    valid_labels = _test_labels(dataset, label, "valid") if has_valid else None
+    out = []
+    for task, model, checkpoint, seeding, recorder in zip(tasks, models, checkpoints, seedings, recorders):
+        t_pred0 = time.perf_counter()
+        predictions = model.predict(dataset, segment="test")
+        valid_predictions = model.predict(dataset, segment="valid") if has_valid else None
+        t_pred = time.perf_counter()
+        model.save_state(checkpoint)  # atomic
+        recorded = None
+        if recorder is not None and record_configs(task):
+            recorded = run_records(recorder, task, model=model, dataset=dataset, predictions=predictions,
+                                   qlib_init=qlib_init, freq=store_freq(qlib_init))
+        out.append(TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_pred0, seeding,
+                                 recorded, valid_predictions=valid_predictions, valid_labels=valid_labels))
+    return out
