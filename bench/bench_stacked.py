@@ -9,8 +9,11 @@ For K = 1, 4 and 10 seeds of one configuration, one training epoch over the same
   trained by the stacked epoch of ``fit_stack`` (each seed its own order, labels, optimiser rows).
 
 Figures: samples per CPU-second summed over the K seeds (CPU; ``torch.set_num_threads(--threads)``),
-or per wall-second with the device synchronised (CUDA), and the ratio stacked / unstacked. A
-ratio above 1 means stacking wins at that size. Sizes:
+or per wall-second with the device synchronised (CUDA), and the ratio stacked / unstacked (best of
+``--rounds``, the two paths alternating). A ratio above 1 means stacking wins at that size. The
+limit: the network's arithmetic (``6 (in + H) 4H`` flops per sample, step and layer for forward
+and backward, plus the head) at the rate this device multiplies large float32 matrices
+(``torch.mm`` of 2048 x 2048, measured), printed as the fraction of it each path reaches. Sizes:
 
 * ``demo``: ``workflows/demo.yaml`` (hidden 16, 1 layer, batch 512, 30 steps);
 * ``paper``: ``workflows/base.yaml`` (hidden 64, 2 layers, batch 2000, 60 steps).
@@ -43,8 +46,34 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--samples", type=int, default=4000, help="training windows per epoch and seed")
     p.add_argument("--threads", type=int, default=1, help="torch threads (CPU)")
     p.add_argument("--store", default=None, help="minute store (default: a small synthetic one in a temp dir)")
+    p.add_argument("--rounds", type=int, default=2, help="alternating rounds; the best of each path is kept")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     return p.parse_args(argv)
+
+
+def flops_per_sample(size: dict, d_feat: int = 6) -> float:
+    """Training flops of one sample: forward + backward (about 3x forward) of the LSTM and its head."""
+    hidden, steps = size["hidden_size"], size["step_len"]
+    forward = 0.0
+    for layer in range(size["num_layers"]):
+        width = d_feat if layer == 0 else hidden
+        forward += steps * 2 * 4 * hidden * (width + hidden)
+    return 3 * (forward + 2 * hidden)
+
+
+def matmul_rate(device: str, n: int = 2048) -> float:
+    """Float32 flops per second of ``torch.mm`` on ``n x n`` matrices here (per CPU-second on CPU)."""
+    import torch
+
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    now = _clock(device)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(3):
+        t0 = now()
+        torch.mm(a, b)
+        best = min(best, now() - t0)
+    return 2 * n**3 / best
 
 
 def _sampler(size: dict, samples: int):
@@ -81,23 +110,9 @@ def _clock(device: str):
     return time.process_time
 
 
-def measure(size_name: str, k: int, sampler, *, device: str) -> dict:
-    """One epoch of K seeds, unstacked and stacked; samples per second summed over the seeds."""
-    import numpy as np
-
+def _stacked_epoch(size: dict, seeds, sampler, device: str):
+    """A callable running one stacked epoch of fresh models of ``seeds`` (after one warm-up epoch)."""
     from rolling_calib.qlib_adapter import stacked as stk
-
-    size = SIZES[size_name]
-    now = _clock(device)
-    seeds = list(range(k))
-    models = _models(size, seeds, device)
-    for m in models:
-        m._fit_scales(sampler)
-        m._train_epoch(sampler, np.random.default_rng([m.seed, 99]))  # warm-up (allocator, kernels)
-    t0 = now()
-    for m in models:
-        m._train_epoch(sampler, np.random.default_rng([m.seed, 0]))
-    unstacked = now() - t0
 
     models = _models(size, seeds, device)
     members = []
@@ -106,15 +121,51 @@ def measure(size_name: str, k: int, sampler, *, device: str) -> dict:
         members.append(stk._Member(m, warm=False, n_epochs=1, device=m.device))
     stack = stk.StackedLSTM([m.lstm_model for m in models]).to(models[0].device)
     optimizer = models[0]._make_optimizer(stack.parameters())
-    stk._train_epoch(stack, optimizer, members, sampler, models[0])  # warm-up
-    t0 = now()
-    stk._train_epoch(stack, optimizer, members, sampler, models[0])
-    stacked = now() - t0
+
+    def epoch() -> None:
+        stk._train_epoch(stack, optimizer, members, sampler, models[0])
+
+    epoch()  # warm-up (allocator, kernels)
+    return epoch
+
+
+def _unstacked_epoch(size: dict, seeds, sampler, device: str):
+    """A callable running one epoch of each of ``seeds``' models in turn (after one warm-up epoch)."""
+    import numpy as np
+
+    models = _models(size, seeds, device)
+    for m in models:
+        m._fit_scales(sampler)
+
+    def epoch() -> None:
+        for m in models:
+            m._train_epoch(sampler, np.random.default_rng([m.seed, 0]))
+
+    epoch()
+    return epoch
+
+
+def measure(size_name: str, k: int, sampler, *, device: str, rounds: int, limit: float) -> dict:
+    """One epoch of K seeds, unstacked and stacked (alternating, best of ``rounds``); samples/s over the seeds."""
+    size = SIZES[size_name]
+    now = _clock(device)
+    seeds = list(range(k))
+    runs = {"unstacked": _unstacked_epoch(size, seeds, sampler, device),
+            "stacked": _stacked_epoch(size, seeds, sampler, device)}
+    best = {name: float("inf") for name in runs}
+    for _ in range(rounds):
+        for name, epoch in runs.items():
+            t0 = now()
+            epoch()
+            best[name] = min(best[name], now() - t0)
     n = k * len(sampler)
-    return {"size": size_name, "seeds": k, "samples_per_seed": len(sampler),
-            "unstacked_samples_per_s": n / unstacked, "stacked_samples_per_s": n / stacked,
-            "per_seed_unstacked": len(sampler) / unstacked, "per_seed_stacked": len(sampler) / stacked,
-            "ratio": unstacked / stacked}
+    flops = flops_per_sample(size)
+    out = {"size": size_name, "seeds": k, "samples_per_seed": len(sampler), "ratio": best["unstacked"] / best["stacked"]}
+    for name in runs:
+        out[f"{name}_samples_per_s"] = n / best[name]
+        out[f"per_seed_{name}"] = len(sampler) / best[name]
+        out[f"{name}_fraction_of_limit"] = n / best[name] * flops / limit
+    return out
 
 
 def main(argv=None) -> int:
@@ -131,20 +182,24 @@ def main(argv=None) -> int:
         Path(tempfile.mkdtemp(prefix="bench_stacked_")), start="2018-01-01", end="2018-02-28",
         symbols=["AAPL", "F", "MSFT", "JPM", "XOM"], seed=0)
     init_qlib(store)
+    limit = matmul_rate(args.device)
+    if not args.json:
+        print(f"limit: torch.mm float32 2048^2 runs at {limit / 1e9:.1f} GFLOP/s here", flush=True)
     rows = []
     for size_name in args.sizes.split(","):
         _, sampler = _sampler(SIZES[size_name], args.samples)
         for k in (int(s) for s in args.seeds.split(",")):
-            rows.append(measure(size_name, k, sampler, device=args.device))
+            rows.append(measure(size_name, k, sampler, device=args.device, rounds=args.rounds, limit=limit))
             if not args.json:
                 r = rows[-1]
                 unit = "CPU-s" if args.device == "cpu" else "s"
                 print(f"{size_name:5s} K={k:2d}: unstacked {r['unstacked_samples_per_s']:8.0f} samples/{unit} "
-                      f"({r['per_seed_unstacked']:7.0f} per seed), stacked {r['stacked_samples_per_s']:8.0f} "
-                      f"({r['per_seed_stacked']:7.0f} per seed): stacked/unstacked {r['ratio']:.2f}x", flush=True)
+                      f"({r['per_seed_unstacked']:7.0f} per seed, {r['unstacked_fraction_of_limit']:.0%} of limit), "
+                      f"stacked {r['stacked_samples_per_s']:8.0f} ({r['per_seed_stacked']:7.0f} per seed, "
+                      f"{r['stacked_fraction_of_limit']:.0%}): stacked/unstacked {r['ratio']:.2f}x", flush=True)
     device = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"CPU, {args.threads} thread(s)"
     if args.json:
-        print(json.dumps({"device": device, "rows": rows}, indent=2))
+        print(json.dumps({"device": device, "matmul_flops_per_s": limit, "rows": rows}, indent=2))
     else:
         print(f"device: {device}; samples/s summed over the K seeds of one epoch ({args.samples} windows per seed)")
     return 0

@@ -93,6 +93,8 @@ __all__ = [
     "missing_minutes",
     "split_ratio",
     "timezone_hints",
+    "inside_counts",
+    "timezone_hint",
     "interval_label",
 ]
 
@@ -850,7 +852,8 @@ def timezone_hints(
     :data:`_HINT_ZONES` are tried on its naive times; the one that puts most bars inside the
     session is named (``pass --tz UTC``). Files whose times carry a zone (``zoned``) get a hint
     that ``--tz`` does not apply. ``sessions``: :func:`session_table` covering ``data`` (computed
-    when omitted).
+    when omitted). A file read in batches gets the same hint from :func:`inside_counts` and
+    :func:`timezone_hint`.
 
     Returns
     -------
@@ -866,29 +869,54 @@ def timezone_hints(
     ).filter((pl.col("n") >= min_bars) & (pl.col("share") < 1 - threshold)).sort("_file")
     for fi, _, share_in in per_file.iter_rows():
         ts = t.filter(pl.col("_file") == fi).get_column("ts").head(sample)
-        head = f"{round(100 * (1 - share_in))}% of {files[fi]}'s bars fall outside 09:30-16:00 {_NY}"
-        if zoned[fi]:
-            hints[fi] = (head + "; its timestamps carry their own zone (epoch milliseconds are UTC), so --tz does not "
-                         "apply: check the vendor's time convention")
-            continue
-        local = ts if tz == _NY else ts.dt.replace_time_zone(_NY).dt.convert_time_zone(tz).dt.replace_time_zone(None)
-        best, best_share = None, share_in
-        for zone in _HINT_ZONES:
-            if zone == tz:
-                continue
-            moved = local.dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null")
-            share = _inside_share(moved.dt.convert_time_zone(_NY).dt.replace_time_zone(None))
-            if share > best_share:
-                best, best_share = zone, share
-        if tz != _NY:
-            head += f" (naive times read as --tz {tz})"
-        if best is not None and best_share >= 1 - threshold:
-            what = "UTC" if best == "UTC" else f"in {best}"
-            hints[fi] = (f"{head}; are the timestamps {what}? pass --tz {best} "
-                         f"({round(100 * best_share)}% of them would fall inside)")
-        else:
-            hints[fi] = f"{head}; check the zone of its naive timestamps (--tz ZONE, now {tz})"
+        hints[fi] = _hint_text(ts, share_in, files[fi], tz=tz, zoned=zoned[fi], threshold=threshold)
     return hints
+
+
+def inside_counts(data: pl.DataFrame) -> dict[int, tuple[int, int]]:
+    """``{file index: (bars with a time, bars inside a session)}`` of ``data`` (``_file``, ``ts``).
+
+    Inside: 09:30-16:00 New York time on an NYSE session, as :func:`timezone_hints` counts; sums
+    over the batches of a file give the file's counts.
+    """
+    t = data.select("_file", "ts").drop_nulls("ts")
+    if not t.height:
+        return {}
+    agg = _inside(t, _sessions_of(t)).group_by("_file").agg(pl.len().alias("n"), pl.col("_in").sum().alias("k"))
+    return {int(fi): (int(n), int(k)) for fi, n, k in agg.iter_rows()}
+
+
+def timezone_hint(ts: pl.Series, n: int, n_inside: int, file: str, *, tz: str, zoned: bool,
+                  threshold: float = 0.5, min_bars: int = 20, sample: int = 20_000) -> str | None:
+    """The :func:`timezone_hints` hint of one file from its counts (:func:`inside_counts`) and its
+    first times (``ts``: the file's non-null times in line order, at least its first ``sample``); None: no hint."""
+    if n < min_bars or not n_inside / n < 1 - threshold:
+        return None
+    return _hint_text(ts.head(sample), n_inside / n, file, tz=tz, zoned=zoned, threshold=threshold)
+
+
+def _hint_text(ts: pl.Series, share_in: float, file: str, *, tz: str, zoned: bool, threshold: float) -> str:
+    """The hint of a file with ``share_in`` of its bars inside the session; ``ts``: its first times."""
+    head = f"{round(100 * (1 - share_in))}% of {file}'s bars fall outside 09:30-16:00 {_NY}"
+    if zoned:
+        return (head + "; its timestamps carry their own zone (epoch milliseconds are UTC), so --tz does not "
+                "apply: check the vendor's time convention")
+    local = ts if tz == _NY else ts.dt.replace_time_zone(_NY).dt.convert_time_zone(tz).dt.replace_time_zone(None)
+    best, best_share = None, share_in
+    for zone in _HINT_ZONES:
+        if zone == tz:
+            continue
+        moved = local.dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null")
+        share = _inside_share(moved.dt.convert_time_zone(_NY).dt.replace_time_zone(None))
+        if share > best_share:
+            best, best_share = zone, share
+    if tz != _NY:
+        head += f" (naive times read as --tz {tz})"
+    if best is not None and best_share >= 1 - threshold:
+        what = "UTC" if best == "UTC" else f"in {best}"
+        return (f"{head}; are the timestamps {what}? pass --tz {best} "
+                f"({round(100 * best_share)}% of them would fall inside)")
+    return f"{head}; check the zone of its naive timestamps (--tz ZONE, now {tz})"
 
 
 def missing_minutes(clean_ts: np.ndarray | None, calendar: np.ndarray, *, index: np.ndarray | None = None) -> dict[str, int]:

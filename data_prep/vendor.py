@@ -49,7 +49,7 @@ import csv
 import gzip
 import io
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -177,7 +177,7 @@ def _read_raw(path: Path) -> tuple[pl.DataFrame, int]:
         try:
             return pl.read_parquet(path), 1
         except (pl.exceptions.PolarsError, OSError) as exc:
-            raise ValueError(f"{path}: expected a Parquet file, found one that cannot be read: {_first_line(exc)}") from exc
+            raise _unreadable_parquet(path, exc) from exc
     try:
         df = pl.read_csv(path, infer_schema=False, has_header=True, truncate_ragged_lines=False)
     except pl.exceptions.NoDataError as exc:
@@ -198,6 +198,61 @@ def _read_raw(path: Path) -> tuple[pl.DataFrame, int]:
         raise ValueError(f"{path}: expected a UTF-8 comma-separated file with a header line, found one that "
                          f"cannot be read: {_first_line(exc)}") from exc
     return df, 2
+
+
+def _unreadable_parquet(path: Path, exc: BaseException) -> ValueError:
+    return ValueError(f"{path}: expected a Parquet file, found one that cannot be read: {_first_line(exc)}")
+
+
+@dataclass
+class _Source:
+    """A file opened for reading: its columns, and its rows in batches.
+
+    ``head`` has the file's columns: read whole (CSV, or any file read without batches) it is the
+    whole file, read in batches (Parquet) it has no rows. ``batches`` yields ``(first row, raw
+    frame)`` in file order; ``column(name)`` reads one column of the whole file (None when ``head``
+    is the whole file).
+    """
+
+    head: pl.DataFrame
+    line_offset: int
+    batches: Callable[[], Iterator[tuple[int, pl.DataFrame]]]
+    column: Callable[[str], pl.DataFrame] | None = None
+
+
+def _open_source(path: Path, batch_rows: int | None) -> _Source:
+    """Open ``path``: whole, or (Parquet, ``batch_rows`` given) whole row groups adding up to about ``batch_rows`` rows."""
+    if batch_rows is None or not _is_parquet(path):
+        raw, line_offset = _read_raw(path)
+        return _Source(raw, line_offset, lambda: iter([(0, raw)]))
+    try:
+        import pyarrow.parquet as pq
+
+        head = pl.scan_parquet(path).clear().collect()
+        meta = pq.ParquetFile(path).metadata
+        groups = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    except Exception as exc:  # polars, pyarrow and OS errors alike: the file cannot be read
+        raise _unreadable_parquet(path, exc) from exc
+
+    def read(lazy: pl.LazyFrame) -> pl.DataFrame:
+        try:
+            return lazy.collect()
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise _unreadable_parquet(path, exc) from exc
+
+    def batches() -> Iterator[tuple[int, pl.DataFrame]]:
+        spans, start, n = [], 0, 0
+        for size in groups:
+            n += size
+            if n >= batch_rows:
+                spans.append((start, n))
+                start, n = start + n, 0
+        if n or not spans:
+            spans.append((start, n))
+        for first, length in spans:
+            yield first, read(pl.scan_parquet(path).slice(first, length)) if length else head
+
+    return _Source(head, 1, batches, lambda name: read(pl.scan_parquet(path).select(name)))
 
 
 def _require(df: pl.DataFrame, path: Path, columns: Sequence[str], what: str) -> None:
@@ -236,8 +291,13 @@ def _zoned_text(df: pl.DataFrame, path: Path, column: str, raw: pl.Expr, line_of
 
 def _timestamp_expr(
     df: pl.DataFrame, path: Path, cols: ColumnMap, tz: str, line_offset: int = 2,
+    column_data: Callable[[str], pl.DataFrame] | None = None,
 ) -> tuple[pl.Expr, pl.Expr | None, str, bool]:
-    """Return (naive New York datetime expr, raw text expr or None for typed columns, time field name, zoned)."""
+    """Return (naive New York datetime expr, raw text expr or None for typed columns, time field name, zoned).
+
+    ``df`` gives the file's columns (and, without ``column_data``, its rows); ``column_data(name)``
+    returns one column of the whole file, for the naive/zoned check of a text timestamp column.
+    """
     if cols.epoch_ms:
         _require(df, path, [cols.epoch_ms], "epoch-milliseconds")
         col = pl.col(cols.epoch_ms)
@@ -257,7 +317,8 @@ def _timestamp_expr(
                     return _localize(ts, tz), None, field, False
                 return _to_ny_naive(ts), None, field, True
             raw = text.str.strip_chars()
-            if _zoned_text(df, path, cols.datetime, raw, line_offset, tz):
+            whole = df if column_data is None else column_data(cols.datetime)
+            if _zoned_text(whole, path, cols.datetime, raw, line_offset, tz):
                 zoned = raw.str.replace(r"Z$", "+00:00")
                 ts = pl.coalesce([zoned.str.to_datetime(fmt, strict=False, time_unit="us", time_zone="UTC")
                                   for fmt in _ZONED_FORMATS])
@@ -368,6 +429,27 @@ def _value_exprs(raw: pl.DataFrame, columns: ColumnMap, has_vwap: bool) -> list[
     return exprs
 
 
+def _normalise(raw: pl.DataFrame, path: Path, file_index: int, lines: pl.Expr, sym: pl.Expr, values: list[pl.Expr],
+               time_field: str, dst: bool) -> pl.DataFrame:
+    """The normalised frame of a batch of raw rows (``dst``: null the times a New York DST change skips)."""
+    exprs = [pl.lit(file_index, dtype=pl.Int32).alias("_file"), lines, sym.alias("symbol"), *values]
+    try:
+        df = raw.select(exprs)
+    except pl.exceptions.PolarsError as exc:
+        raise ValueError(f"{path}: could not read the time column(s) {time_field}: {exc}") from exc
+    return _null_dst_gaps(df) if dst else df
+
+
+def _detect_source_freq(src: _Source, cols: ColumnMap) -> str:
+    """:func:`detect_freq` over the whole file (reading only the date column of a Parquet file)."""
+    col = cols.datetime or cols.date
+    head = src.head
+    if (src.column is None or cols.epoch_ms or col not in head.columns
+            or (cols.datetime is None and cols.time in head.columns) or head.schema[col] != pl.String):
+        return detect_freq(head, cols)  # the whole file, or a decision its columns settle
+    return detect_freq(src.column(col), cols)
+
+
 def read_vendor_file(
     path: str | Path,
     *,
@@ -376,8 +458,18 @@ def read_vendor_file(
     tz: str = NY_TZ,
     symbol: str | None = None,
     freq: str | None = "1min",
+    sink: Callable[[pl.DataFrame], None] | None = None,
+    batch_rows: int = 1 << 20,
 ) -> tuple[pl.DataFrame, FileInfo]:
     """Read one vendor file into the normalised frame the validator works on.
+
+    Parameters
+    ----------
+    sink : callable, optional
+        Streaming: ``sink(frame)`` receives the normalised rows in batches, in line order, and the
+        frame returned has the columns but no rows. A Parquet file is then read whole row groups
+        at a time (about ``batch_rows`` rows; a CSV file is one batch), so memory holds one batch,
+        not the file. The rows, line numbers, checks and errors are those of the whole-file read.
 
     Returns
     -------
@@ -391,42 +483,44 @@ def read_vendor_file(
         ``None`` (detected per file, :func:`detect_freq`); ``FileInfo.freq`` says which.
     """
     path = Path(path)
-    raw, line_offset = _read_raw(path)
-    _require(raw, path, [columns.field_column(f) for f in VALUE_FIELDS if f != "vwap"], "value")
-    has_vwap = columns.vwap in raw.columns
+    src = _open_source(path, batch_rows if sink is not None else None)
+    head, line_offset = src.head, src.line_offset
+    _require(head, path, [columns.field_column(f) for f in VALUE_FIELDS if f != "vwap"], "value")
+    has_vwap = columns.vwap in head.columns
     if freq is None:
-        freq = detect_freq(raw, columns)
+        freq = _detect_source_freq(src, columns)
     if freq not in FREQS:
         raise ValueError(f"freq: expected one of {', '.join(FREQS)} or None (detect), found {freq!r}")
     if freq == "day":
-        ts, ts_text, time_field = _daily_expr(raw, path, columns)
+        ts, ts_text, time_field = _daily_expr(head, path, columns)
         zoned = False
     else:
-        ts, ts_text, time_field, zoned = _timestamp_expr(raw, path, columns, tz, line_offset)
-    exprs = [
-        pl.lit(file_index, dtype=pl.Int32).alias("_file"),
-        (pl.int_range(pl.len(), dtype=pl.Int64) + line_offset).alias("_line"),
-        _symbol_expr(raw, path, columns, symbol).alias("symbol"),
-        ts.alias("ts"),
-    ]
-    if ts_text is not None:
-        exprs.append(ts_text.alias("_ts_text"))
-    exprs += _value_exprs(raw, columns, has_vwap)
-    try:
-        df = raw.select(exprs)
-    except pl.exceptions.PolarsError as exc:
-        raise ValueError(f"{path}: could not read the time column(s) {time_field}: {exc}") from exc
-    if tz == NY_TZ and not columns.epoch_ms and freq != "day":
-        df = _null_dst_gaps(df)
+        ts, ts_text, time_field, zoned = _timestamp_expr(head, path, columns, tz, line_offset, src.column)
+    values = ([ts.alias("ts")] + ([ts_text.alias("_ts_text")] if ts_text is not None else [])
+              + _value_exprs(head, columns, has_vwap))
+    dst = tz == NY_TZ and not columns.epoch_ms and freq != "day"
+    frames, rows, symbols = [], 0, set()
+    for first, raw in src.batches():
+        lines = (pl.int_range(pl.len(), dtype=pl.Int64) + (line_offset + first)).alias("_line")
+        df = _normalise(raw, path, file_index, lines, _symbol_expr(raw, path, columns, symbol), values, time_field, dst)
+        del raw
+        rows += df.height
+        symbols.update(df.get_column("symbol").drop_nulls().unique().to_list())
+        if sink is None:
+            frames.append(df)
+        else:
+            sink(df)
+            frames = [df.clear()]
+        del df
     info = FileInfo(
         path=str(path),
         index=file_index,
-        rows=df.height,
-        symbols=tuple(sorted(df.get_column("symbol").drop_nulls().unique().to_list())),
+        rows=rows,
+        symbols=tuple(sorted(symbols)),
         time_field=time_field,
         has_vwap=has_vwap,
         line_offset=line_offset,
         zoned=zoned,
         freq=freq,
     )
-    return df, info
+    return (frames[0] if len(frames) == 1 else pl.concat(frames)), info
