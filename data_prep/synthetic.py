@@ -103,7 +103,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.signal import lfilter
 
 from data_prep import qlib_store
 from data_prep.trading_calendar import sessions as nyse_sessions
@@ -236,11 +235,18 @@ def _student_t(rng: np.random.Generator, df: float, size: int) -> np.ndarray:
     return rng.standard_t(df, size) * np.sqrt((df - 2.0) / df)
 
 
+def _lfilter(b, a, x, zi):
+    """``scipy.signal.lfilter`` (imported on first use: the ingest reads only this module's symbol list)."""
+    from scipy.signal import lfilter
+
+    return lfilter(b, a, x, zi=zi)
+
+
 def _ar1(rng: np.random.Generator, phi: float, sd: float, size: int) -> np.ndarray:
     """Stationary AR(1) with marginal standard deviation ``sd`` (vectorised with lfilter)."""
     shocks = rng.standard_normal(size) * sd * np.sqrt(1.0 - phi * phi)
     x0 = rng.standard_normal() * sd
-    out, _ = lfilter([1.0], [1.0, -phi], shocks, zi=[phi * x0])
+    out, _ = _lfilter([1.0], [1.0, -phi], shocks, zi=[phi * x0])
     return out
 
 
@@ -388,7 +394,7 @@ def _momentum_returns(shock: np.ndarray, drift_per_bar: np.ndarray, market: Mark
         x = shock[a:b] + drift_per_bar[a:b]
         # s(t) = (lam + (1-lam) beta) s(t-1) + (1-lam) x(t); r(t) = x(t) + beta s(t-1)
         coef = lam + (1.0 - lam) * beta
-        s, zf = lfilter([1.0 - lam], [1.0, -coef], x, zi=[coef * state])
+        s, zf = _lfilter([1.0 - lam], [1.0, -coef], x, zi=[coef * state])
         s_prev = np.empty_like(s)
         s_prev[0] = state
         s_prev[1:] = s[:-1]
@@ -479,7 +485,7 @@ def _log_prices(rng: np.random.Generator, prof: SymbolProfile, market: MarketPat
     d_anchor = np.diff(anchor, prepend=anchor[0])
     x0 = rng.normal(0.0, 0.1)
     drive = gap_noise + day_ret - d_anchor
-    x, _ = lfilter([1.0], [1.0, -(1.0 - p.kappa)], drive, zi=[(1.0 - p.kappa) * x0])
+    x, _ = _lfilter([1.0], [1.0, -(1.0 - p.kappa)], drive, zi=[(1.0 - p.kappa) * x0])
     log_close_day = anchor + x
     prev_close = np.concatenate([[anchor[0] + x0], log_close_day[:-1]])
     gap = log_close_day - day_ret - prev_close
