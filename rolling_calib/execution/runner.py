@@ -378,7 +378,8 @@ def execute_stack(plan: RunPlan, stack: StackKey) -> tuple[UnitResult, ...]:
     """Train the seeds of ``stack`` as one seed stack and store one unit per seed (as :func:`execute_unit`).
 
     Each unit's sidecar records the stack (``seed_stack``); the stack's build and fit times are
-    shared by its units (recorded once per unit, marked as the stack's).
+    shared by its units (recorded in each sidecar, marked as the stack's); each returned
+    result's ``seconds`` is its share of the stack's time, so the run's unit seconds add up.
     """
     t0 = time.perf_counter()
     keys = stack.units()
@@ -393,8 +394,10 @@ def execute_stack(plan: RunPlan, stack: StackKey) -> tuple[UnitResult, ...]:
         label=plan.label,
         recorders=[_recorder_spec(plan, key) for key in keys],
     )
-    return tuple(_store_unit(plan, key, task=task, trained=one, start_from=start_from, t0=t0, seed_stack=stack.seeds)
-                 for key, task, one, (_, start_from) in zip(keys, tasks, trained, starts))
+    results = [_store_unit(plan, key, task=task, trained=one, start_from=start_from, t0=t0, seed_stack=stack.seeds)
+               for key, task, one, (_, start_from) in zip(keys, tasks, trained, starts)]
+    share = (time.perf_counter() - t0) / len(results)  # each unit's share of the stack's time (sums to it)
+    return tuple(dataclasses.replace(result, seconds=share) for result in results)
 
 
 def _execute(plan: RunPlan, key: UnitKey | StackKey) -> UnitResult | tuple[UnitResult, ...]:

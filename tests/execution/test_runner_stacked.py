@@ -82,3 +82,14 @@ def test_stacking_a_model_without_fit_stack_is_refused_at_plan_time(runs):
     with pytest.raises(ConfigError, match="stack_seeds: 2 trains the seeds of a window as one stack.*LGBModel has none"):
         plan_run(config, store=path.parent / "never")
     assert not (path.parent / "never").exists()
+
+
+def test_unit_seconds_of_a_stack_add_up_to_the_stacks_time(runs):
+    _, _, stacked, summary = runs
+    by_stack = {}
+    for key, result in summary.results.items():
+        by_stack.setdefault((key.window, key.seed < 2), []).append(result.seconds)
+    for seconds in by_stack.values():  # members of one stack get equal shares
+        assert max(seconds) == min(seconds) > 0
+    history = st.read_manifest(stacked.store)["history"][-1]
+    assert history["unit_s_total"] <= history["wall_s"] * 1.01  # one worker: the shares cannot exceed the wall time
