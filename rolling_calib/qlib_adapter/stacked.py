@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -353,7 +353,3 @@ def _eval_loss(stack: StackedLSTM, active: Sequence[_Member], valid: "MinuteWind
             totals += ((pred - target) ** 2).sum(dim=1).double()
     return (totals / len(valid)).cpu().numpy()
 
-
-def predict_stack(models: Sequence["RollingLSTM"], dataset: "MinuteTSDataset", segment: str = "test") -> list[Any]:
-    """Each model's :meth:`RollingLSTM.predict` of ``segment``, in order (one pass of the data per model)."""
-    return [model.predict(dataset, segment) for model in models]
