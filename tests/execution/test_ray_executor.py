@@ -206,3 +206,19 @@ def test_sweep_command_on_ray_equals_local(ray_runtime, tmp_path, capsys):
     assert outputs["ray"]["run"]["executor"] == "ray" and outputs["ray"]["run"]["units_ran"] == 4
     assert outputs["ray"]["ranking"] == outputs["local"]["ranking"]
     assert outputs["ray"]["matrices"] == outputs["local"]["matrices"]
+
+
+def test_seed_stacks_on_ray_give_the_local_stacks_numbers(ray_runtime, tmp_path):
+    """``rolling.stack_seeds``: a stack is one Ray task writing its seeds' units, bit for bit as the local pool does."""
+    from sweep_helpers import tiny_experiment
+
+    from rolling_calib.config.experiment import load_experiment
+    from rolling_calib.execution.runner import plan_run, run_plan
+
+    config = load_experiment(tiny_experiment(tmp_path, seeds=2), overrides={"rolling.stack_seeds": 2})
+    local, remote = (plan_run(config, store=tmp_path / name, n_threads=1) for name in ("local", "ray"))
+    run_plan(local, executor=LocalExecutor(workers=1), progress=False)
+    summary = run_plan(remote, executor=RayExecutor(max_retries=0), progress=False)
+    assert summary.ran == 4
+    for key, frame in _unit_frames(local).items():
+        pd.testing.assert_frame_equal(_unit_frames(remote)[key], frame, check_exact=True)
