@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_stacked import SIZES, _models, _sampler
+from bench_stacked import SIZES, _models, _sampler, _stacked_epoch
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -94,20 +94,9 @@ def measure_single(size: str, sampler, device: str) -> dict:
 
 
 def measure_stack(size: str, sampler, k: int, device: str) -> dict:
-    from rolling_calib.qlib_adapter import stacked as stk
-
-    models = _models(SIZES[size], list(range(k)), device)
-    members = []
-    for m in models:
-        m._fit_scales(sampler)
-        members.append(stk._Member(m, warm=False, n_epochs=1, device=m.device))
-    stack = stk.StackedLSTM([m.lstm_model for m in models]).to(models[0].device)
-    optimizer = models[0]._make_optimizer(stack.parameters())
-    stk._train_epoch(stack, optimizer, members, sampler, models[0])  # warm-up
     out = {}
     for name, background in (("background", True), ("inline", False)):
-        models[0].feed_background = background
-        out[f"{name}_s"] = _synced(lambda: stk._train_epoch(stack, optimizer, members, sampler, models[0]))
+        out[f"{name}_s"] = _synced(_stacked_epoch(SIZES[size], list(range(k)), sampler, device, background=background))
     out["samples_per_s_background"] = k * len(sampler) / out["background_s"]
     return out
 

@@ -110,17 +110,16 @@ def _clock(device: str):
     return time.process_time
 
 
-def _stacked_epoch(size: dict, seeds, sampler, device: str):
-    """A callable running one stacked epoch of fresh models of ``seeds`` (after one warm-up epoch)."""
+def _stacked_epoch(size: dict, seeds, sampler, device: str, *, background: bool | None = None):
+    """A callable running one stacked epoch of fresh models of ``seeds`` (after one warm-up epoch).
+
+    ``background``: the batch feed's mode (:class:`rolling_calib.qlib_adapter.model.BatchFeed`; None: its default).
+    """
     from rolling_calib.qlib_adapter import stacked as stk
 
     models = _models(size, seeds, device)
-    members = []
-    for m in models:
-        m._fit_scales(sampler)
-        members.append(stk._Member(m, warm=False, n_epochs=1, device=m.device))
-    stack = stk.StackedLSTM([m.lstm_model for m in models]).to(models[0].device)
-    optimizer = models[0]._make_optimizer(stack.parameters())
+    models[0].feed_background = background
+    members, stack, optimizer = stk.start_stack(models, sampler)
 
     def epoch() -> None:
         stk._train_epoch(stack, optimizer, members, sampler, models[0])

@@ -115,14 +115,13 @@ TOP_LEVEL_KEYS = frozenset({"qlib_init", "task", "rolling", "pipelines", "compar
 #: Top-level keys ``qrun`` itself reads and rolling-calib does not (``sys``: ``sys.path`` additions).
 QRUN_KEYS = frozenset({"sys"})
 REPLACED_KEYS = ("pipelines", "compare")
-#: Options an override may add where the file leaves them at their defaults (``--set rolling.stack_seeds=4``).
-_OPTIONAL_LEAVES = {
-    "rolling": frozenset({"step_months", "valid_months", "mode", "train_window", "sliding_months", "finetune_on",
-                          "label", "stack_seeds", "seeds", "calibration"}),
-    "rolling.calibration": frozenset({"period", "bias", "source"}),
-}
-#: Name of the single configuration of a file without ``pipelines:`` whose stem is not a valid name.
-SINGLE_PIPELINE = "base"
+
+
+def _optional_leaves() -> dict[str, frozenset[str]]:
+    """Options an override may add where the file leaves them at their defaults (``--set rolling.stack_seeds=4``)."""
+    return {"rolling": frozenset(RollingConfig.__dataclass_fields__),
+            "rolling.calibration": frozenset(CalibrationConfig.__dataclass_fields__)}
+
 
 _LOG = logging.getLogger(__name__)
 
@@ -182,7 +181,7 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, sou
                     f"{source}: unknown key '{dotted}' ('{where}' is a {type(node).__name__}, not a mapping)"
                 )
             last = depth == len(parts) - 1
-            optional = parts[depth - 1 : depth] == ["kwargs"] or part in _OPTIONAL_LEAVES.get(where, ())
+            optional = parts[depth - 1 : depth] == ["kwargs"] or part in _optional_leaves().get(where, ())
             if part not in node and not (last and optional):
                 known = ", ".join(sorted(map(str, node))) or "none"
                 raise ConfigError(f"{source}: unknown key '{dotted}' ('{where}' has no '{part}'; it has: {known})")

@@ -396,8 +396,17 @@ def execute_stack(plan: RunPlan, stack: StackKey) -> tuple[UnitResult, ...]:
     )
     results = [_store_unit(plan, key, task=task, trained=one, start_from=start_from, t0=t0, seed_stack=stack.seeds)
                for key, task, one, (_, start_from) in zip(keys, tasks, trained, starts)]
-    share = (time.perf_counter() - t0) / len(results)  # each unit's share of the stack's time (sums to it)
-    return tuple(dataclasses.replace(result, seconds=share) for result in results)
+    return _split_time(results, time.perf_counter() - t0)
+
+
+def _split_time(results: Sequence[UnitResult], seconds: float) -> tuple[UnitResult, ...]:
+    """``results`` with ``seconds`` shared equally among them (a stack's units: their times sum to the stack's).
+
+    >>> parts = _split_time([UnitResult(UnitKey("p", s, 0), rows=1, seconds=5.0, ql=0.0) for s in (0, 1)], 6.0)
+    >>> [r.seconds for r in parts]
+    [3.0, 3.0]
+    """
+    return tuple(dataclasses.replace(result, seconds=seconds / len(results)) for result in results)
 
 
 def _execute(plan: RunPlan, key: UnitKey | StackKey) -> UnitResult | tuple[UnitResult, ...]:

@@ -70,7 +70,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rolling_calib.qlib_adapter.dataset import MinuteTSDataset, MinuteWindowSampler
     from rolling_calib.qlib_adapter.model import RollingLSTM
 
-__all__ = ["StackedLSTM", "fit_stack", "check_stackable"]
+__all__ = ["StackedLSTM", "check_stackable", "fit_stack", "start_stack"]
 
 #: Settings every member of a stack must share (the seed is what differs).
 _SHARED_SETTINGS = ("d_feat", "hidden_size", "num_layers", "dropout", "lr", "batch_size", "weight_decay",
@@ -231,6 +231,25 @@ class _Member:
         return (y - self.model.label_mean) / self.model.label_std
 
 
+def start_stack(models: Sequence["RollingLSTM"], train: "MinuteWindowSampler") -> tuple[list[_Member], StackedLSTM, torch.optim.Optimizer]:
+    """Ready ``models`` for one stacked fit on ``train``: their bookkeeping, the stack and its optimiser.
+
+    Each model is reset as its own :meth:`RollingLSTM.fit` resets it (a fresh network unless
+    warm-started, a fresh optimiser) and its label scale is fitted on ``train``.
+    """
+    lead = models[0]
+    members = []
+    for model in models:
+        warm = model.warm_started
+        n_epochs = model._reset_for_fit(warm)
+        if n_epochs > 0 or not warm:
+            model._fit_scales(train)
+        members.append(_Member(model, warm=warm, n_epochs=n_epochs, device=lead.device))
+    stack = StackedLSTM([m.lstm_model for m in models]).to(lead.device)
+    stack.generators = [m.generator for m in members]
+    return members, stack, lead._make_optimizer(stack.parameters())
+
+
 def fit_stack(models: Sequence["RollingLSTM"], dataset: "MinuteTSDataset", *, progress: bool = False) -> list["RollingLSTM"]:
     """Fit ``models`` (one per seed, same settings) on ``dataset`` as one seed stack; returns them fitted.
 
@@ -251,16 +270,7 @@ def fit_stack(models: Sequence["RollingLSTM"], dataset: "MinuteTSDataset", *, pr
     t0 = time.perf_counter()
     lead = models[0]
     train, valid = lead._fit_segments(dataset, None)
-    members = []
-    for model in models:
-        warm = model.warm_started
-        n_epochs = model._reset_for_fit(warm)
-        if n_epochs > 0 or not warm:
-            model._fit_scales(train)
-        members.append(_Member(model, warm=warm, n_epochs=n_epochs, device=lead.device))
-    stack = StackedLSTM([m.lstm_model for m in models]).to(lead.device)
-    stack.generators = [m.generator for m in members]
-    optimizer = lead._make_optimizer(stack.parameters())
+    members, stack, optimizer = start_stack(models, train)
     active = list(members)
     with _epoch_bar(max(m.n_epochs for m in members), progress) as bar:
         for epoch in range(max(m.n_epochs for m in members)):

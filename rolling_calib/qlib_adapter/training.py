@@ -330,23 +330,38 @@ def train_window(
             raise RuntimeError(f"{type(model).__qualname__} cannot continue from {warm_start}: it has neither "
                                "load_state nor finetune (use rolling.mode: scratch)")
         t_fit = time.perf_counter()
-        predictions = model.predict(dataset, segment="test")
-        # the valid segment too (source: validation calibrates each window with its own valid bias)
-        has_valid = "valid" in (getattr(dataset, "segments", None) or {})
-        valid_predictions = model.predict(dataset, segment="valid") if has_valid else None
-    labels = _test_labels(dataset, label)
-    valid_labels = _test_labels(dataset, label, "valid") if has_valid else None
+        predictions, valid_predictions = _predict_segments(model, dataset)
+    labels, valid_labels = _segment_labels(dataset, label)
     t_pred = time.perf_counter()
-    if kind == "state":
-        model.save_state(checkpoint)  # atomic
-    else:
-        _save_pickle(model, Path(checkpoint))
-    recorded = None
-    if recorder is not None and record_configs(task):
-        recorded = run_records(recorder, task, model=model, dataset=dataset, predictions=predictions,
-                               qlib_init=qlib_init, freq=store_freq(qlib_init))
+    recorded = _keep(model, task, dataset, predictions, kind=kind, checkpoint=Path(checkpoint), recorder=recorder,
+                     qlib_init=qlib_init)
     return TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_fit, seeding, recorded,
                          valid_predictions=valid_predictions, valid_labels=valid_labels)
+
+
+def _predict_segments(model: Any, dataset: Any) -> tuple[Any, Any]:
+    """Test predictions, and the valid segment's when the dataset has one (``source: validation`` calibrates with them)."""
+    has_valid = "valid" in (getattr(dataset, "segments", None) or {})
+    return model.predict(dataset, segment="test"), model.predict(dataset, segment="valid") if has_valid else None
+
+
+def _segment_labels(dataset: Any, label: str) -> tuple[Any, Any]:
+    """Test labels, and the valid segment's when the dataset has one (:func:`_test_labels`)."""
+    has_valid = "valid" in (getattr(dataset, "segments", None) or {})
+    return _test_labels(dataset, label), _test_labels(dataset, label, "valid") if has_valid else None
+
+
+def _keep(model: Any, task: Mapping[str, Any], dataset: Any, predictions: Any, *, kind: str | None, checkpoint: Path,
+          recorder: RecorderSpec | None, qlib_init: Mapping[str, Any]) -> dict | None:
+    """Write the checkpoint (``save_state``, else the pickled model; atomic), then run the task's records, if any."""
+    if kind == "state":
+        model.save_state(checkpoint)
+    else:
+        _save_pickle(model, checkpoint)
+    if recorder is None or not record_configs(task):
+        return None
+    return run_records(recorder, task, model=model, dataset=dataset, predictions=predictions,
+                       qlib_init=qlib_init, freq=store_freq(qlib_init))
 
 
 def train_window_stack(
@@ -390,20 +405,15 @@ def train_window_stack(
     with _no_recorder_logging():
         type(models[0]).fit_stack(models, dataset)
     t_fit = time.perf_counter()
-    has_valid = "valid" in (getattr(dataset, "segments", None) or {})
-    labels = _test_labels(dataset, label)
-    valid_labels = _test_labels(dataset, label, "valid") if has_valid else None
+    labels, valid_labels = _segment_labels(dataset, label)
     out = []
     for task, model, checkpoint, seeding, recorder in zip(tasks, models, checkpoints, seedings, recorders):
         t_pred0 = time.perf_counter()
-        predictions = model.predict(dataset, segment="test")
-        valid_predictions = model.predict(dataset, segment="valid") if has_valid else None
+        with _no_recorder_logging():
+            predictions, valid_predictions = _predict_segments(model, dataset)
         t_pred = time.perf_counter()
-        model.save_state(checkpoint)  # atomic
-        recorded = None
-        if recorder is not None and record_configs(task):
-            recorded = run_records(recorder, task, model=model, dataset=dataset, predictions=predictions,
-                                   qlib_init=qlib_init, freq=store_freq(qlib_init))
+        recorded = _keep(model, task, dataset, predictions, kind="state", checkpoint=Path(checkpoint), recorder=recorder,
+                         qlib_init=qlib_init)
         out.append(TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_pred0, seeding,
                                  recorded, valid_predictions=valid_predictions, valid_labels=valid_labels))
     return out

@@ -293,3 +293,12 @@ def test_calibration_source(tiny_data, tmp_path):
     data["rolling"]["valid_months"] = 0
     with pytest.raises(ConfigError, match=r"source: 'validation' needs a validation segment"):
         _load(tmp_path, data)
+
+
+def test_set_may_add_a_rolling_option_left_at_its_default_but_not_a_misspelt_one():
+    from rolling_calib.config.experiment import apply_overrides
+    from rolling_calib.core.validation import ConfigError
+
+    assert apply_overrides({"rolling": {"seeds": 3}}, {"rolling.stack_seeds": 3})["rolling"]["stack_seeds"] == 3
+    with pytest.raises(ConfigError, match="unknown key 'rolling.stak_seeds'"):
+        apply_overrides({"rolling": {"seeds": 3}}, {"rolling.stak_seeds": 3})
