@@ -123,6 +123,7 @@ import polars as pl
 from data_prep import qlib_store
 from data_prep.adjust import apply_factor, factor_series, read_adjustments
 from data_prep.ingest_report import IngestReport, write_report
+from data_prep.symbols import check_symbol, safe_component
 from data_prep.trading_calendar import session_minutes
 from data_prep.trading_calendar import sessions as nyse_sessions
 from data_prep.validate import (
@@ -248,6 +249,10 @@ class IngestOptions:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 1 < value < float("inf")):
                 raise ValueError(f"{name}: expected a ratio > 1 (e.g. 1.5), found {value!r}")
+        if self.symbol is not None:
+            check_symbol(self.symbol.strip().upper(), where="--symbol", shown=self.symbol)
+        if self.universe is not None:
+            safe_component(self.universe, what="--universe")
         try:
             pd.Timestamp("2018-01-02").tz_localize(self.tz)
         except Exception as exc:  # noqa: BLE001 - re-raised with context
