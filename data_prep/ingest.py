@@ -25,8 +25,10 @@ Modes
 * ``--repair``: fix what is safe (see the table in :mod:`data_prep.validate`: drop
   unparseable, non-finite, out-of-session, non-positive, duplicated rows; drop *all* copies of a
   conflicting duplicate; drop a bar with a price spike against both neighbours (``--max-spike``)
-  rather than widen high/low to it; sort; widen high/low to contain open and close; clip vwap)
-  and report every row dropped, changed or moved, with file, line and reason.
+  rather than widen high/low to it; sort; drop an OHLC-inconsistent bar -- only an open or close
+  within one tick of [low, high] is clamped into it, high and low are never changed; clip vwap)
+  and report every row dropped, changed or moved, with file, line and reason, and every value
+  changed with its old (``found``) and new (``new``) value.
 
 Warnings (missing minutes per session, whole missing sessions by date, stale-price runs, price
 jumps beyond ``--max-jump`` with the split ratio that fits) are reported in every mode and never
@@ -596,7 +598,7 @@ def _range_issues(bad: pl.DataFrame, sym: str, lo, hi) -> pl.DataFrame:
         pl.lit("outside_requested_range").alias("kind"), pl.lit("time").alias("field"),
         pl.lit(f"a bar between {lo} and {hi}").alias("expected"),
         pl.col("ts").dt.strftime("%Y-%m-%d %H:%M:%S").alias("found"), pl.lit("dropped").alias("action"),
-        pl.lit(False).alias("first_copy"),
+        pl.lit(False).alias("first_copy"), pl.lit(None, dtype=pl.String).alias("new"),
     )
 
 

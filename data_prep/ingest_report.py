@@ -54,7 +54,8 @@ class IngestReport:
     files : list of dict
         ``path``, ``rows``, ``symbols`` per file read.
     issues : polars.DataFrame
-        One row per anomaly: ``_file, _line, symbol, kind, field, expected, found, action``.
+        One row per anomaly: ``_file, _line, symbol, kind, field, expected, found, action, new``
+        (``new``: the value written where ``action`` is ``changed``, else empty).
     rows_in, rows_out : dict
         Rows read and bars written per symbol.
     missing_minutes : dict
@@ -128,7 +129,7 @@ class IngestReport:
         paths = [f["path"] for f in self.files]
         return self.issues.with_columns(
             pl.col("_file").replace_strict(list(range(len(paths))), paths, return_dtype=pl.String, default="?").alias("file")
-        ).select("file", pl.col("_line").alias("line"), "symbol", "kind", "field", "expected", "found", "action")
+        ).select("file", pl.col("_line").alias("line"), "symbol", "kind", "field", "expected", "found", "action", "new")
 
     # ------------------------------------------------------------------ output
     def to_dict(self) -> dict:
@@ -212,9 +213,10 @@ class IngestReport:
         out += ["", "## Every row dropped, changed or moved, and every warning", ""]
         rows = self._with_paths()
         if rows.height:
-            out += ["| file | line | symbol | kind | field | expected | found | action |", "|---|---:|---|---|---|---|---|---|"]
+            out += ["| file | line | symbol | kind | field | expected | found | action | new |",
+                    "|---|---:|---|---|---|---|---|---|---|"]
             for r in rows.iter_rows():
-                out.append("| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |")
+                out.append("| " + " | ".join(("" if v is None else str(v)).replace("|", "\\|") for v in r) + " |")
         else:
             out.append("None.")
         return "\n".join(out) + "\n"

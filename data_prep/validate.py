@@ -36,9 +36,13 @@ price_spike              error      row dropped: one or more of its prices is > 
                                     times, or < 1/``max_spike`` of, both neighbouring bars' closes
                                     in the session (a 10x typo in one field, or a whole bar scaled);
                                     dropped instead of widening high/low to the bad value
-ohlc_inconsistent        error      values changed: high := max(open, high, low, close),
-                                    low := min(open, high, low, close)
-vwap_outside_range       error      vwap clipped into [low, high] (after the OHLC fix)
+ohlc_inconsistent        error      row dropped: low > min(open, close) or high < max(open, close)
+                                    or low > high. One rule changes values instead: when low <= high
+                                    and open and close lie within one tick (``OHLC_TICK``: $0.01, or
+                                    $0.0001 below $1) of [low, high], open and close are clamped into
+                                    [low, high]; high and low -- the bar's extremes -- are never
+                                    changed, so a repair cannot invent a high or a low from a typo
+vwap_outside_range       error      vwap clipped into [low, high] (the vendor's high and low)
 missing_vwap             warning    vwap derived as (high + low + close) / 3 (vendor vwap column present,
                                     value empty)
 stale_prices             warning    kept; a run of >= ``stale_minutes`` (30) consecutive bars in
@@ -55,7 +59,10 @@ outside_requested_range  warning    dropped (a bar before --start or after --end
 =======================  =========  ===========================================================
 
 A row can carry several kinds (a duplicated 16:00 bar is ``exact_duplicate`` and
-``closing_auction``); each is counted. A row dropped for any reason is dropped once.
+``closing_auction``); each is counted. A row dropped for any reason is dropped once. Every value
+``--repair`` changes is one issue row per field with ``action`` ``changed``, ``found`` the old
+value and ``new`` the value written (``new`` is empty for every other action); an
+``ohlc_inconsistent`` row that is dropped lists all four prices in ``found``.
 
 Example
 -------
@@ -133,7 +140,7 @@ MISSING_TOKENS: tuple[str, ...] = ("na", "n/a", "#n/a", "nan", "null", "none", "
 KIND_ACTIONS: dict[str, str] = {
     **{k: "dropped" for k in ERROR_KINDS},
     "unsorted": "moved",
-    "ohlc_inconsistent": "changed",
+    "ohlc_inconsistent": "dropped",
     "vwap_outside_range": "changed",
     "missing_vwap": "changed",
     "stale_prices": "kept",
@@ -153,7 +160,11 @@ ISSUE_SCHEMA = {
     "found": pl.String,
     "action": pl.String,
     "first_copy": pl.Boolean,
+    "new": pl.String,
 }
+#: Largest gap by which ``--repair`` clamps an open or close into [low, high]: one tick, $0.01 at
+#: or above $1 and $0.0001 below (the US minimum price increments of Reg NMS rule 612).
+OHLC_TICK: tuple[float, float] = (0.01, 0.0001)
 
 
 @dataclass
@@ -194,8 +205,10 @@ def session_table(start_day, end_day) -> pl.DataFrame:
 
 def _issue(
     frame: pl.DataFrame, kind: str, field: str | pl.Expr, expected: str | pl.Expr, found: pl.Expr,
-    *, first_copy: pl.Expr | bool = False,
+    *, first_copy: pl.Expr | bool = False, new: pl.Expr | None = None, action: str | None = None,
 ) -> pl.DataFrame:
+    """Issue rows of ``frame``'s rows; ``new``: the value written (``action`` ``changed``), ``action``:
+    the action when it is not the kind's (:data:`KIND_ACTIONS`)."""
     def lit(x):
         return pl.lit(x, dtype=pl.String) if isinstance(x, str) else x.cast(pl.String)
 
@@ -207,8 +220,9 @@ def _issue(
         lit(field).alias("field"),
         lit(expected).alias("expected"),
         lit(found).alias("found"),
-        pl.lit(KIND_ACTIONS[kind], dtype=pl.String).alias("action"),
+        pl.lit(action or KIND_ACTIONS[kind], dtype=pl.String).alias("action"),
         (first_copy if isinstance(first_copy, pl.Expr) else pl.lit(first_copy)).alias("first_copy"),
+        (pl.lit(None, dtype=pl.String) if new is None else new.cast(pl.String)).alias("new"),
     )
 
 
@@ -231,16 +245,17 @@ class _Checks:
         self.pending: list[tuple] = []
         self.parts: list[pl.DataFrame] = []
 
-    def add(self, cond: pl.Expr, kind: str, field, expected, found, *, first_copy=False) -> None:
-        self.pending.append((cond, kind, field, expected, found, first_copy))
+    def add(self, cond: pl.Expr, kind: str, field, expected, found, *, first_copy=False, new=None,
+            action=None) -> None:
+        self.pending.append((cond, kind, field, expected, found, dict(first_copy=first_copy, new=new, action=action)))
 
     def flush(self, df: pl.DataFrame) -> None:
         if not self.pending:
             return
         hits = df.select([c[0].fill_null(False).any().alias(f"c{i}") for i, c in enumerate(self.pending)]).row(0)
-        for hit, (cond, kind, field, expected, found, first_copy) in zip(hits, self.pending):
+        for hit, (cond, kind, field, expected, found, extra) in zip(hits, self.pending):
             if hit:
-                self.parts.append(_issue(df.filter(cond), kind, field, expected, found, first_copy=first_copy))
+                self.parts.append(_issue(df.filter(cond), kind, field, expected, found, **extra))
         self.pending.clear()
 
 
@@ -304,8 +319,8 @@ def validate_symbol(
     df = scan.settle(_check_duplicates(scan, df, fields, files))
     df = _check_unsorted(scan, df)
     df = _check_spikes(scan, df, max_spike)
-    df = _repair_ohlc(scan, df, fields, vwap_missing)
-    df = _repair_vwap(scan, df, fields)
+    df = _repair_ohlc(scan, df)
+    df = _repair_vwap(scan, df, fields, vwap_missing)
     clean = (
         df.filter(~pl.col("_drop"))
         .select(["_file", "_line", "ts", *fields])
@@ -559,38 +574,59 @@ def _check_spikes(scan: _Scan, df: pl.DataFrame, max_spike: float) -> pl.DataFra
     return df
 
 
-def _repair_ohlc(scan: _Scan, df: pl.DataFrame, fields: list[str], vwap_missing: pl.Expr) -> pl.DataFrame:
-    """Fix the drops (``_drop``); on the kept rows: missing_vwap, ohlc_inconsistent, then widen high/low."""
+def _repair_ohlc(scan: _Scan, df: pl.DataFrame) -> pl.DataFrame:
+    """Settle the drops (``_drop``); ohlc_inconsistent on the kept rows: dropped, or open/close clamped.
+
+    A kept bar is consistent when ``low <= min(open, close)`` and ``max(open, close) <= high``.
+    An inconsistent bar is dropped unless ``low <= high`` and open and close each lie within one
+    tick (:data:`OHLC_TICK`) of ``[low, high]``; then they are clamped into it. ``high`` and
+    ``low`` are never changed: a typo in one field can only remove its bar, never become the
+    bar's extreme (a high typed as 100 under an open of 174.46 is not stored as a low of 100).
+    """
     df = df.with_columns(scan.drop.fill_null(False).alias("_drop"))
-    kept = ~pl.col("_drop")
-    if "vwap" in fields:
-        scan.checks.add(kept & vwap_missing.fill_null(False), "missing_vwap", "vwap",
-                        "a number (derived as (high + low + close) / 3)",
-                        pl.when(pl.col("vwap").is_nan()).then(pl.lit("NaN")).otherwise(_quoted(_txt_of(df, "vwap"))))
-    hi_need = pl.max_horizontal("open", "close", "low")
-    lo_need = pl.min_horizontal("open", "close", "high")
-    bad_hi = kept & (pl.col("high") < hi_need)
-    bad_lo = kept & (pl.col("low") > lo_need)
-    scan.checks.add(bad_hi, "ohlc_inconsistent", "high",
-                    pl.concat_str([pl.lit("high >= max(open, close, low) = "), _fmt(hi_need)]), _fmt(pl.col("high")))
-    scan.checks.add(bad_lo & ~bad_hi, "ohlc_inconsistent", "low",
-                    pl.concat_str([pl.lit("low <= min(open, close, high) = "), _fmt(lo_need)]), _fmt(pl.col("low")))
+    o, h, lo, c = (pl.col(f) for f in PRICE_FIELDS)
+    tick = pl.when(h >= 1).then(pl.lit(OHLC_TICK[0])).otherwise(pl.lit(OHLC_TICK[1])) * (1 + 1e-9)  # float rounding
+    bad_hi, bad_lo = h < pl.max_horizontal(o, c, lo), lo > pl.min_horizontal(o, c, h)
+    near = (lo <= h) & (o <= h + tick) & (o >= lo - tick) & (c <= h + tick) & (c >= lo - tick)
+    df = df.with_columns(((bad_hi | bad_lo) & ~pl.col("_drop")).fill_null(False).alias("_ohlc"))
+    df = df.with_columns((pl.col("_ohlc") & near).alias("_clamp"))
+    dropped = pl.col("_ohlc") & ~pl.col("_clamp")
+    four = pl.concat_str([pl.lit("open "), _fmt(o), pl.lit(", high "), _fmt(h), pl.lit(", low "), _fmt(lo),
+                          pl.lit(", close "), _fmt(c)])
+    scan.checks.add(dropped & bad_hi, "ohlc_inconsistent", "high",
+                    pl.concat_str([pl.lit("high >= max(open, close, low) = "), _fmt(pl.max_horizontal(o, c, lo))]),
+                    four)
+    scan.checks.add(dropped & ~bad_hi, "ohlc_inconsistent", "low",
+                    pl.concat_str([pl.lit("low <= min(open, close, high) = "), _fmt(pl.min_horizontal(o, c, h))]),
+                    four)
+    for f in ("open", "close"):
+        off = pl.col("_clamp") & ((pl.col(f) > h) | (pl.col(f) < lo))
+        scan.checks.add(off, "ohlc_inconsistent", f,
+                        pl.concat_str([pl.lit(f"{f} within [low, high] = ["), _fmt(lo), pl.lit(", "), _fmt(h),
+                                       pl.lit("] (off by at most one tick: clamped; high and low kept)")]),
+                        _fmt(pl.col(f)), new=pl.col(f).clip(lo, h), action="changed")
     scan.checks.flush(df)
     return df.with_columns(
-        pl.when(kept).then(pl.max_horizontal(*PRICE_FIELDS)).otherwise(pl.col("high")).alias("high"),
-        pl.when(kept).then(pl.min_horizontal(*PRICE_FIELDS)).otherwise(pl.col("low")).alias("low"),
-    )
+        (pl.col("_drop") | dropped).alias("_drop"),
+        *[pl.when(pl.col("_clamp")).then(pl.col(f).clip(lo, h)).otherwise(pl.col(f)).alias(f) for f in ("open", "close")],
+    ).drop("_ohlc", "_clamp")
 
 
-def _repair_vwap(scan: _Scan, df: pl.DataFrame, fields: list[str]) -> pl.DataFrame:
-    """vwap_outside_range on the kept rows (after the OHLC fix); vwap clipped into [low, high]."""
+def _repair_vwap(scan: _Scan, df: pl.DataFrame, fields: list[str], vwap_missing: pl.Expr) -> pl.DataFrame:
+    """missing_vwap and vwap_outside_range on the kept rows (after the OHLC repair); vwap clipped into [low, high]."""
     if "vwap" not in fields:
         return df
     kept = ~pl.col("_drop")
+    typical = (pl.col("high") + pl.col("low") + pl.col("close")) / 3.0
+    scan.checks.add(kept & vwap_missing.fill_null(False), "missing_vwap", "vwap",
+                    "a number (derived as (high + low + close) / 3)",
+                    pl.when(pl.col("vwap").is_nan()).then(pl.lit("NaN")).otherwise(_quoted(_txt_of(df, "vwap"))),
+                    new=typical)
     out_vwap = kept & pl.col("vwap").is_not_null() & ((pl.col("vwap") < pl.col("low")) | (pl.col("vwap") > pl.col("high")))
     scan.checks.add(out_vwap, "vwap_outside_range", "vwap",
                     pl.concat_str([pl.lit("a vwap within [low, high] = ["), _fmt(pl.col("low")), pl.lit(", "),
-                                   _fmt(pl.col("high")), pl.lit("]")]), _fmt(pl.col("vwap")))
+                                   _fmt(pl.col("high")), pl.lit("]")]), _fmt(pl.col("vwap")),
+                    new=pl.col("vwap").clip(pl.col("low"), pl.col("high")))
     scan.checks.flush(df)
     return df.with_columns(pl.col("vwap").clip(pl.col("low"), pl.col("high")))
 

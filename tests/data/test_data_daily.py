@@ -154,7 +154,7 @@ def test_daily_anomalies_are_found_reported_and_repaired(tmp_path):
     totals = info.value.report.totals()
     assert totals == {"ohlc_inconsistent": 1, "non_finite_value": 1, "price_jump": 2, "exact_duplicate": 1,
                       "non_session_day": 1, "bad_timestamp": 1, "non_positive_price": 1,
-                      "missing_session": 1}, totals  # 2018-01-05 (its only bar is dropped)
+                      "missing_session": 2}, totals  # 2018-01-03 and 2018-01-05 (their only bars are dropped)
     assert not (tmp_path / "store").exists()
     issues = info.value.report.issues
     jump = issues.filter(issues["kind"] == "price_jump").row(0, named=True)
@@ -169,11 +169,11 @@ def test_daily_anomalies_are_found_reported_and_repaired(tmp_path):
     assert "line 3" in str(strict.value) and "high" in str(strict.value)
 
     res = ingest([src], tmp_path / "store", options=IngestOptions(mode="repair"))
-    assert res.freq == "day" and res.bars_written == 8  # 9 good sessions minus the non-finite one
+    assert res.freq == "day" and res.bars_written == 7  # 9 good sessions minus the non-finite and the OHLC ones
     cal = qlib_store.read_calendar(tmp_path / "store")
     assert [str(d.date()) for d in cal] == [r[0] for r in GOOD]
     start, high = qlib_store.read_feature(tmp_path / "store", "ABC", "high")
-    assert start == 0 and high[1] == np.float32(10.4)  # widened to the close
+    assert start == 0 and np.isnan(high[1])  # dropped, never widened to the close (issue 19)
     assert np.isnan(qlib_store.read_feature(tmp_path / "store", "ABC", "close")[1][3])  # the dropped session
 
 
