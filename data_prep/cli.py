@@ -184,22 +184,34 @@ def _ingest(args: argparse.Namespace) -> int:
         options = ingest.IngestOptions.from_namespace(args)
         result = ingest.ingest(args.src, args.out, options=options, progress=not args.no_progress)
     except ingest.ValidationFailed as exc:
-        if args.report:
-            ingest.write_report(exc.report, args.report)
         print(exc.report.summary_text(), file=sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
+        _write_report(ingest, exc.report, args.report)
         return 1
-    except ValueError as exc:  # StrictError, StoreConflict, unreadable files, bad options
+    except ValueError as exc:  # StrictError, StoreConflict, unreadable files, bad options, disk full
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    if args.report:
-        ingest.write_report(result.report, args.report)
+    if not _write_report(ingest, result.report, args.report, written=result.store):
+        return 1
     if args.json:
         print(json.dumps(result.summary(), indent=2, default=str))
     else:
         print(result.report.summary_text())
         print(result.summary_line())
     return 0
+
+
+def _write_report(ingest, report, path: str | None, *, written=None) -> bool:
+    """Write ``--report``; on a failed write (disk full ...) print one line and return False."""
+    if not path:
+        return True
+    try:
+        ingest.write_report(report, path)
+    except ValueError as exc:  # data_prep.qlib_store.WriteFailed
+        what = f"; the store {written} was written" if written is not None else ""
+        print(f"error: report not written: {exc}{what}", file=sys.stderr)
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------- info

@@ -345,10 +345,22 @@ class _Spill:
         self._count = 0
 
     def put(self, key: str, frame: pl.DataFrame, *constants: pl.Expr) -> None:
-        """Park ``frame`` under ``key``; ``constants`` (literal columns left out of the file) are put back when read."""
-        path = self.root / f"{self._count:07d}.arrow"
+        """Park ``frame`` under ``key``; ``constants`` (literal columns left out of the file) are put back when read.
+
+        A write that fails (the temporary directory's disk full ...) raises
+        :class:`data_prep.qlib_store.WriteFailed` naming the file, its free space and ``TMPDIR``.
+        """
+        path = qlib_store.store_file(self.root, f"{self._count:07d}.arrow")
         self._count += 1
-        frame.write_ipc(path, compression="uncompressed")
+        try:
+            frame.write_ipc(path, compression="uncompressed")
+        except OSError as exc:
+            path.unlink(missing_ok=True)
+            problem = qlib_store.describe_os_error(
+                exc, path, nbytes=frame.estimated_size(),
+                fix=(f"set TMPDIR to a directory on a disk with room for about the size of the data as read "
+                     f"(the ingest's spill files; now {tempfile.gettempdir()})"))
+            raise qlib_store.WriteFailed(problem, path=path) from exc
         self.parts.setdefault(key, []).append((path, constants))
 
     def symbols(self) -> list[str]:
@@ -639,12 +651,41 @@ def ingest(
         place (an interrupted write of this version is always completed by re-running it).
     data_prep.qlib_store.StoreBusyError
         Another live process is writing ``out_dir``.
+    IngestError
+        A file could not be written or another OS error (disk full, quota, permissions, a
+        read-only file system): one line naming the file, the free space of its file system and
+        the fix; nothing is published (the store is as it was).
     ValueError
         Unreadable files, missing columns, bad options (naming the file and what was expected).
     """
     t0 = time.perf_counter()
     store = Path(out_dir)
     files = list_sources(sources)
+    existed = store.exists()
+    try:
+        return _ingest(files, store, options, progress, t0)
+    except (qlib_store.WriteFailed, OSError) as exc:
+        raise IngestError(_os_failure(exc, store, existed)) from exc
+
+
+def _os_failure(exc: OSError | qlib_store.WriteFailed, store: Path, existed: bool) -> str:
+    """One line for a disk full, quota, permission or other OS error during an ingest: file, free space, fix.
+
+    Whatever failed, nothing was published: a failed write leaves the store as it was (the
+    staging directory is removed, :func:`data_prep.qlib_store.staged_write`).
+    """
+    state = f"{store} is unchanged" if existed else f"no store was created at {store}"
+    if isinstance(exc, qlib_store.WriteFailed):
+        problem = exc.problem
+    else:
+        problem = qlib_store.describe_os_error(exc, exc.filename or store, verb="failed",
+                                               fix="free space or fix the permissions there, or ingest into "
+                                                   "another --out directory")
+    return f"{problem.head}; nothing published ({state}): {problem.fix}"
+
+
+def _ingest(files: list[Path], store: Path, options: IngestOptions, progress: bool, t0: float) -> IngestResult:
+    """:func:`ingest` once the sources are listed (OS errors are translated by the caller)."""
     with _spill_directory() as spill_dir:
         checked, infos, freq = _read_and_validate(files, options, progress, Path(spill_dir))
         issues, rows_in = checked.issues, checked.rows_in

@@ -119,7 +119,8 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "WriteFailed",
-    "os_error_message",
+    "OSProblem",
+    "describe_os_error",
     "store_file",
     "format_calendar",
     "write_calendar",
@@ -149,16 +150,35 @@ META_FILE = "meta.json"
 
 
 # ---------------------------------------------------------------------------- atomic writes
+@dataclass(frozen=True)
+class OSProblem:
+    """What an OS error while writing a file means (:func:`describe_os_error`).
+
+    Attributes: ``head`` (the file, what happened, the free space), ``fix`` (what to do),
+    ``errno`` (``None`` when neither the exception nor its text gives one) and ``free`` (bytes
+    free to this user on the file's file system, ``None`` when it cannot be measured).
+    """
+
+    head: str
+    fix: str
+    errno: int | None
+    free: int | None
+
+    @property
+    def message(self) -> str:
+        return f"{self.head}; {self.fix}"
+
+
 class WriteFailed(ValueError):
     """A file could not be written (disk full, quota, permissions, read-only): one line naming it.
 
-    Attributes: ``path`` (the file), ``errno`` (``None`` when the library gave none), ``free``
-    (bytes free to this user on its file system, ``None`` when that cannot be measured).
+    Attributes: ``path`` (the file) and ``problem`` (:class:`OSProblem`: ``head``, ``fix``,
+    ``errno``, ``free``).
     """
 
-    def __init__(self, message: str, *, path: Path, errno_: int | None, free: int | None):
-        super().__init__(message)
-        self.path, self.errno, self.free = Path(path), errno_, free
+    def __init__(self, problem: OSProblem, *, path: str | os.PathLike):
+        super().__init__(problem.message)
+        self.path, self.problem = Path(path), problem
 
 
 #: What an OS error code means for a write, and what to do about it.
@@ -170,7 +190,6 @@ _WRITE_ERRORS: dict[int, tuple[str, str]] = {
     errno.EROFS: ("the file system is read-only", "write to a writable file system"),
 }
 _OS_ERROR_IN_TEXT = re.compile(r"os error (\d+)")  # polars / Rust: "No space left on device (os error 28)"
-_SHORT_WRITE = re.compile(r"(\d+) requested and (\d+) written")  # numpy's tofile on a full disk
 
 
 def _free_bytes(path: Path) -> int | None:
@@ -197,44 +216,43 @@ def _size_text(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def os_error_message(exc: BaseException, path: str | os.PathLike, *, nbytes: int | None = None,
-                     fix: str | None = None) -> tuple[str, int | None, int | None]:
-    """``(one-line message, errno, free bytes)`` of an error writing ``path``.
+def describe_os_error(exc: BaseException, path: str | os.PathLike, *, nbytes: int | None = None,
+                      fix: str | None = None, verb: str = "cannot write") -> OSProblem:
+    """What an OS error on ``path`` means, in one line (``verb``: what failed).
 
-    The code is the exception's ``errno``, else the ``os error N`` in its text (polars), else,
-    for numpy's ``N requested and M written`` (a short write, no code), ``ENOSPC`` when the free
-    space measured is below ``nbytes`` (or the bytes requested). The message names the file,
-    what happened, the free space (``shutil.disk_usage``) and the fix (``fix`` overrides the
-    default of the code).
+    The code is the exception's ``errno``, else the ``os error N`` in its text (polars' errors
+    carry no ``errno``); without either, ``ENOSPC`` when the free space measured is below
+    ``nbytes``. The line names the file, what happened, the free space (``shutil.disk_usage``)
+    and the fix (``fix`` overrides the default of the code).
 
     Example
     -------
-    >>> msg, code, free = os_error_message(OSError(errno.ENOSPC, "No space left on device"), "/tmp/x.bin")
-    >>> msg.startswith("/tmp/x.bin: cannot write: the disk is full (No space left on device; ") and code
-    28
+    >>> p = describe_os_error(OSError(errno.ENOSPC, "No space left on device"), "/tmp/x.bin")
+    >>> p.head.startswith("/tmp/x.bin: cannot write: the disk is full (No space left on device; "), p.errno, p.fix
+    (True, 28, 'free space there, or write to another disk, then re-run')
     """
     text = str(exc.strerror if isinstance(exc, OSError) and exc.strerror else exc).strip() or type(exc).__name__
     code = exc.errno if isinstance(exc, OSError) and exc.errno else None
     if code is None and (m := _OS_ERROR_IN_TEXT.search(text)):
         code = int(m.group(1))
     free = _free_bytes(Path(path).parent)
-    short = _SHORT_WRITE.search(text)
-    if short:
-        requested, written = int(short.group(1)), int(short.group(2))
-        text = f"only {written} of {requested} bytes written"
-        needed = nbytes if nbytes is not None else requested
-        if code is None and free is not None and free < needed:
-            code = errno.ENOSPC
-    what, default_fix = _WRITE_ERRORS.get(code, (None, "check the file system, then re-run"))
+    if code is None and nbytes is not None and free is not None and free < nbytes:
+        code = errno.ENOSPC
+    what, default_fix = _WRITE_ERRORS.get(code, (None, "check the file system"))
     where = f"{_size_text(free)} free on its file system" if free is not None else "free space unknown"
-    head = f"{path}: cannot write: {what} ({text}; {where})" if what else f"{path}: cannot write ({text}; {where})"
-    return f"{head}; {fix or default_fix}", code, free
+    head = f"{path}: {verb}: {what} ({text}; {where})" if what else f"{path}: {verb} ({text}; {where})"
+    return OSProblem(head, f"{fix or default_fix}, then re-run", code, free)
 
 
 def _write_data(fh, data: bytes | np.ndarray) -> None:
-    """The low-level write of :func:`atomic_write_bytes` (a seam for tests that fill the disk)."""
+    """The low-level write of :func:`atomic_write_bytes` (a seam for tests that fill the disk).
+
+    Arrays are written through the Python file, not ``ndarray.tofile``: numpy's own buffered
+    write loses the error of its last buffer on a full disk (an array smaller than the buffer is
+    then silently not written) and reports the others without an error code.
+    """
     if isinstance(data, np.ndarray):
-        data.tofile(fh)
+        fh.write(memoryview(np.ascontiguousarray(data)).cast("B"))
     else:
         fh.write(data)
 
@@ -245,7 +263,7 @@ def atomic_write_bytes(path: Path, data: bytes | np.ndarray) -> None:
     Raises
     ------
     WriteFailed
-        The file could not be written (the message: :func:`os_error_message`); nothing is left
+        The file could not be written (the message: :func:`describe_os_error`); nothing is left
         behind but what was there before.
     """
     path = Path(path)
@@ -259,8 +277,7 @@ def atomic_write_bytes(path: Path, data: bytes | np.ndarray) -> None:
     except OSError as exc:
         _remove_quietly(tmp)
         nbytes = data.nbytes if isinstance(data, np.ndarray) else len(data)
-        message, code, free = os_error_message(exc, path, nbytes=nbytes)
-        raise WriteFailed(message, path=path, errno_=code, free=free) from exc
+        raise WriteFailed(describe_os_error(exc, path, nbytes=nbytes), path=path) from exc
     except BaseException:
         _remove_quietly(tmp)
         raise
@@ -834,8 +851,8 @@ def _publish(staging: Path, target: Path) -> None:
             os.rename(old, target)
         raise
     _fsync_path(target.parent, directory=True)
-    if old is not None:
-        shutil.rmtree(old)
+    if old is not None:  # published: a leftover old version is cleared by the next write (recover_interrupted)
+        shutil.rmtree(old, ignore_errors=True)
 
 
 @contextlib.contextmanager
