@@ -4,9 +4,11 @@ Accepted layouts
 ----------------
 * **Files**: ``*.csv``, ``*.csv.gz``, ``*.txt`` (comma separated, header on line 1) and
   ``*.parquet``; a directory stands for the files in it (sorted by name).
-* **Symbols**: one file per symbol (the symbol is ``--symbol`` or the file name's stem,
-  upper-cased: ``AAPL.csv`` -> ``AAPL``; ``FileInfo.symbol_from`` says which, and the ingest
-  report names every symbol taken from a file name) or one long file with a symbol column
+* **Symbols**: one file per symbol (the symbol is ``--symbol`` or the file name without its data
+  suffix, upper-cased: ``AAPL.csv`` -> ``AAPL``, ``BRK.B.csv`` -> ``BRK.B``;
+  ``FileInfo.symbol_from`` says which, the ingest report names every symbol taken from a file
+  name, and a name ending in an interval or date tag such as ``ACN_1MIN`` gets a hint to pass
+  ``--symbol``: the tag is never guessed away, :func:`stem_tag`) or one long file with a symbol column
   (``--symbol-col``, default ``symbol``; used whenever the file has that column). A symbol is a
   name, never a path: one that cannot name a feature folder (``BRK/B``, ``../x``, ``.``, a
   control character ...; :func:`data_prep.symbols.symbol_problem`) is refused with
@@ -52,6 +54,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -61,7 +64,8 @@ import polars as pl
 
 from data_prep.symbols import ALLOWED_PUNCTUATION, symbol_problem
 
-__all__ = ["ColumnMap", "FileInfo", "VALUE_FIELDS", "NY_TZ", "FREQS", "detect_freq", "list_sources", "read_vendor_file"]
+__all__ = ["ColumnMap", "FileInfo", "VALUE_FIELDS", "NY_TZ", "FREQS", "detect_freq", "list_sources", "read_vendor_file",
+           "file_stem", "stem_tag"]
 
 NY_TZ = "America/New_York"
 #: Fields read from vendor files (``vwap`` optional).
@@ -431,9 +435,40 @@ def _symbol_expr(raw: pl.DataFrame, path: Path, columns: ColumnMap, symbol: str 
     return pl.lit(_single_symbol(path, symbol))
 
 
+def file_stem(path: str | Path) -> str:
+    """A data file's name without its data suffix (``.csv``, ``.csv.gz``, ``.txt``, ``.parquet``, ``.pq``).
+
+    >>> file_stem("d/BRK.B.csv"), file_stem("AAPL.csv.gz"), file_stem("ACN_1MIN.CSV"), file_stem("x.y")
+    ('BRK.B', 'AAPL', 'ACN_1MIN', 'x')
+    """
+    name = Path(path).name
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return name.split(".")[0]
+
+
+#: A file stem's tail that names an interval or a date, not a share class (``ACN_1MIN``, ``AAPL-daily``, ``F_2018``).
+_STEM_TAG = re.compile(
+    r"[_\-. ](\d+ ?(MIN|MINS|MINUTE|MINUTES|M|H|HR|HOUR|HOURS|D|DAY|DAYS|S|SEC|SECOND|SECONDS)|MIN|MINUTE|MINUTES|"
+    r"MINUTELY|HOUR|HOURLY|DAY|DAILY|TICK|TICKS|BAR|BARS|INTRADAY|OHLC|OHLCV|(19|20)\d{2}([-_]?\d{2}){0,2})$",
+    re.IGNORECASE,
+)
+
+
+def stem_tag(stem: str) -> str | None:
+    """The interval or date tag at the end of a file stem (``"_1MIN"`` of ``ACN_1MIN``), or ``None``.
+
+    >>> stem_tag("ACN_1MIN"), stem_tag("AAPL-daily"), stem_tag("F_2018-06"), stem_tag("BRK.B"), stem_tag("BF-B")
+    ('_1MIN', '-daily', '_2018-06', None, None)
+    """
+    m = _STEM_TAG.search(stem)
+    return m.group(0) if m and m.start() > 0 else None
+
+
 def _single_symbol(path: Path, symbol: str | None) -> str:
     """The symbol of a single-symbol file: ``symbol`` (``--symbol``) or the file name's stem, stripped, upper-cased."""
-    return (symbol if symbol is not None else path.name.split(".")[0]).strip().upper()
+    return (symbol if symbol is not None else file_stem(path)).strip().upper()
 
 
 def _symbol_from(head: pl.DataFrame, columns: ColumnMap, symbol: str | None) -> str:
