@@ -862,11 +862,13 @@ def _price_jumps(clean: pl.DataFrame, symbol: str, max_jump: float,
     """
     if clean.height < 2:
         return pl.DataFrame(schema=ISSUE_SCHEMA)
-    bars = _Bars.of(clean)
-    tol = split_tolerance(bars.open, bars.close, bars.ts.astype("datetime64[D]"), max_jump)
     lim = math.log(max_jump)
     with np.errstate(divide="ignore", invalid="ignore"):
-        moves = np.log(bars.open[1:] / bars.close[:-1])
+        moves = np.log(clean.get_column("open").to_numpy()[1:] / clean.get_column("close").to_numpy()[:-1])
+    if not np.any(np.abs(moves) > lim - SPLIT_TOLERANCE[1]):  # the common case: nothing near a jump
+        return pl.DataFrame(schema=ISSUE_SCHEMA)
+    bars = _Bars.of(clean)
+    tol = split_tolerance(bars.open, bars.close, bars.ts.astype("datetime64[D]"), max_jump)
     rows, expected, found = [], [], []
     for i in (np.flatnonzero(np.abs(moves) > lim - tol) + 1).tolist():
         ratio = bars.open[i] / bars.close[i - 1]
