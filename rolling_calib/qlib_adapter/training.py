@@ -13,6 +13,7 @@ Any Qlib model and dataset run here (``RollingLSTM`` + ``MinuteTSDataset``, Qlib
         neither                -> refused at plan time (:func:`check_runner_contract`)
     p = model.predict(data, "test")     (and "valid" when the window has one: stored beside the unit)
     y = data.prepare("test", col_set="label", data_key=DK_R or DK_L)   # rolling.label: raw | learn
+    y' = the other of the two (a DataHandlerLP has both), stored beside y where it differs
     checkpoint: model.save_state(path) if it has one, else the pickled model
     task["record"] (daily stores): SignalRecord, SigAnaRecord, PortAnaRecord ... in a Qlib recorder
                                    (:mod:`rolling_calib.qlib_adapter.records`)
@@ -62,6 +63,9 @@ class TrainedWindow:
     # the validation segment's predictions and labels (None: the task has no valid segment)
     valid_predictions: pd.Series | pd.DataFrame | None = None
     valid_labels: pd.Series | pd.DataFrame | None = None
+    # the other label kind (learn when labels are raw, raw when learn; None: the handler has only one)
+    other_labels: pd.Series | pd.DataFrame | None = None
+    valid_other_labels: pd.Series | pd.DataFrame | None = None
 
 
 def _named_params(spec: Mapping[str, Any]) -> set[str]:
@@ -332,11 +336,13 @@ def train_window(
         t_fit = time.perf_counter()
         predictions, valid_predictions = _predict_segments(model, dataset)
     labels, valid_labels = _segment_labels(dataset, label)
+    other, valid_other = _other_labels(dataset, label)
     t_pred = time.perf_counter()
     recorded = _keep(model, task, dataset, predictions, kind=kind, checkpoint=Path(checkpoint), recorder=recorder,
                      qlib_init=qlib_init)
     return TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_fit, seeding, recorded,
-                         valid_predictions=valid_predictions, valid_labels=valid_labels)
+                         valid_predictions=valid_predictions, valid_labels=valid_labels, other_labels=other,
+                         valid_other_labels=valid_other)
 
 
 def _predict_segments(model: Any, dataset: Any) -> tuple[Any, Any]:
@@ -349,6 +355,15 @@ def _segment_labels(dataset: Any, label: str) -> tuple[Any, Any]:
     """Test labels, and the valid segment's when the dataset has one (:func:`_test_labels`)."""
     has_valid = "valid" in (getattr(dataset, "segments", None) or {})
     return _test_labels(dataset, label), _test_labels(dataset, label, "valid") if has_valid else None
+
+
+def _other_labels(dataset: Any, label: str) -> tuple[Any, Any]:
+    """The labels of the other kind (:func:`_segment_labels`), or ``(None, None)`` when the handler has one kind only."""
+    from qlib.data.dataset.handler import DataHandlerLP
+
+    if not isinstance(getattr(dataset, "handler", None), DataHandlerLP):
+        return None, None
+    return _segment_labels(dataset, "learn" if label == "raw" else "raw")
 
 
 def _keep(model: Any, task: Mapping[str, Any], dataset: Any, predictions: Any, *, kind: str | None, checkpoint: Path,
@@ -406,6 +421,7 @@ def train_window_stack(
         type(models[0]).fit_stack(models, dataset)
     t_fit = time.perf_counter()
     labels, valid_labels = _segment_labels(dataset, label)
+    other, valid_other = _other_labels(dataset, label)
     out = []
     for task, model, checkpoint, seeding, recorder in zip(tasks, models, checkpoints, seedings, recorders):
         t_pred0 = time.perf_counter()
@@ -415,5 +431,6 @@ def train_window_stack(
         recorded = _keep(model, task, dataset, predictions, kind="state", checkpoint=Path(checkpoint), recorder=recorder,
                          qlib_init=qlib_init)
         out.append(TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_pred0, seeding,
-                                 recorded, valid_predictions=valid_predictions, valid_labels=valid_labels))
+                                 recorded, valid_predictions=valid_predictions, valid_labels=valid_labels,
+                                 other_labels=other, valid_other_labels=valid_other))
     return out
