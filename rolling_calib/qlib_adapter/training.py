@@ -139,8 +139,8 @@ def check_runner_contract(task: Mapping[str, Any], *, mode: str, label: str = "r
     * the dataset has Qlib's ``prepare`` and takes ``segments``; the handler takes the window
       times :func:`window_task` sets (:data:`HANDLER_TIME_KWARGS`);
     * ``label`` is one of :data:`LABEL_SOURCES`; ``"learn"`` needs a ``DataHandlerLP`` handler;
-    * ``stack_seeds > 1`` needs a model class that trains several seeds as one stack (``fit_stack``,
-      :class:`~rolling_calib.qlib_adapter.model.RollingLSTM`).
+    * ``stack_seeds > 1`` needs a model class the seed stack trains
+      (:func:`rolling_calib.qlib_adapter.stacked.can_stack`: :class:`~rolling_calib.qlib_adapter.model.RollingLSTM`).
     """
     from qlib.data.dataset.handler import DataHandlerLP
 
@@ -158,11 +158,14 @@ def check_runner_contract(task: Mapping[str, Any], *, mode: str, label: str = "r
             "has neither load_state/save_state nor finetune(dataset); set 'rolling: {mode: scratch}' to retrain "
             "it from scratch every window"
         )
-    if stack_seeds > 1 and not callable(getattr(model_cls, "fit_stack", None)):
-        raise ConfigError(
-            f"{where}: rolling.stack_seeds: {stack_seeds} trains the seeds of a window as one stack, which needs a model "
-            f"with fit_stack(models, dataset) (rolling_calib's RollingLSTM); {name} has none: set stack_seeds: 1"
-        )
+    if stack_seeds > 1:
+        from rolling_calib.qlib_adapter.stacked import can_stack
+
+        if not can_stack(model_cls):
+            raise ConfigError(
+                f"{where}: rolling.stack_seeds: {stack_seeds} trains the seeds of a window as one stack, which needs a "
+                f"model the seed stack can fit (rolling_calib's RollingLSTM); {name} has none: set stack_seeds: 1"
+            )
     dataset_cls = import_class(dict(task["dataset"]), "task.dataset", where)
     dname = f"{dataset_cls.__module__}.{dataset_cls.__qualname__}"
     if not callable(getattr(dataset_cls, "prepare", None)):
@@ -393,12 +396,14 @@ def train_window_stack(
 
     The tasks differ only in the model's seed. One dataset is built for all of them; each
     seed's model is built under its own global seeds (and loads its own warm start), then the
-    model class's ``fit_stack(models, dataset)`` trains them together
-    (:func:`rolling_calib.qlib_adapter.stacked.fit_stack`); predictions, labels, checkpoints and
+    seed stack trains them together (:func:`rolling_calib.qlib_adapter.stacked.fit_stack`);
+    predictions, labels, checkpoints and
     records follow per seed exactly as in :func:`train_window`. ``build_s`` and ``fit_s`` of
     every returned window are the stack's (shared) times.
     """
     from qlib.utils import init_instance_by_config
+
+    from rolling_calib.qlib_adapter.stacked import fit_stack
 
     n = len(tasks)
     if not n or not (len(warm_starts) == len(checkpoints) == len(seeds) == n):
@@ -418,7 +423,7 @@ def train_window_stack(
     dataset = init_instance_by_config(copy.deepcopy(dict(tasks[0]["dataset"])))
     t_built = time.perf_counter()
     with _no_recorder_logging():
-        type(models[0]).fit_stack(models, dataset)
+        fit_stack(models, dataset)
     t_fit = time.perf_counter()
     labels, valid_labels = _segment_labels(dataset, label)
     other, valid_other = _other_labels(dataset, label)
