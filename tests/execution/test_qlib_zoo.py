@@ -161,7 +161,7 @@ def test_compare_shows_ic_beside_ql_and_cql(lgb_run):
     comparison = compare_store(scores, n_boot=100)
     assert set(comparison.pairs[0].accuracies) >= {"ql", "cql", "ic", "icir", "rank_ic"}
     text = comparison.format()
-    assert "IC mean" in text and "Acc IC" in text and "labels: raw" in text
+    assert "IC mean" in text and "Acc IC" in text and "raw label: Ref($close, -2)/Ref($close, -1) - 1, plain return" in text
     assert comparison.to_dict()["label"] == "raw"
 
 

@@ -74,6 +74,7 @@ KILL_SCRIPT = textwrap.dedent(
             if seen[0] == k:
                 os._exit(9)
 
+    from rolling_calib.analysis.scoring import score_store
     from rolling_calib.tracking import safe_log_store
     safe_log_store(score_store(store))
     print("statements", seen[0])
@@ -286,13 +287,13 @@ def test_a_failure_mid_logging_does_not_fail_the_orchestration_and_the_next_logg
         return original(*args, **kwargs)
 
     monkeypatch.setattr(mlflow_log, "_log_window", full_disk_after_the_first_window)
-    outcome = track(store, tracking_uri=None, experiment_name="recovery")  # what run_experiment calls
+    outcome = track(score_store(store), tracking_uri=None, experiment_name="recovery")  # what run_experiment calls
     assert not outcome.ok and outcome.uri is None
     assert outcome.message == (f"tracking failed: OSError: [Errno 28] No space left on device; results are in "
                                f"{store.resolve()}; re-run `rolling-calib run` (or call log_store) to log them")
 
     monkeypatch.undo()
-    again = track(store, tracking_uri=None, experiment_name="recovery")
+    again = track(score_store(store), tracking_uri=None, experiment_name="recovery")
     assert again.ok and again.message is None and again.uri == default_tracking_uri(store)
     assert (again.summary.created, again.summary.unchanged) == (N_RUNS - 3, 3)  # parent, seed, first window
     assert_fully_logged(again.uri)
