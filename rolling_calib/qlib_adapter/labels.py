@@ -63,11 +63,11 @@ class LabelDescription:
 
 def describe_labels(task: Mapping[str, Any]) -> LabelDescription:
     """Both labels of ``task`` (a Qlib task: ``dataset.kwargs.handler``), from its config alone."""
-    from qlib.data.dataset.handler import DataHandlerLP
-
     handler = (task.get("dataset") or {}).get("kwargs", {}).get("handler")
     if not isinstance(handler, Mapping):
         return _unknown(f"the dataset's handler is {type(handler).__name__}, not a class spec")
+    from qlib.data.dataset.handler import DataHandlerLP
+
     try:
         cls = import_class(dict(handler), "task.dataset.kwargs.handler", "task")
     except ConfigError as exc:
