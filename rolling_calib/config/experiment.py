@@ -209,8 +209,8 @@ class RollingConfig:
         Score against the handler's raw label (``DK_R``) or its learn-processed one (``DK_L``).
     stack_seeds : int
         Seeds of one (pipeline, window) trained together as one seed stack (1: each seed on its
-        own, the reference path; needs a model the seed stack can fit, RollingLSTM, when > 1). The seeds are cut into
-        fixed groups of this size in ``seeds`` order.
+        own, the reference path; needs a model the seed stack can fit, RollingLSTM, when > 1). The
+        seeds are cut into fixed groups of this size in ``seeds`` order.
     seeds : tuple of int
         Seeds of every pipeline (``seeds: 10`` means 0..9).
     calibration : Calibration

@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rolling_calib.core.label import Label
+from rolling_calib.core.label import LABEL_KINDS, Label
 from rolling_calib.core.validation import ConfigError
 from rolling_calib.qlib_adapter.task_spec import import_class
 
@@ -85,7 +85,7 @@ def describe_labels(task: Mapping[str, Any]) -> LabelDescription:
 
 
 def _unknown(why: str) -> LabelDescription:
-    labels = {kind: Label(kind=kind) for kind in ("raw", "learn")}
+    labels = {kind: Label(kind=kind) for kind in LABEL_KINDS}
     return LabelDescription(labels, [f"label expression and unit unknown: {why}"])
 
 

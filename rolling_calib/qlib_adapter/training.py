@@ -34,6 +34,7 @@ from typing import Any
 import pandas as pd
 
 from rolling_calib.core.atomic import atomic_write
+from rolling_calib.core.label import LABEL_KINDS
 from rolling_calib.core.schedule import Window
 from rolling_calib.core.validation import ConfigError
 from rolling_calib.qlib_adapter.records import RecorderSpec, record_configs, run_records
@@ -44,7 +45,7 @@ __all__ = ["HANDLER_TIME_KWARGS", "LABEL_SOURCES", "TrainedWindow", "check_runne
            "train_window", "train_window_stack", "warm_start_kind", "window_task"]
 
 #: ``rolling.label``: score against the handler's raw label (``DK_R``) or its learn-processed label (``DK_L``).
-LABEL_SOURCES = ("raw", "learn")
+LABEL_SOURCES = LABEL_KINDS
 #: Handler arguments :func:`window_task` sets for every window.
 HANDLER_TIME_KWARGS = ("start_time", "end_time", "fit_start_time", "fit_end_time")
 
