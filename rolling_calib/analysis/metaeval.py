@@ -29,6 +29,8 @@ import pandas as pd
 
 from rolling_calib.analysis.scoring import rolling_cql, selected_pipelines
 from rolling_calib.core.calibration import Calibration
+from rolling_calib.core.label import LABEL_KIND
+from rolling_calib.core.validation import check
 from rolling_calib.core.metaeval import MetaEvaluation, meta_evaluate
 from rolling_calib.core.schedule import CoverageError
 from rolling_calib.execution import store as st
@@ -151,7 +153,7 @@ def metaeval_store(
     store = Path(store)
     manifest = st.read_manifest(store)
     base = Calibration() if calibration is None else calibration
-    kind = st.recorded_label_kind(manifest) if label is None else label
+    kind = check("label", st.recorded_label_kind(manifest) if label is None else label, LABEL_KIND)
     names = selected_pipelines(store, manifest, pipelines)
     chosen = _chosen_variants(variants)
     from tqdm.auto import tqdm

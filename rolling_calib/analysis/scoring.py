@@ -49,14 +49,14 @@ import pandas as pd
 from rolling_calib.core import metrics
 from rolling_calib.core import pairwise as cmp
 from rolling_calib.core.calibration import Calibration
-from rolling_calib.core.label import Label
+from rolling_calib.core.label import LABEL_KIND, Label
 from rolling_calib.core.ranking_ic import (
     PreparedLabels,
     information_coefficients_arrays,
     prepare_labels,
 )
 from rolling_calib.core.schedule import CoverageError
-from rolling_calib.core.validation import CONFIDENCE, N_BOOT, SEED, validate_params
+from rolling_calib.core.validation import CONFIDENCE, N_BOOT, SEED, check, validate_params
 from rolling_calib.execution import store as st
 from rolling_calib.execution.reader import MissingLabelError, MissingValidationError, RunData, read_run
 
@@ -187,7 +187,7 @@ def score_store(
     calibration = st.recorded_calibration(manifest) if calibration is None else calibration
     if not isinstance(calibration, Calibration):
         raise ValueError(f"calibration: expected a Calibration, found {type(calibration).__name__} {calibration!r}")
-    kind = st.recorded_label_kind(manifest) if label is None else label
+    kind = check("label", st.recorded_label_kind(manifest) if label is None else label, LABEL_KIND)
     names = selected_pipelines(store, manifest, pipelines)
     scored = _score_runs(store, manifest, names, calibration=calibration, kind=kind, progress=progress)
     return _store_scores(store, manifest, names, scored, calibration=calibration, kind=kind)

@@ -36,13 +36,14 @@ from typing import Any
 
 from rolling_calib.core.validation import AnyOf, InstanceOf, Interval, Options, Worded, check
 
-__all__ = ["LABEL_KINDS", "LABEL_UNITS", "Label"]
+__all__ = ["LABEL_KIND", "LABEL_KINDS", "LABEL_UNITS", "Label"]
 
 #: Which label a unit is scored against: the handler's raw label (``DK_R``) or its learn-processed one (``DK_L``).
 LABEL_KINDS: tuple[str, ...] = ("raw", "learn")
 #: What one unit of a stored label value is (see the module docstring).
 LABEL_UNITS: tuple[str, ...] = ("bp", "return", "normalised", "unknown")
-_KIND = Worded(Options(*LABEL_KINDS), "'raw' or 'learn'")
+#: A label kind, as options (``--label``, ``label=``) and :class:`Label` check it.
+LABEL_KIND = Worded(Options(*LABEL_KINDS), "'raw' or 'learn'")
 _UNIT = Worded(Options(*LABEL_UNITS), "one of " + ", ".join(repr(u) for u in LABEL_UNITS))
 _SCALE = Worded(AnyOf((Options(None), Interval(float, 0, None, closed="neither"))), "None or a number > 0")
 _EXPRESSION = AnyOf((Options(None), InstanceOf(str, "a string")), what="None or a string")
@@ -78,7 +79,7 @@ class Label:
     scale: float | None = None
 
     def __post_init__(self) -> None:
-        check("kind", self.kind, _KIND)
+        check("kind", self.kind, LABEL_KIND)
         check("expression", self.expression, _EXPRESSION)
         check("unit", self.unit, _UNIT)
         object.__setattr__(self, "processors", tuple(str(p) for p in self.processors))

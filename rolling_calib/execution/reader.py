@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rolling_calib.core.label import LABEL_KINDS
+from rolling_calib.core.label import LABEL_KIND
+from rolling_calib.core.validation import check
 from rolling_calib.core.schedule import CoverageError, Window
 from rolling_calib.execution import store as st
 from rolling_calib.execution.units import UnitKey
@@ -320,10 +321,7 @@ def load_run(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[s
 
 def _kind(manifest: Mapping[str, Any], label: str | None) -> str:
     """The label kind to read: ``label``, else the store's ``rolling.label`` (``ValueError`` for another word)."""
-    kind = st.recorded_label_kind(manifest) if label is None else label
-    if kind not in LABEL_KINDS:
-        raise ValueError(f"label: expected one of {', '.join(LABEL_KINDS)}, found {kind!r}")
-    return kind
+    return check("label", st.recorded_label_kind(manifest) if label is None else label, LABEL_KIND)
 
 
 def _frame_arrays(frame: pd.DataFrame, windows: list[Window]) -> RunArrays:
