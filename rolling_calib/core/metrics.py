@@ -180,8 +180,8 @@ class RollingCQL:
     ql_all: float
     n_scored: int
     n_all: int
-    calibration: Calibration = PAPER_CALIBRATION
-    rule: str = "month"
+    calibration: Calibration
+    rule: str
     cql_refit_first: float = math.nan
     ql_refit_first: float = math.nan
     n_refit_first: int = 0
