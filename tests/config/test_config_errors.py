@@ -136,6 +136,7 @@ def test_yaml_cli_and_metrics_accept_the_same_periods(tmp_path):
     import argparse
 
     from rolling_calib.cli.options import add_scoring_arguments
+    from rolling_calib.core.calibration import Calibration
     from rolling_calib.core.metrics import rolling_calibrated_quadratic_loss
     from rolling_calib.core.validation import CALIBRATION_PERIODS
 
@@ -148,7 +149,8 @@ def test_yaml_cli_and_metrics_accept_the_same_periods(tmp_path):
         path = _write(tmp_path, {"rolling": {**rolling, "calibration": {"period": period}}})
         assert read_rolling(path).calibration.period == period
         assert parser.parse_args(["--period", str(period)]).period == period
-        assert rolling_calibrated_quadratic_loss([0.0] * len(days), [1.0] * len(days), days, period=period).cql == 0.0
+        rule = Calibration(period=period)
+        assert rolling_calibrated_quadratic_loss([0.0] * len(days), [1.0] * len(days), days, calibration=rule).cql == 0.0
     for period in ("fortnight", 0):
         path = _write(tmp_path, {"rolling": {**rolling, "calibration": {"period": period}}})
         with pytest.raises(ConfigError, match=r"rolling\.calibration\.period: expected"):
@@ -156,7 +158,7 @@ def test_yaml_cli_and_metrics_accept_the_same_periods(tmp_path):
         with pytest.raises(SystemExit):
             parser.parse_args(["--period", str(period)])
         with pytest.raises(ValueError, match=r"^period: expected"):
-            rolling_calibrated_quadratic_loss([0.0] * len(days), [1.0] * len(days), days, period=period)
+            Calibration(period=period)
 
 
 def test_missing_data_directory(tiny_data, tmp_path):
