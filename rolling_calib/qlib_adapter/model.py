@@ -26,7 +26,9 @@ Differences from Qlib's ``LSTM`` (each one deliberate):
   empty valid part early stopping is off and the last epoch is kept.
 * **Label scale**: the network learns a standardised label
   ``(y - mean) / std`` (stats of the training segment), and :meth:`predict` returns
-  ``mean + std * output`` -- predictions are in the label's units (basis points).
+  ``mean + std * output`` -- predictions are in the label's units (basis points; the learned
+  label's units when the handler has ``learn_processors``: the model trains and early-stops on
+  ``dataset.prepare(..., data_key=DK_L)``, as Qlib's models do).
 
 Loss: mean squared error on the standardised label,
 ``L = mean_i (f(x_i) - (y_i - m) / s)^2`` (+ the optimiser's L2 term).
@@ -64,6 +66,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from qlib.data.dataset.handler import DataHandlerLP
 from qlib.log import get_module_logger
 from qlib.model.base import Model
 
@@ -556,8 +559,9 @@ class RollingLSTM(Model):
         if not isinstance(dataset, MinuteTSDataset):
             raise ValueError(f"dataset: expected a rolling_calib.qlib_adapter.dataset.MinuteTSDataset, found {type(dataset).__name__}")
         self._apply_threads()
-        train = dataset.prepare("train")
-        valid = dataset.prepare("valid")
+        # Qlib's convention: a model learns from the handler's learn data (learn-processed labels)
+        train = dataset.prepare("train", data_key=DataHandlerLP.DK_L)
+        valid = dataset.prepare("valid", data_key=DataHandlerLP.DK_L)
         if train.empty:
             raise ValueError(f"dataset segment 'train' = {dataset.segments.get('train')}: expected labelled bars, found none")
         if self.d_feat != len(FEATURE_NAMES):
