@@ -311,9 +311,10 @@ class BarPanel:
         return (self.label if label is None else label)[inst, col]
 
     def learned_label(self, processors: list) -> np.ndarray:
-        """:attr:`label` through Qlib label ``processors`` (:func:`~rolling_calib.qlib_adapter.label_processors.apply_label_processors`).
+        """:attr:`label` through Qlib label ``processors`` (:func:`.label_processors.apply_label_processors`).
 
-        Kept with the panel per processors' state, so the seeds of a window compute it once.
+        Kept with the panel per processors' state (a digest of their pickle), so the seeds of a
+        window compute it once; ``(n_instruments, n_minutes)`` float32 (4 bytes a bar).
         """
         key = processors_key(processors)
         cache = self.__dict__.setdefault("_learned", {})

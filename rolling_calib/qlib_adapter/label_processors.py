@@ -193,14 +193,22 @@ class NoProcessors(Constraint):
     def found(self, value: Any) -> str:
         if not isinstance(value, (list, tuple)):
             return describe_found(value)
-        names = [c.get("class", c) if isinstance(c, dict) else c if isinstance(c, str) else type(c).__name__ for c in value]
-        return "[" + ", ".join(str(n) for n in names) + "]"
+        return "[" + ", ".join(_name(c) for c in value) + "]"
+
+
+def _name(config: Any) -> str:
+    """The class a processor config names (``{class: ...}``, a class name, an instance)."""
+    if isinstance(config, dict):
+        return str(config.get("class", config))
+    return config if isinstance(config, str) else type(config).__name__
 
 
 def build_label_processors(configs: Sequence[Any], *, name: str = "learn_processors") -> list[_Processor]:
     """Qlib processor instances of ``configs``; ``ValueError`` naming the first one that is not a label processor."""
-    check(name, configs, LabelProcessors())
-    return _first_problem(configs)[0]
+    built, problem = _first_problem(configs)
+    if problem is not None:
+        check(name, configs, LabelProcessors())  # raises, in the one message format
+    return built
 
 
 def processors_key(processors: Sequence[_Processor]) -> str | None:
