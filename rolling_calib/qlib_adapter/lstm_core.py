@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from qlib.data.dataset.handler import DataHandlerLP
 from qlib.log import get_module_logger
 from qlib.model.base import Model
 
@@ -241,8 +242,9 @@ class LSTMCore(Model):
         if not isinstance(dataset, MinuteTSDataset):
             raise ValueError(f"dataset: expected a rolling_calib.qlib_adapter.dataset.MinuteTSDataset, found {type(dataset).__name__}")
         self.apply_threads()
-        train = dataset.prepare("train")
-        valid = dataset.prepare("valid")
+        # Qlib's convention: a model learns from the handler's learn data (learn-processed labels)
+        train = dataset.prepare("train", data_key=DataHandlerLP.DK_L)
+        valid = dataset.prepare("valid", data_key=DataHandlerLP.DK_L)
         if train.empty:
             raise ValueError(f"dataset segment 'train' = {dataset.segments.get('train')}: expected labelled bars, found none")
         if self.d_feat != len(FEATURE_NAMES):

@@ -27,7 +27,9 @@ Differences from Qlib's ``LSTM`` (each one deliberate):
   empty valid part early stopping is off and the last epoch is kept.
 * **Label scale**: the network learns a standardised label
   ``(y - mean) / std`` (stats of the training segment), and :meth:`predict` returns
-  ``mean + std * output`` -- predictions are in the label's units (basis points).
+  ``mean + std * output`` -- predictions are in the label's units (basis points; the learned
+  label's units when the handler has ``learn_processors``: the model trains and early-stops on
+  ``dataset.prepare(..., data_key=DK_L)``, as Qlib's models do).
 
 Loss: mean squared error on the standardised label,
 ``L = mean_i (f(x_i) - (y_i - m) / s)^2`` (+ the optimiser's L2 term).
@@ -59,6 +61,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from qlib.data.dataset.handler import DataHandlerLP
 from qlib.log import get_module_logger
 
 from rolling_calib.core.atomic import atomic_write
