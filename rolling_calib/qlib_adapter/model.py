@@ -61,7 +61,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from qlib.data.dataset.handler import DataHandlerLP
 from qlib.log import get_module_logger
 
 from rolling_calib.core.atomic import atomic_write
