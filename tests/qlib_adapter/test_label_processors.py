@@ -312,12 +312,12 @@ def test_model_trained_on_cszscorenorm_predicts_in_its_units(store, dataset):
 def test_stacked_fit_trains_on_dk_l_too(store):
     from qlib.utils import init_instance_by_config
 
-    from rolling_calib.qlib_adapter.model import RollingLSTM
+    from rolling_calib.qlib_adapter.stacked import fit_stack
 
     use_store(store)
     ds = init_instance_by_config(dataset_config(handler=handler_config(learn_processors=[ZSCORE])))
     models = [init_instance_by_config(model_config(seed=s, n_epochs=1)) for s in (1, 2)]
-    RollingLSTM.fit_stack(models, ds)
+    fit_stack(models, ds)
     alone = _fit(ds, seed=1, n_epochs=1)
     for m in models:
         assert m.label_std == alone.label_std and m.last_fit_info["n_train"] == alone.last_fit_info["n_train"]
