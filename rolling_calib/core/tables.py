@@ -13,9 +13,9 @@ pipeline                QL (bp²)
 a long pipeline name       309.9
 wd1e-2                   0.00021
 >>> print(format_table([["x", None]], ["name", "value"], style="markdown"))
-| name   | value   |
-|:-------|:--------|
-| x      | n/a     |
+| name   |   value |
+|:-------|--------:|
+| x      |     n/a |
 """
 
 from __future__ import annotations
