@@ -19,7 +19,7 @@ first row), then computes with :mod:`rolling_calib.core.diagnostics`:
   against its squared change;
 * a one-line verdict (:func:`rolling_calib.core.diagnostics.verdict`).
 
-The split uses each period's pooled mean residual (METHOD 2.2's rule), whatever bias mode
+The split uses each period's pooled mean residual (the rule of docs/method.md §2.2), whatever bias mode
 CQL is scored with.
 
 Example
@@ -411,7 +411,7 @@ def diagnose_store(
     ----------
     store : path
         A result store.
-    period, bias : calibration rule for CQL (METHOD 2.2: month, pooled); ignored when ``scores`` is given.
+    period, bias : calibration rule for CQL (docs/method.md §2.2: month, pooled); ignored when ``scores`` is given.
     pipelines : sequence of str, optional
         Restrict to these pipelines (default: all).
     pairs : sequence of (str, str), optional

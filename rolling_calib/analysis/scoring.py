@@ -2,7 +2,7 @@
 
 A *run* is one seed of one pipeline: its windows' predictions merged over the
 whole evaluation period. For every run :func:`score_store` computes, through
-:func:`rolling_calib.core.metrics.rolling_calibrated_quadratic_loss` (METHOD 2.2)::
+:func:`rolling_calib.core.metrics.rolling_calibrated_quadratic_loss` (docs/method.md §2.2)::
 
     c_k  = mean over month k-1 of (y - p)            (pooled over instruments by default)
     CQL  = mean over months 2..K of (y - (p + c_k))^2
@@ -433,10 +433,10 @@ def score_store(
     store : path
         A store written by :func:`rolling_calib.execution.runner.run_plan`.
     period : "month", "week", "quarter" or int
-        Calibration period (METHOD 2.2: month).
+        Calibration period (docs/method.md §2.2: month).
     bias : "pooled" or "per_instrument"
     source : "previous" or "validation"
-        Bias from the previous period (METHOD 2.2) or from each window's own validation
+        Bias from the previous period (docs/method.md §2.2) or from each window's own validation
         predictions (stores written since they are kept; older stores are refused).
     pipelines : sequence of str, optional
         Restrict to these pipelines (default: all in the manifest).

@@ -114,7 +114,7 @@ def add_calibration_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--period", type=_period, default=None, metavar="PERIOD",
         help=f"calibration period: {', '.join(CALIBRATION_PERIODS)} or N trading days "
-        "(METHOD 2.2: month; default: the store's config, else month)",
+        "(docs/method.md §2.2: month; default: the store's config, else month)",
     )
     parser.add_argument(
         "--bias", choices=BIAS_MODES, default=None,

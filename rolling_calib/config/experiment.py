@@ -198,7 +198,7 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, sou
 # --------------------------------------------------------------------------- typed sections
 @dataclass(frozen=True)
 class CalibrationConfig:
-    """How the rolling calibrated quadratic loss is computed (METHOD 2.2).
+    """How the rolling calibrated quadratic loss is computed (docs/method.md §2.2).
 
     Attributes
     ----------
@@ -226,7 +226,7 @@ class RollingConfig:
     initial_train_start, start, end : str
         Months ``YYYY-MM``: first training month, first and last evaluated month.
     step_months : int
-        Months predicted by one model before it is fine-tuned / retrained (6 in METHOD 3.3).
+        Months predicted by one model before it is fine-tuned / retrained (6 in docs/method.md §3.3).
     valid_months : int
         Months before each test segment used for early stopping.
     mode : "finetune" or "scratch"

@@ -1,6 +1,6 @@
 """Vanilla and calibrated evaluation metrics: pure functions on arrays.
 
-This module implements METHOD section 2: the calibrated-metric framework. Every
+This module implements docs/method.md §2: the calibrated-metric framework. Every
 function takes plain arrays (anything :func:`numpy.asarray` accepts), validates
 them, and returns numbers or small result objects. It knows nothing of Qlib,
 torch or any runner; pandas is used only for the per-period table of the rolling
@@ -238,7 +238,7 @@ def fit_mean_residual(predictions: Any, labels: Any) -> float:
 
 
 def calibrated_quadratic_loss(predictions: Any, labels: Any, *, bias_part: Any) -> float:
-    """Calibrated quadratic loss (METHOD 2.1).
+    """Calibrated quadratic loss (docs/method.md §2.1).
 
     ``c* = mean_{i in B} (y_i - p_i)``, ``q_i = p_i + c*`` and
     ``CQL = mean_{i in R} (y_i - q_i)^2`` where ``B`` is the bias part and ``R``
@@ -762,7 +762,7 @@ def rolling_calibrated_quadratic_loss(
     valid_windows: Any = None,
     valid_instruments: Any = None,
 ) -> RollingCQL:
-    """Time-rolling calibrated quadratic loss (METHOD 2.2).
+    """Time-rolling calibrated quadratic loss (docs/method.md §2.2).
 
     Rows are cut into periods ``1..K`` (calendar months by default). For a
     scored period ``k`` the bias is the mean residual of the period before it,
@@ -1305,7 +1305,7 @@ def fit_logit_shift_rows(logits: Any, labels: Any) -> np.ndarray:
 
 
 def fit_logit_shift(probabilities: Any, labels: Any, *, from_logits: bool = False) -> float:
-    """Logit shift ``c*`` of the calibrated log loss (METHOD 2.3).
+    """Logit shift ``c*`` of the calibrated log loss (docs/method.md §2.3).
 
     Sign convention: ``q_i = g_c(p_i) = sigmoid(logit(p_i) - c)``, so a positive
     ``c`` lowers every probability. ``c*`` minimises the convex objective
@@ -1331,7 +1331,7 @@ def fit_logit_shift(probabilities: Any, labels: Any, *, from_logits: bool = Fals
 def calibrated_log_loss(
     probabilities: Any, labels: Any, *, bias_part: Any, from_logits: bool = False
 ) -> float:
-    """Calibrated log loss (METHOD 2.3).
+    """Calibrated log loss (docs/method.md §2.3).
 
     Fit ``c*`` on the bias part with :func:`fit_logit_shift`, shift the remaining
     part's logits, ``q_i = sigmoid(logit(p_i) - c*)``, and return the log loss of
@@ -1365,7 +1365,7 @@ def _background_entropy(y: np.ndarray) -> float:
 
 
 def normalized_cross_entropy(probabilities: Any, labels: Any, *, from_logits: bool = False) -> float:
-    """Normalized cross-entropy (METHOD 2.5).
+    """Normalized cross-entropy (docs/method.md §2.5).
 
     ``NCE = LL(p, y) / H(ybar)``, ``H(ybar) = -(ybar log ybar + (1 - ybar) log(1 - ybar))``,
     with ``ybar`` the positive rate of the labels scored. Below 1 means better than
@@ -1520,7 +1520,7 @@ def _solve_inverse_temperature(z: np.ndarray, y: np.ndarray) -> float:
 
 
 def fit_temperature(probabilities: Any, labels: Any, *, from_logits: bool = True) -> float:
-    """Temperature ``T > 0`` minimising the NLL of ``softmax(z / T)`` (METHOD 2.4).
+    """Temperature ``T > 0`` minimising the NLL of ``softmax(z / T)`` (docs/method.md §2.4).
 
     Solved for ``b = 1/T``: ``N(b) = sum_i [logsumexp(b z_i) - b z_{i, y_i}]`` is
     convex in ``b``; its derivative is ``sum_i (E_{softmax(b z_i)}[z] - z_{i, y_i})``.

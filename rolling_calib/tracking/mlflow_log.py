@@ -17,7 +17,7 @@ Layout in MLflow (experiment = the store's ``experiment_name`` unless given)::
 
 ``ql`` is the plain quadratic loss over all months, ``ql_scored`` over months
 2..K (the rows CQL scores), ``cql`` the rolling calibrated quadratic loss
-(METHOD 2.2) with the store's calibration settings. A month's CQL is absent for
+(docs/method.md §2.2) with the store's calibration settings. A month's CQL is absent for
 the first month (it only supplies the bias).
 
 The default tracking URI is ``sqlite:///<STORE>/mlflow.db``; any URI MLflow
