@@ -1,4 +1,4 @@
-"""Wall time of the synthetic experiments (METHOD 3.1, 3.2) against a per-run scikit-learn loop.
+"""Wall time of the synthetic experiments (docs/method.md §3.1, §3.2) against a per-run scikit-learn loop.
 
 Runs the full protocols (default 100 rounds x 100 runs per pipeline) with the
 vectorised implementation in ``rolling_calib.core.synthetic_experiments`` and prints the wall times

@@ -1,4 +1,4 @@
-"""Measured compute estimate of the full METHOD 3.3 sweep (workflows/paper/paper.yaml) on this machine.
+"""Measured compute estimate of the full docs/method.md §3.3 sweep (workflows/paper/paper.yaml) on this machine.
 
 Method (samples/s x samples):
 
@@ -322,7 +322,7 @@ def estimate(args: argparse.Namespace, tmp: Path) -> int:
     if args.json:
         print(json.dumps(result, indent=2, default=str))
         return 0
-    print(f"\nMETHOD 3.3 as one sweep: {len(rows)} pipelines x {seeds} seeds x {len(windows)} windows = {units} units, "
+    print(f"\ndocs/method.md §3.3 as one sweep: {len(rows)} pipelines x {seeds} seeds x {len(windows)} windows = {units} units, "
           f"{n_inst} instruments")
     print(f"samples per seed of a pipeline (all windows): train {samples['train']:,.0f} (x epochs), "
           f"valid {samples['valid']:,.0f} (x epochs), test {samples['test']:,.0f}, bars loaded {samples['bars_loaded']:,.0f}")

@@ -6,7 +6,7 @@ otherwise -- into a Qlib provider directory.
 
 Public API
 ----------
-``DEFAULT_SYMBOLS``      the 25 stocks of METHOD 3.3, in that order
+``DEFAULT_SYMBOLS``      the 25 stocks of docs/method.md §3.3, in that order
 ``UNIVERSE_NAME``        ``"us25"``: ``instruments/us25.txt``
 ``FIELDS``               ``("open", "high", "low", "close", "volume", "vwap", "factor")``
 ``build_synthetic_store(out_dir, *, start, end, symbols, seed, progress) -> Path``

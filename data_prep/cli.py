@@ -58,7 +58,7 @@ def _register_synth(sub) -> None:
     p.add_argument(
         "--symbols", metavar="LIST",
         default=None,
-        help="comma-separated symbols (default: the 25 of METHOD 3.3)",
+        help="comma-separated symbols (default: the 25 of docs/method.md §3.3)",
     )
     p.add_argument("--seed", type=int, metavar="N", default=0, help="random seed; recorded in DIR/meta.json (default 0)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")

@@ -4,7 +4,7 @@ Layout of a store directory (what ``qlib.init(provider_uri={"1min": DIR}, region
 
     DIR/calendars/1min.txt                 one bar per line, "YYYY-MM-DD HH:MM:SS", naive NY time
     DIR/instruments/all.txt                "SYMBOL<TAB>first bar<TAB>last bar" per symbol
-    DIR/instruments/us25.txt               same, for the named universe (METHOD 3.3's 25 stocks)
+    DIR/instruments/us25.txt               same, for the named universe (the 25 stocks of docs/method.md §3.3)
     DIR/features/<symbol>/<field>.1min.bin little-endian float32; value 0 is the index in the
                                            calendar of the first bar, then one value per bar
     DIR/meta.json                          how the store was made (source, seed, counts, ...)
@@ -144,7 +144,7 @@ FREQS: tuple[str, ...] = ("1min", "day")
 _CAL_FORMAT = {"1min": "%Y-%m-%d %H:%M:%S", "day": "%Y-%m-%d"}
 #: Fields written for every symbol (Qlib's handlers read $open ... $vwap, $factor).
 FIELDS: tuple[str, ...] = ("open", "high", "low", "close", "volume", "vwap", "factor")
-#: Name of the universe file of METHOD 3.3's 25 stocks.
+#: Name of the universe file of the 25 stocks of docs/method.md §3.3.
 UNIVERSE_NAME = "us25"
 META_FILE = "meta.json"
 

@@ -122,7 +122,7 @@ __all__ = [
     "build_synthetic_store",
 ]
 
-#: The 25 stocks of METHOD 3.3, in that order.
+#: The 25 stocks of docs/method.md §3.3, in that order.
 DEFAULT_SYMBOLS: tuple[str, ...] = (
     "DIS", "VZ", "JPM", "GE", "COP", "F", "MSFT", "XOM", "AAPL", "CMCSA",
     "WFC", "PFE", "INTC", "GILD", "CVX", "BAC", "GM", "SBUX", "T", "C",
@@ -598,7 +598,7 @@ def build_synthetic_store(
     start, end : date-like
         Inclusive range of calendar dates.
     symbols : sequence of str
-        Default: the 25 of METHOD 3.3.
+        Default: the 25 of docs/method.md §3.3.
     seed : int
         Every random draw derives from it; same seed, same bars.
     params : MarketParams

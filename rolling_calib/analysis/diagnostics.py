@@ -19,7 +19,7 @@ training window of each period's first row), then computes with :mod:`rolling_ca
   against its squared change;
 * a one-line verdict (:func:`rolling_calib.core.diagnostics.verdict`).
 
-The split uses each period's pooled mean residual (METHOD 2.2's rule), whatever bias mode
+The split uses each period's pooled mean residual (the rule of docs/method.md §2.2), whatever bias mode
 CQL is scored with.
 
 Example

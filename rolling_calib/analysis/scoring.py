@@ -2,7 +2,7 @@
 
 A *run* is one seed of one pipeline: its windows' predictions merged over the
 whole evaluation period. For every run :func:`score_store` computes, through
-:func:`rolling_calib.core.metrics.rolling_calibrated_quadratic_loss` (METHOD 2.2)::
+:func:`rolling_calib.core.metrics.rolling_calibrated_quadratic_loss` (docs/method.md §2.2)::
 
     c_k  = mean over month k-1 of (y - p)            (pooled over instruments by default)
     CQL  = mean over months 2..K of (y - (p + c_k))^2
@@ -160,7 +160,7 @@ def score_store(
     store : path
         A store written by :func:`rolling_calib.execution.runner.run_plan`.
     calibration : Calibration, optional
-        The calibration rule (METHOD 2.2: monthly periods, one pooled bias from the previous
+        The calibration rule (docs/method.md §2.2: monthly periods, one pooled bias from the previous
         month). Default: the rule the store's experiment declared (its ``rolling.calibration``).
         ``source='validation'`` needs the windows' validation predictions (stores written since
         they are kept; older stores are refused, naming the fix).

@@ -149,7 +149,7 @@ def format_sweep(result: SweepResult, *, digits: int = 4) -> str:
         lines += ["", f"Note: only {fewest} run(s) for some configuration; with fewer than about 5 seeds the "
                       "bootstrap intervals below are too narrow to trust (a resample of 2 runs has few distinct values)."]
     lines += ["", "CQL removes each month's output bias before scoring, so it cannot see an improvement that is "
-                  "only a better-calibrated bias (METHOD 4); QL is the ground truth that picks the better of a pair."]
+                  "only a better-calibrated bias (docs/method.md §4); QL is the ground truth that picks the better of a pair."]
     for m, mat in result.matrices.items():
         lines += ["", f"## Pairwise accuracy by {m}: P(row beats column) [{pct}% bootstrap CI, "
                       f"n_boot={mat.n_boot}, seed={mat.seed}]", "", _markdown(mat.to_table().reset_index(names="")),

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import sys
+from pathlib import Path
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -45,6 +46,12 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
+    from rolling_calib.config.workflows import workflows_dir
+
+    try:
+        workflows = workflows_dir()
+    except FileNotFoundError:  # an install without its data: `demo` then reports it; the other commands work
+        workflows = Path("workflows")
     parser = subparsers.add_parser(
         "demo",
         help="run the whole method on a synthetic market in a few minutes (start here)",
@@ -54,12 +61,17 @@ def register(subparsers) -> None:
             "windows) on a local process pool, print the QL-vs-CQL comparison and write the HTML report. "
             "Re-running reuses the data and completed units."
         ),
-        epilog="Scale up: rolling-calib run workflows/method33.yaml --store runs/m33 --workers 8 (see README).",
+        epilog=(f"The experiment files (the repository's workflows/) are installed in {workflows}. "
+                f"Scale up: rolling-calib run {workflows / 'method33.yaml'} --store runs/m33 --workers 8 "
+                "(see README)."),
     )
     parser.add_argument("--out", default="demo_out", metavar="DIR", help="output directory (default demo_out)")
     parser.add_argument("--workers", type=int, default=2, metavar="K", help="worker processes (default 2)")
-    parser.add_argument("--seeds", type=int, default=10, metavar="N", help="seeds per pipeline (default 10, as in METHOD 3.3)")
-    parser.add_argument("--config", default=None, metavar="YAML", help="experiment file (default workflows/demo.yaml)")
+    parser.add_argument("--seeds", type=int, default=None, metavar="N",
+                        help="seeds per pipeline (default: the file's rolling.seeds, 10 in the demo file, "
+                             "as in docs/method.md §3.3)")
+    parser.add_argument("--config", default=None, metavar="YAML",
+                        help=f"experiment file (default {workflows / 'demo.yaml'})")
     parser.add_argument("--n-boot", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
     parser.add_argument("--no-tracking", action="store_true", help="do not log the store to MLflow")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON (no progress bars)")

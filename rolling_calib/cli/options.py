@@ -136,7 +136,7 @@ def add_rule_arguments(parser: argparse.ArgumentParser, *, paper_defaults: bool 
         "differ, so no retraining; default: the store's rolling.label)")
     group.add_argument(
         "--period", type=_period, default=None, metavar="PERIOD",
-        help=f"calibration period: {', '.join(CALIBRATION_PERIODS)} or N trading days (METHOD 2.2: month; "
+        help=f"calibration period: {', '.join(CALIBRATION_PERIODS)} or N trading days (docs/method.md §2.2: month; "
         f"{default('month')})")
     group.add_argument(
         "--bias", choices=BIAS_MODES, default=None,

@@ -1,4 +1,4 @@
-"""``rolling-calib synthetic linear|logistic``: the source's synthetic experiments (METHOD 3.1, 3.2).
+"""``rolling-calib synthetic linear|logistic``: the source's synthetic experiments (docs/method.md §3.1, §3.2).
 
 Prints Acc (mean +- standard error over rounds) of the vanilla metric on the whole
 evaluation set, of the vanilla metric on the remaining part only, and of the
@@ -20,11 +20,11 @@ from rolling_calib.cli.options import checked
 
 _DESCRIPTION = {
     "linear": (
-        "Synthetic linear regression (METHOD 3.1): OLS pipelines A (20 features) vs B (19), "
+        "Synthetic linear regression (docs/method.md §3.1): OLS pipelines A (20 features) vs B (19), "
         "scored by quadratic loss (QL) and calibrated quadratic loss (CQL)."
     ),
     "logistic": (
-        "Synthetic logistic regression (METHOD 3.2): logistic pipelines A (20 features) vs B (19), "
+        "Synthetic logistic regression (docs/method.md §3.2): logistic pipelines A (20 features) vs B (19), "
         "scored by log loss (LL) and calibrated log loss (CLL)."
     ),
 }
@@ -88,14 +88,14 @@ def register(subparsers) -> None:
     )
     parser.set_defaults(func=handler)
     experiments = parser.add_subparsers(title="experiments", dest="experiment", metavar="EXPERIMENT", required=True)
-    linear = experiments.add_parser("linear", help="OLS, QL vs CQL (METHOD 3.1)", description=_DESCRIPTION["linear"], epilog=_EPILOG)
+    linear = experiments.add_parser("linear", help="OLS, QL vs CQL (docs/method.md §3.1)", description=_DESCRIPTION["linear"], epilog=_EPILOG)
     _add_common(linear, n_bias=1000)
     noise = linear.add_argument_group("noise")
     noise.add_argument("--noise-mean", type=_param("noise_mean", float), default=1.0, help="mean of the label noise (default: 1.0)")
     noise.add_argument("--noise-std", type=_param("noise_std", float), default=2.0, help="standard deviation of the label noise (default: 2.0)")
     _add_output(linear)
     linear.set_defaults(func=handler)
-    logistic = experiments.add_parser("logistic", help="logistic regression, LL vs CLL (METHOD 3.2)",
+    logistic = experiments.add_parser("logistic", help="logistic regression, LL vs CLL (docs/method.md §3.2)",
                                       description=_DESCRIPTION["logistic"], epilog=_EPILOG)
     _add_common(logistic, n_bias=2000)
     fit = logistic.add_argument_group("fit")

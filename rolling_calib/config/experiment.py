@@ -54,9 +54,11 @@ keys in our sections (named by their full dotted path), wrong types, a missing d
 months outside the store's calendar, and model / dataset / handler keyword
 arguments that the classes do not accept (checked against their signatures).
 
-Relative paths (``provider_uri``, ``BASE_CONFIG_PATH``, pipeline files) are resolved
-like ``qrun`` does for the data: ``provider_uri`` against the current directory,
-included files against the including file's directory.
+The file is read as ``qrun`` reads it (:mod:`rolling_calib.config.qrun_yaml`: a Jinja2
+template over environment variables, then ruamel.yaml's YAML 1.2). Relative paths are
+resolved as ``qrun`` resolves them: ``provider_uri`` against the current directory,
+``BASE_CONFIG_PATH`` against the current directory first, then the including file's
+directory; pipeline files (ours) against the including file's directory.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ from typing import Any
 import pandas as pd
 
 from rolling_calib.core.calibration import Calibration
+from rolling_calib.config.qrun_yaml import find_base, load_yaml
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.core.schedule import (
     ROLLING_OPTIONS,
@@ -198,7 +201,7 @@ class RollingConfig:
     initial_train_start, start, end : str
         Months ``YYYY-MM``: first training month, first and last evaluated month.
     step_months : int
-        Months predicted by one model before it is fine-tuned / retrained (6 in METHOD 3.3).
+        Months predicted by one model before it is fine-tuned / retrained (6 in docs/method.md §3.3).
     valid_months : int
         Months before each test segment used for early stopping.
     mode : "finetune" or "scratch"
@@ -308,56 +311,21 @@ class ExperimentConfig:
 
 
 # --------------------------------------------------------------------------- helpers
-def load_yaml(path: Path) -> dict:
-    """Read a YAML mapping as ``qrun`` reads it; errors name the file and line.
-
-    ``qrun`` loads workflows with ruamel's safe loader (YAML 1.2), so this does too: ``1e-3``
-    is the float 0.001 (PyYAML's YAML 1.1 would read the string ``'1e-3'``), and a key
-    written twice in one mapping is an error instead of silently keeping the last value.
-    """
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: config file not found")
-    try:
-        data = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = exc.problem or exc.context or str(exc)
-        if "duplicate key" in problem:
-            first = f" (first at line {exc.context_mark.line + 1})" if exc.context_mark is not None else ""
-            raise ConfigError(f"{where}: duplicate key: {problem.split('duplicate key', 1)[1].strip()}{first}; "
-                              "a key may appear once per mapping") from exc
-        raise ConfigError(f"{where}: invalid YAML: {problem}") from exc
-    except YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, found {type(data).__name__}")
-    return data
-
-
 def _read_with_base(path: Path, *, seen: tuple[Path, ...] = ()) -> dict:
-    """Load ``path``, merging ``BASE_CONFIG_PATH`` files first (Qlib's ``update_config``)."""
+    """Load ``path`` as ``qrun`` does, merging ``BASE_CONFIG_PATH`` files first (Qlib's ``update_config``).
+
+    Only the file given (``seen`` empty) is a template, as in ``qrun``; see :mod:`rolling_calib.config.qrun_yaml`.
+    """
     path = Path(path).resolve()
     if path in seen:
         raise ConfigError(f"{path}: BASE_CONFIG_PATH cycle through {' -> '.join(map(str, seen))}")
-    data = load_yaml(path)
+    data = load_yaml(path, template=not seen)
     base_ref = data.pop("BASE_CONFIG_PATH", None)
     if base_ref is None:
         return data
     if not isinstance(base_ref, str):
         raise ConfigError(f"{path}: BASE_CONFIG_PATH: expected a file path string, found {base_ref!r}")
-    base_path = Path(base_ref)
-    if not base_path.is_absolute():
-        base_path = path.parent / base_path
-    if not base_path.is_file():
-        raise ConfigError(f"{path}: BASE_CONFIG_PATH: file not found: {base_path}")
-    base = _read_with_base(base_path, seen=seen + (path,))
+    base = _read_with_base(find_base(base_ref, path), seen=seen + (path,))
     # pipelines and comparisons are lists of experiments, not settings: the including file's replace the base's
     replaced = {key: data.pop(key) for key in REPLACED_KEYS if key in data}
     merged = merge_base_config(base, data)

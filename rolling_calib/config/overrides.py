@@ -1,20 +1,17 @@
-"""The one ``--set KEY=VALUE`` parser: values read with YAML scalar rules, as ``qrun``'s YAML reads them."""
+"""The one ``--set KEY=VALUE`` parser: values read as ``qrun``'s YAML reads them (YAML 1.2)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
-import yaml
+from rolling_calib.config.qrun_yaml import parse_scalar
 
 __all__ = ["parse_set", "parse_value"]
 
-_FLOAT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
-
 
 def parse_value(text: str) -> Any:
-    """Read one value with YAML scalar rules (plus ``5e-6``-style floats, as YAML 1.2 and ``qrun`` read them).
+    """Read one value as a workflow file's value is read (:func:`rolling_calib.config.qrun_yaml.parse_scalar`).
 
     Examples
     --------
@@ -22,12 +19,7 @@ def parse_value(text: str) -> Any:
     [32, 5e-06, 0.5, True, None, 'adam']
     """
     stripped = text.strip()
-    try:
-        value = yaml.safe_load(stripped)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"not a YAML scalar: {stripped!r} ({getattr(exc, 'problem', exc)})") from exc
-    if isinstance(value, str) and _FLOAT_RE.match(stripped):
-        return float(stripped)  # PyYAML (YAML 1.1) reads "5e-6" as a string
+    value = parse_scalar(stripped)
     if isinstance(value, (dict, list)):
         raise ValueError(f"expected a scalar, found {stripped!r}")
     return value

@@ -1,4 +1,4 @@
-"""The calibration rule of the rolling calibrated quadratic loss (METHOD 2.2), as one value.
+"""The calibration rule of the rolling calibrated quadratic loss (docs/method.md §2.2), as one value.
 
 A :class:`Calibration` says how CQL shifts each period's predictions before scoring them:
 the period (``month``, ``week``, ``quarter`` or N trading days), the bias mode (one pooled
@@ -68,7 +68,7 @@ _PERIOD_WORDS = {"month": ("monthly", "month"), "week": ("weekly", "week"), "qua
 
 @dataclass(frozen=True, kw_only=True)
 class Calibration:
-    """How the rolling CQL calibrates each period (METHOD 2.2); validated when made.
+    """How the rolling CQL calibrates each period (docs/method.md §2.2); validated when made.
 
     Attributes
     ----------

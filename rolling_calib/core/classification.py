@@ -1,6 +1,6 @@
 """Calibrated classification losses: binary log loss and NCE with a logit shift, multiclass with a temperature.
 
-METHOD 2.3 to 2.5, as pure functions on arrays (checked by :mod:`rolling_calib.core.array_checks`).
+docs/method.md §2.3 to 2.5, as pure functions on arrays (checked by :mod:`rolling_calib.core.array_checks`).
 Probabilities must lie in ``[0, 1]``; before taking logarithms they are clipped to
 ``[EPS, 1 - EPS]`` with ``EPS = numpy.finfo(float64).eps`` (about 2.2e-16), the same clipping
 scikit-learn's ``log_loss`` applies to float64 input.
@@ -200,7 +200,7 @@ def fit_logit_shift_rows(logits: Any, labels: Any) -> np.ndarray:
 
 
 def fit_logit_shift(probabilities: Any, labels: Any, *, from_logits: bool = False) -> float:
-    """Logit shift ``c*`` of the calibrated log loss (METHOD 2.3).
+    """Logit shift ``c*`` of the calibrated log loss (docs/method.md §2.3).
 
     Sign convention: ``q_i = g_c(p_i) = sigmoid(logit(p_i) - c)``, so a positive
     ``c`` lowers every probability. ``c*`` minimises the convex objective
@@ -226,7 +226,7 @@ def fit_logit_shift(probabilities: Any, labels: Any, *, from_logits: bool = Fals
 def calibrated_log_loss(
     probabilities: Any, labels: Any, *, bias_part: Any, from_logits: bool = False
 ) -> float:
-    """Calibrated log loss (METHOD 2.3).
+    """Calibrated log loss (docs/method.md §2.3).
 
     Fit ``c*`` on the bias part with :func:`fit_logit_shift`, shift the remaining
     part's logits, ``q_i = sigmoid(logit(p_i) - c*)``, and return the log loss of
@@ -260,7 +260,7 @@ def _background_entropy(y: np.ndarray) -> float:
 
 
 def normalized_cross_entropy(probabilities: Any, labels: Any, *, from_logits: bool = False) -> float:
-    """Normalized cross-entropy (METHOD 2.5).
+    """Normalized cross-entropy (docs/method.md §2.5).
 
     ``NCE = LL(p, y) / H(ybar)``, ``H(ybar) = -(ybar log ybar + (1 - ybar) log(1 - ybar))``,
     with ``ybar`` the positive rate of the labels scored. Below 1 means better than
@@ -415,7 +415,7 @@ def _solve_inverse_temperature(z: np.ndarray, y: np.ndarray) -> float:
 
 
 def fit_temperature(probabilities: Any, labels: Any, *, from_logits: bool = True) -> float:
-    """Temperature ``T > 0`` minimising the NLL of ``softmax(z / T)`` (METHOD 2.4).
+    """Temperature ``T > 0`` minimising the NLL of ``softmax(z / T)`` (docs/method.md §2.4).
 
     Solved for ``b = 1/T``: ``N(b) = sum_i [logsumexp(b z_i) - b z_{i, y_i}]`` is
     convex in ``b``; its derivative is ``sum_i (E_{softmax(b z_i)}[z] - z_{i, y_i})``.

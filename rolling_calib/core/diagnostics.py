@@ -2,7 +2,7 @@
 
 Everything here works on per-run, per-period summaries held as 2-D arrays of shape
 ``(n_seeds, n_periods)``: row ``r`` is one run (seed) of a pipeline, column ``k`` one
-calibration period (METHOD 2.2: a calendar month), the same periods for every seed.
+calibration period (docs/method.md §2.2: a calendar month), the same periods for every seed.
 
 **The split of the seed variance.** For run ``r`` and period ``k`` with residuals
 ``e = y - p`` over the period's rows::

@@ -1,7 +1,7 @@
-"""An exclusive advisory lock on a file, waited for up to a timeout (``fcntl.flock``).
+"""An exclusive lock on a file, waited for up to a timeout: :class:`filelock.FileLock`.
 
-The operating system drops the lock when its holder dies (``kill -9`` included), so a lock file
-left behind never blocks anyone.
+On Unix ``filelock`` takes an ``fcntl.flock``, which the operating system drops when its holder
+dies (``kill -9`` included), so a lock file left behind never blocks anyone.
 
 Examples
 --------
@@ -15,11 +15,10 @@ True
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 __all__ = ["exclusive_file_lock"]
 
@@ -27,19 +26,14 @@ __all__ = ["exclusive_file_lock"]
 @contextlib.contextmanager
 def exclusive_file_lock(path: Path, *, timeout: float, busy: Callable[[], Exception],
                         poll: float = 0.1) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created if absent); raise ``busy()`` after ``timeout`` seconds."""
+    """Hold an exclusive lock on ``path`` (created if absent); raise ``busy()`` after ``timeout`` seconds."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    lock = FileLock(path, timeout=timeout)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise busy() from None
-                time.sleep(poll)
+        lock.acquire(poll_interval=poll)
+    except Timeout:
+        raise busy() from None
+    try:
         yield
     finally:
-        os.close(fd)  # releases the lock
+        lock.release()

@@ -3,7 +3,7 @@
 Pure functions on per-run scores ``{pipeline: {metric: values over runs}}`` (runs in the same
 order for every metric of a pipeline). Lower is better for every metric.
 
-Pairwise accuracy per compared pair (METHOD 3)
+Pairwise accuracy per compared pair (docs/method.md §3)
     The direction is set by the ground truth averaged over *all* runs:
     ``better = argmin_{A, B} mean_r GT_r``. For each metric ``M``
     ``Acc_M = 1/(m n) sum_i sum_j (1[M_{better,i} < M_{worse,j}] + 1/2 1[=])`` with a seeded

@@ -1,4 +1,4 @@
-"""The regression metrics of METHOD 2: QL, CQL and the time-rolling CQL, pure functions on arrays.
+"""The regression metrics of docs/method.md §2: QL, CQL and the time-rolling CQL, pure functions on arrays.
 
 Every function takes plain arrays (anything :func:`numpy.asarray` accepts), checks them
 (:mod:`rolling_calib.core.array_checks`) and returns numbers or a small result object. It knows
@@ -54,7 +54,7 @@ __all__ = [
     "rolling_calibrated_quadratic_loss",
 ]
 
-#: The paper's rule (METHOD 2.2): monthly periods, one pooled bias from the previous month.
+#: The paper's rule (docs/method.md §2.2): monthly periods, one pooled bias from the previous month.
 PAPER_CALIBRATION = Calibration()
 
 
@@ -104,7 +104,7 @@ def fit_mean_residual(predictions: Any, labels: Any) -> float:
 
 
 def calibrated_quadratic_loss(predictions: Any, labels: Any, *, bias_part: Any) -> float:
-    """Calibrated quadratic loss (METHOD 2.1).
+    """Calibrated quadratic loss (docs/method.md §2.1).
 
     ``c* = mean_{i in B} (y_i - p_i)``, ``q_i = p_i + c*`` and
     ``CQL = mean_{i in R} (y_i - q_i)^2`` where ``B`` is the bias part and ``R``
@@ -232,7 +232,7 @@ def rolling_calibrated_quadratic_loss(
     valid_windows: Any = None,
     valid_instruments: Any = None,
 ) -> RollingCQL:
-    """Time-rolling calibrated quadratic loss (METHOD 2.2).
+    """Time-rolling calibrated quadratic loss (docs/method.md §2.2).
 
     Rows are cut into periods ``1..K`` (calendar months by default). For a
     scored period ``k`` the bias is the mean residual of the period before it,

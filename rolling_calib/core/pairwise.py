@@ -1,6 +1,6 @@
 """Compare pipelines from per-run scores: pairwise accuracy, bootstrap intervals, seed budget.
 
-Implements METHOD section 1 on plain arrays: every pipeline has been run several
+Implements docs/method.md §1 on plain arrays: every pipeline has been run several
 times (seeds) and every run has one score per metric (lower is better), e.g.
 ``{"ql": [...], "cql": [...]}``. Nothing here knows about Qlib, torch or runners.
 
@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 
-#: METHOD 4, the known limitation, worded for reports that rank pipelines by a calibrated metric.
+#: docs/method.md §4, the known limitation, worded for reports that rank pipelines by a calibrated metric.
 CALIBRATION_BLIND_SPOT: str = (
     "A calibrated metric cannot see an improvement that is itself a calibration improvement: if one "
     "pipeline's only advantage is a better-calibrated output bias, calibrating both removes that advantage. "

@@ -9,7 +9,7 @@ column per metric, lower is better (losses) -- exactly the ``.runs`` frame of
   rank per metric.
 * :func:`pairwise_matrix` -- ``accuracy[i, j]`` = probability that one run of
   configuration ``i`` beats (scores lower than) one run of configuration ``j``,
-  i.e. the probability of improvement of METHOD section 1, with bootstrap
+  i.e. the probability of improvement of docs/method.md §1, with bootstrap
   intervals (via :func:`rolling_calib.core.pairwise.pairwise_accuracy_ci`).
 * :func:`indistinguishable` -- the pairs whose interval contains 0.5.
 * :func:`runs_to_separate_top_two` -- how many runs (seeds) per configuration
@@ -416,7 +416,7 @@ def runs_to_separate_top_two(
     """Runs (seeds) each metric needs to separate the two best configurations.
 
     The top two are chosen once, by the mean of the reference metric ``by``
-    (default ``"ql"``, the ground truth of METHOD 3.3), so every metric is
+    (default ``"ql"``, the ground truth of docs/method.md §3.3), so every metric is
     asked to separate the same pair; then each metric's number is
     :func:`runs_to_separate` with that metric's gap and stds.
 

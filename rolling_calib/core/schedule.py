@@ -1,6 +1,6 @@
 """The rolling schedule: month-aligned train / valid / test windows on a minute calendar.
 
-METHOD 3.3 trains on an initial period, then every ``step_months`` months
+docs/method.md §3.3 trains on an initial period, then every ``step_months`` months
 fine-tunes (or retrains) the model and predicts the next ``step_months`` months.
 This module turns that rule into concrete :class:`Window` objects whose
 boundaries are *exact minute bars* of the store's calendar: every segment runs
@@ -282,7 +282,7 @@ def rolling_windows(
         Length of the sliding training span (required for ``"sliding"``).
     finetune_on : {"new", "window"}
         Data a fine-tuned window trains on: only the months accumulated since
-        its predecessor's training ended (``"new"``, METHOD 3.3), or the same
+        its predecessor's training ended (``"new"``, docs/method.md §3.3), or the same
         expanding/sliding span a scratch window would use.
 
     Returns

@@ -1,4 +1,4 @@
-"""The source's synthetic experiments (METHOD 3.1 linear, 3.2 logistic), vectorised over runs.
+"""The source's synthetic experiments (docs/method.md §3.1 linear, §3.2 logistic), vectorised over runs.
 
 Each *round* draws one evaluation set (bias part + remaining part) and trains
 ``runs`` models of pipeline A (all ``dims`` features) and ``runs`` models of
@@ -7,7 +7,7 @@ set. Every model is scored three ways:
 
 * ``vanilla`` -- the vanilla metric (QL or log loss) on the whole evaluation set;
 * ``vanilla_remaining`` -- the vanilla metric on the remaining part only (same rows
-  as the calibrated metric: the "fair" comparison of METHOD 2);
+  as the calibrated metric: the "fair" comparison of docs/method.md §2);
 * ``calibrated`` -- the calibrated metric: bias fitted on the bias part, scored on
   the remaining part (CQL with the mean residual; CLL with the logit shift).
 
@@ -271,7 +271,7 @@ def _draw_features(rng: np.random.Generator, shape: tuple[int, ...], params: dic
 
 
 def _linear_round(rng: np.random.Generator, *, runs: int, params: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
-    """One round of METHOD 3.1: per pipeline, the three scores of every run."""
+    """One round of docs/method.md §3.1: per pipeline, the three scores of every run."""
     d, n_bias = params["dims"], params["n_bias"]
     beta = np.full(d, params["beta"])
 
@@ -292,7 +292,7 @@ def _linear_round(rng: np.random.Generator, *, runs: int, params: dict[str, Any]
 
 
 def _logistic_round(rng: np.random.Generator, *, runs: int, params: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
-    """One round of METHOD 3.2: per pipeline, the three scores of every run."""
+    """One round of docs/method.md §3.2: per pipeline, the three scores of every run."""
     d, n_bias = params["dims"], params["n_bias"]
     beta = np.full(d, params["beta"])
 
@@ -391,7 +391,7 @@ class SyntheticResult:
         p = self.params
         v, c = self.vanilla_name, self.calibrated_name
         n_eval = p["n_bias"] + p["n_remaining"]
-        title = {"linear": "linear regression (METHOD 3.1)", "logistic": "logistic regression (METHOD 3.2)"}
+        title = {"linear": "linear regression (docs/method.md §3.1)", "logistic": "logistic regression (docs/method.md §3.2)"}
         lines = [
             f"Synthetic {title[self.experiment]}: {p['rounds']} rounds x {p['runs']} runs per pipeline, seed {p['seed']}",
             f"pipeline A: {p['dims']} features; pipeline B: first {p['features_b']}; A is better by construction",
@@ -468,11 +468,11 @@ def run_linear_experiment(
     n_remaining: int = 10000,
     progress: bool = False,
 ) -> SyntheticResult:
-    """Synthetic linear regression, QL vs CQL (METHOD 3.1).
+    """Synthetic linear regression, QL vs CQL (docs/method.md §3.1).
 
     ``X ~ N(x_mean, x_std^2 I_dims)``, ``Y = beta * sum_j X_j + eps``,
     ``eps ~ N(noise_mean, noise_std^2)`` (``noise_std`` is a standard deviation: the
-    source's "Sigma_e = 2" read as in METHOD 3.1). OLS with intercept on
+    source's "Sigma_e = 2" read as in docs/method.md §3.1). OLS with intercept on
     ``n_train`` fresh samples per run; A uses all ``dims`` features, B the first
     ``features_b``. Evaluation set per round: ``n_bias`` + ``n_remaining`` rows.
 
@@ -508,7 +508,7 @@ def run_logistic_experiment(
     n_remaining: int = 10000,
     progress: bool = False,
 ) -> SyntheticResult:
-    """Synthetic logistic regression, log loss vs calibrated log loss (METHOD 3.2).
+    """Synthetic logistic regression, log loss vs calibrated log loss (docs/method.md §3.2).
 
     ``X ~ N(x_mean, x_std^2 I_dims)``, ``Y ~ Bernoulli(sigmoid(beta * sum_j X_j))``.
     Logistic regression with intercept fitted by maximum likelihood (``l2 = 0``,

@@ -338,7 +338,7 @@ SEED = NON_NEGATIVE_INT
 #: A standard deviation (of scores over runs).
 STANDARD_DEVIATION = Worded(Interval(float, 0, None), "a finite standard deviation >= 0")
 
-#: Calendar calibration periods (METHOD 2.2); an integer N means N trading days.
+#: Calendar calibration periods (docs/method.md §2.2); an integer N means N trading days.
 CALIBRATION_PERIODS: tuple[str, ...] = ("month", "week", "quarter")
 #: A number of trading days (a calibration period or a bias window).
 TRADING_DAYS = Worded(Interval(int, 1, None), "a positive number of trading days")

@@ -1,10 +1,10 @@
 """One writer per result store: an advisory lock held for the whole run.
 
-``STORE/.lock`` is locked with ``fcntl.flock`` and holds the holder's process id, host,
-start time and command. A second writer is refused at once with the holder named. The
-operating system releases the lock when its process dies, however it dies (``kill -9``
-included), so a stale lock file of a dead process is taken over without guessing from
-process ids; the take-over is reported.
+``STORE/.lock`` is locked with :class:`filelock.FileLock` (an ``fcntl.flock`` on Unix) and
+holds the holder's process id, host, start time and command. A second writer is refused at
+once with the holder named. The operating system releases the lock when its process dies,
+however it dies (``kill -9`` included), so a stale lock file of a dead process is taken over
+without guessing from process ids; the take-over is reported.
 
 The lock is re-entrant within a process (the runner and the orchestration around it can
 both hold it) and is not inherited by worker processes, which never write the manifest.
@@ -20,7 +20,6 @@ True
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import socket
@@ -30,11 +29,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 __all__ = ["LOCK_FILE", "StoreLock", "StoreLockedError", "clean_orphan_temporaries"]
 
 LOCK_FILE = ".lock"
 
-_HELD: dict[Path, tuple[int, int]] = {}  # store -> (fd, depth), this process's locks
+_HELD: dict[Path, tuple[FileLock, int]] = {}  # store -> (lock, depth), this process's locks
 _GUARD = threading.Lock()
 
 
@@ -89,15 +90,14 @@ class StoreLock:
     def __enter__(self) -> StoreLock:
         with _GUARD:
             if self.store in _HELD:
-                fd, depth = _HELD[self.store]
-                _HELD[self.store] = (fd, depth + 1)
+                lock, depth = _HELD[self.store]
+                _HELD[self.store] = (lock, depth + 1)
                 return self
             self.store.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            lock = FileLock(self.path, thread_local=False)  # one holder per process, depth counted in _HELD
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
+                lock.acquire(blocking=False)
+            except Timeout:
                 raise StoreLockedError(
                     f"{self.store}: another run is writing into this store: {_describe(self.holder())}. "
                     f"Wait for it to finish, or use another --store (lock file: {self.path})"
@@ -109,22 +109,29 @@ class StoreLock:
                               f"({_describe(previous)})", stacklevel=2)
             details = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": _now(),
                        "command": " ".join(sys.argv)[:300]}
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(details).encode(), 0)
-            os.fsync(fd)
-            _HELD[self.store] = (fd, 1)
+            _write_in_place(self.path, json.dumps(details))
+            _HELD[self.store] = (lock, 1)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         with _GUARD:
-            fd, depth = _HELD[self.store]
+            lock, depth = _HELD[self.store]
             if depth > 1:
-                _HELD[self.store] = (fd, depth - 1)
+                _HELD[self.store] = (lock, depth - 1)
                 return
             del _HELD[self.store]
-            os.ftruncate(fd, 0)  # a clean release leaves no details: the next holder has nothing to take over
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            _write_in_place(self.path, "")  # a clean release leaves no details, nothing to take over
+            lock.release()
+
+
+def _write_in_place(path: Path, text: str) -> None:
+    """Replace the lock file's content, same inode (a renamed file would no longer be the locked one)."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def clean_orphan_temporaries(store: str | os.PathLike) -> list[Path]:

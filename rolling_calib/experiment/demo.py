@@ -4,8 +4,9 @@
 
 1. build the synthetic 25-stock minute market into ``OUT/qlib_data`` if it is absent
    (exactly the months ``workflows/demo.yaml``'s schedule needs);
-2. run the reduced but real schedule of ``workflows/demo.yaml`` -- two pipelines x 10
-   seeds x two 3-month windows (window 1 fine-tunes window 0's model on the new
+2. run the reduced but real schedule of ``workflows/demo.yaml`` (the copy installed with the
+   package, :data:`DEMO_CONFIG`) -- two pipelines x 10 seeds (the file's ``rolling.seeds``)
+   x two 3-month windows (window 1 fine-tunes window 0's model on the new
    months), six evaluation months -- on a local process pool, into ``OUT/store``;
 3. score it (QL and monthly rolling CQL), compare the pipelines and write the report
    into ``OUT/report``.
@@ -14,7 +15,7 @@ Re-running resumes: completed units are reused (the store's config hashes match)
 
 Usage (minutes of training; ``tests/cli/test_demo_command.py`` runs it at tiny size)::
 
-    result = run_demo("demo_out", workers=2, seeds=10)
+    result = run_demo("demo_out", workers=2)
     result.report["html"]       # PosixPath('demo_out/report/report.html')
 """
 
@@ -24,10 +25,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rolling_calib.config.workflows import packaged_workflow
+
 __all__ = ["DEMO_CONFIG", "DemoResult", "ensure_demo_data", "run_demo"]
 
-#: The demo's experiment file (inside the repository).
-DEMO_CONFIG = Path(__file__).resolve().parents[2] / "workflows" / "demo.yaml"
+#: The demo's experiment file: ``workflows/demo.yaml`` as installed with the package (importlib.resources).
+DEMO_CONFIG = packaged_workflow("demo.yaml")
 
 
 @dataclass
@@ -65,7 +68,7 @@ def run_demo(
     out_dir: str | Path = "demo_out",
     *,
     workers: int = 2,
-    seeds: int = 10,
+    seeds: int | None = None,
     config: str | Path = DEMO_CONFIG,
     n_boot: int = 2000,
     progress: bool = True,
@@ -79,10 +82,11 @@ def run_demo(
         Receives ``qlib_data/``, ``store/`` and ``report/``.
     workers : int
         Local worker processes (one torch thread each).
-    seeds : int
-        Seeds per pipeline (>= 2 for a standard deviation; 5 by default).
+    seeds : int, optional
+        Seeds per pipeline, >= 2 for a standard deviation (default: the file's ``rolling.seeds``,
+        10 in ``workflows/demo.yaml`` as in docs/method.md §3.3).
     config : path
-        The experiment file (default ``workflows/demo.yaml``).
+        The experiment file (default :data:`DEMO_CONFIG`, the packaged ``workflows/demo.yaml``).
     n_boot : int
         Bootstrap resamples of the pairwise-accuracy intervals.
     progress : bool
@@ -97,13 +101,16 @@ def run_demo(
     from rolling_calib.experiment.flow import RunOptions, run_experiment
     from rolling_calib.reporting.document import write_report
 
-    if seeds < 2:
+    if seeds is not None and seeds < 2:
         raise ValueError(f"seeds: expected >= 2 (a spread needs two runs), found {seeds}")
     t0 = time.perf_counter()
     out = Path(out_dir).resolve()
     data_dir = out / "qlib_data"
     built = ensure_demo_data(data_dir, config=Path(config), progress=progress)
     experiment = load_experiment(config, overrides={"qlib_init.provider_uri": str(data_dir)})
+    if seeds is None and len(experiment.rolling.seeds) < 2:
+        raise ValueError(f"{config}: rolling.seeds: expected >= 2 seeds (a spread needs two runs), "
+                         f"found {len(experiment.rolling.seeds)}")
     outcome = run_experiment(experiment, RunOptions(store=out / "store", seeds=seeds, progress=progress, track=track,
                                                     executor=ExecutorOptions(workers=workers, threads=1)))
     comparison = compare_store(outcome.scores, n_boot=n_boot)

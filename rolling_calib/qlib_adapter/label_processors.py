@@ -19,7 +19,7 @@ the handler, never inside a processor).
 
 **Per minute bar.** Qlib's cross-sectional processors group by ``datetime``; on a minute frame
 a datetime is one minute bar, so the cross-section is the instruments' labels of that minute
-(25 stocks at METHOD 3.3 scale), not a day::
+(25 stocks at docs/method.md §3.3 scale), not a day::
 
     CSRankNorm:             y'_{t,i} = 3.46 (rank_t(y_{t,i}) / n_t - 0.5)     (average ranks of ties)
     CSZScoreNorm:           y'_{t,i} = (y_{t,i} - mean_t(y)) / std_t(y)           (std with ddof 1)

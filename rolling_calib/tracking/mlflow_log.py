@@ -17,7 +17,7 @@ Layout in MLflow (experiment = the store's ``experiment_name`` unless given)::
 
 ``ql`` is the plain quadratic loss over all months, ``ql_scored`` over months
 2..K (the rows CQL scores), ``cql`` the rolling calibrated quadratic loss
-(METHOD 2.2). A month's CQL is absent for the first month (it only supplies the bias).
+(docs/method.md §2.2). A month's CQL is absent for the first month (it only supplies the bias).
 
 Tracking logs the scores it is given (a :class:`~rolling_calib.analysis.scoring.StoreScores`,
 the ones ``run``, ``demo`` and ``compare`` computed): it never scores the store itself, so MLflow

@@ -67,7 +67,7 @@ def test_report_files_are_written(tmp_path):
     assert data["settings"]["n_boot"] == 200 and len(data["ranking"]) == 3 and len(data["pairs"]) == 1
     text = paths["markdown"].read_text()
     assert "## Ranking" in text and "Listed pairs" in text and "fewer than about 5 seeds" in text
-    assert "METHOD 4" in text
+    assert "docs/method.md §4" in text
     for metric in ("cql", "ql"):
         png = paths["heatmaps"][metric]
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,4 +1,4 @@
-"""The time-rolling calibrated quadratic loss (METHOD 2.2): hand-computed tables and a loop reference."""
+"""The time-rolling calibrated quadratic loss (docs/method.md §2.2): hand-computed tables and a loop reference."""
 
 from __future__ import annotations
 

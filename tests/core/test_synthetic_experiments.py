@@ -1,4 +1,4 @@
-"""Synthetic experiments (METHOD 3.1/3.2): batched fits against scikit-learn, a per-run loop
+"""Synthetic experiments (docs/method.md §3.1/§3.2): batched fits against scikit-learn, a per-run loop
 reference for whole rounds, determinism and the CLI."""
 
 from __future__ import annotations
