@@ -9,12 +9,12 @@ seconds of all threads, wall seconds, peak ``ru_maxrss``):
 * ``read-once``: every unit's Parquet file read with pyarrow, all columns (the limit);
 * ``compare``: what the ``compare`` command does, ``compare_store(score_store(store))``
   (monthly pooled rolling CQL; QL; IC, ICIR and Rank IC per run; bootstrap of every pair),
-  with its CPU time split into reading the units (``_read_run``: projection, checks, merge),
+  with its CPU time split into reading the units (``rolling_calib.execution.reader``: projection, checks, merge),
   the rolling metric, the IC metrics and ``compare_store``. Every synthetic run draws labels
   of its own, so the IC metrics rank and centre the labels for every run: the worst case (the
   runs of a real store share their labels, which are then prepared once);
 * ``pandas-read``: the previous reading path per run, ``load_run`` (``pandas.read_parquet``
-  per unit, concatenation, ``duplicated``) then ``score_run`` (QL and CQL only);
+  per unit, concatenation, ``duplicated``) then the rolling metric on its frame (QL and CQL only);
 * ``polars``: a plain polars version of the scores (``scan_parquet`` of a run's units, month
   means, shift, join; QL and CQL only), then the mean and standard deviation per pipeline.
 
@@ -98,6 +98,7 @@ def run_compare(store: Path, args) -> dict:
     """compare_store(score_store(...)) with the CPU time of its parts."""
     from rolling_calib.analysis import scoring
     from rolling_calib.core import metrics
+    from rolling_calib.execution import reader
 
     spent: dict[str, float] = {"read units": 0.0, "rolling CQL": 0.0, "IC metrics": 0.0}
 
@@ -110,7 +111,7 @@ def run_compare(store: Path, args) -> dict:
                 spent[label] += time.process_time() - c0
         return wrapper
 
-    scoring._read_run = timed("read units", scoring._read_run)
+    reader._read_test = timed("read units", reader._read_test)
     metrics.rolling_calibrated_quadratic_loss = timed("rolling CQL", metrics.rolling_calibrated_quadratic_loss)
     scoring.ranking_ic_columns = timed("IC metrics", scoring.ranking_ic_columns)
     c0 = time.process_time()
@@ -124,14 +125,18 @@ def run_compare(store: Path, args) -> dict:
 
 
 def run_pandas_read(store: Path, args) -> dict:
-    from rolling_calib.analysis import scoring
+    from rolling_calib.core.metrics import rolling_calibrated_quadratic_loss
     from rolling_calib.execution import store as st
+    from rolling_calib.execution.reader import load_run
 
     manifest = st.read_manifest(store)
     cql = []
     for name, entry in manifest["pipelines"].items():
         for seed in entry["seeds"]:
-            cql.append(scoring.score_run(scoring.load_run(store, name, seed, manifest=manifest)).cql)
+            frame = load_run(store, name, seed, manifest=manifest)
+            cql.append(rolling_calibrated_quadratic_loss(frame["prediction"].to_numpy(dtype=float),
+                                                         frame["label"].to_numpy(dtype=float),
+                                                         frame["datetime"].to_numpy()).cql)
     return {"runs": len(cql), "cql_first": cql[0]}
 
 

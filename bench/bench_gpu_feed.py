@@ -81,7 +81,7 @@ def measure_single(size: str, sampler, device: str) -> dict:
     import numpy as np
 
     model = _models(SIZES[size], [0], device)[0]
-    model._fit_scales(sampler)
+    model.fit_scales(sampler)
     model._train_epoch(sampler, np.random.default_rng(99))  # warm-up: cuDNN plans, allocator
     compute = _compute_only(model, sampler)
     out = {"compute_only_s": compute}

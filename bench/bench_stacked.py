@@ -134,7 +134,7 @@ def _unstacked_epoch(size: dict, seeds, sampler, device: str):
 
     models = _models(size, seeds, device)
     for m in models:
-        m._fit_scales(sampler)
+        m.fit_scales(sampler)
 
     def epoch() -> None:
         for m in models:

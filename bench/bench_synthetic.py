@@ -28,6 +28,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import log_loss, mean_squared_error
 from threadpoolctl import threadpool_limits
 
+from rolling_calib.core import classification as C
 from rolling_calib.core import metrics as M
 from rolling_calib.core import synthetic_experiments as S
 from rolling_calib.core.pairwise import pairwise_accuracy
@@ -61,7 +62,7 @@ def naive_round(seed_seq: np.random.SeedSequence, *, runs: int, params: dict, lo
                 p = LogisticRegression(C=np.inf, max_iter=1000).fit(x[r, :, :k], y[r]).predict_proba(x_eval[:, :k])[:, 1]
                 out["vanilla"].append(log_loss(y_eval, p, labels=[0, 1]))
                 out["vanilla_remaining"].append(log_loss(y_eval[~mask], p[~mask], labels=[0, 1]))
-                out["calibrated"].append(M.calibrated_log_loss(p, y_eval, bias_part=mask))
+                out["calibrated"].append(C.calibrated_log_loss(p, y_eval, bias_part=mask))
             else:
                 p = LinearRegression().fit(x[r, :, :k], y[r]).predict(x_eval[:, :k])
                 out["vanilla"].append(mean_squared_error(y_eval, p))

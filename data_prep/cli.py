@@ -114,7 +114,11 @@ def _register_ingest(sub) -> None:
             "field, expected and found. --repair fixes what can be fixed safely and reports every row "
             "dropped or changed. A vendor's 16:00 bar (13:00 on early closes) is the closing-auction print, "
             "not a one-minute bar: it is reported as closing_auction and dropped by --repair. Without a vwap "
-            "column, vwap = (high + low + close) / 3. If DIR already holds a store, new sessions are appended "
+            "column, vwap = (high + low + close) / 3. --repair drops an OHLC-inconsistent bar (an open or close "
+            "within one tick of [low, high] is clamped into it; high and low are never changed). A symbol is a name, "
+            "never a path: one with '/', '..', a control character ... is refused with file and line. Disk full "
+            "and other write errors are one line naming the file, the free space and the fix; nothing is published. "
+            "If DIR already holds a store, new sessions are appended "
             "(overlap must agree with what is stored; history is never rewritten). Daily bars (--freq day, "
             "or a file with a date column of dates only) give a Qlib day store: calendars/day.txt on the NYSE "
             "sessions, features/<sym>/<field>.day.bin; the checks that apply to one bar per session run."
@@ -149,9 +153,12 @@ def _add_column_mapping(p: argparse.ArgumentParser) -> None:
     """Where the vendor's columns are: symbol, timestamp (one of three layouts) and the OHLCV fields."""
     cols = p.add_argument_group("column mapping (defaults fit the shared 2018 sample)")
     cols.add_argument("--symbol-col", metavar="COL", default="symbol", help="column with the symbol in a long file (default symbol)")
-    cols.add_argument("--symbol", default=None, help="symbol of a single-symbol file (default: the file name's stem)")
+    cols.add_argument("--symbol", default=None,
+                      help="symbol of a single-symbol file (default: the file name without .csv/.parquet, said in the "
+                           "report); a name of letters, digits and . - _ ^ = & + @ ~, never a path (BRK.B, not BRK/B)")
     cols.add_argument("--date-col", metavar="COL", default="date", help="date column, used with --time-col (default date)")
-    cols.add_argument("--time-col", metavar="COL", default="ToD", help="time-of-day column, used with --date-col (default ToD)")
+    cols.add_argument("--time-col", metavar="COL", default="ToD",
+                      help="time-of-day column (HH:MM:SS or HH:MM), used with --date-col (default ToD)")
     cols.add_argument("--datetime-col", metavar="COL", default=None, help="single timestamp column (ISO text, zone optional)")
     cols.add_argument("--epoch-ms-col", metavar="COL", default=None, help="timestamp column in epoch milliseconds (UTC)")
     for field in ("open", "high", "low", "close", "volume", "vwap"):
@@ -166,7 +173,8 @@ def _add_check_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="CSV of corporate actions: symbol,date,split_ratio,dividend (back-adjusts prices, writes $factor)",
     )
-    p.add_argument("--universe", metavar="NAME", default=None, help="also write instruments/NAME.txt for the ingested symbols")
+    p.add_argument("--universe", metavar="NAME", default=None,
+                   help="also write instruments/NAME.txt (lower-cased, as Qlib opens it) for the ingested symbols")
     p.add_argument("--stale-minutes", type=int, default=30, metavar="N",
                    help="report runs of >= N bars with an unchanged close as stale_prices (default 30)")
     p.add_argument("--max-jump", type=float, default=1.5, metavar="RATIO",
@@ -184,22 +192,34 @@ def _ingest(args: argparse.Namespace) -> int:
         options = ingest.IngestOptions.from_namespace(args)
         result = ingest.ingest(args.src, args.out, options=options, progress=not args.no_progress)
     except ingest.ValidationFailed as exc:
-        if args.report:
-            ingest.write_report(exc.report, args.report)
         print(exc.report.summary_text(), file=sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
+        _write_report(ingest, exc.report, args.report)
         return 1
-    except ValueError as exc:  # StrictError, StoreConflict, unreadable files, bad options
+    except ValueError as exc:  # StrictError, StoreConflict, unreadable files, bad options, disk full
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    if args.report:
-        ingest.write_report(result.report, args.report)
+    if not _write_report(ingest, result.report, args.report, written=result.store):
+        return 1
     if args.json:
         print(json.dumps(result.summary(), indent=2, default=str))
     else:
         print(result.report.summary_text())
         print(result.summary_line())
     return 0
+
+
+def _write_report(ingest, report, path: str | None, *, written=None) -> bool:
+    """Write ``--report``; on a failed write (disk full ...) print one line and return False."""
+    if not path:
+        return True
+    try:
+        ingest.write_report(report, path)
+    except ValueError as exc:  # data_prep.qlib_store.WriteFailed
+        what = f"; the store {written} was written" if written is not None else ""
+        print(f"error: report not written: {exc}{what}", file=sys.stderr)
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------- info

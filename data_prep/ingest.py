@@ -25,14 +25,19 @@ Modes
 * ``--repair``: fix what is safe (see the table in :mod:`data_prep.validate`: drop
   unparseable, non-finite, out-of-session, non-positive, duplicated rows; drop *all* copies of a
   conflicting duplicate; drop a bar with a price spike against both neighbours (``--max-spike``)
-  rather than widen high/low to it; sort; widen high/low to contain open and close; clip vwap)
-  and report every row dropped, changed or moved, with file, line and reason.
+  rather than widen high/low to it; sort; drop an OHLC-inconsistent bar -- only an open or close
+  within one tick of [low, high] is clamped into it, high and low are never changed; clip vwap)
+  and report every row dropped, changed or moved, with file, line and reason, and every value
+  changed with its old (``found``) and new (``new``) value.
 
 Warnings (missing minutes per session, whole missing sessions by date, stale-price runs, price
-jumps beyond ``--max-jump`` with the split ratio that fits) are reported in every mode and never
-stop an ingest: the store represents them faithfully (NaN bars; repeated prices). When most of a
-file's bars fall outside the session, the report (and a ``--strict`` error) carries a hint naming
-the ``--tz`` that fits.
+jumps beyond ``--max-jump`` with the split ratio that fits, or the level they go back to) are
+reported in every mode and never stop an ingest: the store represents them faithfully (NaN bars;
+repeated prices). When most of a file's bars fall outside the session, the report (and a
+``--strict`` error) carries a hint: extended-hours bars when the regular session is still the
+busiest part of the day, else the ``--tz`` that fits (:func:`data_prep.validate.timezone_hint`).
+A symbol taken from a file's name is said in the report; one with a tag like ``_1MIN`` or
+``_2018`` gets a hint to pass ``--symbol`` (it is never guessed).
 
 In every mode, bars that are not one-minute bars (the modal spacing of consecutive bars within a
 session per symbol and file is 5 minutes, 30 seconds, one bar per session ...) are refused with
@@ -123,11 +128,13 @@ import polars as pl
 from data_prep import qlib_store
 from data_prep.adjust import apply_factor, factor_series, read_adjustments
 from data_prep.ingest_report import IngestReport, write_report
+from data_prep.symbols import check_symbol, safe_component
 from data_prep.trading_calendar import session_minutes
 from data_prep.trading_calendar import sessions as nyse_sessions
 from data_prep.validate import (
     ERROR_KINDS,
     ISSUE_SCHEMA,
+    KnownActions,
     inside_counts,
     interval_label,
     missing_minutes,
@@ -135,7 +142,7 @@ from data_prep.validate import (
     timezone_hint,
     validate_symbol,
 )
-from data_prep.vendor import NY_TZ, ColumnMap, list_sources, read_vendor_file
+from data_prep.vendor import NY_TZ, ColumnMap, list_sources, read_vendor_file, stem_tag
 
 __all__ = [
     "IngestOptions",
@@ -248,6 +255,10 @@ class IngestOptions:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 1 < value < float("inf")):
                 raise ValueError(f"{name}: expected a ratio > 1 (e.g. 1.5), found {value!r}")
+        if self.symbol is not None:
+            check_symbol(self.symbol.strip().upper(), where="--symbol", shown=self.symbol)
+        if self.universe is not None:
+            safe_component(self.universe, what="--universe")
         try:
             pd.Timestamp("2018-01-02").tz_localize(self.tz)
         except Exception as exc:  # noqa: BLE001 - re-raised with context
@@ -338,10 +349,22 @@ class _Spill:
         self._count = 0
 
     def put(self, key: str, frame: pl.DataFrame, *constants: pl.Expr) -> None:
-        """Park ``frame`` under ``key``; ``constants`` (literal columns left out of the file) are put back when read."""
-        path = self.root / f"{self._count:07d}.arrow"
+        """Park ``frame`` under ``key``; ``constants`` (literal columns left out of the file) are put back when read.
+
+        A write that fails (the temporary directory's disk full ...) raises
+        :class:`data_prep.qlib_store.WriteFailed` naming the file, its free space and ``TMPDIR``.
+        """
+        path = qlib_store.store_file(self.root, f"{self._count:07d}.arrow")
         self._count += 1
-        frame.write_ipc(path, compression="uncompressed")
+        try:
+            frame.write_ipc(path, compression="uncompressed")
+        except OSError as exc:
+            path.unlink(missing_ok=True)
+            problem = qlib_store.describe_os_error(
+                exc, path, nbytes=frame.estimated_size(),
+                fix=(f"set TMPDIR to a directory on a disk with room for about the size of the data as read "
+                     f"(the ingest's spill files; now {tempfile.gettempdir()})"))
+            raise qlib_store.WriteFailed(problem, path=path) from exc
         self.parts.setdefault(key, []).append((path, constants))
 
     def symbols(self) -> list[str]:
@@ -425,15 +448,20 @@ def _read_all(files: Sequence[Path], options: IngestOptions, progress: bool, spi
     return read
 
 
-def _read_and_validate(files: Sequence[Path], options: IngestOptions, progress: bool, spill_dir: Path):
-    """``(checked symbols, file infos, freq)``; the rows go through spill files under ``spill_dir``."""
+def _read_and_validate(files: Sequence[Path], options: IngestOptions, progress: bool, spill_dir: Path,
+                       events: dict | None = None):
+    """``(checked symbols, file infos, freq)``; the rows go through spill files under ``spill_dir``.
+
+    ``events``: the ``--adjustments`` events by symbol (a price jump they explain is not reported).
+    """
     raw = _Spill(spill_dir / "read")
     read = _read_all(files, options, progress, raw)
     freq = _one_freq(read.infos)
     if not sum(i.rows for i in read.infos):
         what = "daily bars" if freq == "day" else "minute bars"
         raise IngestError(f"{', '.join(str(f) for f in files)}: expected {what}, found no data rows")
-    checked = _validate_all(read, raw, _Spill(spill_dir / "clean"), options, progress, daily=freq == "day")
+    checked = _validate_all(read, raw, _Spill(spill_dir / "clean"), options, progress, daily=freq == "day",
+                            events=events or {})
     return checked, read.infos, freq
 
 
@@ -494,7 +522,7 @@ class _Checked:
 
 
 def _validate_all(read: _Read, raw: _Spill, clean: _Spill, options: IngestOptions, progress: bool,
-                  daily: bool = False) -> _Checked:
+                  daily: bool = False, events: dict | None = None) -> _Checked:
     """Validate symbol by symbol from the rows parked in ``raw``; the clean bars are parked in ``clean``.
 
     Also sets each file's time-zone hint in ``read.infos`` (replaced in place) when most of its
@@ -521,7 +549,9 @@ def _validate_all(read: _Read, raw: _Spill, clean: _Spill, options: IngestOption
             frame = frame.with_columns(pl.col("ts") + _DAY_OPEN)
         res = validate_symbol(frame, sym, files=files, time_field=time_fields,
                               stale_minutes=options.stale_minutes, sessions=sessions,
-                              max_jump=options.max_jump, max_spike=options.max_spike)
+                              max_jump=options.max_jump, max_spike=options.max_spike,
+                              actions=KnownActions(options.adjustments, tuple((events or {}).get(sym, ())))
+                              if options.adjustments else None)
         del frame
         intervals[sym] = res.intervals
         checked.add(sym, res, options, daily)
@@ -549,9 +579,23 @@ def _refuse_intervals(intervals: dict, files: Sequence[str]) -> None:
     more = f"; {len(bad) - 1} more file/symbol pair(s) like it" if len(bad) > 1 else ""
     raise IngestError(
         f"{files[fi]}: expected one-minute bars (the store's frequency), found {label} bars ({n:,} bars of {sym}: "
-        f"{how}, {'coarser' if sec > 60 else 'finer'} than one minute{more}). Nothing written: resample them to "
-        "one-minute bars first, or leave the file out"
+        f"{how}, {'coarser' if sec > 60 else 'finer'} than one minute{more}). Nothing written: {_interval_fix(sec)}"
     )
+
+
+def _interval_fix(seconds: int) -> str:
+    """What to do with bars of another interval than one minute (coarser bars cannot become minute bars).
+
+    >>> _interval_fix(300)[:62]
+    'a one-minute store needs one-minute bars, and 5-minute bars ca'
+    """
+    if seconds == 86400:
+        return "ingest daily bars into a daily store of their own (--freq day), or leave the file out"
+    if seconds > 60:
+        return (f"a one-minute store needs one-minute bars, and {interval_label(seconds)} bars cannot be turned into "
+                "them (the prices inside each bar are gone); ingest the vendor's one-minute files, or leave the file out")
+    return ("aggregate them to one-minute bars first (open of the first, highest high, lowest low, close of the last, "
+            "summed volume), or leave the file out")
 
 
 def _split_by_symbol(data: pl.DataFrame) -> dict[tuple[str], pl.DataFrame]:
@@ -591,7 +635,7 @@ def _range_issues(bad: pl.DataFrame, sym: str, lo, hi) -> pl.DataFrame:
         pl.lit("outside_requested_range").alias("kind"), pl.lit("time").alias("field"),
         pl.lit(f"a bar between {lo} and {hi}").alias("expected"),
         pl.col("ts").dt.strftime("%Y-%m-%d %H:%M:%S").alias("found"), pl.lit("dropped").alias("action"),
-        pl.lit(False).alias("first_copy"),
+        pl.lit(False).alias("first_copy"), pl.lit(None, dtype=pl.String).alias("new"),
     )
 
 
@@ -632,14 +676,44 @@ def ingest(
         place (an interrupted write of this version is always completed by re-running it).
     data_prep.qlib_store.StoreBusyError
         Another live process is writing ``out_dir``.
+    IngestError
+        A file could not be written or another OS error (disk full, quota, permissions, a
+        read-only file system): one line naming the file, the free space of its file system and
+        the fix; nothing is published (the store is as it was).
     ValueError
         Unreadable files, missing columns, bad options (naming the file and what was expected).
     """
     t0 = time.perf_counter()
     store = Path(out_dir)
     files = list_sources(sources)
+    existed = store.exists()
+    try:
+        return _ingest(files, store, options, progress, t0)
+    except (qlib_store.WriteFailed, OSError) as exc:
+        raise IngestError(_os_failure(exc, store, existed)) from exc
+
+
+def _os_failure(exc: OSError | qlib_store.WriteFailed, store: Path, existed: bool) -> str:
+    """One line for a disk full, quota, permission or other OS error during an ingest: file, free space, fix.
+
+    Whatever failed, nothing was published: a failed write leaves the store as it was (the
+    staging directory is removed, :func:`data_prep.qlib_store.staged_write`).
+    """
+    state = f"{store} is unchanged" if existed else f"no store was created at {store}"
+    if isinstance(exc, qlib_store.WriteFailed):
+        problem = exc.problem
+    else:
+        problem = qlib_store.describe_os_error(exc, exc.filename or store, verb="failed",
+                                               fix="free space or fix the permissions there, or ingest into "
+                                                   "another --out directory")
+    return f"{problem.head}; nothing published ({state}): {problem.fix}"
+
+
+def _ingest(files: list[Path], store: Path, options: IngestOptions, progress: bool, t0: float) -> IngestResult:
+    """:func:`ingest` once the sources are listed (OS errors are translated by the caller)."""
+    events = read_adjustments(options.adjustments) if options.adjustments else {}
     with _spill_directory() as spill_dir:
-        checked, infos, freq = _read_and_validate(files, options, progress, Path(spill_dir))
+        checked, infos, freq = _read_and_validate(files, options, progress, Path(spill_dir), events)
         issues, rows_in = checked.issues, checked.rows_in
         lo_day, hi_day = _requested_range(checked, options, issues)
         if freq == "day":
@@ -649,7 +723,6 @@ def ingest(
         if lo_day is None:
             raise IngestError("every row was dropped; nothing to write (see the report)")
 
-        events = read_adjustments(options.adjustments) if options.adjustments else {}
         prepared = _Prepared(checked.clean, events, daily=freq == "day")
         calendar = _calendar(lo_day, hi_day, freq)
         written, appended, new_sessions = _write_store(store, calendar, prepared, options, events, report, infos,
@@ -694,8 +767,35 @@ def _new_report(options: IngestOptions, infos, issues: list[pl.DataFrame], rows_
         rows_out={},
         notes=[DAILY_RULE if freq == "day" else CLOSE_BAR_RULE, VWAP_RULE if not all(i.has_vwap for i in infos) else "vwap from the vendor; " + VWAP_RULE,
                "adjusted with " + options.adjustments if options.adjustments else "prices as delivered, factor = 1"],
-        hints=[i.hint for i in infos if i.hint],
+        hints=[i.hint for i in infos if i.hint] + _stem_hints(infos),
+        symbols_from_names=_symbols_from_names(infos, options.columns.symbol),
     )
+
+
+def _named_files(infos) -> list[tuple[str, str]]:
+    """``(file name, symbol)`` of the files whose symbol is their file name."""
+    return [(Path(i.path).name, i.symbols[0]) for i in infos if i.symbol_from == "file name" and i.symbols]
+
+
+def _symbols_from_names(infos, column: str, shown: int = 5) -> list[str]:
+    """One line naming the symbols taken from file names (none when every symbol came from a column or --symbol)."""
+    named = _named_files(infos)
+    if not named:
+        return []
+    listed = ", ".join(f"{name} -> {sym}" for name, sym in named[:shown])
+    more = f" and {len(named) - shown} more" if len(named) > shown else ""
+    return [f"symbols taken from file names (no '{column}' column, no --symbol) for {len(named)} file(s): {listed}{more}"]
+
+
+def _stem_hints(infos) -> list[str]:
+    """A hint per file whose name-taken symbol ends in an interval or date tag (``ACN_1MIN``): pass --symbol."""
+    out = []
+    for name, sym in _named_files(infos):
+        tag = stem_tag(sym)
+        if tag:
+            out.append(f"symbol {sym} taken from the file name {name}: {tag!r} looks like an interval or date tag, "
+                       f"not part of a ticker; pass --symbol {sym[: -len(tag)]} (one file at a time) or rename the file")
+    return out
 
 
 def _stop_on_errors(report: IngestReport, options: IngestOptions, infos) -> None:

@@ -54,7 +54,8 @@ class IngestReport:
     files : list of dict
         ``path``, ``rows``, ``symbols`` per file read.
     issues : polars.DataFrame
-        One row per anomaly: ``_file, _line, symbol, kind, field, expected, found, action``.
+        One row per anomaly: ``_file, _line, symbol, kind, field, expected, found, action, new``
+        (``new``: the value written where ``action`` is ``changed``, else empty).
     rows_in, rows_out : dict
         Rows read and bars written per symbol.
     missing_minutes : dict
@@ -65,7 +66,9 @@ class IngestReport:
         Decisions applied (16:00 policy, vwap derivation, adjustments ...).
     hints : list of str
         Likely causes worth checking (e.g. the time zone, when most of a file's bars fall
-        outside the session).
+        outside the session; a file name whose symbol carries an interval tag).
+    symbols_from_names : list of str
+        Where symbols were taken from file names (no symbol column, no ``--symbol``): one line.
     """
 
     mode: str
@@ -77,6 +80,7 @@ class IngestReport:
     calendar: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)
+    symbols_from_names: list[str] = field(default_factory=list)
 
     # ------------------------------------------------------------------ counts
     def counts(self) -> dict[str, dict[str, int]]:
@@ -128,7 +132,7 @@ class IngestReport:
         paths = [f["path"] for f in self.files]
         return self.issues.with_columns(
             pl.col("_file").replace_strict(list(range(len(paths))), paths, return_dtype=pl.String, default="?").alias("file")
-        ).select("file", pl.col("_line").alias("line"), "symbol", "kind", "field", "expected", "found", "action")
+        ).select("file", pl.col("_line").alias("line"), "symbol", "kind", "field", "expected", "found", "action", "new")
 
     # ------------------------------------------------------------------ output
     def to_dict(self) -> dict:
@@ -139,6 +143,7 @@ class IngestReport:
             "calendar": self.calendar,
             "notes": self.notes,
             "hints": self.hints,
+            "symbols_from_names": self.symbols_from_names,
             "repair_actions": {k: KIND_ACTIONS[k] for k in _KIND_ORDER},
             "units": {k: UNITS.get(k, "rows") for k in _KIND_ORDER},
             "totals": self.totals(),
@@ -170,6 +175,7 @@ class IngestReport:
             unit = UNITS.get(kind, "rows")
             what = f"{n:>8,} {unit}" + (f" in {rows.get(kind, 0):,} rows" if unit == "cells" else "")
             lines.append(f"  {kind:<24} {what:<30} of {syms:>3} symbols  [{sev}; repair: {action}]")
+        lines += [f"  {line}" for line in self.symbols_from_names]
         lines += [f"  hint: {h}" for h in self.hints]
         lines.append(
             f"  rows dropped {sum(self.rows_dropped().values()):,}, rows changed {sum(self.rows_changed().values()):,}, "
@@ -185,7 +191,7 @@ class IngestReport:
         if self.calendar:
             out += [f"Store calendar: {self.calendar.get('first')} .. {self.calendar.get('last')}, "
                     f"{self.calendar.get('sessions')} sessions, {self.calendar.get('bars')} bars", ""]
-        out += ["## Decisions applied", ""] + [f"- {n}" for n in self.notes] + [""]
+        out += ["## Decisions applied", ""] + [f"- {n}" for n in self.notes + self.symbols_from_names] + [""]
         out += ["## Files", "", "| file | rows | symbols |", "|---|---:|---|"]
         out += [f"| {f['path']} | {f['rows']} | {', '.join(f['symbols'])} |" for f in self.files]
         out += ["", "## Summary", "", "```", self.summary_text(), "```", ""]
@@ -212,9 +218,10 @@ class IngestReport:
         out += ["", "## Every row dropped, changed or moved, and every warning", ""]
         rows = self._with_paths()
         if rows.height:
-            out += ["| file | line | symbol | kind | field | expected | found | action |", "|---|---:|---|---|---|---|---|---|"]
+            out += ["| file | line | symbol | kind | field | expected | found | action | new |",
+                    "|---|---:|---|---|---|---|---|---|---|"]
             for r in rows.iter_rows():
-                out.append("| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |")
+                out.append("| " + " | ".join(("" if v is None else str(v)).replace("|", "\\|") for v in r) + " |")
         else:
             out.append("None.")
         return "\n".join(out) + "\n"

@@ -15,8 +15,13 @@ of ``1min``: ``calendars/day.txt`` holds one NYSE session date per line (``YYYY-
 ``scripts/dump_bin.py`` writes and ``qlib.init(provider_uri={"day": DIR})`` reads. Every reader
 here takes the frequency from the calendar file present (:func:`store_freq`).
 
-Feature directories are lower-case (``features/aapl/close.1min.bin``): Qlib lower-cases the
-instrument name when it opens a feature file; the instrument files keep the upper-case symbol.
+Feature directories are named by :func:`data_prep.symbols.symbol_to_fname` -- Qlib's own
+``code_to_fname`` lower-cased (``features/aapl/close.1min.bin``, ``features/brk.b/...``,
+``features/_qlib_con/...``), the folder Qlib's provider opens for the instrument; the instrument
+files keep the upper-case symbol. A symbol is a name, never a path: one that cannot name a folder
+(``BRK/B``, ``..``, an empty one ...) is refused (:func:`data_prep.symbols.symbol_problem`), and
+every file is written through :func:`store_file`, which refuses a path that resolves outside the
+directory being written (a staging directory, see below).
 Every feature file of a symbol starts at the same calendar index and runs to the same end,
 aligned to the calendar; missing bars are NaN.
 
@@ -38,7 +43,9 @@ Notes found by running it:
 * ``kernels=1`` avoids a process pool per call; tests and small stores are faster that way.
 
 Atomic writes: every file is written to a temporary name in its directory and moved in place
-with ``os.replace``.
+with ``os.replace``. A write that fails (disk full, quota, permissions, a read-only file system)
+raises :class:`WriteFailed`, one line naming the file, the free space of its file system and
+the fix; the temporary file is removed.
 
 Publishing a store as a whole (crash safety)
 --------------------------------------------
@@ -76,9 +83,11 @@ or a calendar running past every instrument).
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -87,6 +96,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from data_prep.symbols import symbol_to_fname
 
 __all__ = [
     "FREQ",
@@ -107,6 +118,10 @@ __all__ = [
     "staged_write",
     "atomic_write_bytes",
     "atomic_write_text",
+    "WriteFailed",
+    "OSProblem",
+    "describe_os_error",
+    "store_file",
     "format_calendar",
     "write_calendar",
     "read_calendar",
@@ -135,27 +150,175 @@ META_FILE = "meta.json"
 
 
 # ---------------------------------------------------------------------------- atomic writes
-def atomic_write_bytes(path: Path, data: bytes | np.ndarray) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same directory, then ``os.replace``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+@dataclass(frozen=True)
+class OSProblem:
+    """What an OS error while writing a file means (:func:`describe_os_error`).
+
+    Attributes: ``head`` (the file, what happened, the free space), ``fix`` (what to do),
+    ``errno`` (``None`` when neither the exception nor its text gives one) and ``free`` (bytes
+    free to this user on the file's file system, ``None`` when it cannot be measured).
+    """
+
+    head: str
+    fix: str
+    errno: int | None
+    free: int | None
+
+    @property
+    def message(self) -> str:
+        return f"{self.head}; {self.fix}"
+
+
+class WriteFailed(ValueError):
+    """A file could not be written (disk full, quota, permissions, read-only): one line naming it.
+
+    Attributes: ``path`` (the file) and ``problem`` (:class:`OSProblem`: ``head``, ``fix``,
+    ``errno``, ``free``).
+    """
+
+    def __init__(self, problem: OSProblem, *, path: str | os.PathLike):
+        super().__init__(problem.message)
+        self.path, self.problem = Path(path), problem
+
+
+#: What an OS error code means for a write, and what to do about it.
+_WRITE_ERRORS: dict[int, tuple[str, str]] = {
+    errno.ENOSPC: ("the disk is full", "free space there, or write to another disk"),
+    errno.EDQUOT: ("the disk quota is exceeded", "free space within your quota, or write to another disk"),
+    errno.EACCES: ("permission denied", "make the directory writable, or write elsewhere"),
+    errno.EPERM: ("operation not permitted", "make the directory writable, or write elsewhere"),
+    errno.EROFS: ("the file system is read-only", "write to a writable file system"),
+}
+_OS_ERROR_IN_TEXT = re.compile(r"os error (\d+)")  # polars / Rust: "No space left on device (os error 28)"
+
+
+def _free_bytes(path: Path) -> int | None:
+    """Bytes free to this user on the file system holding ``path`` (its nearest existing parent)."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
     try:
+        return shutil.disk_usage(p).free
+    except OSError:
+        return None
+
+
+def _size_text(n: int) -> str:
+    """``1536`` -> ``1.5 KiB``.
+
+    >>> _size_text(0), _size_text(17161), _size_text(3 * 2**30)
+    ('0 B', '16.8 KiB', '3.0 GiB')
+    """
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def describe_os_error(exc: BaseException, path: str | os.PathLike, *, nbytes: int | None = None,
+                      fix: str | None = None, verb: str = "cannot write") -> OSProblem:
+    """What an OS error on ``path`` means, in one line (``verb``: what failed).
+
+    The code is the exception's ``errno``, else the ``os error N`` in its text (polars' errors
+    carry no ``errno``); without either, ``ENOSPC`` when the free space measured is below
+    ``nbytes``. The line names the file, what happened, the free space (``shutil.disk_usage``)
+    and the fix (``fix`` overrides the default of the code).
+
+    Example
+    -------
+    >>> p = describe_os_error(OSError(errno.ENOSPC, "No space left on device"), "/tmp/x.bin")
+    >>> p.head.startswith("/tmp/x.bin: cannot write: the disk is full (No space left on device; "), p.errno, p.fix
+    (True, 28, 'free space there, or write to another disk, then re-run')
+    """
+    text = str(exc.strerror if isinstance(exc, OSError) and exc.strerror else exc).strip() or type(exc).__name__
+    code = exc.errno if isinstance(exc, OSError) and exc.errno else None
+    if code is None and (m := _OS_ERROR_IN_TEXT.search(text)):
+        code = int(m.group(1))
+    free = _free_bytes(Path(path).parent)
+    if code is None and nbytes is not None and free is not None and free < nbytes:
+        code = errno.ENOSPC
+    what, default_fix = _WRITE_ERRORS.get(code, (None, "check the file system"))
+    where = f"{_size_text(free)} free on its file system" if free is not None else "free space unknown"
+    head = f"{path}: {verb}: {what} ({text}; {where})" if what else f"{path}: {verb} ({text}; {where})"
+    return OSProblem(head, f"{fix or default_fix}, then re-run", code, free)
+
+
+def _write_data(fh, data: bytes | np.ndarray) -> None:
+    """The low-level write of :func:`atomic_write_bytes` (a seam for tests that fill the disk).
+
+    Arrays are written through the Python file, not ``ndarray.tofile``: numpy's own buffered
+    write loses the error of its last buffer on a full disk (an array smaller than the buffer is
+    then silently not written) and reports the others without an error code.
+    """
+    if isinstance(data, np.ndarray):
+        fh.write(memoryview(np.ascontiguousarray(data)).cast("B"))
+    else:
+        fh.write(data)
+
+
+def atomic_write_bytes(path: Path, data: bytes | np.ndarray) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same directory, then ``os.replace``).
+
+    Raises
+    ------
+    WriteFailed
+        The file could not be written (the message: :func:`describe_os_error`); nothing is left
+        behind but what was there before.
+    """
+    path = Path(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as fh:
-            if isinstance(data, np.ndarray):
-                data.tofile(fh)
-            else:
-                fh.write(data)
+            _write_data(fh, data)
         os.replace(tmp, path)
+    except OSError as exc:
+        _remove_quietly(tmp)
+        nbytes = data.nbytes if isinstance(data, np.ndarray) else len(data)
+        raise WriteFailed(describe_os_error(exc, path, nbytes=nbytes), path=path) from exc
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        _remove_quietly(tmp)
         raise
+
+
+def _remove_quietly(tmp: str | None) -> None:
+    if tmp is not None and os.path.exists(tmp):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def store_file(store: str | os.PathLike, *parts: str) -> Path:
+    """``store/part/...``, checked to lie inside ``store`` once resolved (symbolic links followed).
+
+    Every file of a store is written through this: a part that is empty, ``.``, ``..`` or holds
+    a path separator or NUL, or a path that resolves outside ``store`` (a symbolic link out of
+    it), is refused with :class:`ValueError` before anything is written.
+
+    >>> store_file("/tmp/s", "features", "aapl", "close.1min.bin").as_posix()
+    '/tmp/s/features/aapl/close.1min.bin'
+    >>> store_file("/tmp/s", "features", "..", "x")
+    Traceback (most recent call last):
+    ...
+    ValueError: /tmp/s: expected a file name inside the store, found the path part '..' (nothing is written outside the store)
+    """
+    root = Path(store)
+    for part in parts:
+        if part in ("", ".", "..") or any(c in part for c in ("/", "\\", "\x00", os.sep)):
+            raise ValueError(f"{root}: expected a file name inside the store, found the path part {part!r} "
+                             "(nothing is written outside the store)")
+    path = root.joinpath(*parts)
+    real_root, real = os.path.realpath(root), os.path.realpath(path)
+    if not Path(real).is_relative_to(real_root):
+        raise ValueError(f"{path}: resolves to {real}, outside the store {real_root} (a symbolic link?); "
+                         "nothing is written outside the store")
+    return path
 
 
 # ---------------------------------------------------------------------------- calendar
@@ -201,7 +364,7 @@ def format_calendar(minutes: pd.DatetimeIndex | np.ndarray, freq: str = FREQ) ->
 
 def write_calendar(store: Path, minutes: pd.DatetimeIndex, freq: str = FREQ) -> Path:
     """Write ``calendars/<freq>.txt`` (``1min``: bar times; ``day``: session dates); returns its path."""
-    path = Path(store) / "calendars" / f"{_check_freq(freq)}.txt"
+    path = store_file(store, "calendars", f"{_check_freq(freq)}.txt")
     lines = format_calendar(minutes, freq)
     atomic_write_text(path, "\n".join(lines.tolist()) + ("\n" if len(lines) else ""))
     return path
@@ -229,8 +392,11 @@ def read_calendar(store: Path, freq: str | None = None) -> pd.DatetimeIndex:
 # ---------------------------------------------------------------------------- instruments
 def write_instruments(store: Path, name: str, spans: Mapping[str, tuple[pd.Timestamp, pd.Timestamp]],
                       freq: str = FREQ) -> Path:
-    """Write ``instruments/<name>.txt`` with one ``SYMBOL<TAB>start<TAB>end`` line per symbol (dates for ``day``)."""
-    path = Path(store) / "instruments" / f"{name}.txt"
+    """Write ``instruments/<name>.txt`` with one ``SYMBOL<TAB>start<TAB>end`` line per symbol (dates for ``day``).
+
+    ``name`` is lower-cased, as Qlib's ``D.instruments(name)`` opens ``<name.lower()>.txt``.
+    """
+    path = store_file(store, "instruments", f"{name.lower()}.txt")
     fmt = _CAL_FORMAT[_check_freq(freq)]
     lines = [f"{sym}\t{pd.Timestamp(a).strftime(fmt)}\t{pd.Timestamp(b).strftime(fmt)}" for sym, (a, b) in spans.items()]
     atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
@@ -239,7 +405,7 @@ def write_instruments(store: Path, name: str, spans: Mapping[str, tuple[pd.Times
 
 def read_instruments(store: Path, name: str = "all") -> dict[str, tuple[pd.Timestamp, pd.Timestamp]]:
     """Read ``instruments/<name>.txt`` into ``{symbol: (first bar, last bar)}`` (empty if absent)."""
-    path = Path(store) / "instruments" / f"{name}.txt"
+    path = Path(store) / "instruments" / f"{name.lower()}.txt"
     if not path.exists():
         return {}
     spans: dict[str, tuple[pd.Timestamp, pd.Timestamp]] = {}
@@ -255,8 +421,16 @@ def read_instruments(store: Path, name: str = "all") -> dict[str, tuple[pd.Times
 
 # ---------------------------------------------------------------------------- features
 def feature_path(store: Path, symbol: str, field: str, freq: str | None = None) -> Path:
-    """Path of one feature file (Qlib lower-cases instrument and field names; ``freq``: the store's own)."""
-    return Path(store) / "features" / symbol.lower() / f"{field.lower()}.{_freq_of(store, freq)}.bin"
+    """Path of one feature file: ``features/<symbol_to_fname(symbol)>/<field>.<freq>.bin`` (``freq``: the store's own).
+
+    The folder is the one Qlib's provider opens (:func:`data_prep.symbols.symbol_to_fname`); a
+    symbol that cannot name a folder is refused with :class:`ValueError`, and the path is
+    checked to lie inside ``store`` (:func:`store_file`).
+
+    >>> feature_path("/tmp/s", "BRK.B", "close", "day").as_posix(), feature_path("/tmp/s", "CON", "close", "day").name
+    ('/tmp/s/features/brk.b/close.day.bin', 'close.day.bin')
+    """
+    return store_file(store, "features", symbol_to_fname(symbol), f"{field.lower()}.{_freq_of(store, freq)}.bin")
 
 
 def write_feature(store: Path, symbol: str, field: str, start_index: int, values: np.ndarray,
@@ -293,7 +467,7 @@ def write_symbol(store: Path, symbol: str, start_index: int, columns: Mapping[st
 # ---------------------------------------------------------------------------- metadata
 def write_meta(store: Path, meta: Mapping) -> Path:
     """Write ``meta.json`` (sorted keys, indented) atomically."""
-    path = Path(store) / META_FILE
+    path = store_file(store, META_FILE)
     atomic_write_text(path, json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
     return path
 
@@ -606,7 +780,7 @@ def commit_store(store_dir: str | os.PathLike, *, writer: str) -> Path:
         for name in files:
             _fsync_path(Path(root) / name)
         _fsync_path(Path(root), directory=True)
-    path = store / COMMIT_FILE
+    path = store_file(store, COMMIT_FILE)
     atomic_write_text(path, json.dumps(_marker_record(store, writer), indent=2, sort_keys=True) + "\n")
     _fsync_path(path)
     _fsync_path(store, directory=True)
@@ -677,8 +851,8 @@ def _publish(staging: Path, target: Path) -> None:
             os.rename(old, target)
         raise
     _fsync_path(target.parent, directory=True)
-    if old is not None:
-        shutil.rmtree(old)
+    if old is not None:  # published: a leftover old version is cleared by the next write (recover_interrupted)
+        shutil.rmtree(old, ignore_errors=True)
 
 
 @contextlib.contextmanager

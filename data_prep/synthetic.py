@@ -105,6 +105,7 @@ import numpy as np
 import pandas as pd
 
 from data_prep import qlib_store
+from data_prep.symbols import check_symbol
 from data_prep.trading_calendar import sessions as nyse_sessions
 
 __all__ = [
@@ -565,9 +566,8 @@ def _check_symbols(symbols: Sequence[str]) -> tuple[str, ...]:
     out = tuple(str(s).upper() for s in symbols)
     if not out:
         raise ValueError("symbols: expected at least one symbol, found none")
-    bad = [s for s in out if not s.replace(".", "").replace("-", "").isalnum()]
-    if bad:
-        raise ValueError(f"symbols: expected ticker names (letters, digits, '.', '-'), found {bad}")
+    for s in out:  # a name, never a path (data_prep.symbols)
+        check_symbol(s, where="symbols")
     if len(set(out)) != len(out):
         raise ValueError(f"symbols: expected distinct symbols, found duplicates in {list(out)}")
     return out

@@ -36,9 +36,13 @@ price_spike              error      row dropped: one or more of its prices is > 
                                     times, or < 1/``max_spike`` of, both neighbouring bars' closes
                                     in the session (a 10x typo in one field, or a whole bar scaled);
                                     dropped instead of widening high/low to the bad value
-ohlc_inconsistent        error      values changed: high := max(open, high, low, close),
-                                    low := min(open, high, low, close)
-vwap_outside_range       error      vwap clipped into [low, high] (after the OHLC fix)
+ohlc_inconsistent        error      row dropped: low > min(open, close) or high < max(open, close)
+                                    or low > high. One rule changes values instead: when low <= high
+                                    and open and close lie within one tick (``OHLC_TICK``: $0.01, or
+                                    $0.0001 below $1) of [low, high], open and close are clamped into
+                                    [low, high]; high and low -- the bar's extremes -- are never
+                                    changed, so a repair cannot invent a high or a low from a typo
+vwap_outside_range       error      vwap clipped into [low, high] (the vendor's high and low)
 missing_vwap             warning    vwap derived as (high + low + close) / 3 (vendor vwap column present,
                                     value empty)
 stale_prices             warning    kept; a run of >= ``stale_minutes`` (30) consecutive bars in
@@ -55,7 +59,10 @@ outside_requested_range  warning    dropped (a bar before --start or after --end
 =======================  =========  ===========================================================
 
 A row can carry several kinds (a duplicated 16:00 bar is ``exact_duplicate`` and
-``closing_auction``); each is counted. A row dropped for any reason is dropped once.
+``closing_auction``); each is counted. A row dropped for any reason is dropped once. Every value
+``--repair`` changes is one issue row per field with ``action`` ``changed``, ``found`` the old
+value and ``new`` the value written (``new`` is empty for every other action); an
+``ohlc_inconsistent`` row that is dropped lists all four prices in ``found``.
 
 Example
 -------
@@ -73,6 +80,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from datetime import time as dt_time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -92,9 +100,12 @@ __all__ = [
     "validate_symbol",
     "missing_minutes",
     "split_ratio",
+    "split_tolerance",
+    "KnownActions",
     "timezone_hints",
     "inside_counts",
     "timezone_hint",
+    "session_in_place",
     "interval_label",
 ]
 
@@ -133,7 +144,7 @@ MISSING_TOKENS: tuple[str, ...] = ("na", "n/a", "#n/a", "nan", "null", "none", "
 KIND_ACTIONS: dict[str, str] = {
     **{k: "dropped" for k in ERROR_KINDS},
     "unsorted": "moved",
-    "ohlc_inconsistent": "changed",
+    "ohlc_inconsistent": "dropped",
     "vwap_outside_range": "changed",
     "missing_vwap": "changed",
     "stale_prices": "kept",
@@ -153,7 +164,11 @@ ISSUE_SCHEMA = {
     "found": pl.String,
     "action": pl.String,
     "first_copy": pl.Boolean,
+    "new": pl.String,
 }
+#: Largest gap by which ``--repair`` clamps an open or close into [low, high]: one tick, $0.01 at
+#: or above $1 and $0.0001 below (the US minimum price increments of Reg NMS rule 612).
+OHLC_TICK: tuple[float, float] = (0.01, 0.0001)
 
 
 @dataclass
@@ -194,8 +209,10 @@ def session_table(start_day, end_day) -> pl.DataFrame:
 
 def _issue(
     frame: pl.DataFrame, kind: str, field: str | pl.Expr, expected: str | pl.Expr, found: pl.Expr,
-    *, first_copy: pl.Expr | bool = False,
+    *, first_copy: pl.Expr | bool = False, new: pl.Expr | None = None, action: str | None = None,
 ) -> pl.DataFrame:
+    """Issue rows of ``frame``'s rows; ``new``: the value written (``action`` ``changed``), ``action``:
+    the action when it is not the kind's (:data:`KIND_ACTIONS`)."""
     def lit(x):
         return pl.lit(x, dtype=pl.String) if isinstance(x, str) else x.cast(pl.String)
 
@@ -207,8 +224,9 @@ def _issue(
         lit(field).alias("field"),
         lit(expected).alias("expected"),
         lit(found).alias("found"),
-        pl.lit(KIND_ACTIONS[kind], dtype=pl.String).alias("action"),
+        pl.lit(action or KIND_ACTIONS[kind], dtype=pl.String).alias("action"),
         (first_copy if isinstance(first_copy, pl.Expr) else pl.lit(first_copy)).alias("first_copy"),
+        (pl.lit(None, dtype=pl.String) if new is None else new.cast(pl.String)).alias("new"),
     )
 
 
@@ -231,16 +249,17 @@ class _Checks:
         self.pending: list[tuple] = []
         self.parts: list[pl.DataFrame] = []
 
-    def add(self, cond: pl.Expr, kind: str, field, expected, found, *, first_copy=False) -> None:
-        self.pending.append((cond, kind, field, expected, found, first_copy))
+    def add(self, cond: pl.Expr, kind: str, field, expected, found, *, first_copy=False, new=None,
+            action=None) -> None:
+        self.pending.append((cond, kind, field, expected, found, dict(first_copy=first_copy, new=new, action=action)))
 
     def flush(self, df: pl.DataFrame) -> None:
         if not self.pending:
             return
         hits = df.select([c[0].fill_null(False).any().alias(f"c{i}") for i, c in enumerate(self.pending)]).row(0)
-        for hit, (cond, kind, field, expected, found, first_copy) in zip(hits, self.pending):
+        for hit, (cond, kind, field, expected, found, extra) in zip(hits, self.pending):
             if hit:
-                self.parts.append(_issue(df.filter(cond), kind, field, expected, found, first_copy=first_copy))
+                self.parts.append(_issue(df.filter(cond), kind, field, expected, found, **extra))
         self.pending.clear()
 
 
@@ -254,6 +273,7 @@ def validate_symbol(
     sessions: pl.DataFrame | None = None,
     max_jump: float = 1.5,
     max_spike: float = 3.0,
+    actions: KnownActions | None = None,
 ) -> ValidationResult:
     """Find every anomaly of one symbol's rows and compute the repaired bars.
 
@@ -282,6 +302,9 @@ def validate_symbol(
     max_spike : float
         A price more than ``max_spike`` times (or less than ``1/max_spike`` of) both neighbouring
         bars' closes is a ``price_spike`` (default 3).
+    actions : KnownActions, optional
+        The symbol's corporate actions given with ``--adjustments``: a jump they explain is not
+        reported, and the advice of the others names the file.
 
     Returns
     -------
@@ -304,8 +327,8 @@ def validate_symbol(
     df = scan.settle(_check_duplicates(scan, df, fields, files))
     df = _check_unsorted(scan, df)
     df = _check_spikes(scan, df, max_spike)
-    df = _repair_ohlc(scan, df, fields, vwap_missing)
-    df = _repair_vwap(scan, df, fields)
+    df = _repair_ohlc(scan, df)
+    df = _repair_vwap(scan, df, fields, vwap_missing)
     clean = (
         df.filter(~pl.col("_drop"))
         .select(["_file", "_line", "ts", *fields])
@@ -314,7 +337,7 @@ def validate_symbol(
     # warnings on the repaired bars: stale prices, price jumps, whole sessions missing
     warnings = [
         _stale_runs(clean, symbol, stale_minutes),
-        _price_jumps(clean, symbol, max_jump),
+        _price_jumps(clean, symbol, max_jump, actions),
         _missing_sessions(clean, symbol, sessions, scan.tf_date),
     ]
     issues = _collect_issues(scan.checks.parts + warnings, df, symbol)
@@ -559,38 +582,59 @@ def _check_spikes(scan: _Scan, df: pl.DataFrame, max_spike: float) -> pl.DataFra
     return df
 
 
-def _repair_ohlc(scan: _Scan, df: pl.DataFrame, fields: list[str], vwap_missing: pl.Expr) -> pl.DataFrame:
-    """Fix the drops (``_drop``); on the kept rows: missing_vwap, ohlc_inconsistent, then widen high/low."""
+def _repair_ohlc(scan: _Scan, df: pl.DataFrame) -> pl.DataFrame:
+    """Settle the drops (``_drop``); ohlc_inconsistent on the kept rows: dropped, or open/close clamped.
+
+    A kept bar is consistent when ``low <= min(open, close)`` and ``max(open, close) <= high``.
+    An inconsistent bar is dropped unless ``low <= high`` and open and close each lie within one
+    tick (:data:`OHLC_TICK`) of ``[low, high]``; then they are clamped into it. ``high`` and
+    ``low`` are never changed: a typo in one field can only remove its bar, never become the
+    bar's extreme (a high typed as 100 under an open of 174.46 is not stored as a low of 100).
+    """
     df = df.with_columns(scan.drop.fill_null(False).alias("_drop"))
-    kept = ~pl.col("_drop")
-    if "vwap" in fields:
-        scan.checks.add(kept & vwap_missing.fill_null(False), "missing_vwap", "vwap",
-                        "a number (derived as (high + low + close) / 3)",
-                        pl.when(pl.col("vwap").is_nan()).then(pl.lit("NaN")).otherwise(_quoted(_txt_of(df, "vwap"))))
-    hi_need = pl.max_horizontal("open", "close", "low")
-    lo_need = pl.min_horizontal("open", "close", "high")
-    bad_hi = kept & (pl.col("high") < hi_need)
-    bad_lo = kept & (pl.col("low") > lo_need)
-    scan.checks.add(bad_hi, "ohlc_inconsistent", "high",
-                    pl.concat_str([pl.lit("high >= max(open, close, low) = "), _fmt(hi_need)]), _fmt(pl.col("high")))
-    scan.checks.add(bad_lo & ~bad_hi, "ohlc_inconsistent", "low",
-                    pl.concat_str([pl.lit("low <= min(open, close, high) = "), _fmt(lo_need)]), _fmt(pl.col("low")))
+    o, h, lo, c = (pl.col(f) for f in PRICE_FIELDS)
+    tick = pl.when(h >= 1).then(pl.lit(OHLC_TICK[0])).otherwise(pl.lit(OHLC_TICK[1])) * (1 + 1e-9)  # float rounding
+    bad_hi, bad_lo = h < pl.max_horizontal(o, c, lo), lo > pl.min_horizontal(o, c, h)
+    near = (lo <= h) & (o <= h + tick) & (o >= lo - tick) & (c <= h + tick) & (c >= lo - tick)
+    df = df.with_columns(((bad_hi | bad_lo) & ~pl.col("_drop")).fill_null(False).alias("_ohlc"))
+    df = df.with_columns((pl.col("_ohlc") & near).alias("_clamp"))
+    dropped = pl.col("_ohlc") & ~pl.col("_clamp")
+    four = pl.concat_str([pl.lit("open "), _fmt(o), pl.lit(", high "), _fmt(h), pl.lit(", low "), _fmt(lo),
+                          pl.lit(", close "), _fmt(c)])
+    scan.checks.add(dropped & bad_hi, "ohlc_inconsistent", "high",
+                    pl.concat_str([pl.lit("high >= max(open, close, low) = "), _fmt(pl.max_horizontal(o, c, lo))]),
+                    four)
+    scan.checks.add(dropped & ~bad_hi, "ohlc_inconsistent", "low",
+                    pl.concat_str([pl.lit("low <= min(open, close, high) = "), _fmt(pl.min_horizontal(o, c, h))]),
+                    four)
+    for f in ("open", "close"):
+        off = pl.col("_clamp") & ((pl.col(f) > h) | (pl.col(f) < lo))
+        scan.checks.add(off, "ohlc_inconsistent", f,
+                        pl.concat_str([pl.lit(f"{f} within [low, high] = ["), _fmt(lo), pl.lit(", "), _fmt(h),
+                                       pl.lit("] (off by at most one tick: clamped; high and low kept)")]),
+                        _fmt(pl.col(f)), new=pl.col(f).clip(lo, h), action="changed")
     scan.checks.flush(df)
     return df.with_columns(
-        pl.when(kept).then(pl.max_horizontal(*PRICE_FIELDS)).otherwise(pl.col("high")).alias("high"),
-        pl.when(kept).then(pl.min_horizontal(*PRICE_FIELDS)).otherwise(pl.col("low")).alias("low"),
-    )
+        (pl.col("_drop") | dropped).alias("_drop"),
+        *[pl.when(pl.col("_clamp")).then(pl.col(f).clip(lo, h)).otherwise(pl.col(f)).alias(f) for f in ("open", "close")],
+    ).drop("_ohlc", "_clamp")
 
 
-def _repair_vwap(scan: _Scan, df: pl.DataFrame, fields: list[str]) -> pl.DataFrame:
-    """vwap_outside_range on the kept rows (after the OHLC fix); vwap clipped into [low, high]."""
+def _repair_vwap(scan: _Scan, df: pl.DataFrame, fields: list[str], vwap_missing: pl.Expr) -> pl.DataFrame:
+    """missing_vwap and vwap_outside_range on the kept rows (after the OHLC repair); vwap clipped into [low, high]."""
     if "vwap" not in fields:
         return df
     kept = ~pl.col("_drop")
+    typical = (pl.col("high") + pl.col("low") + pl.col("close")) / 3.0
+    scan.checks.add(kept & vwap_missing.fill_null(False), "missing_vwap", "vwap",
+                    "a number (derived as (high + low + close) / 3)",
+                    pl.when(pl.col("vwap").is_nan()).then(pl.lit("NaN")).otherwise(_quoted(_txt_of(df, "vwap"))),
+                    new=typical)
     out_vwap = kept & pl.col("vwap").is_not_null() & ((pl.col("vwap") < pl.col("low")) | (pl.col("vwap") > pl.col("high")))
     scan.checks.add(out_vwap, "vwap_outside_range", "vwap",
                     pl.concat_str([pl.lit("a vwap within [low, high] = ["), _fmt(pl.col("low")), pl.lit(", "),
-                                   _fmt(pl.col("high")), pl.lit("]")]), _fmt(pl.col("vwap")))
+                                   _fmt(pl.col("high")), pl.lit("]")]), _fmt(pl.col("vwap")),
+                    new=pl.col("vwap").clip(pl.col("low"), pl.col("high")))
     scan.checks.flush(df)
     return df.with_columns(pl.col("vwap").clip(pl.col("low"), pl.col("high")))
 
@@ -678,53 +722,173 @@ SPLIT_RATIOS: tuple[tuple[int, int], ...] = (
     (3, 2), (2, 1), (5, 2), (3, 1), (4, 1), (5, 1), (6, 1), (7, 1), (8, 1), (10, 1), (15, 1), (20, 1),
     (1, 2), (1, 3), (1, 4), (1, 5), (1, 8), (1, 10), (1, 15), (1, 20), (1, 25), (1, 50),
 )
+#: Bounds of the split-fit tolerance (:func:`split_tolerance`). The upper one is below half the
+#: smallest log gap between two :data:`SPLIT_RATIOS` (ln(8/7) / 2 = 6.7%): no move fits two ratios.
+SPLIT_TOLERANCE: tuple[float, float] = (0.02, 0.06)
+#: Sessions with bars after (and before) a jump over which a split's new (and old) price level must hold.
+LEVEL_SESSIONS = 5
+#: Fewest overnight moves a tolerance is measured from (fewer: the lower bound of :data:`SPLIT_TOLERANCE`).
+_MIN_MOVES = 20
+
+
+@dataclass(frozen=True)
+class KnownActions:
+    """The corporate actions given with ``--adjustments`` for one symbol: the file and its events.
+
+    ``events``: ``(ex_date, split_ratio, dividend, factor)`` as :func:`data_prep.adjust.read_adjustments`
+    returns them (``factor`` NaN when the file gives none).
+    """
+
+    file: str
+    events: tuple = ()
 
 
 def split_ratio(price_ratio: float, tolerance: float = 0.02) -> str | None:
-    """The split ``N:M`` whose price factor ``M/N`` is within ``tolerance`` of ``price_ratio`` (closest), or None.
+    """The split ``N:M`` whose price factor ``M/N`` is closest to ``price_ratio``, if ``|ln(price_ratio N/M)| <= tolerance``.
 
     Example
     -------
-    >>> split_ratio(1 - 0.856), split_ratio(10.1), split_ratio(0.8)
-    ('7:1', '1:10', None)
+    >>> split_ratio(1 - 0.856), split_ratio(10.1), split_ratio(0.8), split_ratio(127.58 / 499.23, 0.03)
+    ('7:1', '1:10', None, '4:1')
     """
     if not (price_ratio > 0 and math.isfinite(price_ratio)):
         return None
-    best = min(SPLIT_RATIOS, key=lambda nm: abs(price_ratio * nm[0] / nm[1] - 1))
-    return f"{best[0]}:{best[1]}" if abs(price_ratio * best[0] / best[1] - 1) <= tolerance else None
+    best = min(SPLIT_RATIOS, key=lambda nm: abs(math.log(price_ratio * nm[0] / nm[1])))
+    return f"{best[0]}:{best[1]}" if abs(math.log(price_ratio * best[0] / best[1])) <= tolerance else None
 
 
-def _price_jumps(clean: pl.DataFrame, symbol: str, max_jump: float, tolerance: float = 0.02) -> pl.DataFrame:
+def split_tolerance(open_: np.ndarray, close: np.ndarray, day: np.ndarray, max_jump: float) -> float:
+    """How far a move may be from a split's price factor and still fit it: the symbol's own overnight moves.
+
+    ``tol = clip(q99(|ln(open_t / close_{t-1})|), 2%, 6%)`` over the overnight moves (first bar of a
+    session against the last bar before it) within ``max_jump``: on the day of a split the
+    market moves too (AAPL's 4:1 split of 2020-08-31 opened 2.2% above a quarter of the last
+    close). With fewer than 20 such moves, 2%.
+
+    >>> day = np.arange(60).astype("datetime64[D]")
+    >>> close = np.full(60, 100.0); open_ = close * np.exp(np.resize([0.01, -0.03], 60))
+    >>> round(split_tolerance(open_, close, day, 1.5), 4), split_tolerance(open_[:5], close[:5], day[:5], 1.5)
+    (0.03, 0.02)
+    """
+    overnight = day[1:] != day[:-1]
+    moves = np.abs(np.log(open_[1:][overnight] / close[:-1][overnight]))
+    moves = moves[np.isfinite(moves) & (moves <= math.log(max_jump))]
+    if moves.size < _MIN_MOVES:
+        return SPLIT_TOLERANCE[0]
+    return float(np.clip(np.quantile(moves, 0.99), *SPLIT_TOLERANCE))
+
+
+@dataclass(frozen=True)
+class _Bars:
+    """One symbol's repaired bars as arrays, for the jump checks."""
+
+    open: np.ndarray
+    close: np.ndarray
+    ts: np.ndarray  # datetime64[m]
+    session: np.ndarray  # index of the bar's session among the symbol's sessions with bars
+
+    @classmethod
+    def of(cls, clean: pl.DataFrame) -> _Bars:
+        ts = clean.get_column("ts").to_numpy().astype("datetime64[m]")
+        session = np.unique(ts.astype("datetime64[D]"), return_inverse=True)[1].reshape(-1)
+        return cls(clean.get_column("open").to_numpy(), clean.get_column("close").to_numpy(), ts, session)
+
+    def when(self, i: int) -> str:
+        return str(self.ts[i]).replace("T", " ")
+
+
+def _level_break(bars: _Bars, i: int) -> str | None:
+    """Why the jump into bar ``i`` is no split: prices go back, or it is a return; ``None`` when both levels hold.
+
+    The levels are split at the geometric mean of the close before and the open after the jump.
+    Looked at over :data:`LEVEL_SESSIONS` sessions with bars after the jump (from the jump on) and
+    before it: a split's new level holds after it and its old level held before it.
+    """
+    pre, post = bars.close[i - 1], bars.open[i]
+    mid, up = math.sqrt(pre * post), post > pre
+    s = bars.session
+    ahead = slice(i, int(np.searchsorted(s, s[i] + LEVEL_SESSIONS)))
+    back = np.flatnonzero((bars.close[ahead] > mid) != up)
+    if back.size:
+        j = i + int(back[0])
+        return (f"not a split: prices are back at the earlier level at {bars.when(j)} (close {bars.close[j]:g}), "
+                f"{j - i} bar(s) after the jump; a bad tick or a vendor error?")
+    behind = slice(int(np.searchsorted(s, s[i - 1] - LEVEL_SESSIONS + 1)), i)
+    off = np.flatnonzero((bars.close[behind] > mid) == up)
+    if off.size:
+        k = behind.start + int(off[-1])
+        return (f"not a split: a return to the level of {bars.when(k)} (close {bars.close[k]:g}) after "
+                f"{i - 1 - k} bar(s) off it; a bad tick or a vendor error?")
+    return None
+
+
+def _split_advice(symbol: str, date: str, ratio: float, split: str | None, tol: float,
+                  actions: KnownActions | None) -> str | None:
+    """What to do about a lasting jump: the split that fits and ``--adjustments``; ``None``: the file explains it."""
+    given = [e for e in (actions.events if actions else ()) if str(np.datetime64(e[0], "D")) == date]
+    for _, split_n, dividend, factor in given:
+        expected = factor if np.isfinite(factor) else 1.0 / split_n
+        if abs(math.log(ratio / expected)) <= tol:
+            return None  # the split given with --adjustments explains it: back-adjusted, nothing to say
+    fit = (f"fits a {split} split (prices x{_factor_text(split)}), off it by {100 * math.log(ratio * _split_n(split)):+.1f}% "
+           f"(tolerance {100 * tol:.1f}%)") if split else (
+        f"no common split ratio fits (tolerance {100 * tol:.1f}%, the symbol's 99th-percentile overnight move)")
+    if given:
+        listed = ", ".join(f"split_ratio {e[1]:g}" + (f" factor {e[3]:g}" if np.isfinite(e[3]) else "") for e in given)
+        return f"{fit}; --adjustments {actions.file} gives {symbol} {listed} on {date}, which the move does not fit"
+    if not split:
+        return fit
+    line = f"'{symbol},{date},{_split_n(split):g},'"
+    if actions is not None:
+        return f"{fit}; --adjustments {actions.file} has no event of {symbol} on {date}: add the line {line}"
+    return f"{fit}: pass it in --adjustments (the line {line}), or check the vendor's adjustment"
+
+
+def _split_n(split: str) -> float:
+    """``"7:1"`` -> 7.0 (new shares per old share: the adjustments file's ``split_ratio``)."""
+    n, m = split.split(":")
+    return int(n) / int(m)
+
+
+def _price_jumps(clean: pl.DataFrame, symbol: str, max_jump: float,
+                 actions: KnownActions | None = None) -> pl.DataFrame:
     """price_jump (warning): a bar's open beyond ``max_jump`` x either way of the previous bar's close.
 
-    A move that fits a split ratio within ``tolerance`` counts from ``max_jump / (1 + tolerance)``,
-    so that a 3:2 split (x2/3) is reported with the default 1.5.
+    A move that fits a split ratio within the symbol's tolerance (:func:`split_tolerance`) counts
+    from ``max_jump / e^tol``, so that a 3:2 split (x2/3) is reported with the default 1.5. The
+    split is named only when the new level holds after the jump and the old one held before it
+    (:func:`_level_break`): a bad session that comes back is said to be one. A split given in
+    ``--adjustments`` (``actions``) on the jump's date that fits the move is not reported.
     """
     if clean.height < 2:
         return pl.DataFrame(schema=ISSUE_SCHEMA)
     lim = math.log(max_jump)
-    j = clean.select(
-        "_file", "_line", "ts", "open", pl.col("close").shift(1).alias("pc"), pl.col("ts").shift(1).alias("pt"),
-    ).filter((pl.col("open") / pl.col("pc")).log().abs() > lim - math.log1p(tolerance))
-    keep, expected, found = [], [], []
-    for r in j.iter_rows(named=True):
-        overnight = r["ts"].date() != r["pt"].date()
-        ratio = r["open"] / r["pc"]
-        split = split_ratio(ratio, tolerance)
-        keep.append(abs(math.log(ratio)) > lim or split is not None)
-        if not keep[-1]:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        moves = np.log(clean.get_column("open").to_numpy()[1:] / clean.get_column("close").to_numpy()[:-1])
+    if not np.any(np.abs(moves) > lim - SPLIT_TOLERANCE[1]):  # the common case: nothing near a jump
+        return pl.DataFrame(schema=ISSUE_SCHEMA)
+    bars = _Bars.of(clean)
+    tol = split_tolerance(bars.open, bars.close, bars.ts.astype("datetime64[D]"), max_jump)
+    rows, expected, found = [], [], []
+    for i in (np.flatnonzero(np.abs(moves) > lim - tol) + 1).tolist():
+        ratio = bars.open[i] / bars.close[i - 1]
+        split = split_ratio(ratio, tol)
+        if not (abs(math.log(ratio)) > lim or split is not None):
             continue
-        when = "overnight" if overnight else "within the session"
-        what = (f"; fits a {split} split (prices x{_factor_text(split)}): pass it in --adjustments, or check "
-                "the vendor's adjustment" if split else "; no common split ratio fits")
-        found.append(f"open {r['open']:g} at {r['ts']:%Y-%m-%d %H:%M} after close {r['pc']:g} at "
-                     f"{r['pt']:%Y-%m-%d %H:%M}: {100 * (ratio - 1):+.1f}% {when}{what}")
+        overnight = bars.session[i] != bars.session[i - 1]
+        story = _level_break(bars, i) or _split_advice(symbol, str(bars.ts[i].astype("datetime64[D]")), ratio, split,
+                                                        tol, actions)
+        if story is None:
+            continue
+        rows.append(i)
+        found.append(f"open {bars.open[i]:g} at {bars.when(i)} after close {bars.close[i - 1]:g} at "
+                     f"{bars.when(i - 1)}: {100 * (ratio - 1):+.1f}% {'overnight' if overnight else 'within the session'}"
+                     f"; {story}")
         expected.append(f"an {'overnight move' if overnight else 'move between consecutive bars'} within "
                         f"{max_jump:g}x either way (|log return| <= ln {max_jump:g}; --max-jump)")
-    j = j.filter(pl.Series(keep, dtype=pl.Boolean))
-    if not j.height:
+    if not rows:
         return pl.DataFrame(schema=ISSUE_SCHEMA)
-    j = j.with_columns(pl.Series("_exp", expected), pl.Series("_found", found), pl.lit(symbol).alias("symbol"))
+    j = clean[rows].with_columns(pl.Series("_exp", expected), pl.Series("_found", found), pl.lit(symbol).alias("symbol"))
     return _issue(j, "price_jump", "open", pl.col("_exp"), pl.col("_found"))
 
 
@@ -867,9 +1031,9 @@ def timezone_hints(
     per_file = _inside(t, _sessions_of(t) if sessions is None else sessions).group_by("_file").agg(
         pl.len().alias("n"), pl.col("_in").mean().alias("share"),
     ).filter((pl.col("n") >= min_bars) & (pl.col("share") < 1 - threshold)).sort("_file")
-    for fi, _, share_in in per_file.iter_rows():
+    for fi, n, share_in in per_file.iter_rows():
         ts = t.filter(pl.col("_file") == fi).get_column("ts").head(sample)
-        hints[fi] = _hint_text(ts, share_in, files[fi], tz=tz, zoned=zoned[fi], threshold=threshold)
+        hints[fi] = _hint_text(ts, share_in, files[fi], tz=tz, zoned=zoned[fi], threshold=threshold, n=n)
     return hints
 
 
@@ -892,11 +1056,56 @@ def timezone_hint(ts: pl.Series, n: int, n_inside: int, file: str, *, tz: str, z
     first times (``ts``: the file's non-null times in line order, at least its first ``sample``); None: no hint."""
     if n < min_bars or not n_inside / n < 1 - threshold:
         return None
-    return _hint_text(ts.head(sample), n_inside / n, file, tz=tz, zoned=zoned, threshold=threshold)
+    return _hint_text(ts.head(sample), n_inside / n, file, tz=tz, zoned=zoned, threshold=threshold, n=n)
 
 
-def _hint_text(ts: pl.Series, share_in: float, file: str, *, tz: str, zoned: bool, threshold: float) -> str:
-    """The hint of a file with ``share_in`` of its bars inside the session; ``ts``: its first times."""
+#: Share of the busiest 6.5 hours' bars the regular session must hold for a file's session pattern to count as
+#: in place (its bars outside are extended hours, not a time-zone shift).
+_ALIGNED_SHARE = 0.9
+
+
+def session_in_place(ts: pl.Series) -> bool:
+    """Whether the regular session 09:30-16:00 (New York) is the busiest 6.5 hours of the day of these bars.
+
+    The bars per minute of the day are counted; the 390-minute window starting at 09:30 must
+    hold at least 90% of the bars of the busiest 390-minute window. Extended-hours bars
+    (04:00-09:29, 16:01-20:00) in the right zone keep the session in place (the regular hours
+    are the busiest); a file in another zone moves the busy block by whole hours.
+
+    >>> import datetime as dt
+    >>> day = dt.datetime(2018, 2, 16)
+    >>> ext = pl.Series([day + dt.timedelta(minutes=m) for m in range(4 * 60, 20 * 60)])  # 04:00-19:59
+    >>> utc = pl.Series([day + dt.timedelta(minutes=m) for m in range(14 * 60 + 30, 21 * 60)])  # 14:30-20:59
+    >>> session_in_place(ext), session_in_place(utc)
+    (True, False)
+    """
+    mod = (ts.dt.hour().cast(pl.Int32) * 60 + ts.dt.minute().cast(pl.Int32)).drop_nulls().to_numpy()
+    if not mod.size:
+        return False
+    windows = np.convolve(np.bincount(mod, minlength=1440), np.ones(390, dtype=np.int64), mode="valid")
+    return bool(windows[570] >= _ALIGNED_SHARE * windows.max())
+
+
+def _extended_hours_text(ts: pl.Series, share_in: float, file: str, n: int | None) -> str:
+    """The hint of a file whose bars outside the regular session are pre- and post-market bars."""
+    times = ts.drop_nulls().dt.time()
+    outside = times.filter((times < dt_time(9, 30)) | (times > dt_time(16, 0)))
+    count = f"{round(n * (1 - share_in)):,} of {n:,}" if n else f"{round(100 * (1 - share_in))}% of the"
+    span = f", {outside.min():%H:%M} to {outside.max():%H:%M}" if outside.len() else ""
+    return (f"extended-hours bars: {count} bars of {file} fall outside the regular session 09:30-16:00 {_NY}{span}, "
+            "and the regular session holds the busiest 6.5 hours of its bars: pre- and post-market bars, not a time-zone "
+            "problem (pre_market / post_market rows, dropped by --repair)")
+
+
+def _hint_text(ts: pl.Series, share_in: float, file: str, *, tz: str, zoned: bool, threshold: float,
+               n: int | None = None) -> str:
+    """The hint of a file with ``share_in`` of its ``n`` bars inside the session; ``ts``: its first times.
+
+    Bars outside the session with the session still the busiest hours (:func:`session_in_place`)
+    are extended-hours bars: said so, with no time-zone hint.
+    """
+    if session_in_place(ts):
+        return _extended_hours_text(ts, share_in, file, n)
     head = f"{round(100 * (1 - share_in))}% of {file}'s bars fall outside 09:30-16:00 {_NY}"
     if zoned:
         return (head + "; its timestamps carry their own zone (epoch milliseconds are UTC), so --tz does not "

@@ -4,11 +4,17 @@ Accepted layouts
 ----------------
 * **Files**: ``*.csv``, ``*.csv.gz``, ``*.txt`` (comma separated, header on line 1) and
   ``*.parquet``; a directory stands for the files in it (sorted by name).
-* **Symbols**: one file per symbol (the symbol is ``--symbol`` or the file name's stem,
-  upper-cased: ``AAPL.csv`` -> ``AAPL``) or one long file with a symbol column
-  (``--symbol-col``, default ``symbol``; used whenever the file has that column).
+* **Symbols**: one file per symbol (the symbol is ``--symbol`` or the file name without its data
+  suffix, upper-cased: ``AAPL.csv`` -> ``AAPL``, ``BRK.B.csv`` -> ``BRK.B``;
+  ``FileInfo.symbol_from`` says which, the ingest report names every symbol taken from a file
+  name, and a name ending in an interval or date tag such as ``ACN_1MIN`` gets a hint to pass
+  ``--symbol``: the tag is never guessed away, :func:`stem_tag`) or one long file with a symbol column
+  (``--symbol-col``, default ``symbol``; used whenever the file has that column). A symbol is a
+  name, never a path: one that cannot name a feature folder (``BRK/B``, ``../x``, ``.``, a
+  control character ...; :func:`data_prep.symbols.symbol_problem`) is refused with
+  :class:`ValueError` naming the file, the line and the character, in every mode.
 * **Time**: a separate date and time-of-day column (``--date-col``/``--time-col``, default
-  ``date``/``ToD`` as in the shared 2018 sample); a single timestamp column
+  ``date``/``ToD`` as in the shared 2018 sample; times ``HH:MM:SS`` or ``HH:MM``); a single timestamp column
   (``--datetime-col``) as text with or without a zone offset; or epoch milliseconds
   (``--epoch-ms-col``, always UTC). Naive times are read in ``--tz`` (default
   America/New_York). Everything is converted to naive New York local time, Qlib's convention.
@@ -48,6 +54,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -55,7 +62,10 @@ from pathlib import Path
 
 import polars as pl
 
-__all__ = ["ColumnMap", "FileInfo", "VALUE_FIELDS", "NY_TZ", "FREQS", "detect_freq", "list_sources", "read_vendor_file"]
+from data_prep.symbols import ALLOWED_PUNCTUATION, symbol_problem
+
+__all__ = ["ColumnMap", "FileInfo", "VALUE_FIELDS", "NY_TZ", "FREQS", "detect_freq", "list_sources", "read_vendor_file",
+           "file_stem", "stem_tag"]
 
 NY_TZ = "America/New_York"
 #: Fields read from vendor files (``vwap`` optional).
@@ -108,6 +118,7 @@ class FileInfo:
     zoned: bool = False  # the times carry their own zone (zoned text, epoch ms, zoned Parquet column)
     hint: str | None = None  # time-zone hint set by the ingest when most bars fall outside the session
     freq: str = "1min"  # "1min" or "day" (given, or detected by :func:`detect_freq`)
+    symbol_from: str = "column"  # where the symbol came from: "column", "--symbol" or "file name"
 
 
 def list_sources(sources: Iterable[str | Path]) -> list[Path]:
@@ -328,8 +339,20 @@ def _timestamp_expr(
             _require(df, path, [cols.date, cols.time], "date and time")
             field = f"{cols.date},{cols.time}"
             text = pl.concat_str([pl.col(cols.date).cast(pl.String), pl.col(cols.time).cast(pl.String)], separator=" ")
-            ts = text.str.strip_chars().str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
+            ts = _date_time_expr(df if column_data is None else column_data(cols.time), cols.time, text)
         return _localize(ts, tz), text, field, False
+
+
+_HHMM = r"^\s*\d{1,2}:\d{2}\s*$"
+
+
+def _date_time_expr(df: pl.DataFrame, time_col: str, text: pl.Expr) -> pl.Expr:
+    """Naive times from ``"date time"`` text: ``HH:MM:SS``, and ``HH:MM`` when the time column holds any."""
+    ts = text.str.strip_chars().str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
+    column = df.get_column(time_col)
+    if column.dtype == pl.String and bool(column.str.contains(_HHMM).any()):
+        ts = pl.coalesce([ts, text.str.strip_chars().str.to_datetime("%Y-%m-%d %H:%M", strict=False, time_unit="us")])
+    return ts
 
 
 def detect_freq(raw: pl.DataFrame, cols: ColumnMap, *, share: float = 0.9) -> str:
@@ -409,8 +432,74 @@ def _symbol_expr(raw: pl.DataFrame, path: Path, columns: ColumnMap, symbol: str 
         if not (names == names.str.strip_chars().str.to_uppercase()).all():  # normalise only when needed
             sym = sym.str.strip_chars().str.to_uppercase()
         return sym
-    name = symbol or path.name.split(".")[0]
-    return pl.lit(name.strip().upper())
+    return pl.lit(_single_symbol(path, symbol))
+
+
+def file_stem(path: str | Path) -> str:
+    """A data file's name without its data suffix (``.csv``, ``.csv.gz``, ``.txt``, ``.parquet``, ``.pq``).
+
+    >>> file_stem("d/BRK.B.csv"), file_stem("AAPL.csv.gz"), file_stem("ACN_1MIN.CSV"), file_stem("x.y")
+    ('BRK.B', 'AAPL', 'ACN_1MIN', 'x')
+    """
+    name = Path(path).name
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return name.split(".")[0]
+
+
+#: A file stem's tail that names an interval or a date, not a share class (``ACN_1MIN``, ``AAPL-daily``, ``F_2018``).
+_STEM_TAG = re.compile(
+    r"[_\-. ](\d+ ?(MIN|MINS|MINUTE|MINUTES|M|H|HR|HOUR|HOURS|D|DAY|DAYS|S|SEC|SECOND|SECONDS)|MIN|MINUTE|MINUTES|"
+    r"MINUTELY|HOUR|HOURLY|DAY|DAILY|TICK|TICKS|BAR|BARS|INTRADAY|OHLC|OHLCV|(19|20)\d{2}([-_]?\d{2}){0,2})$",
+    re.IGNORECASE,
+)
+
+
+def stem_tag(stem: str) -> str | None:
+    """The interval or date tag at the end of a file stem (``"_1MIN"`` of ``ACN_1MIN``), or ``None``.
+
+    >>> stem_tag("ACN_1MIN"), stem_tag("AAPL-daily"), stem_tag("F_2018-06"), stem_tag("BRK.B"), stem_tag("BF-B")
+    ('_1MIN', '-daily', '_2018-06', None, None)
+    """
+    m = _STEM_TAG.search(stem)
+    return m.group(0) if m and m.start() > 0 else None
+
+
+def _single_symbol(path: Path, symbol: str | None) -> str:
+    """The symbol of a single-symbol file: ``symbol`` (``--symbol``) or the file name's stem, stripped, upper-cased."""
+    return (symbol if symbol is not None else file_stem(path)).strip().upper()
+
+
+def _symbol_from(head: pl.DataFrame, columns: ColumnMap, symbol: str | None) -> str:
+    return "column" if columns.symbol in head.columns else "--symbol" if symbol is not None else "file name"
+
+
+def _check_symbols(df: pl.DataFrame, raw: pl.DataFrame, path: Path, columns: ColumnMap, origin: str,
+                   seen: set[str]) -> None:
+    """Refuse a symbol that cannot name a feature folder, naming the file, line and character.
+
+    Empty symbols are left to the validation (``missing_value``: reported, never written).
+    """
+    names = set(df.get_column("symbol").drop_nulls().unique().to_list())
+    new = names - seen - {""}
+    for sym in sorted(new):
+        problem = symbol_problem(sym)
+        if problem is None:
+            continue
+        where = {"column": f"field '{columns.symbol}'", "--symbol": "--symbol",
+                 "file name": f"the symbol taken from the file name {path.name} (no '{columns.symbol}' column, no "
+                              "--symbol)"}[origin]
+        if origin == "column":
+            first = int(df.get_column("symbol").eq(sym).arg_true()[0])
+            text = raw.get_column(columns.symbol).cast(pl.String)[first]
+            where = f"line {int(df.get_column('_line')[first])}: {where}"
+        else:
+            text = sym
+        raise ValueError(f"{path}: {where}: expected a symbol (letters, digits and "
+                         f"{' '.join(ALLOWED_PUNCTUATION)}; a name, never a path), found {text!r}: {problem}; "
+                         "nothing written")
+    seen.update(names)
 
 
 def _value_exprs(raw: pl.DataFrame, columns: ColumnMap, has_vwap: bool) -> list[pl.Expr]:
@@ -499,13 +588,14 @@ def read_vendor_file(
     values = ([ts.alias("ts")] + ([ts_text.alias("_ts_text")] if ts_text is not None else [])
               + _value_exprs(head, columns, has_vwap))
     dst = tz == NY_TZ and not columns.epoch_ms and freq != "day"
+    origin = _symbol_from(head, columns, symbol)
     frames, rows, symbols = [], 0, set()
     for first, raw in src.batches():
         lines = (pl.int_range(pl.len(), dtype=pl.Int64) + (line_offset + first)).alias("_line")
         df = _normalise(raw, path, file_index, lines, _symbol_expr(raw, path, columns, symbol), values, time_field, dst)
+        _check_symbols(df, raw, path, columns, origin, symbols)
         del raw
         rows += df.height
-        symbols.update(df.get_column("symbol").drop_nulls().unique().to_list())
         if sink is None:
             frames.append(df)
         else:
@@ -522,5 +612,6 @@ def read_vendor_file(
         line_offset=line_offset,
         zoned=zoned,
         freq=freq,
+        symbol_from=origin,
     )
     return (frames[0] if len(frames) == 1 else pl.concat(frames)), info

@@ -12,12 +12,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rolling_calib.core.label import Label
 from rolling_calib.execution import store as st
 from rolling_calib.execution.executors import UnitKey
 from rolling_calib.core.schedule import rolling_windows
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_2018 = REPO.parent / "shared" / "data" / "us-equities-1min-2018"
+#: What the synthetic labels of a fake store stand for (the minute label, in bp).
+FAKE_LABEL = Label(kind="raw", expression="1e4 * (close[t+10]/close[t] - 1)", unit="bp")
 
 
 def sparse_calendar(start: str, end: str, *, every: int = 30) -> pd.DatetimeIndex:
@@ -60,6 +63,7 @@ def write_fake_store(
             "windows": [w.to_dict() for w in windows],
             "mode": "finetune",
             "seeds": list(range(seeds)),
+            "labels": {"raw": FAKE_LABEL.to_dict()},
         }
         for seed in range(seeds):
             bias = rng.normal(0.0, spec.get("bias_sd", 1.0))

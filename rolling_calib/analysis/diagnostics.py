@@ -2,9 +2,9 @@
 
 For every pipeline with at least two complete runs, :func:`diagnose_store` reads the
 per-period table of :func:`~rolling_calib.analysis.scoring.score_store` (mean residual and
-QL per run and period) and each run's predictions (:func:`~rolling_calib.analysis.scoring.load_run`:
-mean and std of the predictions per period, and the training window of each period's
-first row), then computes with :mod:`rolling_calib.core.diagnostics`:
+QL per run and period) and each run's predictions (:func:`~rolling_calib.execution.reader.read_run`,
+the rows scored against the same label: mean and std of the predictions per period, and the
+training window of each period's first row), then computes with :mod:`rolling_calib.core.diagnostics`:
 
 * the split of ``Var_seeds(QL2..K)`` into a bias part ``Var(B)``, a spread part ``Var(S)``
   and ``2 Cov(B, S)``, where per run ``QL2..K = B + S``, ``B`` = row-weighted mean over the
@@ -48,10 +48,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rolling_calib.analysis.scoring import StoreScores, load_run, score_store
+from rolling_calib.analysis.scoring import StoreScores, score_store
 from rolling_calib.core import diagnostics as dg
+from rolling_calib.core.calibration import Calibration
+from rolling_calib.core.label import Label
 from rolling_calib.core.schedule import Window
 from rolling_calib.execution import store as st
+from rolling_calib.execution.reader import read_run
 
 __all__ = ["MAX_DEFAULT_PAIRS", "PipelineDiagnosis", "StoreDiagnosis", "diagnose_store", "run_period_stats"]
 
@@ -113,6 +116,8 @@ class PipelineDiagnosis:
     offsets : DataFrame
         One row per (seed, period): ``seed, period, start, mean_residual, offset, window, refit``.
     verdict : str
+    label : Label
+        The label the runs were scored against (the offsets are in its unit).
     """
 
     pipeline: str
@@ -128,6 +133,7 @@ class PipelineDiagnosis:
     persistence: dg.OffsetPersistence
     offsets: pd.DataFrame
     verdict: str
+    label: Label
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (NaN as None; the offsets as records with ISO dates)."""
@@ -177,7 +183,8 @@ class StoreDiagnosis:
     Attributes
     ----------
     store : Path
-    period, bias : calibration rule the runs were scored with
+    calibration : Calibration
+        The rule the runs were scored with; ``label``: the Label they were scored against.
     pipelines : list of PipelineDiagnosis
     runs : DataFrame
         Per-run scores (``pipeline, seed, ql, ql_scored, cql, ...``) of the diagnosed pipelines.
@@ -187,10 +194,10 @@ class StoreDiagnosis:
     """
 
     store: Path
-    period: str | int
-    bias: str
     pipelines: list[PipelineDiagnosis]
     runs: pd.DataFrame
+    calibration: Calibration = field(default_factory=Calibration)
+    label: Label = field(default_factory=lambda: Label(kind="raw"))
     pairs: list[tuple[str, str]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
@@ -225,8 +232,8 @@ class StoreDiagnosis:
         """JSON-friendly form (for ``--json``)."""
         return _clean({
             "store": str(self.store),
-            "period": self.period,
-            "bias": self.bias,
+            "period": self.calibration.period,
+            "bias": self.calibration.bias,
             "pipelines": [p.to_dict() for p in self.pipelines],
             "paired_differences": [self._pair_summary(a, b) for a, b in self.pairs],
             "skipped": list(self.skipped),
@@ -236,7 +243,8 @@ class StoreDiagnosis:
 
     def format(self) -> str:
         """Plain text for the terminal."""
-        lines = [f"Seed-variance diagnostics (calibration: {self.period}, bias {self.bias}; std over seeds, ddof=1)", ""]
+        lines = [f"Seed-variance diagnostics (calibration: {self.calibration.describe()}; {self.label.describe()}; "
+                 f"std over seeds, ddof=1)", ""]
         for diagnosis in self.pipelines:
             lines += [diagnosis.format(), ""]
         if self.pairs:
@@ -324,15 +332,16 @@ def _seed_grid(table: pd.DataFrame, column: str, seeds: Sequence[int], common: p
 
 
 def _prediction_stats(store: Path, name: str, seeds: Sequence[int], table: pd.DataFrame, common: pd.Index,
-                      manifest: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Seeds x periods: mean and std of the predictions, and the window of each period's first row."""
+                      manifest: dict, label: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seeds x periods: mean and std of the predictions (rows scored against ``label``), and the window of
+    each period's first row."""
     windows = [Window.from_dict(w) for w in manifest["pipelines"][name]["windows"]]
     shape = (len(seeds), len(common))
     mean_pred = np.empty(shape)
     pred_std = np.empty(shape)
     win = np.empty(shape, dtype=np.int64)
     for i, seed in enumerate(seeds):
-        frame = load_run(store, name, seed, manifest=manifest)
+        frame = read_run(store, name, seed, manifest=manifest, label=label).test.frame()
         starts = table[table["seed"] == seed].sort_values("start")["start"]   # the run's own periods
         stats = run_period_stats(frame, starts.tolist())
         stats.index = pd.DatetimeIndex(starts.to_numpy()[stats.index.to_numpy()])
@@ -370,7 +379,7 @@ def _diagnose_pipeline(store: Path, name: str, scores: StoreScores, manifest: di
     ql = _seed_grid(table, "ql", seeds, common).to_numpy(dtype=float)
     rows = _seed_grid(table, "rows", seeds, common).to_numpy(dtype=float)
     scored = _seed_grid(table, "scored", seeds, common).astype(bool).all(axis=0).to_numpy()
-    mean_pred, pred_std, win = _prediction_stats(store, name, seeds, table, common, manifest)
+    mean_pred, pred_std, win = _prediction_stats(store, name, seeds, table, common, manifest, scores.label.kind)
     refit = np.logical_or.reduce([dg.refit_boundaries(w) for w in win])
     split = dg.split_seed_variance(b[:, scored], ql[:, scored], rows[:, scored])
     std_cql = _std(runs["cql"].to_numpy(dtype=float))
@@ -392,14 +401,15 @@ def _diagnose_pipeline(store: Path, name: str, scores: StoreScores, manifest: di
         offsets=_offsets_frame(seeds, labels, common, b, offsets, win, refit),
         verdict=dg.verdict(removable, removed, corr_within=persistence.corr_within,
                            corr_across=persistence.corr_across),
+        label=scores.label,
     )
 
 
 def diagnose_store(
     store: str | Path,
     *,
-    period: str | int = "month",
-    bias: str = "pooled",
+    calibration: Calibration | None = None,
+    label: str | None = None,
     pipelines: Sequence[str] | None = None,
     pairs: Sequence[tuple[str, str]] | None = None,
     scores: StoreScores | None = None,
@@ -411,7 +421,10 @@ def diagnose_store(
     ----------
     store : path
         A result store.
-    period, bias : calibration rule for CQL (METHOD 2.2: month, pooled); ignored when ``scores`` is given.
+    calibration : Calibration, optional
+        The rule for CQL (default: the store's recorded one); ignored when ``scores`` is given.
+    label : {"raw", "learn"}, optional
+        The label to score against (default: the store's); ignored when ``scores`` is given.
     pipelines : sequence of str, optional
         Restrict to these pipelines (default: all).
     pairs : sequence of (str, str), optional
@@ -434,12 +447,12 @@ def diagnose_store(
     """
     store = Path(store)
     if scores is None:
-        scores = score_store(store, period=period, bias=bias, pipelines=pipelines, progress=progress)
+        scores = score_store(store, calibration=calibration, label=label, pipelines=pipelines, progress=progress)
     manifest = st.read_manifest(store)
     names = scores.pipelines if pipelines is None else [n for n in pipelines if n in scores.pipelines]
     notes = list(scores.notes)
-    if scores.bias != "pooled":
-        notes.append(f"CQL is scored with {scores.bias} bias; the split and the bound use each period's pooled "
+    if scores.calibration.bias != "pooled":
+        notes.append(f"CQL is scored with {scores.calibration.bias} bias; the split and the bound use each period's pooled "
                      f"mean residual, so they bound a pooled correction only")
     done, skipped = [], []
     for name in names:
@@ -463,8 +476,8 @@ def diagnose_store(
                     raise ValueError(f"pair ({a}, {b}): {name!r} was not diagnosed (diagnosed: {', '.join(diagnosed)})")
     return StoreDiagnosis(
         store=store,
-        period=scores.period,
-        bias=scores.bias,
+        calibration=scores.calibration,
+        label=scores.label,
         pipelines=done,
         runs=scores.runs[scores.runs["pipeline"].isin(diagnosed)].reset_index(drop=True),
         pairs=list(pairs),

@@ -4,7 +4,10 @@ Every complete run is scored with each variant of :data:`VARIANTS` (one read of 
 units; the validation-source variants only when every run of the store kept its validation
 predictions), then :func:`rolling_calib.core.metaeval.meta_evaluate` gives per compared pair
 (the store's ``compare:`` pairs, else all pairs) the pairwise accuracy of each variant, with the
-direction by the mean QL over all seeds, and the split-seed agreement.
+direction by the mean QL over all seeds, and the split-seed agreement. Each CQL variant is a
+base :class:`~rolling_calib.core.calibration.Calibration` (the paper's rule unless another is
+given) with the one change its name says; every run is scored against one label kind (default
+the store's ``rolling.label``).
 
 Example
 -------
@@ -24,19 +27,18 @@ from typing import Any
 
 import pandas as pd
 
-from rolling_calib.analysis.scoring import (
-    MissingValidationError,
-    RunData,
-    read_run_data,
-    selected_pipelines,
-)
+from rolling_calib.analysis.scoring import rolling_cql, selected_pipelines
+from rolling_calib.core.calibration import Calibration
+from rolling_calib.core.label import LABEL_KIND
+from rolling_calib.core.validation import check
 from rolling_calib.core.metaeval import MetaEvaluation, meta_evaluate
 from rolling_calib.core.schedule import CoverageError
 from rolling_calib.execution import store as st
+from rolling_calib.execution.reader import MissingLabelError, MissingValidationError, RunData, read_run
 
-__all__ = ["VARIANTS", "StoreMetaEvaluation", "metaeval_store"]
+__all__ = ["VARIANTS", "StoreMetaEvaluation", "metaeval_store", "variant_calibration"]
 
-#: Metric variants: name -> (result attribute, rolling_calibrated_quadratic_loss options). ``ql`` is the ground truth.
+#: Metric variants: name -> (result attribute, change to the base Calibration). ``ql`` is the ground truth.
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "ql": ("ql_all", {}),
     "ql_scored": ("ql_scored", {}),
@@ -44,8 +46,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "cql_per_instrument": ("cql", {"bias": "per_instrument"}),
     "cql_week": ("cql", {"period": "week"}),
     "cql_20d": ("cql", {"period": 20}),
-    "cql_validation": ("cql", {"source": "validation"}),
-    "cql_validation_per_instrument": ("cql", {"source": "validation", "bias": "per_instrument"}),
+    "cql_validation": ("cql", {"source": "validation", "bias_window": None}),
+    "cql_validation_per_instrument": ("cql", {"source": "validation", "bias_window": None, "bias": "per_instrument"}),
 }
 DESCRIPTIONS = {
     "ql": "QL, all periods (ground truth)",
@@ -68,6 +70,8 @@ class StoreMetaEvaluation:
     runs: pd.DataFrame
     incomplete: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    calibration: Calibration = field(default_factory=Calibration)   # the base rule of the CQL variants
+    label: str = "raw"   # the label kind every run was scored against
 
     @property
     def summary(self) -> pd.DataFrame:
@@ -85,7 +89,9 @@ class StoreMetaEvaluation:
         r = self.result
         lines = [f"Meta-evaluation of {self.store}: direction by mean {r.ground_truth.upper()} over all seeds; "
                  f"{r.confidence:.0%} bootstrap intervals ({r.n_boot} resamples, seed {r.seed}); split-seed check: "
-                 f"{r.n_splits} random half-splits (seed {r.split_seed})"]
+                 f"{r.n_splits} random half-splits (seed {r.split_seed}); {self.label} label"]
+        if self.calibration != Calibration():
+            lines.append(f"CQL variants change the base rule: {self.calibration.describe()}")
         head = f"{'metric':<32}{'variant':<42}{'mean acc':>9}{'pairs':>6}{'split tau':>10}{'split conc':>11}"
         lines += ["", head, "-" * len(head)]
         for row in r.summary.itertuples(index=False):
@@ -109,9 +115,20 @@ def _num(value: float, width: int, digits: int) -> str:
     return f"{'n/a':>{width}}" if value is None or not math.isfinite(value) else f"{value:>{width}.{digits}f}"
 
 
+def variant_calibration(variant: str, base: Calibration) -> Calibration:
+    """The rule of CQL variant ``variant``: ``base`` with the variant's change.
+
+    >>> variant_calibration("cql_week", Calibration()).describe()
+    'weekly periods, one pooled bias from the previous week'
+    """
+    return base.replace(**VARIANTS[variant][1])
+
+
 def metaeval_store(
     store: str | Path,
     *,
+    calibration: Calibration | None = None,
+    label: str | None = None,
     pipelines: Sequence[str] | None = None,
     variants: Sequence[str] | None = None,
     n_boot: int = 2000,
@@ -123,25 +140,33 @@ def metaeval_store(
 ) -> StoreMetaEvaluation:
     """Score every complete run with each variant and meta-evaluate them (see the module docstring).
 
+    ``calibration`` is the base rule the CQL variants change (default: the paper's, whatever the
+    store recorded, so that the variants mean what their names say); ``label`` the label kind
+    (default: the store's ``rolling.label``).
+
     Raises
     ------
     ValueError
-        Unknown pipelines or variants, or fewer than 2 pipelines with 2 complete runs.
+        Unknown pipelines or variants, a label kind the units do not hold, or fewer than 2
+        pipelines with 2 complete runs.
     """
     store = Path(store)
     manifest = st.read_manifest(store)
+    base = Calibration() if calibration is None else calibration
+    kind = check("label", st.recorded_label_kind(manifest) if label is None else label, LABEL_KIND)
     names = selected_pipelines(store, manifest, pipelines)
     chosen = _chosen_variants(variants)
     from tqdm.auto import tqdm
 
-    data, chosen, incomplete, notes = _read_runs(store, manifest, names, chosen)
-    rows = [_variant_row(name, seed_, run, chosen) for (name, seed_), run in
+    data, chosen, incomplete, notes = _read_runs(store, manifest, names, chosen, kind=kind, base=base)
+    rows = [_variant_row(name, seed_, run, chosen, base) for (name, seed_), run in
             tqdm(data.items(), desc="scoring variants", unit="run", disable=not progress, leave=False)]
     table = pd.DataFrame(rows, columns=["pipeline", "seed", *chosen])
     scores, pairs = _scores_and_pairs(store, manifest, names, table, chosen)
     result = meta_evaluate(scores, pairs, metrics=chosen, ground_truth="ql", n_boot=n_boot, confidence=confidence,
                            seed=seed, n_splits=n_splits, split_seed=split_seed)
-    return StoreMetaEvaluation(store=store, result=result, runs=table, incomplete=incomplete, notes=notes)
+    return StoreMetaEvaluation(store=store, result=result, runs=table, incomplete=incomplete, notes=notes,
+                               calibration=base, label=kind)
 
 
 def _chosen_variants(variants: Sequence[str] | None) -> list[str]:
@@ -155,18 +180,18 @@ def _chosen_variants(variants: Sequence[str] | None) -> list[str]:
     return chosen
 
 
-def _uses_validation(variant: str) -> bool:
-    return VARIANTS[variant][1].get("source") == "validation"
+def _uses_validation(variant: str, base: Calibration) -> bool:
+    return VARIANTS[variant][0] == "cql" and variant_calibration(variant, base).source == "validation"
 
 
-def _read_runs(store: Path, manifest: dict, names: Sequence[str], chosen: list[str]
-               ) -> tuple[dict[tuple[str, int], RunData], list[str], list[str], list[str]]:
+def _read_runs(store: Path, manifest: dict, names: Sequence[str], chosen: list[str], *, kind: str,
+               base: Calibration) -> tuple[dict[tuple[str, int], RunData], list[str], list[str], list[str]]:
     """Read every complete run once: ``(runs, variants, incomplete runs, notes)``.
 
     The validation predictions are read when a chosen variant needs them; at the first run without
     them (an older store) the validation-source variants are left out, with a note, and no run keeps them.
     """
-    wants_valid = any(_uses_validation(v) for v in chosen)
+    wants_valid = any(_uses_validation(v, base) for v in chosen)
     runs = [(n, int(s)) for n in names for s in manifest["pipelines"][n].get("seeds", [])]
     data: dict[tuple[str, int], RunData] = {}
     incomplete: list[str] = []
@@ -174,31 +199,30 @@ def _read_runs(store: Path, manifest: dict, names: Sequence[str], chosen: list[s
     for name, seed_ in runs:
         try:
             try:
-                data[(name, seed_)] = read_run_data(store, name, seed_, manifest=manifest, validation=wants_valid)
+                data[(name, seed_)] = read_run(store, name, seed_, manifest=manifest, label=kind, validation=wants_valid)
             except MissingValidationError as exc:  # an older store: the other variants only
                 notes.append(f"validation-source variants left out: {exc}")
-                chosen = [v for v in chosen if not _uses_validation(v)]
+                chosen = [v for v in chosen if not _uses_validation(v, base)]
                 wants_valid = False
                 for run in data.values():
                     run.valid = None
-                data[(name, seed_)] = read_run_data(store, name, seed_, manifest=manifest)
-        except (CoverageError, st.CorruptStoreFileError):
+                data[(name, seed_)] = read_run(store, name, seed_, manifest=manifest, label=kind)
+        except (CoverageError, st.CorruptStoreFileError, MissingLabelError):
             raise
         except ValueError as exc:
             incomplete.append(f"{name}/seed{seed_}: {exc}")
     return data, chosen, incomplete, notes
 
 
-def _variant_row(name: str, seed_: int, run: RunData, chosen: Sequence[str]) -> dict[str, Any]:
-    """One run's score under each chosen variant (variants with the same options share one computation)."""
+def _variant_row(name: str, seed_: int, run: RunData, chosen: Sequence[str], base: Calibration) -> dict[str, Any]:
+    """One run's score under each chosen variant (variants with the same rule share one computation)."""
     row: dict[str, Any] = {"pipeline": name, "seed": seed_}
-    cache: dict[tuple, Any] = {}
+    cache: dict[Calibration, Any] = {}
     for v in chosen:
-        attr, options = VARIANTS[v]
-        key = tuple(sorted(options.items(), key=str))
-        if key not in cache:
-            cache[key] = run.rolling_cql(**options)
-        row[v] = float(getattr(cache[key], attr))
+        rule = variant_calibration(v, base)
+        if rule not in cache:
+            cache[rule] = rolling_cql(run, rule)
+        row[v] = float(getattr(cache[rule], VARIANTS[v][0]))
     return row
 
 

@@ -17,8 +17,10 @@ standard deviation of each metric and the seed budget, per pair the pairwise acc
 QL, CQL and the IC metrics (direction by QL, the ground truth; for the IC metrics, where
 higher is better, accuracy = P(IC_better > IC_worse)) with bootstrap intervals.
 
-This module reads Parquet files and calls the pure metric functions; it knows
-nothing of Qlib or torch.
+The calibration rule is one :class:`~rolling_calib.core.calibration.Calibration` and the label
+one :class:`~rolling_calib.core.label.Label` (which kind, what it is, its unit), both carried by
+the results. Runs are read by :mod:`rolling_calib.execution.reader` (the one store reader); this
+module calls the pure metric functions and knows nothing of Qlib or torch.
 
 Example
 -------
@@ -46,23 +48,17 @@ import pandas as pd
 
 from rolling_calib.core import metrics
 from rolling_calib.core import pairwise as cmp
+from rolling_calib.core.calibration import Calibration
+from rolling_calib.core.label import LABEL_KIND, Label
 from rolling_calib.core.ranking_ic import (
     PreparedLabels,
     information_coefficients_arrays,
     prepare_labels,
 )
-from rolling_calib.core.schedule import CoverageError, Window
-from rolling_calib.core.validation import (
-    BIAS_MODE,
-    CALIBRATION_PERIOD,
-    CALIBRATION_SOURCE,
-    CONFIDENCE,
-    N_BOOT,
-    SEED,
-    validate_params,
-)
+from rolling_calib.core.schedule import CoverageError
+from rolling_calib.core.validation import CONFIDENCE, N_BOOT, SEED, check, validate_params
 from rolling_calib.execution import store as st
-from rolling_calib.execution.units import UnitKey
+from rolling_calib.execution.reader import MissingLabelError, MissingValidationError, RunData, read_run
 
 __all__ = [
     "RUN_COLUMNS",
@@ -70,11 +66,7 @@ __all__ = [
     "METRICS",
     "StoreScores",
     "StoreComparison",
-    "MissingValidationError",
-    "RunData",
-    "load_run",
-    "read_run_data",
-    "score_run",
+    "rolling_cql",
     "score_store",
     "compare_store",
 ]
@@ -101,24 +93,26 @@ class StoreScores:
         One row per (pipeline, seed, period): ``pipeline, seed, period, start, rows, bias,
         ql, cql, scored`` (plus ``end`` and ``mean_residual``); ``bias`` is the ``c_k``
         applied in that period (NaN in the first).
-    period, bias : str
-        The calibration rule used.
+    calibration : Calibration
+        The calibration rule the runs were scored with.
+    label : Label
+        The label they were scored against (its kind, expression, processors and unit).
     incomplete : list of str
         Runs left out because a unit is missing or stale (``"pipeline/seed3: w01 missing"``).
     compare : list of (str, str)
         Pairs recorded in the store manifest (from the experiment's ``compare:``).
+    notes : list of str
+        What the reader should know (mixed configurations, rows without the label, unknown units).
     """
 
     store: Path
     runs: pd.DataFrame
     periods: pd.DataFrame
-    period: str | int
-    bias: str
+    calibration: Calibration = field(default_factory=Calibration)
+    label: Label = field(default_factory=lambda: Label(kind="raw"))
     incomplete: list[str] = field(default_factory=list)
     compare: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    label: str = "raw"  # rolling.label the store was run with: raw or learn-processed labels
-    source: str = "previous"  # where each period's bias comes from: previous period or the window's validation
 
     @property
     def pipelines(self) -> list[str]:
@@ -133,298 +127,31 @@ class StoreScores:
         return {m: rows[m].to_numpy(dtype=float) for m in (*METRICS, *IC_METRICS) if m in rows}
 
 
-def _windows(entry: dict) -> list[Window]:
-    return [Window.from_dict(w) for w in entry["windows"]]
+def rolling_cql(run: RunData, calibration: Calibration) -> metrics.RollingCQL:
+    """:func:`~rolling_calib.core.metrics.rolling_calibrated_quadratic_loss` of one run (refit periods flagged).
 
-
-def _run_windows(store: Path, manifest: dict, pipeline: str) -> list[Window]:
-    """The pipeline's windows from the manifest; ``CoverageError`` when two test segments overlap."""
-    entry = manifest["pipelines"].get(pipeline)
-    if entry is None:
-        raise ValueError(f"{store / st.MANIFEST}: no pipeline {pipeline!r} (have: {', '.join(manifest['pipelines'])})")
-    windows = _windows(entry)
-    for prev, nxt in itertools.pairwise(windows):
-        if nxt.test.start <= prev.test.end:
-            raise CoverageError(f"{store}: windows {prev.index} and {nxt.index} overlap")
-    return windows
-
-
-def load_run(store: str | Path, pipeline: str, seed: int, *, manifest: dict | None = None) -> pd.DataFrame:
-    """Merged predictions of one run, checked for coverage.
-
-    Every window's unit must be complete with the pipeline's current config hash;
-    each unit's rows must lie inside its window's test segment, and the merged
-    frame must have no duplicate (datetime, instrument).
-
-    Raises
-    ------
-    ValueError
-        A unit is missing or stale (message names it).
-    CoverageError
-        Rows outside their window, overlapping windows or duplicates.
+    ``source='validation'`` needs the run read with its validation predictions (``read_run(..., validation=True)``).
     """
-    store = Path(store)
-    manifest = st.read_manifest(store) if manifest is None else manifest
-    windows = _run_windows(store, manifest, pipeline)
-    entry = manifest["pipelines"][pipeline]
-    frames = []
-    for w in windows:
-        key = UnitKey(pipeline, int(seed), w.index)
-        side = st.read_sidecar(store, key)
-        if side is None or not st.unit_paths(store, key).parquet.is_file():
-            raise ValueError(f"{store}: unit {key.slug()} is missing")
-        if side.get("config_hash") != entry["config_hash"]:
-            raise ValueError(f"{store}: unit {key.slug()} is stale (config hash {side.get('config_hash')}, expected {entry['config_hash']})")
-        frame = st.read_unit(store, key)
-        outside = ~w.test.contains(frame["datetime"])
-        if outside.any():
-            raise CoverageError(f"{st.unit_paths(store, key).parquet}: {int(outside.sum())} rows outside test segment {w.test.as_tuple()}")
-        frames.append(frame)
-    merged = pd.concat(frames, ignore_index=True)
-    dup = merged.duplicated(["datetime", "instrument"])
-    if dup.any():
-        raise CoverageError(f"{store}: run {pipeline}/seed{seed} has {int(dup.sum())} duplicate (datetime, instrument) rows")
-    return merged
-
-
-def score_run(frame: pd.DataFrame, *, period: str | int = "month", bias: str = "pooled") -> metrics.RollingCQL:
-    """QL and rolling CQL of one merged run (columns ``datetime, instrument, prediction, label``)."""
+    t, v = run.test, run.valid
+    per = calibration.bias == "per_instrument"
+    extra: dict[str, Any] = {}
+    if calibration.source == "validation":
+        if v is None:
+            raise MissingValidationError("source='validation': the run was read without its validation predictions")
+        extra = dict(valid_predictions=v.prediction, valid_labels=v.label, valid_windows=v.window,
+                     valid_instruments=v.instruments if per else None)
     return metrics.rolling_calibrated_quadratic_loss(
-        frame["prediction"].to_numpy(dtype=float),
-        frame["label"].to_numpy(dtype=float),
-        frame["datetime"].to_numpy(),
-        instruments=frame["instrument"].to_numpy(),
-        period=period,
-        bias=bias,
-    )
+        t.prediction, t.label, t.datetime, calibration=calibration, instruments=t.instruments if per else None,
+        windows=t.window, **extra)
 
 
-@dataclass
-class _RunArrays:
-    """One run's predictions as arrays, read from its units with column projection (no per-run frame).
-
-    ``codes`` index ``names`` (the instrument ids, in the order the units' dictionaries list them);
-    -1 marks a missing id.
-    """
-
-    datetime: np.ndarray
-    prediction: np.ndarray
-    label: np.ndarray
-    codes: np.ndarray
-    names: np.ndarray
-    window: np.ndarray | None = None   # index of the window (model) of every row
-
-    @property
-    def instruments(self) -> pd.Categorical:
-        return pd.Categorical.from_codes(self.codes, categories=pd.Index(self.names))
-
-    def frame(self) -> pd.DataFrame:
-        """The columns of :func:`load_run` as a frame over the arrays (no copy of the numbers)."""
-        return pd.DataFrame({"datetime": self.datetime, "instrument": self.instruments,
-                             "prediction": self.prediction, "label": self.label}, copy=False)
-
-
-class _LegacyRead(Exception):
-    """A unit whose columns the array reader does not take as they are (time zones, non-timestamp dates)."""
-
-
-def _read_unit_arrays(path: Path, names: dict[Any, int]) -> tuple[np.ndarray, ...]:
-    """Datetime, prediction, label and instrument codes of one unit file; ``names`` collects the ids."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    source = pq.ParquetFile(path, read_dictionary=["instrument"])
-    missing = [c for c in st.UNIT_COLUMNS if c not in source.schema_arrow.names]
-    if missing:
-        raise ValueError(f"{path}: expected columns {', '.join(st.UNIT_COLUMNS)}, missing {', '.join(missing)}")
-    table = source.read(columns=list(st.UNIT_COLUMNS))
-    when = table.column("datetime")
-    if not pa.types.is_timestamp(when.type) or when.type.tz is not None:
-        raise _LegacyRead(path)
-    ids = table.column("instrument").combine_chunks()
-    if not pa.types.is_dictionary(ids.type):
-        ids = ids.dictionary_encode()
-    remap = np.array([names.setdefault(v, len(names)) for v in ids.dictionary.to_pylist()] + [-1], dtype=np.int32)
-    codes = remap[pc.fill_null(ids.indices, -1).to_numpy()]   # a missing id (-1) picks the -1 at the end
-    return (when.to_numpy(), table.column("prediction").to_numpy(), table.column("label").to_numpy(), codes)
-
-
-def _rows_outside(times: np.ndarray, window: Window) -> int:
-    """Rows of ``times`` outside the window's test segment (bounds first: one pass when all are inside)."""
-    ticks = times.view(np.int64)
-    if not len(ticks):
-        return 0
-    unit = np.datetime_data(times.dtype)[0]
-    first, last = (pd.Timestamp(np.datetime64(int(v), unit)) for v in (ticks.min(), ticks.max()))
-    if first >= window.test.start and last <= window.test.end:
-        return 0
-    return int((~window.test.contains(times)).sum())
-
-
-def _duplicate_rows(times: np.ndarray, codes: np.ndarray) -> int:
-    """Rows repeating an earlier (datetime, instrument) pair of the same unit.
-
-    Rows sorted by datetime, then instrument code (the order units are written in) are
-    recognised in a few passes; otherwise the pairs are sorted as one integer key.
-    """
-    t = times.view(np.int64)
-    if len(t) < 2:
-        return 0
-    # in order: every row is at a later time, or at the same time with a higher code
-    in_order = (t[1:] == t[:-1]) & (codes[1:] > codes[:-1])
-    in_order |= t[1:] > t[:-1]
-    if in_order.all():
-        return 0
-    lo, span, width = int(t.min()), int(t.max()) - int(t.min()), int(codes.max()) + 2
-    if (span + 1) * width < 2**62:
-        key = (t - lo) * width + (codes.astype(np.int64) + 1)
-        key.sort()
-        return int((key[1:] == key[:-1]).sum())
-    return int(pd.DataFrame({"t": t, "c": codes}).duplicated().sum())
-
-
-def _read_run(store: Path, pipeline: str, seed: int, *, manifest: dict) -> _RunArrays:
-    """:func:`load_run` as arrays: the same checks and errors, Parquet read with column projection.
-
-    Raises ``_LegacyRead`` for units the arrays do not represent as they are (then use :func:`load_run`).
-    """
-    windows = _run_windows(store, manifest, pipeline)
-    entry = manifest["pipelines"][pipeline]
-    names: dict[Any, int] = {}
-    parts = []
-    window_ids: list[np.ndarray] = []
-    duplicates = 0
-    for w in windows:
-        key = UnitKey(pipeline, int(seed), w.index)
-        side = st.read_sidecar(store, key)
-        path = st.unit_paths(store, key).parquet
-        if side is None or not path.is_file():
-            raise ValueError(f"{store}: unit {key.slug()} is missing")
-        if side.get("config_hash") != entry["config_hash"]:
-            raise ValueError(f"{store}: unit {key.slug()} is stale (config hash {side.get('config_hash')}, expected {entry['config_hash']})")
-        part = _read_unit_arrays(path, names)
-        outside = _rows_outside(part[0], w)
-        if outside:
-            raise CoverageError(f"{path}: {outside} rows outside test segment {w.test.as_tuple()}")
-        # windows do not overlap and rows lie in their window: duplicates can only be within a unit
-        duplicates += _duplicate_rows(part[0], part[3])
-        parts.append(part)
-        window_ids.append(np.full(len(part[0]), w.index, dtype=np.int64))
-    if duplicates:
-        raise CoverageError(f"{store}: run {pipeline}/seed{seed} has {duplicates} duplicate (datetime, instrument) rows")
-    if len({p[0].dtype for p in parts}) > 1:
-        raise _LegacyRead(store)
-    columns = [np.concatenate([p[i] for p in parts]) for i in range(4)]
-    return _RunArrays(datetime=columns[0], prediction=columns[1].astype(float, copy=False),
-                      label=columns[2].astype(float, copy=False), codes=columns[3],
-                      names=np.array(list(names), dtype=object), window=np.concatenate(window_ids))
-
-
-class MissingValidationError(ValueError):
-    """A store without validation-period predictions was asked for ``source='validation'``."""
-
-
-@dataclass
-class RunData:
-    """One run's test predictions (``test``) and, when asked for, its windows' validation predictions (``valid``)."""
-
-    test: _RunArrays
-    valid: _RunArrays | None = None
-
-    def rolling_cql(self, *, period: str | int = "month", bias: str = "pooled", source: str = "previous") -> metrics.RollingCQL:
-        """:func:`~rolling_calib.core.metrics.rolling_calibrated_quadratic_loss` of the run (refit periods flagged)."""
-        t, v = self.test, self.valid
-        per = bias == "per_instrument"
-        extra: dict[str, Any] = {}
-        if source == "validation":
-            if v is None:
-                raise MissingValidationError("source='validation': the run was read without its validation predictions")
-            extra = dict(valid_predictions=v.prediction, valid_labels=v.label, valid_windows=v.window,
-                         valid_instruments=v.instruments if per else None)
-        return metrics.rolling_calibrated_quadratic_loss(
-            t.prediction, t.label, t.datetime, instruments=t.instruments if per else None, period=period, bias=bias,
-            source=source, windows=t.window, **extra)
-
-
-def _frame_arrays(frame: pd.DataFrame, windows: Sequence[Window]) -> _RunArrays:
-    """A frame of :func:`load_run` as arrays (instrument codes, the window of every row)."""
-    codes, names = pd.factorize(frame["instrument"], use_na_sentinel=True)
-    window = np.full(len(frame), -1, dtype=np.int64)
-    for w in windows:
-        window[np.asarray(w.test.contains(frame["datetime"]))] = w.index
-    return _RunArrays(datetime=frame["datetime"].to_numpy(), prediction=frame["prediction"].to_numpy(dtype=float),
-                      label=frame["label"].to_numpy(dtype=float), codes=codes.astype(np.int32),
-                      names=np.asarray(names, dtype=object), window=window)
-
-
-def _read_valid(store: Path, pipeline: str, seed: int, *, manifest: dict) -> _RunArrays:
-    """The validation predictions of every window of a run (``wNN.valid.parquet``).
-
-    Raises :class:`MissingValidationError` naming the store when a unit has none.
-    """
-    entry = manifest["pipelines"][pipeline]
-    names: dict[Any, int] = {}
-    parts, window_ids = [], []
-    for w in _windows(entry):
-        key = UnitKey(pipeline, int(seed), w.index)
-        side = st.read_sidecar(store, key) or {}
-        path = st.unit_paths(store, key).valid_parquet
-        if side.get("valid_rows") is None or not path.is_file():
-            why = ("its windows have no validation segment" if w.valid is None else
-                   "it was written before validation predictions were stored")
-            raise MissingValidationError(
-                f"{store}: source 'validation' needs each window's validation-period predictions, but unit "
-                f"{key.slug()} has none ({why}); use source 'previous' (compare --source previous), or re-run "
-                f"the store with a valid segment in rolling: to store them")
-        try:
-            part = _read_unit_arrays(path, names)
-        except _LegacyRead:
-            frame = pd.read_parquet(path)
-            part = (frame["datetime"].dt.tz_localize(None).to_numpy() if frame["datetime"].dt.tz is not None
-                    else frame["datetime"].to_numpy(), frame["prediction"].to_numpy(), frame["label"].to_numpy(),
-                    np.array([names.setdefault(v, len(names)) for v in frame["instrument"]], dtype=np.int32))
-        parts.append(part)
-        window_ids.append(np.full(len(part[0]), w.index, dtype=np.int64))
-    columns = [np.concatenate([p[i] for p in parts]) for i in range(4)]
-    return _RunArrays(datetime=columns[0], prediction=columns[1].astype(float, copy=False),
-                      label=columns[2].astype(float, copy=False), codes=columns[3],
-                      names=np.array(list(names), dtype=object), window=np.concatenate(window_ids))
-
-
-def read_run_data(store: str | Path, pipeline: str, seed: int, *, manifest: dict | None = None,
-                  validation: bool = False) -> RunData:
-    """One run's predictions as arrays (:func:`load_run`'s checks), with its validation predictions if asked.
-
-    Raises
-    ------
-    ValueError
-        A unit is missing or stale; :class:`MissingValidationError` (a ``ValueError``) when
-        ``validation`` is set and a unit has no stored validation predictions.
-    CoverageError
-        Rows outside their window, overlapping windows or duplicates.
-    """
-    store = Path(store)
-    manifest = st.read_manifest(store) if manifest is None else manifest
-    try:
-        test = _read_run(store, pipeline, seed, manifest=manifest)
-    except _LegacyRead:  # time-zone-aware or non-timestamp dates: through pandas
-        frame = load_run(store, pipeline, seed, manifest=manifest)
-        test = _frame_arrays(frame, _windows(manifest["pipelines"][pipeline]))
-        test.datetime = frame["datetime"]  # keeps the time zone: dates are read in local time
-    valid = _read_valid(store, pipeline, seed, manifest=manifest) if validation else None
-    return RunData(test=test, valid=valid)
-
-
-@validate_params({"period": CALIBRATION_PERIOD, "bias": BIAS_MODE, "source": CALIBRATION_SOURCE})
 def score_store(
     store: str | Path,
     *,
-    period: str | int = "month",
-    bias: str = "pooled",
+    calibration: Calibration | None = None,
+    label: str | None = None,
     pipelines: Sequence[str] | None = None,
     progress: bool = False,
-    source: str = "previous",
 ) -> StoreScores:
     """Score every complete run of a store.
 
@@ -432,12 +159,15 @@ def score_store(
     ----------
     store : path
         A store written by :func:`rolling_calib.execution.runner.run_plan`.
-    period : "month", "week", "quarter" or int
-        Calibration period (METHOD 2.2: month).
-    bias : "pooled" or "per_instrument"
-    source : "previous" or "validation"
-        Bias from the previous period (METHOD 2.2) or from each window's own validation
-        predictions (stores written since they are kept; older stores are refused).
+    calibration : Calibration, optional
+        The calibration rule (METHOD 2.2: monthly periods, one pooled bias from the previous
+        month). Default: the rule the store's experiment declared (its ``rolling.calibration``).
+        ``source='validation'`` needs the windows' validation predictions (stores written since
+        they are kept; older stores are refused, naming the fix).
+    label : {"raw", "learn"}, optional
+        The label to score against. Default: the store's ``rolling.label``. Units store both
+        where they differ, so the other kind is scored without retraining; a store whose units
+        hold one label only refuses the other, naming the fix.
     pipelines : sequence of str, optional
         Restrict to these pipelines (default: all in the manifest).
     progress : bool
@@ -450,14 +180,17 @@ def score_store(
     Raises
     ------
     ValueError
-        A ``period`` or ``bias`` outside the declared choices, unknown pipelines, or no
-        complete run at all.
+        Unknown pipelines, a label kind the units do not hold, or no complete run at all.
     """
     store = Path(store)
     manifest = st.read_manifest(store)
+    calibration = st.recorded_calibration(manifest) if calibration is None else calibration
+    if not isinstance(calibration, Calibration):
+        raise ValueError(f"calibration: expected a Calibration, found {type(calibration).__name__} {calibration!r}")
+    kind = check("label", st.recorded_label_kind(manifest) if label is None else label, LABEL_KIND)
     names = selected_pipelines(store, manifest, pipelines)
-    scored = _score_runs(store, manifest, names, period=period, bias=bias, source=source, progress=progress)
-    return _store_scores(store, manifest, names, scored, period=period, bias=bias, source=source)
+    scored = _score_runs(store, manifest, names, calibration=calibration, kind=kind, progress=progress)
+    return _store_scores(store, manifest, names, scored, calibration=calibration, kind=kind)
 
 
 def selected_pipelines(store: Path, manifest: dict, pipelines: Sequence[str] | None) -> list[str]:
@@ -476,9 +209,10 @@ class _ScoredRuns:
     rows: list[dict[str, Any]]
     tables: list[pd.DataFrame]
     incomplete: list[str]
+    unlabelled: int = 0   # rows left out because they have no value of the label scored
 
 
-def _score_runs(store: Path, manifest: dict, names: Sequence[str], *, period: str | int, bias: str, source: str,
+def _score_runs(store: Path, manifest: dict, names: Sequence[str], *, calibration: Calibration, kind: str,
                 progress: bool) -> _ScoredRuns:
     """Read and score every recorded seed of ``names``; a run with a missing or stale unit is listed as incomplete."""
     from tqdm.auto import tqdm
@@ -486,17 +220,17 @@ def _score_runs(store: Path, manifest: dict, names: Sequence[str], *, period: st
     scored = _ScoredRuns(rows=[], tables=[], incomplete=[])
     labels: dict[str, PreparedLabels] = {}   # the last run's labels: the next seed usually has the same
     runs = [(name, int(seed)) for name in names for seed in manifest["pipelines"][name].get("seeds", [])]
+    validation = calibration.source == "validation"
     for name, seed in tqdm(runs, desc="scoring runs", unit="run", disable=not progress, leave=False):
         try:
-            data = read_run_data(store, name, seed, manifest=manifest)
-        except (CoverageError, st.CorruptStoreFileError):
-            raise
+            data = read_run(store, name, seed, manifest=manifest, label=kind, validation=validation)
+        except (CoverageError, st.CorruptStoreFileError, MissingLabelError, MissingValidationError):
+            raise  # damage, or a label / validation predictions the store lacks: stop, naming the store and the fix
         except ValueError as exc:  # a missing or stale unit: report the run as incomplete
             scored.incomplete.append(f"{name}/seed{seed}: {exc}")
             continue
-        if source == "validation":  # a unit without validation predictions stops the scoring, naming the store
-            data.valid = _read_valid(store, name, seed, manifest=manifest)
-        result = data.rolling_cql(period=period, bias=bias, source=source)
+        result = rolling_cql(data, calibration)
+        scored.unlabelled += data.test.dropped
         t = data.test
         scored.rows.append(_run_row(name, seed, result, ranking_ic_columns(t.prediction, t.label, t.datetime, cache=labels)))
         scored.tables.append(result.table.assign(pipeline=name, seed=seed))
@@ -522,8 +256,8 @@ def _run_row(name: str, seed: int, result: metrics.RollingCQL, ic: dict[str, flo
     return row
 
 
-def _store_scores(store: Path, manifest: dict, names: Sequence[str], scored: _ScoredRuns, *, period: str | int,
-                  bias: str, source: str) -> StoreScores:
+def _store_scores(store: Path, manifest: dict, names: Sequence[str], scored: _ScoredRuns, *,
+                  calibration: Calibration, kind: str) -> StoreScores:
     """Assemble :class:`StoreScores` from the scored runs (refusing a store with no complete run)."""
     if not scored.rows:
         detail = "; ".join(scored.incomplete[:5]) or "no seeds recorded"
@@ -531,18 +265,40 @@ def _store_scores(store: Path, manifest: dict, names: Sequence[str], scored: _Sc
     periods = pd.concat(scored.tables, ignore_index=True)
     ordered = list(PERIOD_COLUMNS) + [c for c in periods.columns if c not in PERIOD_COLUMNS]
     pairs = [tuple(p) for p in manifest.get("compare", []) if p[0] in names and p[1] in names]
+    scored_names = [n for n in names if any(r["pipeline"] == n for r in scored.rows)]
+    label, label_notes = _scored_label(manifest, scored_names, kind)
+    notes = _mixed_config_notes(manifest, scored_names) + label_notes
+    if scored.unlabelled:
+        notes.append(f"{scored.unlabelled} prediction row(s) without a value of the {kind} label (e.g. dropped by "
+                     f"DropnaLabel) were left out of the scores")
     return StoreScores(
         store=store,
         runs=pd.DataFrame(scored.rows, columns=list(RUN_COLUMNS)),
         periods=periods[ordered],
-        period=period,
-        bias=bias,
+        calibration=calibration,
+        label=label,
         incomplete=scored.incomplete,
         compare=pairs,  # type: ignore[arg-type]
-        notes=_mixed_config_notes(manifest, [n for n in names if any(r["pipeline"] == n for r in scored.rows)]),
-        label=recorded_label(manifest),
-        source=source,
+        notes=notes,
     )
+
+
+def _scored_label(manifest: dict, names: Sequence[str], kind: str) -> tuple[Label, list[str]]:
+    """The :class:`Label` of kind ``kind`` the pipelines were scored against (the first's), and notes.
+
+    A note says so when the pipelines' labels differ, or where a label could not be described.
+    """
+    described, notes = {}, []
+    for name in names:
+        labels, why = st.pipeline_labels(manifest, name)
+        described[name] = labels.get(kind, Label(kind=kind))
+        notes += why
+    first = described[names[0]]
+    differing = [n for n, lab in described.items() if lab != first]
+    if differing:
+        notes.append(f"the pipelines are scored against different labels: {'; '.join(f'{n}: {lab.describe()}' for n, lab in described.items())}; "
+                     f"their losses are in different units and not comparable")
+    return first, notes
 
 
 def ranking_ic_columns(prediction: np.ndarray, label: np.ndarray, dates: Any, *,
@@ -561,11 +317,6 @@ def ranking_ic_columns(prediction: np.ndarray, label: np.ndarray, dates: Any, *,
             cache["labels"] = prepared
     summary = information_coefficients_arrays(prediction, prepared)
     return {"ic": summary.ic, "icir": summary.icir, "rank_ic": summary.rank_ic}
-
-
-def recorded_label(manifest: dict) -> str:
-    """The ``rolling.label`` a store was run with (``raw`` for stores from before the option)."""
-    return str(manifest.get("experiment", {}).get("rolling", {}).get("label", "raw"))
 
 
 def _mixed_config_notes(manifest: dict, names: Sequence[str]) -> list[str]:
@@ -596,23 +347,23 @@ class StoreComparison:
         with ``runs`` runs: ``runs * (std_QL / std_CQL)^2``).
     pairs : list of PairComparison
         Direction by ``ql``; accuracy of ql, ql_scored and cql with bootstrap intervals.
-    period, bias : calibration rule; n_boot, confidence, seed : bootstrap settings.
+    calibration : Calibration
+        The calibration rule of the scores; ``label`` : Label, the label they were scored against.
+    n_boot, confidence, seed : bootstrap settings.
     """
 
     summary: pd.DataFrame
     pairs: list[cmp.PairComparison]
-    period: str | int
-    bias: str
     n_boot: int
     confidence: float
     seed: int
+    calibration: Calibration = field(default_factory=Calibration)
+    label: Label = field(default_factory=lambda: Label(kind="raw"))
     incomplete: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    label: str = "raw"
-    source: str = "previous"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly form (for ``--json``)."""
+        """JSON-friendly form (for ``--json``): the rule's ``period``, ``bias``, ``source`` and the ``label`` kind first."""
 
         def clean(value: Any) -> Any:
             if isinstance(value, float) and not math.isfinite(value):
@@ -624,10 +375,10 @@ class StoreComparison:
             return value
 
         return {
-            "period": self.period,
-            "bias": self.bias,
-            "source": self.source,
-            "label": self.label,
+            "period": self.calibration.period,
+            "bias": self.calibration.bias,
+            "source": self.calibration.source,
+            "label": self.label.kind,
             "bootstrap": {"n_boot": self.n_boot, "confidence": self.confidence, "seed": self.seed},
             "pipelines": [{k: clean(v) for k, v in rec.items()} for rec in self.summary.to_dict(orient="records")],
             "pairs": [_clean_nested(p.to_dict()) for p in self.pairs],
@@ -637,9 +388,8 @@ class StoreComparison:
 
     def format(self) -> str:
         """Plain-text tables for the terminal."""
-        source = "" if self.source == "previous" else f", bias from each window's {self.source} predictions"
-        lines = [f"Per pipeline (calibration: {self.period}, bias {self.bias}{source}; labels: {self.label}; "
-                 "std over seeds, ddof=1)"]
+        lines = [f"Per pipeline (calibration: {self.calibration.describe()}; {self.label.describe()}; "
+                 f"losses in {self.label.loss_unit}; std over seeds, ddof=1)"]
         head = (
             f"{'pipeline':<16}{'runs':>5}{'QL mean':>12}{'QL std':>10}{'QL2..K mean':>13}{'QL2..K std':>11}"
             f"{'CQL mean':>12}{'CQL std':>10}{'std ratio':>10}{'seed budget':>12}"
@@ -760,15 +510,13 @@ def compare_store(
     return StoreComparison(
         summary=pd.DataFrame(rows),
         pairs=comparisons,
-        period=scores.period,
-        bias=scores.bias,
+        calibration=scores.calibration,
         n_boot=n_boot,
         confidence=confidence,
         seed=seed,
         incomplete=list(scores.incomplete),
         notes=list(scores.notes),
         label=scores.label,
-        source=scores.source,
     )
 
 
@@ -793,19 +541,3 @@ def _compare_with_ic(a: str, values_a: dict, b: str, values_b: dict, **boot: Any
         for means in pair.means.values():
             means[m] = -means.pop(key)
     return pair
-
-
-def recorded_source(store: str | Path) -> str:
-    """The calibration ``source`` the store's experiment declared (``previous``, the paper's, if none)."""
-    manifest = st.read_manifest(store)
-    return str(manifest.get("experiment", {}).get("rolling", {}).get("calibration", {}).get("source", "previous"))
-
-
-def recorded_calibration(store: str | Path) -> tuple[str | int, str]:
-    """The calibration (period, bias) the store's experiment declared; the paper's (month, pooled) if none.
-
-    Raises the store's errors (no manifest, a corrupt one) naming the file.
-    """
-    manifest = st.read_manifest(store)
-    calibration = manifest.get("experiment", {}).get("rolling", {}).get("calibration", {})
-    return calibration.get("period", "month"), calibration.get("bias", "pooled")

@@ -34,9 +34,8 @@ def handle(args: argparse.Namespace) -> int:
 
     try:
         with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
-            scores = score_with_options(args, progress=not args.json)  # --period/--bias/--source as compare
-            diagnosis = diagnose_store(args.store, period=scores.period, bias=scores.bias, pipelines=args.pipelines,
-                                       scores=scores, progress=not args.json)
+            scores = score_with_options(args, progress=not args.json)  # the rule and label options as compare
+            diagnosis = diagnose_store(args.store, pipelines=args.pipelines, scores=scores, progress=not args.json)
     except ValueError as exc:
         print(f"rolling-calib diagnose: error: {exc}", file=sys.stderr)
         return 2

@@ -7,7 +7,8 @@ import contextlib
 import json
 import sys
 
-from rolling_calib.cli.options import checked
+from rolling_calib.cli.options import add_rule_arguments, calibration_from_args, checked
+from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.validation import CONFIDENCE, N_BOOT, POSITIVE_INT, SEED
 
 
@@ -16,9 +17,11 @@ def handle(args: argparse.Namespace) -> int:
 
     try:
         with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
-            result = metaeval_store(args.store, pipelines=args.pipelines, variants=args.variants, n_boot=args.n_boot,
-                                    confidence=args.confidence, seed=args.boot_seed, n_splits=args.splits,
-                                    split_seed=args.split_seed, progress=not args.json)
+            base = calibration_from_args(args, Calibration())   # the variants change the paper's rule
+            result = metaeval_store(args.store, calibration=base, label=args.label, pipelines=args.pipelines,
+                                    variants=args.variants, n_boot=args.n_boot, confidence=args.confidence,
+                                    seed=args.boot_seed, n_splits=args.splits, split_seed=args.split_seed,
+                                    progress=not args.json)
     except ValueError as exc:
         print(f"rolling-calib metaeval: error: {exc}", file=sys.stderr)
         return 2
@@ -43,6 +46,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument("store", metavar="STORE", help="result store written by 'rolling-calib run'")
     parser.add_argument("--pipelines", nargs="+", metavar="NAME", help="pipelines to include (default: all)")
+    add_rule_arguments(parser, paper_defaults=True)   # the base rule the CQL variants change
     parser.add_argument("--variants", nargs="+", default=None, metavar="NAME",
                         help="metric variants (default: all: ql ql_scored cql cql_per_instrument cql_week cql_20d "
                              "cql_validation cql_validation_per_instrument)")

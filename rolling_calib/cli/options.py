@@ -12,21 +12,26 @@ from collections.abc import Callable
 from typing import Any
 
 from rolling_calib.config.overrides import parse_set
+from rolling_calib.core.calibration import CALIBRATION_FIELDS, Calibration
+from rolling_calib.core.label import LABEL_KINDS
 from rolling_calib.core.validation import (
     BIAS_MODES,
     CALIBRATION_PERIOD,
     CALIBRATION_PERIODS,
     CALIBRATION_SOURCES,
     CONFIDENCE,
+    FALLBACKS,
     N_BOOT,
     SEED,
+    TRADING_DAYS,
     Constraint,
     explain,
 )
 from rolling_calib.execution.factory import EXECUTORS, ExecutorOptions
 
-__all__ = ["add_calibration_arguments", "add_execution_arguments", "add_overrides_argument", "add_scoring_arguments", "add_tracking_arguments",
-           "checked", "executor_options", "overrides", "score_and_compare", "score_with_options"]
+__all__ = ["add_calibration_arguments", "add_execution_arguments", "add_overrides_argument", "add_rule_arguments",
+           "add_scoring_arguments", "add_tracking_arguments", "calibration_from_args", "checked", "executor_options",
+           "overrides", "score_and_compare", "score_with_options"]
 
 
 def add_overrides_argument(parser: argparse.ArgumentParser) -> None:
@@ -108,25 +113,65 @@ def _int_or_text(text: str) -> str | int:
 _period = checked(CALIBRATION_PERIOD, _int_or_text)
 
 
-def add_calibration_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--pipelines``, ``--period`` and ``--bias``: which runs of a store, scored with which calibration rule."""
-    parser.add_argument("--pipelines", nargs="+", metavar="NAME", help="pipelines to include (default: all in the store)")
-    parser.add_argument(
+def _bias_window(text: str) -> int | str:
+    """``--bias-window``: N trading days, or ``none`` (the whole previous period)."""
+    if text.lower() == "none":
+        return "none"
+    return checked(TRADING_DAYS, int)(text)
+
+
+def add_rule_arguments(parser: argparse.ArgumentParser, *, paper_defaults: bool = False) -> None:
+    """``--label`` and the calibration rule (``--period --bias --source --bias-window --missing-instrument``).
+
+    Each option left out keeps the store's recorded value (``paper_defaults``: the paper's rule, for
+    ``metaeval``, whose variants change it); :func:`calibration_from_args` builds the rule.
+    """
+    def default(value: str) -> str:
+        return f"default: {value}" if paper_defaults else f"default: the store's config, else {value}"
+
+    group = parser.add_argument_group("calibration rule and label")
+    group.add_argument(
+        "--label", choices=LABEL_KINDS, default=None,
+        help="score against the handler's raw label or its learn-processed one (units store both where they "
+        "differ, so no retraining; default: the store's rolling.label)")
+    group.add_argument(
         "--period", type=_period, default=None, metavar="PERIOD",
-        help=f"calibration period: {', '.join(CALIBRATION_PERIODS)} or N trading days "
-        "(METHOD 2.2: month; default: the store's config, else month)",
-    )
-    parser.add_argument(
+        help=f"calibration period: {', '.join(CALIBRATION_PERIODS)} or N trading days (METHOD 2.2: month; "
+        f"{default('month')})")
+    group.add_argument(
         "--bias", choices=BIAS_MODES, default=None,
-        help="one bias per period for all instruments (pooled, the paper) or one per instrument "
-        "(default: the store's config, else pooled)",
-    )
-    parser.add_argument(
+        help=f"one bias per period for all instruments (pooled, the paper) or one per instrument ({default('pooled')})")
+    group.add_argument(
         "--source", choices=CALIBRATION_SOURCES, default=None,
         help="where each period's bias comes from: the previous period (previous, the paper) or each window's "
         "own predictions over its validation segment (validation: no period is corrected with another "
-        "model's bias; needs a store that kept them) (default: the store's config, else previous)",
-    )
+        f"model's bias; needs a store that kept them) ({default('previous')})")
+    group.add_argument(
+        "--bias-window", type=_bias_window, default=None, metavar="N",
+        help="fit each period's bias on the N trading days before it instead of the whole previous period "
+        f"('none': the previous period; source previous only) ({default('none')})")
+    group.add_argument(
+        "--missing-instrument", choices=FALLBACKS, default=None,
+        help="per-instrument bias, an instrument without rows to fit on: stop with an error, or use the pooled "
+        f"bias for it ({default('error')})")
+
+
+def add_calibration_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--pipelines`` with the rule and label options: which runs of a store, scored with which rule and label."""
+    parser.add_argument("--pipelines", nargs="+", metavar="NAME", help="pipelines to include (default: all in the store)")
+    add_rule_arguments(parser)
+
+
+def calibration_from_args(args: argparse.Namespace, recorded: Calibration) -> Calibration:
+    """The rule of a command: ``recorded`` (the store's, or the paper's) with the options given on the command line.
+
+    >>> ns = argparse.Namespace(period="week", bias=None, source=None, bias_window=None, missing_instrument=None)
+    >>> calibration_from_args(ns, Calibration(bias="per_instrument")).describe()
+    'weekly periods, one bias per instrument from the previous week'
+    """
+    given = {name: getattr(args, name, None) for name in CALIBRATION_FIELDS}   # --bias-window sets bias_window ...
+    changes = {name: (None if value == "none" else value) for name, value in given.items() if value is not None}
+    return recorded.replace(**changes)
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
@@ -140,14 +185,12 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def score_with_options(args: argparse.Namespace, *, progress: bool):
-    """:func:`~rolling_calib.analysis.scoring.score_store` with ``--period/--bias/--source`` (else the store's config)."""
-    from rolling_calib.analysis.scoring import recorded_calibration, recorded_source, score_store
+    """:func:`~rolling_calib.analysis.scoring.score_store` with the rule and label options (else the store's)."""
+    from rolling_calib.analysis.scoring import score_store
+    from rolling_calib.execution import store as st
 
-    recorded_period, recorded_bias = recorded_calibration(args.store)
-    period = args.period or recorded_period
-    bias = args.bias or recorded_bias
-    source = getattr(args, "source", None) or recorded_source(args.store)
-    return score_store(args.store, period=period, bias=bias, source=source, pipelines=args.pipelines,
+    calibration = calibration_from_args(args, st.recorded_calibration(st.read_manifest(args.store)))
+    return score_store(args.store, calibration=calibration, label=args.label, pipelines=args.pipelines,
                        progress=progress)
 
 

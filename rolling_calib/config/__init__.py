@@ -5,7 +5,6 @@ May import ``rolling_calib.qlib_adapter`` and ``rolling_calib.core``.
 """
 
 from rolling_calib.config.experiment import (  # noqa: F401  (the package's public names)
-    CalibrationConfig,
     ConfigError,
     ExperimentConfig,
     RollingConfig,

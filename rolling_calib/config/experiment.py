@@ -15,7 +15,7 @@ window) with three extra top-level sections that only rolling-calib reads::
       step_months: 6
       mode: finetune                      # or scratch
       seeds: 10
-      calibration: {period: month, bias: pooled}
+      calibration: {period: month, bias: pooled}   # source, bias_window, missing_instrument too
     pipelines:                            # name -> dotted overrides of the task (or files holding such maps)
       wd0: {}
       wd5e-6: {task.model.kwargs.weight_decay: 5.0e-6}
@@ -71,6 +71,7 @@ from typing import Any
 
 import pandas as pd
 
+from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.core.schedule import (
     ROLLING_OPTIONS,
@@ -80,11 +81,7 @@ from rolling_calib.core.schedule import (
     rolling_windows,
 )
 from rolling_calib.core.validation import (
-    BIAS_MODE,
-    CALIBRATION_PERIOD,
-    CALIBRATION_SOURCE,
     ConfigError,
-    check,
     expect,
     reject_unknown,
 )
@@ -97,7 +94,6 @@ from rolling_calib.qlib_adapter.task_spec import merge_base_config, validate_tas
 
 __all__ = [
     "ConfigError",
-    "CalibrationConfig",
     "RollingConfig",
     "ExperimentConfig",
     "apply_overrides",
@@ -120,7 +116,7 @@ REPLACED_KEYS = ("pipelines", "compare")
 def _optional_leaves() -> dict[str, frozenset[str]]:
     """Options an override may add where the file leaves them at their defaults (``--set rolling.stack_seeds=4``)."""
     return {"rolling": frozenset(RollingConfig.__dataclass_fields__),
-            "rolling.calibration": frozenset(CalibrationConfig.__dataclass_fields__)}
+            "rolling.calibration": frozenset(Calibration.__dataclass_fields__)}
 
 
 _LOG = logging.getLogger(__name__)
@@ -194,27 +190,6 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, sou
 
 # --------------------------------------------------------------------------- typed sections
 @dataclass(frozen=True)
-class CalibrationConfig:
-    """How the rolling calibrated quadratic loss is computed (METHOD 2.2).
-
-    Attributes
-    ----------
-    period : "month", "week", "quarter" or int
-        Calibration period (:data:`~rolling_calib.core.validation.CALIBRATION_PERIOD`); an int means
-        that many trading days.
-    bias : "pooled" or "per_instrument"
-        One bias per period for all instruments (the source's rule) or one per instrument.
-    source : "previous" or "validation"
-        Bias from the previous period (the paper's rule) or from each window's own predictions
-        over its validation segment (needs ``valid_months >= 1``; aligned with retraining).
-    """
-
-    period: str | int = "month"
-    bias: str = "pooled"
-    source: str = "previous"
-
-
-@dataclass(frozen=True)
 class RollingConfig:
     """The ``rolling:`` section (see :func:`rolling_calib.core.schedule.rolling_windows`).
 
@@ -234,11 +209,13 @@ class RollingConfig:
         Score against the handler's raw label (``DK_R``) or its learn-processed one (``DK_L``).
     stack_seeds : int
         Seeds of one (pipeline, window) trained together as one seed stack (1: each seed on its
-        own, the reference path; needs a model with ``fit_stack`` when > 1). The seeds are cut into
-        fixed groups of this size in ``seeds`` order.
+        own, the reference path; needs a model the seed stack can fit, RollingLSTM, when > 1). The
+        seeds are cut into fixed groups of this size in ``seeds`` order.
     seeds : tuple of int
         Seeds of every pipeline (``seeds: 10`` means 0..9).
-    calibration : CalibrationConfig
+    calibration : Calibration
+        The rule of the rolling CQL (``rolling.calibration``: period, bias, source, bias_window,
+        missing_instrument; :class:`~rolling_calib.core.calibration.Calibration`).
     """
 
     initial_train_start: str
@@ -253,7 +230,7 @@ class RollingConfig:
     label: str = "raw"  # QL/CQL scored against the handler's raw label (DK_R) or learn-processed one (DK_L)
     stack_seeds: int = 1
     seeds: tuple[int, ...] = tuple(range(10))
-    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+    calibration: Calibration = field(default_factory=Calibration)
 
     def windows(self, calendar: pd.DatetimeIndex) -> list[Window]:
         """The schedule's windows on ``calendar`` (the store's minute bars)."""
@@ -315,8 +292,8 @@ class ExperimentConfig:
         """JSON-friendly form, as recorded in the store manifest."""
         rolling = asdict(self.rolling)
         rolling["seeds"] = list(self.rolling.seeds)
-        if rolling["calibration"]["source"] == "previous":  # the default: recorded as before (same shared hash)
-            del rolling["calibration"]["source"]
+        # the options added since the first stores are recorded only when set (same shared hash as before)
+        rolling["calibration"] = self.rolling.calibration.to_dict()
         if rolling["stack_seeds"] == 1:  # the default: recorded as before (same shared hash)
             del rolling["stack_seeds"]
         return {
@@ -414,14 +391,11 @@ def _parse_rolling(section: Any, where: str) -> RollingConfig:
         kwargs["seeds"] = _parse_seeds(section["seeds"], "rolling.seeds", where)
     if "calibration" in section:
         cal = expect(section["calibration"], dict, "rolling.calibration", "a mapping", where)
-        reject_unknown(cal, {"period", "bias", "source"}, "rolling.calibration.", where)
-        period = check("rolling.calibration.period", cal.get("period", "month"), CALIBRATION_PERIOD, where=where)
-        bias = check("rolling.calibration.bias", cal.get("bias", "pooled"), BIAS_MODE, where=where)
-        source = check("rolling.calibration.source", cal.get("source", "previous"), CALIBRATION_SOURCE, where=where)
-        if source == "validation" and kwargs.get("valid_months", RollingConfig.valid_months) == 0:
+        calibration = Calibration.from_dict(cal, where=where, prefix="rolling.calibration.")
+        if calibration.source == "validation" and kwargs.get("valid_months", RollingConfig.valid_months) == 0:
             raise ConfigError(f"{where}: rolling.calibration.source: 'validation' needs a validation segment, but "
                               f"rolling.valid_months is 0; set valid_months >= 1 or source: previous")
-        kwargs["calibration"] = CalibrationConfig(period=period, bias=bias, source=source)
+        kwargs["calibration"] = calibration
     return RollingConfig(**kwargs)
 
 

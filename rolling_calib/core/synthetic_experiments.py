@@ -49,7 +49,7 @@ import pandas as pd
 from scipy.special import expit
 
 from rolling_calib.core.pairwise import pairwise_accuracy, seed_budget
-from rolling_calib.core.metrics import fit_logit_shift_rows
+from rolling_calib.core.classification import fit_logit_shift_rows
 from rolling_calib.core.validation import (
     POSITIVE_INT,
     SEED,

@@ -11,7 +11,13 @@ into the store (see :mod:`rolling_calib.execution.store`)::
     fine-tune mode, window k >= 1: model.load_state(checkpoint k-1), or finetune() of the pickled model k-1
     model.fit(data); p = model.predict(data, "test")
     y = data.prepare("test", col_set="label", data_key=DK_R)   # DK_L with rolling.label: learn
+    y' = the other kind (DK_L / DK_R), kept as column label_learn / label_raw where it differs from y
     write units/<pipeline>/seed<k>/w<NN>.parquet, checkpoint, sidecar (atomically, sidecar last)
+
+Both labels of every pipeline are described at plan time from its handler config
+(:func:`rolling_calib.qlib_adapter.labels.describe_labels`) and recorded in the manifest
+(``pipelines.<name>.labels``) and in every unit's sidecar (``labels``, and ``label_columns``:
+which column holds which kind).
 
 :func:`plan_run` checks every contract this relies on before any unit trains
 (:func:`rolling_calib.qlib_adapter.training.check_runner_contract`): a model that can
@@ -45,6 +51,8 @@ from rolling_calib.execution import store as st
 from rolling_calib.execution.lock import StoreLock, clean_orphan_temporaries
 from rolling_calib.config.experiment import ExperimentConfig
 from rolling_calib.core.fingerprint import stable_hash
+from rolling_calib.core.label import Label
+from rolling_calib.qlib_adapter.labels import describe_labels
 from rolling_calib.qlib_adapter.session import store_calendar
 from rolling_calib.qlib_adapter.records import RecorderSpec
 from rolling_calib.qlib_adapter.training import check_runner_contract, train_window, train_window_stack, window_task
@@ -70,11 +78,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class PipelinePlan:
-    """One pipeline of a run: its resolved Qlib task and config hash."""
+    """One pipeline of a run: its resolved Qlib task, config hash and the description of its labels."""
 
     name: str
     task: dict
     config_hash: str
+    labels: dict[str, Label] = field(default_factory=dict)   # "raw" (and "learn" for a DataHandlerLP handler)
 
 
 @dataclass(frozen=True)
@@ -278,7 +287,8 @@ def plan_run(
     plans = []
     for name in dict.fromkeys(names):
         task = config.pipeline_task(name)
-        plans.append(PipelinePlan(name, task, _pipeline_hash(task, windows, experiment["rolling"], data, n_threads)))
+        plans.append(PipelinePlan(name, task, _pipeline_hash(task, windows, experiment["rolling"], data, n_threads),
+                                  labels=describe_labels(task).labels))
     return RunPlan(
         store=Path(store).resolve(),
         qlib_init=copy.deepcopy(config.qlib_init),
@@ -427,8 +437,9 @@ def _store_unit(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, start_
     paths = st.unit_paths(plan.store, key)
     t_start = time.perf_counter()
     frame, dropped = _unit_frame(trained.predictions, trained.labels, window, key)
-    st.atomic_write_parquet(paths.parquet, frame)
     valid = _valid_frame(trained, window, key)
+    frame, valid, label_columns = _with_other_label(plan.label, trained, frame, valid, key)
+    st.atomic_write_parquet(paths.parquet, frame)
     if valid is not None:
         st.atomic_write_parquet(paths.valid_parquet, valid)
     elif paths.valid_parquet.exists():  # a former run's file: not this unit's
@@ -447,10 +458,50 @@ def _store_unit(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, start_
         timings["shared_by_stack"] = ["build_s", "fit_s", "total_s"]
     sidecar = _sidecar(plan, key, task=task, trained=trained, frame=frame, dropped=dropped, valid=valid, ql=ql,
                        start_from=start_from, timings=timings)
+    sidecar["label_columns"] = label_columns
+    sidecar["labels"] = {kind: lab.to_dict() for kind, lab in plan.pipeline(key.pipeline).labels.items()}
     if seed_stack is not None:
         sidecar["seed_stack"] = list(seed_stack)
     st.atomic_write_json(paths.sidecar, sidecar)  # last: marks the unit complete
     return UnitResult(key=key, rows=int(len(frame)), seconds=t_end - t0, ql=ql, dropped=int(dropped))
+
+
+def _aligned_labels(labels: Any, frame: pd.DataFrame, key: UnitKey) -> np.ndarray:
+    """``labels`` (indexed by datetime and instrument) at the rows of ``frame``; NaN where a row has none."""
+    if isinstance(labels, pd.DataFrame):
+        labels = labels.iloc[:, 0]
+    index = labels.index
+    if "datetime" not in index.names or "instrument" not in index.names:
+        raise ValueError(f"unit {key.slug()}: expected labels indexed by (datetime, instrument), found {list(index.names)}")
+    values = labels.to_numpy(dtype="float64", copy=True)
+    values[~np.isfinite(values)] = np.nan
+    keyed = pd.Series(values, index=pd.MultiIndex.from_arrays(
+        [pd.to_datetime(index.get_level_values("datetime")), index.get_level_values("instrument").astype(str)]))
+    if keyed.index.has_duplicates:
+        raise CoverageError(f"unit {key.slug()}: duplicate (datetime, instrument) labels")
+    return keyed.reindex(pd.MultiIndex.from_arrays([frame["datetime"], frame["instrument"]])).to_numpy()
+
+
+def _with_other_label(kind: str, trained: Any, frame: pd.DataFrame, valid: pd.DataFrame | None, key: UnitKey
+                      ) -> tuple[pd.DataFrame, pd.DataFrame | None, dict[str, str]]:
+    """The unit's tables with the other label kind beside ``label`` where it differs, and which column holds which kind.
+
+    ``label`` holds ``kind`` (``rolling.label``). The other kind goes into ``label_<other>`` (test and
+    validation tables alike; NaN where it has no value) only when it differs from ``label`` on some
+    row; when it equals it everywhere, both kinds map to ``label``; a handler with one kind maps one.
+    """
+    other = "learn" if kind == "raw" else "raw"
+    if trained.other_labels is None:
+        return frame, valid, {kind: "label"}
+    tables = [(frame, trained.other_labels)] + ([] if valid is None else [(valid, trained.valid_other_labels)])
+    aligned = [None if labels is None else _aligned_labels(labels, table, key) for table, labels in tables]
+    if all(values is not None and np.array_equal(values, table["label"].to_numpy(), equal_nan=True)
+           for values, (table, _) in zip(aligned, tables)):
+        return frame, valid, {kind: "label", other: "label"}
+    column = f"label_{other}"
+    out = [table.assign(**{column: np.full(len(table), np.nan) if values is None else values})
+           for values, (table, _) in zip(aligned, tables)]
+    return out[0], (out[1] if valid is not None else None), {kind: "label", other: column}
 
 
 def _warm_start(plan: RunPlan, key: UnitKey) -> tuple[Path | None, dict | None]:
@@ -459,8 +510,7 @@ def _warm_start(plan: RunPlan, key: UnitKey) -> tuple[Path | None, dict | None]:
     if previous is None:
         return None, None
     prev_paths = st.unit_paths(plan.store, previous)
-    prev_side = st.read_sidecar(plan.store, previous)
-    if prev_side is None or prev_side.get("config_hash") != plan.pipeline(key.pipeline).config_hash \
+    if not st.is_complete(plan.store, previous, plan.pipeline(key.pipeline).config_hash) \
             or not prev_paths.checkpoint.is_file():
         raise RuntimeError(f"unit {key.slug()}: predecessor {previous.slug()} is not complete; cannot fine-tune")
     return prev_paths.checkpoint, {"checkpoint": prev_paths.relative_checkpoint(plan.store),
@@ -551,6 +601,7 @@ def _write_manifest(plan: RunPlan) -> None:
             "seeds": list(plan.seeds),
             "calibration": plan.experiment["rolling"]["calibration"],
             "label": plan.label,
+            "labels": {kind: lab.to_dict() for kind, lab in p.labels.items()},
         }
         for p in plan.pipelines
     }
@@ -701,9 +752,10 @@ def check_store_coverage(plan: RunPlan) -> None:
         for seed in plan.seeds:
             for w in plan.windows:
                 key = UnitKey(p.name, seed, w.index)
-                side = st.read_sidecar(plan.store, key)
-                if side is None or side.get("config_hash") != p.config_hash:
+                status = st.unit_status(plan.store, key, p.config_hash)
+                if not status.complete:
                     raise CoverageError(f"coverage: unit {key.slug()} is missing from {plan.store}")
+                side = status.sidecar
                 first, last = pd.Timestamp(side["first_prediction"]), pd.Timestamp(side["last_prediction"])
                 if first < w.test.start or last > w.test.end:
                     raise CoverageError(f"coverage: unit {key.slug()} has predictions outside {w.test.as_tuple()}")

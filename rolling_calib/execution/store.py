@@ -7,10 +7,13 @@ Layout of a store directory ``STORE``::
                                                  data identity; experiment config; history of runs
                                                  (wall time, units ran/skipped, executor, threads)
     STORE/units/<pipeline>/seed<k>/w<NN>.parquet predictions of one unit: columns
-                                                 datetime, instrument, prediction, label (label and
-                                                 prediction in basis points of 10-minute forward return)
+                                                 datetime, instrument, prediction, label (the label
+                                                 kind rolling.label names), and label_learn (or
+                                                 label_raw) when the other label differs on some row
     STORE/units/<pipeline>/seed<k>/w<NN>.json    sidecar: config hash, seed, window, rows, rows dropped,
-                                                 timings, checkpoint path, checkpoint it started from
+                                                 timings, checkpoint path, checkpoint it started from,
+                                                 label_columns (label kind -> column) and labels
+                                                 (the description of each label kind)
     STORE/checkpoints/<pipeline>/seed<k>/w<NN>.pt model state after the unit (fine-tuning starts here)
     STORE/stale/<pipeline>/<hash>/seed<k>/...    units of an older config, moved aside (never reused)
     STORE/mlflow.db                              MLflow tracking (written by ``rolling_calib.tracking.mlflow_log``)
@@ -19,7 +22,8 @@ Rules:
 
 * Every file is written to a temporary name in its own directory and moved in place
   with ``os.replace``; the sidecar is written last, so a unit is *complete* exactly when
-  its sidecar exists, names the current config hash, and its Parquet file exists.
+  its sidecar exists, names the current config hash, and its Parquet file exists
+  (:func:`unit_status`, the one place that rule is written).
   A run killed at any moment (even ``kill -9``) leaves only complete units or debris
   that the next run overwrites.
 * Each pipeline's *config hash* covers its resolved Qlib task (model, dataset,
@@ -30,7 +34,8 @@ Rules:
   hash (it changes the floating-point summation order); the number of workers and
   the executor are not, so a run resumed with other ``--workers`` reuses its units.
 
-This module knows nothing of Qlib or torch.
+The unit files are read by :mod:`rolling_calib.execution.reader` (the one reader). This module
+knows nothing of Qlib or torch.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ from typing import Any
 import pandas as pd
 
 from rolling_calib.core.atomic import atomic_write
+from rolling_calib.core.calibration import Calibration
+from rolling_calib.core.label import LABEL_KINDS, Label
 from rolling_calib.execution.units import UnitKey
 
 __all__ = [
@@ -62,9 +69,14 @@ __all__ = [
     "read_manifest",
     "write_manifest",
     "read_sidecar",
+    "UnitStatus",
+    "unit_status",
     "is_complete",
+    "complete_units",
     "move_stale",
-    "read_unit",
+    "recorded_calibration",
+    "recorded_label_kind",
+    "pipeline_labels",
     "library_versions",
     "data_identity",
 ]
@@ -225,10 +237,71 @@ def read_sidecar(store: str | os.PathLike, key: UnitKey) -> dict | None:
     return data
 
 
-def is_complete(store: str | os.PathLike, key: UnitKey, config_hash: str) -> bool:
-    """True when the unit's sidecar names ``config_hash`` and its Parquet file exists."""
+@dataclass(frozen=True)
+class UnitStatus:
+    """Whether a unit is complete (``state``: ``"complete"``, ``"missing"`` or ``"stale"``) and its sidecar.
+
+    The rule, written here only: a unit is complete when its sidecar exists, names the pipeline's
+    config hash, and its Parquet file exists. A corrupt sidecar is not a status: reading it raises.
+    """
+
+    key: UnitKey
+    state: str
+    sidecar: dict | None
+    expected_hash: str
+
+    @property
+    def complete(self) -> bool:
+        return self.state == "complete"
+
+    def problem(self, store: str | os.PathLike) -> str:
+        """Why the unit is not complete, as the scoring notes say it (``""`` when it is)."""
+        if self.state == "stale":
+            found = (self.sidecar or {}).get("config_hash")
+            return f"{store}: unit {self.key.slug()} is stale (config hash {found}, expected {self.expected_hash})"
+        return "" if self.complete else f"{store}: unit {self.key.slug()} is missing"
+
+
+def unit_status(store: str | os.PathLike, key: UnitKey, config_hash: str) -> UnitStatus:
+    """The :class:`UnitStatus` of ``key`` against the pipeline's current ``config_hash``.
+
+    Raises :class:`CorruptStoreFileError` for a sidecar that exists but cannot be read.
+    """
     side = read_sidecar(store, key)
-    return bool(side) and side.get("config_hash") == config_hash and unit_paths(store, key).parquet.is_file()
+    if side is None or not unit_paths(store, key).parquet.is_file():
+        state = "missing"
+    elif side.get("config_hash") != config_hash:
+        state = "stale"
+    else:
+        state = "complete"
+    return UnitStatus(key=key, state=state, sidecar=side, expected_hash=str(config_hash))
+
+
+def is_complete(store: str | os.PathLike, key: UnitKey, config_hash: str) -> bool:
+    """True when the unit is complete (:func:`unit_status`)."""
+    return unit_status(store, key, config_hash).complete
+
+
+def complete_units(store: str | os.PathLike, manifest: Mapping[str, Any], pipeline: str
+                   ) -> tuple[list[UnitKey], list[str]]:
+    """The complete units of every recorded seed and window of ``pipeline``, and a note per incomplete one.
+
+    >>> import tempfile
+    >>> store = Path(tempfile.mkdtemp())
+    >>> manifest = {"pipelines": {"a": {"config_hash": "h", "seeds": [0], "windows": [{"index": 0}]}}}
+    >>> complete_units(store, manifest, "a")[1] == [f"{store}: unit a__seed0__w00 is missing"]
+    True
+    """
+    entry = manifest["pipelines"][pipeline]
+    done, notes = [], []
+    for seed in entry.get("seeds", []):
+        for window in entry.get("windows", []):
+            status = unit_status(store, UnitKey(pipeline, int(seed), int(window["index"])), entry["config_hash"])
+            if status.complete:
+                done.append(status.key)
+            else:
+                notes.append(status.problem(store))
+    return done, notes
 
 
 def move_stale(store: str | os.PathLike, key: UnitKey, config_hash: str) -> Path | None:
@@ -246,16 +319,37 @@ def move_stale(store: str | os.PathLike, key: UnitKey, config_hash: str) -> Path
     return dest
 
 
-def read_unit(store: str | os.PathLike, key: UnitKey) -> pd.DataFrame:
-    """Load one unit's predictions (columns :data:`UNIT_COLUMNS`)."""
-    path = unit_paths(store, key).parquet
-    if not path.is_file():
-        raise ValueError(f"{path}: unit file missing (run 'rolling-calib run' to complete the store)")
-    frame = pd.read_parquet(path)
-    missing = [c for c in UNIT_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{path}: expected columns {', '.join(UNIT_COLUMNS)}, missing {', '.join(missing)}")
-    return frame
+# --------------------------------------------------------------------------- what a manifest records
+def recorded_calibration(manifest: Mapping[str, Any]) -> Calibration:
+    """The calibration rule the store's experiment declared (the paper's rule when it declares none).
+
+    Accepts every form manifests have held (``{period, bias}``, with ``source``, with the later options).
+    """
+    return Calibration.from_dict(manifest.get("experiment", {}).get("rolling", {}).get("calibration") or {})
+
+
+def recorded_label_kind(manifest: Mapping[str, Any]) -> str:
+    """The ``rolling.label`` a store was run with (``raw`` for stores from before the option)."""
+    return str(manifest.get("experiment", {}).get("rolling", {}).get("label", "raw"))
+
+
+def pipeline_labels(manifest: Mapping[str, Any], pipeline: str) -> tuple[dict[str, Label], list[str]]:
+    """The description of each label kind of ``pipeline``, and notes on how it was obtained.
+
+    Stores record them per pipeline (``labels``). For a store written before that, they are
+    described from the pipeline's recorded task (its handler's class and arguments,
+    :func:`rolling_calib.qlib_adapter.labels.describe_labels`); what cannot be told from it is
+    ``expression None``, ``unit 'unknown'``, with a note (no note when the task tells everything).
+    """
+    entry = manifest["pipelines"][pipeline]
+    recorded = entry.get("labels")
+    if isinstance(recorded, Mapping) and recorded:
+        return {kind: Label.from_dict(value) for kind, value in recorded.items() if kind in LABEL_KINDS}, []
+    from rolling_calib.qlib_adapter.labels import describe_labels
+
+    described = describe_labels(entry.get("task") or {})
+    return described.labels, [f"{pipeline}: {note} (the store was written before labels were recorded)"
+                              for note in described.notes]
 
 
 def library_versions() -> dict[str, str]:

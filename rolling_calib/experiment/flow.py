@@ -1,5 +1,9 @@
 """The one orchestration path: plan -> execute -> score -> track (reports are built from its result).
 
+The store is scored once, with the experiment's calibration rule and label; tracking and the
+report receive those scores (tracking never scores on its own), so MLflow, ``compare`` and the
+report show the same numbers.
+
 ``rolling-calib run``, ``rolling-calib sweep`` and ``rolling-calib demo`` all call
 :func:`run_experiment`; they differ only in what they do with its result (print a
 run summary, rank a grid, compare a pair and write the report).
@@ -49,7 +53,8 @@ class RunOptions:
     track : bool
         Log the store to MLflow after the run.
     score : bool
-        Score every run (QL, CQL) after execution.
+        Score every run (QL, CQL) after execution (tracking scores them too when this is off:
+        ``ExperimentResult.scores`` holds them whenever they were computed).
     progress : bool
         Progress bars.
     """
@@ -76,8 +81,8 @@ class ExperimentResult:
     tracking_message: str | None = None  # a repaired tracking database, or why tracking failed
 
 
-def track(store: Path, *, tracking_uri: str | None, experiment_name: str) -> TrackingOutcome:
-    """Log ``store`` to MLflow (SQLite in the store by default) without ever raising.
+def track(scores: StoreScores, *, tracking_uri: str | None, experiment_name: str) -> TrackingOutcome:
+    """Log ``scores`` (of ``scores.store``) to MLflow (SQLite in the store by default) without ever raising.
 
     The results are in the store already, so a failed logging (full disk, locked or broken
     database, any MLflow error) does not fail the run: the outcome has ``uri=None`` and a
@@ -85,7 +90,15 @@ def track(store: Path, *, tracking_uri: str | None, experiment_name: str) -> Tra
     """
     from rolling_calib.tracking import safe_log_store
 
-    return safe_log_store(store, tracking_uri=tracking_uri, experiment=experiment_name)
+    return safe_log_store(scores, tracking_uri=tracking_uri, experiment=experiment_name)
+
+
+def _untracked(store: Path, exc: Exception) -> TrackingOutcome:
+    """The outcome of a run whose scores (needed for tracking only) could not be computed: said, not raised."""
+    from rolling_calib.tracking import TrackingOutcome
+
+    return TrackingOutcome(uri=None, ok=False, message=f"tracking skipped: the store could not be scored ({exc}); "
+                                                       f"results are in {store}")
 
 
 def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentResult:
@@ -113,14 +126,17 @@ def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentR
     executor = make_executor(options.executor)
     with StoreLock(plan.store):  # one writer from the first unit to the last tracking row
         summary = run_plan(plan, executor=executor, progress=options.progress)
-        scores = None
-        if options.score:
-            calibration = config.rolling.calibration
-            scores = score_store(plan.store, period=calibration.period, bias=calibration.bias,
-                                 source=calibration.source, pipelines=[p.name for p in plan.pipelines],
-                                 progress=options.progress)
-        tracked = track(plan.store, tracking_uri=options.tracking_uri, experiment_name=config.experiment_name) \
-            if options.track else None
+        scores = tracked = None
+        if options.score or options.track:
+            try:
+                scores = score_store(plan.store, calibration=config.rolling.calibration, label=config.rolling.label,
+                                     pipelines=[p.name for p in plan.pipelines], progress=options.progress)
+            except ValueError as exc:
+                if options.score:
+                    raise
+                tracked = _untracked(plan.store, exc)   # scores for tracking only: tracking never fails a run
+        if options.track and scores is not None:
+            tracked = track(scores, tracking_uri=options.tracking_uri, experiment_name=config.experiment_name)
     return ExperimentResult(config=config, plan=plan, summary=summary, scores=scores,
                             tracking_uri=tracked.uri if tracked else None,
                             tracking_message=tracked.message if tracked else None)

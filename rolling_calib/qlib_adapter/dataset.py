@@ -36,7 +36,7 @@ robust-z-scored with median and ``1.4826 * MAD`` fitted on the training range
 (Qlib's ``Fillna``). Windows are cut on the fly from the per-bar array by index
 arithmetic, a batch at a time; no ``(N, 360)`` frame is ever built.
 
-**Label** (basis points, raw scale -- never cross-sectionally normalised)::
+**Label** (basis points, raw scale)::
 
     label[t] = 1e4 * (close[t + h] / close[t] - 1),    h = label_horizon (10)
 
@@ -45,6 +45,15 @@ arithmetic, a batch at a time; no ``(N, 360)`` frame is ever built.
 12:50..12:59) have no label; they are neither trained on nor predicted nor
 scored** (they still appear inside later windows as history). ``close[t + h]``
 is the last traded close at or before ``t + h`` within the session.
+
+**Learned label** (Qlib's data keys). The handler's raw data (``DK_R``) and inference data
+(``DK_I``) hold this raw label. ``learn_processors`` (Qlib's own list, label processors only:
+``CSRankNorm``, ``CSZScoreNorm``, ``DropnaLabel``; see
+:mod:`rolling_calib.qlib_adapter.label_processors`) give the learn data (``DK_L``) a label
+normalised **per minute bar** across the instruments -- Qlib's cross-sectional processors group
+by datetime, and a datetime here is one minute. ``prepare(segment, data_key=DK_L)`` samples
+and labels with it (what ``RollingLSTM`` trains and early-stops on); a bar whose learned label
+is undefined is then no sample. Without learn processors ``DK_L`` is the raw label.
 
 Missing data policy (every repair is counted in ``handler.data_report``)
 -----------------------------------------------------------------------
@@ -97,6 +106,8 @@ from qlib.data.dataset.utils import fetch_df_by_col
 from qlib.log import get_module_logger
 
 from rolling_calib.core.validation import Interval, check, validate_params
+from rolling_calib.qlib_adapter.label_processors import (LabelProcessors, NoProcessors, apply_label_processors,
+                                                         build_label_processors, processors_key)
 
 __all__ = [
     "FEATURE_NAMES",
@@ -264,12 +275,14 @@ class BarPanel:
             self._mos = mos
         return mos
 
-    def positions(self, start: pd.Timestamp | None, end: pd.Timestamp | None, *, stride: int = 1) -> np.ndarray:
+    def positions(self, start: pd.Timestamp | None, end: pd.Timestamp | None, *, stride: int = 1,
+                  label: np.ndarray | None = None) -> np.ndarray:
         """Flat row positions of labelled bars in ``[start, end]``, ordered (datetime, instrument).
 
         ``stride`` keeps the bars whose number within the session is a multiple of ``stride``
         (09:30, 09:30 + stride, ...: the same times whatever range was loaded, aligned across
-        instruments).
+        instruments). With ``label`` (a learned label, same shape as :attr:`label`) a bar must
+        have a finite value there too.
         """
         lo = 0 if start is None else int(self.times.searchsorted(start, side="left"))
         hi = self.n_minutes if end is None else int(self.times.searchsorted(end, side="right"))
@@ -279,6 +292,8 @@ class BarPanel:
         if stride > 1:
             cols = cols[self.minute_of_session[cols] % stride == 0]
         ok = np.isfinite(self.label[:, cols])  # (n_inst, n_cols)
+        if label is not None and label is not self.label:
+            ok &= np.isfinite(label[:, cols])
         col_idx, inst_idx = np.nonzero(ok.T)  # datetime-major order
         return inst_idx.astype(np.int64) * self.n_minutes + cols[col_idx]
 
@@ -290,10 +305,26 @@ class BarPanel:
             names=["datetime", "instrument"],
         )
 
-    def labels_at(self, positions: np.ndarray) -> np.ndarray:
-        """Labels (bp, float32) at flat positions."""
+    def labels_at(self, positions: np.ndarray, label: np.ndarray | None = None) -> np.ndarray:
+        """Labels (float32) at flat positions: of :attr:`label` (bp), or of ``label`` (same shape)."""
         inst, col = np.divmod(positions, self.n_minutes)
-        return self.label[inst, col]
+        return (self.label if label is None else label)[inst, col]
+
+    def learned_label(self, processors: list) -> np.ndarray:
+        """:attr:`label` through Qlib label ``processors`` (:func:`.label_processors.apply_label_processors`).
+
+        Kept with the panel per processors' state (a digest of their pickle), so the seeds of a
+        window compute it once; ``(n_instruments, n_minutes)`` float32 (4 bytes a bar).
+        """
+        key = processors_key(processors)
+        cache = self.__dict__.setdefault("_learned", {})
+        if key is None or key not in cache:
+            learned = apply_label_processors(self.label, self.times, self.instruments, processors,
+                                             label_name=LABEL_NAME)
+            if key is None:
+                return learned
+            cache[key] = learned
+        return cache[key]
 
     def windows(self, positions: np.ndarray, step_len: int) -> np.ndarray:
         """Raw relative windows ``(B, step_len, 6)`` (log ratios, before normalisation).
@@ -574,7 +605,10 @@ class MinuteBarHandler(DataHandlerLP):
 
     The handler's frame (``fetch``) holds the per-bar *raw-log* channels under
     ``feature`` and the label under ``label`` (one row per instrument and calendar
-    minute); the model-ready windows come from :class:`MinuteTSDataset`.
+    minute); the model-ready windows come from :class:`MinuteTSDataset`. Its raw
+    (``DK_R``) and infer (``DK_I``) data hold the raw label; its learn data (``DK_L``) the
+    label through ``learn_processors`` (the raw label when there are none). Rows of bars
+    without a label stay in every frame (they are windows' history) with a ``NaN`` label.
 
     Parameters
     ----------
@@ -595,6 +629,14 @@ class MinuteBarHandler(DataHandlerLP):
         At most this many evenly spaced training bars fit the normalisation.
     clip : float
         Normalised features are clipped to ``[-clip, clip]`` (Alpha360: 3).
+    learn_processors : list
+        Qlib's learn processors, as ``DataHandlerLP`` takes them (``"DropnaLabel"``,
+        ``{"class": "CSRankNorm", "kwargs": {"fields_group": "label"}}``, a ``module_path``
+        config or a ``Processor`` instance), restricted to label processors that fit nothing
+        (:mod:`~rolling_calib.qlib_adapter.label_processors`); applied per minute bar.
+    infer_processors, shared_processors : list
+        Accepted for Qlib's signature, empty only: the features are normalised by the
+        handler's fitted window norm, and label processors belong in ``learn_processors``.
 
     Attributes
     ----------
@@ -604,7 +646,9 @@ class MinuteBarHandler(DataHandlerLP):
         Every repair made while loading (counts), see the module doc.
     """
 
-    @validate_params({"label_horizon": _COUNT, "window": _COUNT, "norm_samples": _COUNT, "clip": _CLIP})
+    @validate_params({"label_horizon": _COUNT, "window": _COUNT, "norm_samples": _COUNT, "clip": _CLIP,
+                      "learn_processors": LabelProcessors(), "infer_processors": NoProcessors(),
+                      "shared_processors": NoProcessors()})
     def __init__(
         self,
         *,
@@ -618,6 +662,9 @@ class MinuteBarHandler(DataHandlerLP):
         window: int = 60,
         norm_samples: int = 20_000,
         clip: float = 3.0,
+        learn_processors: list | tuple = (),
+        infer_processors: list | tuple = (),
+        shared_processors: list | tuple = (),
         **kwargs: Any,
     ):
         allowed = {"init_data", "fetch_orig"}
@@ -625,7 +672,7 @@ class MinuteBarHandler(DataHandlerLP):
         if unknown:
             raise TypeError(f"MinuteBarHandler: unknown keyword argument(s) {unknown}; expected any of "
                             "instruments, start_time, end_time, fit_start_time, fit_end_time, freq, "
-                            "label_horizon, window, norm_samples, clip")
+                            "label_horizon, window, norm_samples, clip, learn_processors")
         if start_time is not None and end_time is not None and _start_point(start_time) > _end_point(end_time):
             raise ValueError(f"start_time/end_time: expected start <= end, found {start_time} > {end_time}")
         self.fit_start_time = fit_start_time
@@ -637,23 +684,39 @@ class MinuteBarHandler(DataHandlerLP):
         self.clip = float(clip)
         loader = MinuteBarLoader(freq=freq)
         super().__init__(instruments=instruments, start_time=start_time, end_time=end_time,
-                         data_loader=loader, **kwargs)
+                         data_loader=loader, learn_processors=build_label_processors(learn_processors), **kwargs)
 
     def setup_data(self, init_type: str = DataHandlerLP.IT_FIT_SEQ, **kwargs):
         """Load the panel (cached), expose it as Qlib's frame, fit the normalisation."""
         self._panel = self.data_loader.load_panel(self.instruments, self.start_time, self.end_time,
                                                   label_horizon=self.label_horizon)
         self._frame = None  # Qlib's per-bar frame, built on first fetch (see _get_df_by_key)
+        self._learn_frame = None  # the same with the learned label (learn processors only)
         self._norm = fit_window_norm(
             self._panel, _start_point(self.fit_start_time), _end_point(self.fit_end_time),
             window=self.window, max_samples=self.norm_samples, clip=self.clip,
         )
         _logger.info(f"MinuteBarHandler loaded {self._panel.report}")
 
-    def _get_df_by_key(self, data_key: str = DataHandlerLP.DK_I) -> pd.DataFrame:
-        """Qlib's frame for every data key (learn == infer == raw here), built lazily once."""
+    def label_array(self, data_key: str = DataHandlerLP.DK_I) -> np.ndarray:
+        """The label of ``data_key``, ``(n_instruments, n_minutes)`` as :attr:`BarPanel.label`.
+
+        ``DK_R`` and ``DK_I``: the raw label (bp); ``DK_L``: the label through ``learn_processors``
+        (computed once per panel and processors; the raw label itself when there are none).
+        """
         if data_key not in self.ATTR_MAP:
             raise ValueError(f"data_key: expected one of {sorted(self.ATTR_MAP)}, found {data_key!r}")
+        if data_key != self.DK_L or not self.learn_processors:
+            return self.panel.label
+        return self.panel.learned_label(self.learn_processors)
+
+    def _get_df_by_key(self, data_key: str = DataHandlerLP.DK_I) -> pd.DataFrame:
+        """Qlib's frame of ``data_key`` (raw == infer; learn with the learned label), built lazily once."""
+        label = self.label_array(data_key)
+        if label is not self.panel.label:
+            if getattr(self, "_learn_frame", None) is None:
+                self._learn_frame = _panel_frame(self.panel, label=label)
+            return self._learn_frame
         if getattr(self, "_frame", None) is None:
             self._frame = _panel_frame(self.panel)
         return self._frame
@@ -685,14 +748,15 @@ class MinuteBarHandler(DataHandlerLP):
         return dict(self.panel.report)
 
 
-def _panel_frame(panel: BarPanel) -> pd.DataFrame:
+def _panel_frame(panel: BarPanel, *, label: np.ndarray | None = None) -> pd.DataFrame:
     """The per-bar frame (datetime, instrument) x [feature..., label] -- a view Qlib code can fetch.
 
-    Built from the panel's arrays (datetime-major rows, as Qlib sorts them).
+    Built from the panel's arrays (datetime-major rows, as Qlib sorts them); ``label`` replaces
+    the panel's raw label (a learned one).
     """
     n_i, n_t = len(panel.instruments), panel.n_minutes
     vals = panel.values.reshape(n_i, n_t, 6).transpose(1, 0, 2).reshape(n_t * n_i, 6)
-    lab = panel.label.T.reshape(-1, 1)
+    lab = (panel.label if label is None else label).T.reshape(-1, 1)
     index = pd.MultiIndex.from_product([panel.times, pd.Index(panel.instruments)], names=["datetime", "instrument"])
     cols = pd.MultiIndex.from_tuples([("feature", n) for n in FEATURE_NAMES] + [("label", LABEL_NAME)])
     return pd.DataFrame(np.concatenate([vals, lab], axis=1), index=index, columns=cols)
@@ -713,15 +777,20 @@ class MinuteWindowSampler:
         Flat panel rows of the prediction times, ordered (datetime, instrument).
     step_len : int
     norm : WindowNorm
+    label : ndarray, optional
+        The label the samples carry, shaped as ``panel.label`` (a handler's
+        :meth:`~MinuteBarHandler.label_array`); default the panel's raw label (bp).
     """
 
-    def __init__(self, panel: BarPanel, positions: np.ndarray, *, step_len: int, norm: WindowNorm):
+    def __init__(self, panel: BarPanel, positions: np.ndarray, *, step_len: int, norm: WindowNorm,
+                 label: np.ndarray | None = None):
         if norm.center.shape[0] < step_len:
             raise ValueError(f"step_len: expected <= the handler's window {norm.center.shape[0]}, found {step_len}")
         self.panel = panel
         self.positions = np.asarray(positions, dtype=np.int64)
         self.step_len = int(step_len)
         self.norm = norm
+        self.label = panel.label if label is None else label
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -732,22 +801,22 @@ class MinuteWindowSampler:
 
     def with_norm(self, norm: WindowNorm) -> "MinuteWindowSampler":
         """Same samples, another normalisation (e.g. the one a model was trained with)."""
-        return MinuteWindowSampler(self.panel, self.positions, step_len=self.step_len, norm=norm)
+        return MinuteWindowSampler(self.panel, self.positions, step_len=self.step_len, norm=norm, label=self.label)
 
     @property
     def labels(self) -> np.ndarray:
-        """Labels in basis points (float32), sample order."""
-        return self.panel.labels_at(self.positions)
+        """Labels (float32; bp unless learn-processed), sample order."""
+        return self.panel.labels_at(self.positions, self.label)
 
     def get_index(self) -> pd.MultiIndex:
         """``(datetime, instrument)`` index of the samples, sample order."""
         return self.panel.index_of(self.positions)
 
     def batch(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Normalised windows ``(B, step_len, 6)`` float32 and labels ``(B,)`` (bp) of samples ``idx``."""
+        """Normalised windows ``(B, step_len, 6)`` float32 and labels ``(B,)`` of samples ``idx``."""
         pos = self.positions[np.asarray(idx, dtype=np.int64)]
         x = self.norm.apply(self.panel.windows(pos, self.step_len))
-        return x, self.panel.labels_at(pos)
+        return x, self.panel.labels_at(pos, self.label)
 
     def __getitem__(self, i: int) -> tuple[np.ndarray, np.float32]:
         x, y = self.batch(np.array([i]))
@@ -801,7 +870,7 @@ class MinuteTSDataset(DatasetH):
     def _stride_for(self, name: str | None) -> int:
         return self.sample_stride if name in self.TRAIN_SEGMENTS else self.test_stride
 
-    def _positions(self, segment: Any, stride: int | None) -> np.ndarray:
+    def _positions(self, segment: Any, stride: int | None, label: np.ndarray | None = None) -> np.ndarray:
         name = segment if isinstance(segment, str) else None
         if name is not None:
             if name not in self.segments:
@@ -814,23 +883,32 @@ class MinuteTSDataset(DatasetH):
             return np.empty(0, dtype=np.int64)
         s = self._stride_for(name) if stride is None else stride
         check("stride", s, _COUNT)
-        return self.handler.panel.positions(*bounds, stride=s)
+        return self.handler.panel.positions(*bounds, stride=s, label=label)
 
     def prepare(self, segments: Any, col_set: Any = DataHandler.CS_ALL, data_key: str = DataHandlerLP.DK_I,
                 *, stride: int | None = None, **kwargs: Any):
-        """Samples of a segment (name, list of names, or ``(start, end)``).
+        """Samples of a segment (name, list of names, or ``(start, end)``) under Qlib's ``data_key``.
 
         Returns a :class:`MinuteWindowSampler`; with ``col_set="label"`` a one-column
         ``DataFrame`` of labels instead (what Qlib's ``SignalRecord`` asks for), same rows
-        and order as the sampler. ``data_key`` is accepted for Qlib compatibility: learn
-        and infer data are identical here (no label-dependent processors).
+        and order as the sampler. ``data_key`` picks the label (:meth:`MinuteBarHandler.label_array`):
+        ``DK_I`` (default) and ``DK_R`` the raw label in bp, one sample per labelled bar;
+        ``DK_L`` the learn-processed label, without the bars where it is undefined. The
+        windows are the same under every key.
+
+        Example (a handler with ``learn_processors: [{class: CSRankNorm, kwargs: {fields_group: label}}]``)::
+
+            ds.prepare("train", data_key=DataHandlerLP.DK_L).labels      # rank-normalised per minute
+            ds.prepare("test", col_set="label", data_key="raw")          # bp
         """
         if kwargs:
             raise TypeError(f"MinuteTSDataset.prepare: unknown keyword argument(s) {sorted(kwargs)}")
         if isinstance(segments, (list, tuple)) and all(isinstance(s, str) for s in segments):
             return [self.prepare(s, col_set=col_set, data_key=data_key, stride=stride) for s in segments]
-        pos = self._positions(segments, stride)
-        sampler = MinuteWindowSampler(self.handler.panel, pos, step_len=self.step_len, norm=self.handler.norm)
+        label = self.handler.label_array(data_key)
+        pos = self._positions(segments, stride, label)
+        sampler = MinuteWindowSampler(self.handler.panel, pos, step_len=self.step_len, norm=self.handler.norm,
+                                      label=label)
         if col_set == "label":
             return pd.DataFrame({LABEL_NAME: sampler.labels}, index=sampler.get_index())
         return sampler

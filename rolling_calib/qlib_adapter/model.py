@@ -2,7 +2,8 @@
 
 :class:`RollingLSTM` is a :class:`qlib.model.base.Model` built around Qlib's own
 network (``qlib.contrib.model.pytorch_lstm_ts.LSTMModel``: a stacked LSTM and a
-linear head on the last step). A workflow YAML names it by
+linear head on the last step). The steps of a fit it shares with the seed stack
+(:mod:`rolling_calib.qlib_adapter.stacked`) are :class:`~rolling_calib.qlib_adapter.lstm_core.LSTMCore`'s. A workflow YAML names it by
 ``module_path: rolling_calib.qlib_adapter.model`` / ``class: RollingLSTM`` and Qlib's
 ``init_instance_by_config`` builds it; it keeps Qlib's ``fit(dataset)`` /
 ``predict(dataset)`` contract on :class:`rolling_calib.qlib_adapter.dataset.MinuteTSDataset`.
@@ -26,7 +27,9 @@ Differences from Qlib's ``LSTM`` (each one deliberate):
   empty valid part early stopping is off and the last epoch is kept.
 * **Label scale**: the network learns a standardised label
   ``(y - mean) / std`` (stats of the training segment), and :meth:`predict` returns
-  ``mean + std * output`` -- predictions are in the label's units (basis points).
+  ``mean + std * output`` -- predictions are in the label's units (basis points; the learned
+  label's units when the handler has ``learn_processors``: the model trains and early-stops on
+  ``dataset.prepare(..., data_key=DK_L)``, as Qlib's models do).
 
 Loss: mean squared error on the standardised label,
 ``L = mean_i (f(x_i) - (y_i - m) / s)^2`` (+ the optimiser's L2 term).
@@ -48,15 +51,9 @@ ValueError: hidden_size: expected an integer >= 1, found int 0
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import os
-import queue
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,39 +62,20 @@ import numpy as np
 import pandas as pd
 import torch
 from qlib.log import get_module_logger
-from qlib.model.base import Model
 
 from rolling_calib.core.atomic import atomic_write
 from rolling_calib.core.validation import AnyOf, Constraint, Interval, Options, validate_params
-from rolling_calib.qlib_adapter.dataset import FEATURE_NAMES, MinuteTSDataset, MinuteWindowSampler, WindowNorm
+from rolling_calib.qlib_adapter.dataset import MinuteTSDataset, MinuteWindowSampler, WindowNorm
+from rolling_calib.qlib_adapter.lstm_core import EVAL_CHUNK, BatchFeed, EarlyStopping, LSTMCore, epoch_bar
 
 
-def _import_qlib_lstm() -> type:
-    """Import Qlib's LSTM network without its package's notes about optional models.
-
-    ``qlib.contrib.model`` prints "ModuleNotFoundError. CatBoostModel are skipped ..." to
-    stdout for every optional booster that is not installed; those lines say nothing about
-    this model and would break ``--json`` output. Any other line is passed on to stderr.
-    """
-    captured = io.StringIO()
-    with contextlib.redirect_stdout(captured):
-        from qlib.contrib.model.pytorch_lstm_ts import LSTMModel as qlib_lstm
-    for line in captured.getvalue().splitlines():
-        if line.strip() and "skipped" not in line:
-            print(line, file=sys.stderr)
-    return qlib_lstm
-
-
-LSTMModel = _import_qlib_lstm()
-
-__all__ = ["BatchFeed", "RollingLSTM", "STATE_FORMAT"]
+__all__ = ["RollingLSTM", "STATE_FORMAT"]
 
 #: Version tag written into every checkpoint.
 STATE_FORMAT = "rolling_calib.RollingLSTM/1"
 _ARCH_KEYS = ("d_feat", "hidden_size", "num_layers")
 _OPTIMIZERS = ("adam", "adamw", "sgd", "gd")
 _LOSSES = ("mse",)
-_EVAL_CHUNK = 8192
 
 
 @dataclass(frozen=True)
@@ -162,139 +140,7 @@ def _resolve_device(device: str) -> torch.device:
     raise ValueError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', found {device!r}")
 
 
-@dataclass
-class _EarlyStopping:
-    """The best validation loss of a fit so far, its epoch and a copy of its weights.
-
-    :meth:`step` records one epoch and says when ``patience`` epochs in a row did not improve
-    on the best (``patience`` 0: never stop early).
-    """
-
-    patience: int
-    loss: float = np.inf
-    epoch: int = -1
-    state: dict | None = None
-    stale: int = 0
-
-    def step(self, epoch: int, loss: float, snapshot: Callable[[], dict]) -> bool:
-        """Record ``epoch``'s validation ``loss``; ``snapshot()`` gives the weights to keep when it is the best."""
-        if loss < self.loss:
-            self.loss, self.epoch, self.stale = loss, epoch, 0
-            self.state = snapshot()
-            return False
-        self.stale += 1
-        if self.patience and self.stale >= self.patience:
-            _logger.info(f"early stop at epoch {epoch}")
-            return True
-        return False
-
-
-def _epoch_bar(n_epochs: int, enabled: bool):
-    """A tqdm bar over the epochs of one fit; shown only when ``enabled`` and stderr is a terminal."""
-    from tqdm.auto import tqdm
-
-    return tqdm(total=n_epochs, desc="fit", unit="epoch", leave=False, disable=None if enabled else True)
-
-
-class BatchFeed:
-    """Batches ``cut(start)`` for each of ``starts``, as tensors on ``device``, in order.
-
-    On a GPU (``background`` None or True) a producer thread cuts the next ``depth`` batches
-    into pinned (page-locked) host memory while the device computes the current one, and each
-    batch is copied with ``non_blocking=True``: the CPU feed and the GPU overlap. On CPU the
-    batches are cut when asked (``torch.from_numpy``, no copy): a second thread would only
-    compete with the training thread for the worker's core. Either way the batches are the same
-    (the tests compare both). An exception in the producer is raised in the consumer.
-
-    Parameters
-    ----------
-    cut : callable
-        ``cut(start) -> (x, y)`` NumPy arrays of one batch.
-    starts : iterable
-        Batch starts, in the order the batches are used.
-    device : torch.device
-    background : bool, optional
-        Cut in a producer thread (default: on CUDA devices only).
-    depth : int
-        Batches cut ahead (background only).
-
-    Attributes
-    ----------
-    wait_seconds : float
-        Time the consumer spent waiting for a batch (the feed's stall; background only).
-
-    Examples
-    --------
-    >>> feed = BatchFeed(lambda lo: (np.full((2, 3), lo, np.float32), np.arange(2.0)), range(0, 6, 3),
-    ...                  device=torch.device("cpu"), background=True)
-    >>> [float(x[0, 0]) for x, _ in feed]
-    [0.0, 3.0]
-    """
-
-    _END = object()
-
-    def __init__(self, cut: Callable[[int], tuple[np.ndarray, np.ndarray]], starts: Iterable[int], *,
-                 device: torch.device, background: bool | None = None, depth: int = 2) -> None:
-        self.cut, self.starts, self.device = cut, list(starts), torch.device(device)
-        self.background = self.device.type == "cuda" if background is None else bool(background)
-        self.depth = int(depth)
-        self.wait_seconds = 0.0
-
-    def _tensors(self, x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        xt, yt = torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(y))
-        if self.device.type == "cuda":
-            xt, yt = xt.pin_memory(), yt.pin_memory()
-        return xt, yt
-
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        if not self.background:
-            for start in self.starts:
-                xt, yt = self._tensors(*self.cut(start))
-                yield xt.to(self.device), yt.to(self.device)
-            return
-        ready: queue.Queue = queue.Queue(maxsize=self.depth)
-        stop = threading.Event()
-        producer = threading.Thread(target=self._produce, args=(ready, stop), name="BatchFeed", daemon=True)
-        producer.start()
-        try:
-            while True:
-                t0 = time.perf_counter()
-                item = ready.get()
-                self.wait_seconds += time.perf_counter() - t0
-                if item is self._END:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                xt, yt = item
-                yield xt.to(self.device, non_blocking=True), yt.to(self.device, non_blocking=True)
-        finally:
-            stop.set()
-            while producer.is_alive():  # unblock a producer waiting on a full queue
-                with contextlib.suppress(queue.Empty):
-                    ready.get(timeout=0.01)
-            producer.join()
-
-    def _produce(self, ready: queue.Queue, stop: threading.Event) -> None:
-        """Cut every batch into ``ready`` (then the end marker); an exception is handed over as the item."""
-        try:
-            for start in self.starts:
-                if stop.is_set():
-                    return
-                item = self._tensors(*self.cut(start))
-                while not stop.is_set():
-                    with contextlib.suppress(queue.Full):
-                        ready.put(item, timeout=0.05)
-                        break
-            item = self._END
-        except BaseException as exc:  # handed to the consumer, which raises it
-            item = exc
-        while not stop.is_set():
-            with contextlib.suppress(queue.Full):
-                ready.put(item, timeout=0.05)
-                return
-
-
-class RollingLSTM(Model):
+class RollingLSTM(LSTMCore):
     """Qlib LSTM with L2, warm start, one seed, robust early stopping and bp-scale output.
 
     Parameters
@@ -398,8 +244,8 @@ class RollingLSTM(Model):
         self.n_threads = n_threads
         self.grad_clip = float(grad_clip)
         self.device = _resolve_device(device)
-        self._apply_threads()
-        self._new_network()
+        self.apply_threads()
+        self.new_network()
         self.fitted = False
         self.warm_started = False
         self.norm: WindowNorm | None = None
@@ -408,7 +254,7 @@ class RollingLSTM(Model):
         self.epochs_trained = 0  # over the whole life of the weights (all windows)
         self.fit_count = 0
         self.last_fit_info: dict = {}
-        self.train_optimizer = self._make_optimizer()
+        self.train_optimizer = self.make_optimizer()
         #: Cut batches in a background thread (None: on CUDA only; see :class:`BatchFeed`). Same batches either way.
         self.feed_background: bool | None = None
 
@@ -422,28 +268,6 @@ class RollingLSTM(Model):
             "early_stop": self.early_stop, "loss": self.loss, "optimizer": self.optimizer, "seed": self.seed,
             "device": self.device_name, "n_threads": self.n_threads, "grad_clip": self.grad_clip,
         }
-
-    def _apply_threads(self) -> None:
-        if self.n_threads is not None:
-            torch.set_num_threads(self.n_threads)
-        if self.device.type == "cpu":
-            # CPU kernels used here are deterministic; this makes any non-deterministic one raise.
-            torch.use_deterministic_algorithms(True)
-
-    def _new_network(self) -> None:
-        """A freshly initialised network: the same weights for the same ``seed``."""
-        torch.manual_seed(self.seed)
-        self.lstm_model = LSTMModel(d_feat=self.d_feat, hidden_size=self.hidden_size,
-                                    num_layers=self.num_layers, dropout=self.dropout).to(self.device)
-
-    def _make_optimizer(self, params: Iterable[torch.nn.Parameter] | None = None) -> torch.optim.Optimizer:
-        """This model's optimiser over ``params`` (default: its network's parameters)."""
-        params = self.lstm_model.parameters() if params is None else params
-        if self.optimizer == "adam":
-            return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
-        if self.optimizer == "adamw":
-            return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay)
-        return torch.optim.SGD(params, lr=self.lr, weight_decay=self.weight_decay)
 
     # ------------------------------------------------------------------ training
     def _forward(self, x: np.ndarray) -> torch.Tensor:
@@ -459,7 +283,7 @@ class RollingLSTM(Model):
             return float("nan")
         self.lstm_model.eval()
         total = torch.zeros((), dtype=torch.float64, device=self.device)
-        chunk = max(self.batch_size, _EVAL_CHUNK)
+        chunk = max(self.batch_size, EVAL_CHUNK)
         with torch.inference_mode():
             for lo in range(0, len(sampler), chunk):
                 x, y = sampler.batch(np.arange(lo, min(lo + chunk, len(sampler))))
@@ -523,74 +347,24 @@ class RollingLSTM(Model):
         self
         """
         t0 = time.perf_counter()
-        train, valid = self._fit_segments(dataset, reweighter)
+        train, valid = self.fit_segments(dataset, reweighter)
         warm = self.warm_started
-        n_epochs = self._reset_for_fit(warm)
+        n_epochs = self.reset_for_fit(warm)
         if n_epochs > 0 or not warm:
             # A warm start with 0 epochs leaves the network untouched: it keeps the statistics it was trained with.
-            self._fit_scales(train)
+            self.fit_scales(train)
         hist, stopping = self._train_epochs(train, valid, n_epochs, progress=progress)
-        self._record_fit(warm=warm, n_epochs=n_epochs, hist=hist, stopping=stopping,
-                         n_train=len(train), n_valid=len(valid), t0=t0)
+        self.record_fit(warm=warm, n_epochs=n_epochs, hist=hist, stopping=stopping,
+                        n_train=len(train), n_valid=len(valid), t0=t0)
         if evals_result is not None:
             evals_result.update(hist)
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
         return self
 
-    @classmethod
-    def fit_stack(cls, models: "list[RollingLSTM]", dataset: MinuteTSDataset, *, progress: bool = False) -> "list[RollingLSTM]":
-        """Fit several seeds of one configuration as one seed stack (:func:`rolling_calib.qlib_adapter.stacked.fit_stack`).
-
-        Each model ends as its own :meth:`fit` would leave it, to float rounding; the runner uses
-        this for ``rolling.stack_seeds > 1``.
-        """
-        from rolling_calib.qlib_adapter.stacked import fit_stack
-
-        return fit_stack(models, dataset, progress=progress)
-
-    def _fit_segments(self, dataset: MinuteTSDataset, reweighter: Any) -> tuple[MinuteWindowSampler, MinuteWindowSampler]:
-        """Check :meth:`fit`'s arguments; the ``train`` (not empty) and ``valid`` samples."""
-        if reweighter is not None:
-            raise ValueError("reweighter: RollingLSTM does not support sample reweighting; pass None")
-        if not isinstance(dataset, MinuteTSDataset):
-            raise ValueError(f"dataset: expected a rolling_calib.qlib_adapter.dataset.MinuteTSDataset, found {type(dataset).__name__}")
-        self._apply_threads()
-        train = dataset.prepare("train")
-        valid = dataset.prepare("valid")
-        if train.empty:
-            raise ValueError(f"dataset segment 'train' = {dataset.segments.get('train')}: expected labelled bars, found none")
-        if self.d_feat != len(FEATURE_NAMES):
-            raise ValueError(f"d_feat: the minute dataset has {len(FEATURE_NAMES)} channels per bar "
-                             f"{list(FEATURE_NAMES)}, found d_feat={self.d_feat}")
-        return train, valid
-
-    def _reset_for_fit(self, warm: bool) -> int:
-        """A fresh network unless warm-started, always a fresh optimiser; the epochs this fit runs.
-
-        Fine-tuning starts the optimiser (Adam's moments) anew, as documented.
-        """
-        if not warm:
-            self._new_network()
-            self.epochs_trained = 0
-        self.train_optimizer = self._make_optimizer()
-        return self.finetune_epochs if warm else self.n_epochs
-
-    def _fit_scales(self, train: MinuteWindowSampler) -> None:
-        """Normalisation refitted on this window's training segment.
-
-        Features: the handler's norm (fitted on its fit range); label scale: mean and std of the
-        train labels (a zero std becomes 1).
-        """
-        self.norm = train.norm
-        y = train.labels.astype(np.float64)
-        self.label_mean = float(np.mean(y))
-        std = float(np.std(y))
-        self.label_std = std if std > 0 else 1.0
-
     def _train_epochs(
         self, train: MinuteWindowSampler, valid: MinuteWindowSampler, n_epochs: int, *, progress: bool
-    ) -> tuple[dict[str, list[float]], _EarlyStopping]:
+    ) -> tuple[dict[str, list[float]], EarlyStopping]:
         """Up to ``n_epochs`` epochs, early-stopping on ``valid``; the best epoch's weights are restored.
 
         Shuffling draws from ``default_rng([seed, fit_count])``, dropout from the torch seed
@@ -599,8 +373,8 @@ class RollingLSTM(Model):
         rng = np.random.default_rng([self.seed, self.fit_count])
         torch.manual_seed(self.seed + 7919 * (self.fit_count + 1))  # dropout stream of this fit
         hist: dict[str, list[float]] = {"train": [], "valid": []}
-        stopping = _EarlyStopping(patience=self.early_stop)
-        with _epoch_bar(n_epochs, progress) as bar:
+        stopping = EarlyStopping(patience=self.early_stop)
+        with epoch_bar(n_epochs, progress) as bar:
             for epoch in range(n_epochs):
                 tr, va = self._epoch(train, valid, rng, epoch)
                 hist["train"].append(tr)
@@ -626,33 +400,6 @@ class RollingLSTM(Model):
         _logger.info(f"epoch {epoch}: train {tr:.6f} valid {va:.6f}")
         return tr, va
 
-    def _record_fit(self, *, warm: bool, n_epochs: int, hist: dict[str, list[float]], stopping: _EarlyStopping,
-                    n_train: int, n_valid: int, t0: float) -> None:
-        """Count the fit (epochs, fits) and describe it in :attr:`last_fit_info`."""
-        use_valid = n_valid > 0
-        epochs_run = len(hist["train"])
-        self.epochs_trained += epochs_run
-        self.fit_count += 1
-        self.fitted = True
-        self.warm_started = False
-        self.last_fit_info = {
-            "seed": self.seed,
-            "warm_start": warm,
-            "epochs_planned": n_epochs,
-            "epochs_run": epochs_run,
-            "best_epoch": stopping.epoch if use_valid else epochs_run - 1,
-            "early_stopping": "on" if use_valid else "off: empty valid segment",
-            "best_valid_loss": float(stopping.loss) if use_valid else None,
-            "train_loss": hist["train"],
-            "valid_loss": hist["valid"],
-            "n_train": n_train,
-            "n_valid": n_valid,
-            "label_mean": self.label_mean,
-            "label_std": self.label_std,
-            "fit_seconds": round(time.perf_counter() - t0, 3),
-            "device": str(self.device),
-        }
-
     # ------------------------------------------------------------------ inference
     def predict(self, dataset: MinuteTSDataset, segment: str | slice = "test") -> pd.Series:
         """Predictions in basis points, index ``(datetime, instrument)``, rows/order of ``dataset.labels(segment)``.
@@ -666,7 +413,7 @@ class RollingLSTM(Model):
             sampler = sampler.with_norm(self.norm)
         out = np.empty(len(sampler), dtype=np.float64)
         self.lstm_model.eval()
-        chunk = max(self.batch_size, _EVAL_CHUNK)
+        chunk = max(self.batch_size, EVAL_CHUNK)
         with torch.inference_mode():
             for lo in range(0, len(sampler), chunk):
                 hi = min(lo + chunk, len(sampler))

@@ -13,7 +13,10 @@ exactly (order i, f, g, o)::
 
 :func:`fit_stack` trains K :class:`~rolling_calib.qlib_adapter.model.RollingLSTM` models (same
 hyperparameters, their own seeds) as one stack and leaves each model exactly as its own
-``fit`` would: weights, normalisation, label scale, ``last_fit_info``. Each member keeps
+``fit`` would: weights, normalisation, label scale, ``last_fit_info``. The steps of a fit both
+share (a fresh network and optimiser, the label scale, the record of the fit, the batch feed,
+early stopping) are :mod:`rolling_calib.qlib_adapter.lstm_core`'s, so this module and the
+model's do not import each other. Each member keeps
 
 * its own initialisation (each model builds Qlib's ``LSTMModel`` under its own seed, and the
   stack copies those weights),
@@ -40,7 +43,7 @@ cell is slower than ``nn.LSTM``'s fused one (``bench/bench_stacked.py`` prints b
 Examples
 --------
 >>> import torch
->>> from rolling_calib.qlib_adapter.model import LSTMModel
+>>> from rolling_calib.qlib_adapter.lstm_core import LSTMModel
 >>> members = []
 >>> for seed in (0, 1, 2):
 ...     _ = torch.manual_seed(seed)
@@ -61,16 +64,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-if TYPE_CHECKING:  # pragma: no cover
-    from rolling_calib.qlib_adapter.dataset import MinuteTSDataset, MinuteWindowSampler
-    from rolling_calib.qlib_adapter.model import RollingLSTM
+from rolling_calib.qlib_adapter.dataset import MinuteTSDataset, MinuteWindowSampler
+from rolling_calib.qlib_adapter.lstm_core import EVAL_CHUNK, BatchFeed, EarlyStopping, LSTMCore, epoch_bar
 
-__all__ = ["StackedLSTM", "check_stackable", "fit_stack", "start_stack"]
+__all__ = ["StackedLSTM", "can_stack", "check_stackable", "fit_stack", "start_stack"]
 
 #: Settings every member of a stack must share (the seed is what differs).
 _SHARED_SETTINGS = ("d_feat", "hidden_size", "num_layers", "dropout", "lr", "batch_size", "weight_decay",
@@ -189,7 +190,17 @@ class StackedLSTM(torch.nn.Module):
         return head.squeeze(-1)
 
 
-def check_stackable(models: Sequence["RollingLSTM"]) -> None:
+def can_stack(model_cls: type) -> bool:
+    """Whether :func:`fit_stack` can train models of ``model_cls`` (those built on :class:`LSTMCore`).
+
+    >>> from qlib.model.base import Model
+    >>> can_stack(LSTMCore), can_stack(Model)
+    (True, False)
+    """
+    return isinstance(model_cls, type) and issubclass(model_cls, LSTMCore)
+
+
+def check_stackable(models: Sequence[LSTMCore]) -> None:
     """``ValueError`` unless ``models`` differ only in their seeds (and fit state); names the first difference.
 
     >>> from rolling_calib.qlib_adapter.model import RollingLSTM
@@ -215,23 +226,21 @@ def check_stackable(models: Sequence["RollingLSTM"]) -> None:
 class _Member:
     """The bookkeeping of one model during a stacked fit."""
 
-    def __init__(self, model: "RollingLSTM", *, warm: bool, n_epochs: int, device: torch.device) -> None:
-        from rolling_calib.qlib_adapter.model import _EarlyStopping
-
+    def __init__(self, model: LSTMCore, *, warm: bool, n_epochs: int, device: torch.device) -> None:
         self.model, self.warm, self.n_epochs = model, warm, n_epochs
         self.rng = np.random.default_rng([model.seed, model.fit_count])
-        self.stopping = _EarlyStopping(patience=model.early_stop)
+        self.stopping = EarlyStopping(patience=model.early_stop)
         self.hist: dict[str, list[float]] = {"train": [], "valid": []}
         self.final_state: dict[str, torch.Tensor] | None = None
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(model.seed + 7919 * (model.fit_count + 1))
 
     def standardise(self, y: np.ndarray) -> np.ndarray:
-        """The label as this member's network learns it (the same arithmetic as ``RollingLSTM``)."""
-        return (y - self.model.label_mean) / self.model.label_std
+        """The label as this member's network learns it (:meth:`LSTMCore.standardise`)."""
+        return self.model.standardise(y)
 
 
-def start_stack(models: Sequence["RollingLSTM"], train: "MinuteWindowSampler") -> tuple[list[_Member], StackedLSTM, torch.optim.Optimizer]:
+def start_stack(models: Sequence[LSTMCore], train: MinuteWindowSampler) -> tuple[list[_Member], StackedLSTM, torch.optim.Optimizer]:
     """Ready ``models`` for one stacked fit on ``train``: their bookkeeping, the stack and its optimiser.
 
     Each model is reset as its own :meth:`RollingLSTM.fit` resets it (a fresh network unless
@@ -241,16 +250,16 @@ def start_stack(models: Sequence["RollingLSTM"], train: "MinuteWindowSampler") -
     members = []
     for model in models:
         warm = model.warm_started
-        n_epochs = model._reset_for_fit(warm)
+        n_epochs = model.reset_for_fit(warm)
         if n_epochs > 0 or not warm:
-            model._fit_scales(train)
+            model.fit_scales(train)
         members.append(_Member(model, warm=warm, n_epochs=n_epochs, device=lead.device))
     stack = StackedLSTM([m.lstm_model for m in models]).to(lead.device)
     stack.generators = [m.generator for m in members]
-    return members, stack, lead._make_optimizer(stack.parameters())
+    return members, stack, lead.make_optimizer(stack.parameters())
 
 
-def fit_stack(models: Sequence["RollingLSTM"], dataset: "MinuteTSDataset", *, progress: bool = False) -> list["RollingLSTM"]:
+def fit_stack(models: Sequence[LSTMCore], dataset: MinuteTSDataset, *, progress: bool = False) -> list[LSTMCore]:
     """Fit ``models`` (one per seed, same settings) on ``dataset`` as one seed stack; returns them fitted.
 
     Each model ends as its own :meth:`RollingLSTM.fit` would leave it (fresh, or fine-tuned after
@@ -264,15 +273,13 @@ def fit_stack(models: Sequence["RollingLSTM"], dataset: "MinuteTSDataset", *, pr
     progress : bool
         A tqdm bar over the epochs (terminal only).
     """
-    from rolling_calib.qlib_adapter.model import _epoch_bar
-
     check_stackable(models)
     t0 = time.perf_counter()
     lead = models[0]
-    train, valid = lead._fit_segments(dataset, None)
+    train, valid = lead.fit_segments(dataset, None)
     members, stack, optimizer = start_stack(models, train)
     active = list(members)
-    with _epoch_bar(max(m.n_epochs for m in members), progress) as bar:
+    with epoch_bar(max(m.n_epochs for m in members), progress) as bar:
         for epoch in range(max(m.n_epochs for m in members)):
             active = _retire(stack, optimizer, active, [m for m in active if m.n_epochs <= epoch])
             if not active:
@@ -300,7 +307,7 @@ def fit_stack(models: Sequence["RollingLSTM"], dataset: "MinuteTSDataset", *, pr
         weights = member.stopping.state if member.stopping.state is not None else member.final_state
         if weights is not None:
             model.lstm_model.load_state_dict(weights)
-        model._record_fit(warm=member.warm, n_epochs=member.n_epochs, hist=member.hist, stopping=member.stopping,
+        model.record_fit(warm=member.warm, n_epochs=member.n_epochs, hist=member.hist, stopping=member.stopping,
                           n_train=len(train), n_valid=len(valid), t0=t0)
         model.last_fit_info["seed_stack"] = seeds
     if lead.device.type == "cuda":
@@ -321,10 +328,8 @@ def _retire(stack: StackedLSTM, optimizer: torch.optim.Optimizer, active: list[_
 
 
 def _train_epoch(stack: StackedLSTM, optimizer: torch.optim.Optimizer, active: Sequence[_Member],
-                 train: "MinuteWindowSampler", lead: "RollingLSTM") -> np.ndarray:
+                 train: MinuteWindowSampler, lead: LSTMCore) -> np.ndarray:
     """One epoch of every active member (each its own order); mean training losses, read once at the end."""
-    from rolling_calib.qlib_adapter.model import BatchFeed
-
     stack.train()
     orders = [m.rng.permutation(len(train)) for m in active]
     totals = torch.zeros(len(active), dtype=torch.float64, device=lead.device)
@@ -346,15 +351,13 @@ def _train_epoch(stack: StackedLSTM, optimizer: torch.optim.Optimizer, active: S
     return (totals / max(len(train), 1)).cpu().numpy()
 
 
-def _eval_loss(stack: StackedLSTM, active: Sequence[_Member], valid: "MinuteWindowSampler", lead: "RollingLSTM") -> np.ndarray:
+def _eval_loss(stack: StackedLSTM, active: Sequence[_Member], valid: MinuteWindowSampler, lead: LSTMCore) -> np.ndarray:
     """Every active member's mean squared error over ALL of ``valid`` (NaN when it is empty)."""
-    from rolling_calib.qlib_adapter.model import _EVAL_CHUNK
-
     if valid.empty:
         return np.full(len(active), np.nan)
     stack.eval()
     totals = torch.zeros(len(active), dtype=torch.float64, device=lead.device)
-    chunk = max(lead.batch_size, _EVAL_CHUNK // max(1, len(active)))
+    chunk = max(lead.batch_size, EVAL_CHUNK // max(1, len(active)))
     with torch.inference_mode():
         for lo in range(0, len(valid), chunk):
             x, y = valid.batch(np.arange(lo, min(lo + chunk, len(valid))))

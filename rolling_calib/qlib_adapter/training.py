@@ -13,6 +13,7 @@ Any Qlib model and dataset run here (``RollingLSTM`` + ``MinuteTSDataset``, Qlib
         neither                -> refused at plan time (:func:`check_runner_contract`)
     p = model.predict(data, "test")     (and "valid" when the window has one: stored beside the unit)
     y = data.prepare("test", col_set="label", data_key=DK_R or DK_L)   # rolling.label: raw | learn
+    y' = the other of the two (a DataHandlerLP has both), stored beside y where it differs
     checkpoint: model.save_state(path) if it has one, else the pickled model
     task["record"] (daily stores): SignalRecord, SigAnaRecord, PortAnaRecord ... in a Qlib recorder
                                    (:mod:`rolling_calib.qlib_adapter.records`)
@@ -33,6 +34,7 @@ from typing import Any
 import pandas as pd
 
 from rolling_calib.core.atomic import atomic_write
+from rolling_calib.core.label import LABEL_KINDS
 from rolling_calib.core.schedule import Window
 from rolling_calib.core.validation import ConfigError
 from rolling_calib.qlib_adapter.records import RecorderSpec, record_configs, run_records
@@ -43,7 +45,7 @@ __all__ = ["HANDLER_TIME_KWARGS", "LABEL_SOURCES", "TrainedWindow", "check_runne
            "train_window", "train_window_stack", "warm_start_kind", "window_task"]
 
 #: ``rolling.label``: score against the handler's raw label (``DK_R``) or its learn-processed label (``DK_L``).
-LABEL_SOURCES = ("raw", "learn")
+LABEL_SOURCES = LABEL_KINDS
 #: Handler arguments :func:`window_task` sets for every window.
 HANDLER_TIME_KWARGS = ("start_time", "end_time", "fit_start_time", "fit_end_time")
 
@@ -62,6 +64,9 @@ class TrainedWindow:
     # the validation segment's predictions and labels (None: the task has no valid segment)
     valid_predictions: pd.Series | pd.DataFrame | None = None
     valid_labels: pd.Series | pd.DataFrame | None = None
+    # the other label kind (learn when labels are raw, raw when learn; None: the handler has only one)
+    other_labels: pd.Series | pd.DataFrame | None = None
+    valid_other_labels: pd.Series | pd.DataFrame | None = None
 
 
 def _named_params(spec: Mapping[str, Any]) -> set[str]:
@@ -135,8 +140,8 @@ def check_runner_contract(task: Mapping[str, Any], *, mode: str, label: str = "r
     * the dataset has Qlib's ``prepare`` and takes ``segments``; the handler takes the window
       times :func:`window_task` sets (:data:`HANDLER_TIME_KWARGS`);
     * ``label`` is one of :data:`LABEL_SOURCES`; ``"learn"`` needs a ``DataHandlerLP`` handler;
-    * ``stack_seeds > 1`` needs a model class that trains several seeds as one stack (``fit_stack``,
-      :class:`~rolling_calib.qlib_adapter.model.RollingLSTM`).
+    * ``stack_seeds > 1`` needs a model class the seed stack trains
+      (:func:`rolling_calib.qlib_adapter.stacked.can_stack`: :class:`~rolling_calib.qlib_adapter.model.RollingLSTM`).
     """
     from qlib.data.dataset.handler import DataHandlerLP
 
@@ -154,11 +159,14 @@ def check_runner_contract(task: Mapping[str, Any], *, mode: str, label: str = "r
             "has neither load_state/save_state nor finetune(dataset); set 'rolling: {mode: scratch}' to retrain "
             "it from scratch every window"
         )
-    if stack_seeds > 1 and not callable(getattr(model_cls, "fit_stack", None)):
-        raise ConfigError(
-            f"{where}: rolling.stack_seeds: {stack_seeds} trains the seeds of a window as one stack, which needs a model "
-            f"with fit_stack(models, dataset) (rolling_calib's RollingLSTM); {name} has none: set stack_seeds: 1"
-        )
+    if stack_seeds > 1:
+        from rolling_calib.qlib_adapter.stacked import can_stack
+
+        if not can_stack(model_cls):
+            raise ConfigError(
+                f"{where}: rolling.stack_seeds: {stack_seeds} trains the seeds of a window as one stack, which needs a "
+                f"model the seed stack can fit (rolling_calib's RollingLSTM); {name} has none: set stack_seeds: 1"
+            )
     dataset_cls = import_class(dict(task["dataset"]), "task.dataset", where)
     dname = f"{dataset_cls.__module__}.{dataset_cls.__qualname__}"
     if not callable(getattr(dataset_cls, "prepare", None)):
@@ -332,11 +340,13 @@ def train_window(
         t_fit = time.perf_counter()
         predictions, valid_predictions = _predict_segments(model, dataset)
     labels, valid_labels = _segment_labels(dataset, label)
+    other, valid_other = _other_labels(dataset, label)
     t_pred = time.perf_counter()
     recorded = _keep(model, task, dataset, predictions, kind=kind, checkpoint=Path(checkpoint), recorder=recorder,
                      qlib_init=qlib_init)
     return TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_fit, seeding, recorded,
-                         valid_predictions=valid_predictions, valid_labels=valid_labels)
+                         valid_predictions=valid_predictions, valid_labels=valid_labels, other_labels=other,
+                         valid_other_labels=valid_other)
 
 
 def _predict_segments(model: Any, dataset: Any) -> tuple[Any, Any]:
@@ -349,6 +359,15 @@ def _segment_labels(dataset: Any, label: str) -> tuple[Any, Any]:
     """Test labels, and the valid segment's when the dataset has one (:func:`_test_labels`)."""
     has_valid = "valid" in (getattr(dataset, "segments", None) or {})
     return _test_labels(dataset, label), _test_labels(dataset, label, "valid") if has_valid else None
+
+
+def _other_labels(dataset: Any, label: str) -> tuple[Any, Any]:
+    """The labels of the other kind (:func:`_segment_labels`), or ``(None, None)`` when the handler has one kind only."""
+    from qlib.data.dataset.handler import DataHandlerLP
+
+    if not isinstance(getattr(dataset, "handler", None), DataHandlerLP):
+        return None, None
+    return _segment_labels(dataset, "learn" if label == "raw" else "raw")
 
 
 def _keep(model: Any, task: Mapping[str, Any], dataset: Any, predictions: Any, *, kind: str | None, checkpoint: Path,
@@ -378,12 +397,14 @@ def train_window_stack(
 
     The tasks differ only in the model's seed. One dataset is built for all of them; each
     seed's model is built under its own global seeds (and loads its own warm start), then the
-    model class's ``fit_stack(models, dataset)`` trains them together
-    (:func:`rolling_calib.qlib_adapter.stacked.fit_stack`); predictions, labels, checkpoints and
+    seed stack trains them together (:func:`rolling_calib.qlib_adapter.stacked.fit_stack`);
+    predictions, labels, checkpoints and
     records follow per seed exactly as in :func:`train_window`. ``build_s`` and ``fit_s`` of
     every returned window are the stack's (shared) times.
     """
     from qlib.utils import init_instance_by_config
+
+    from rolling_calib.qlib_adapter.stacked import fit_stack
 
     n = len(tasks)
     if not n or not (len(warm_starts) == len(checkpoints) == len(seeds) == n):
@@ -403,9 +424,10 @@ def train_window_stack(
     dataset = init_instance_by_config(copy.deepcopy(dict(tasks[0]["dataset"])))
     t_built = time.perf_counter()
     with _no_recorder_logging():
-        type(models[0]).fit_stack(models, dataset)
+        fit_stack(models, dataset)
     t_fit = time.perf_counter()
     labels, valid_labels = _segment_labels(dataset, label)
+    other, valid_other = _other_labels(dataset, label)
     out = []
     for task, model, checkpoint, seeding, recorder in zip(tasks, models, checkpoints, seedings, recorders):
         t_pred0 = time.perf_counter()
@@ -415,5 +437,6 @@ def train_window_stack(
         recorded = _keep(model, task, dataset, predictions, kind="state", checkpoint=Path(checkpoint), recorder=recorder,
                          qlib_init=qlib_init)
         out.append(TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_pred0, seeding,
-                                 recorded, valid_predictions=valid_predictions, valid_labels=valid_labels))
+                                 recorded, valid_predictions=valid_predictions, valid_labels=valid_labels,
+                                 other_labels=other, valid_other_labels=valid_other))
     return out

@@ -119,13 +119,20 @@ def _details(scores: StoreScores) -> tuple[list[str], list[list[str]], str]:
     return head, rows, line
 
 
+def _calibration_words(scores: StoreScores) -> str:
+    """What CQL does under the scores' rule, in words."""
+    cal = scores.calibration
+    scored = ("scores every period (each window's bias comes from its own validation predictions)"
+              if cal.source == "validation" else "scores periods 2..K (period 1 only supplies the first bias)")
+    return f"CQL shifts each period's predictions by a bias fitted elsewhere ({cal.describe()}) and {scored}"
+
+
 def _intro(scores: StoreScores, comparison: StoreComparison) -> str:
     n_runs = len(scores.runs)
     return (
-        f"Store `{scores.store}`: {n_runs} run(s) of {len(scores.pipelines)} pipeline(s). "
-        f"QL is the plain quadratic loss of the 10-minute forward return (bp^2) over the whole evaluation span; "
-        f"CQL shifts each {scores.period}'s predictions by the previous {scores.period}'s mean residual "
-        f"({scores.bias} bias) and scores periods 2..K (period 1 only supplies the first bias). Pairwise accuracy = share of (seed of A, seed of B) pairs "
+        f"Store `{scores.store}`: {n_runs} run(s) of {len(scores.pipelines)} pipeline(s), scored against the "
+        f"{scores.label.describe()}. QL is the plain quadratic loss of that label ({scores.label.loss_unit}) over the "
+        f"whole evaluation span; {_calibration_words(scores)}. Pairwise accuracy = share of (seed of A, seed of B) pairs "
         f"ranked like the ground truth (QL means); intervals: {comparison.confidence:.0%} percentile bootstrap "
         f"over seeds, {comparison.n_boot} resamples, seed {comparison.seed}. "
         f"QL 2..K is the plain loss on the rows CQL scores; the std ratio and the seed budget (runs of QL 2..K "

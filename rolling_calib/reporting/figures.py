@@ -29,6 +29,7 @@ Example
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -111,7 +112,7 @@ def plot_spread(scores: StoreScores, *, ax: Axes | Sequence[Axes] | None = None)
             a.scatter(i + rng.uniform(-0.12, 0.12, values.size), values, s=14, alpha=0.8, zorder=3)
         a.set_xticks(range(1, len(pipes) + 1), pipes, rotation=30, ha="right")
         a.set_title(title)
-        a.set_ylabel("loss (bp^2)")
+        a.set_ylabel(f"loss ({scores.label.loss_unit})")
         a.grid(axis="y", alpha=0.3)
     return fig
 
@@ -140,9 +141,9 @@ def plot_bias(scores: StoreScores, *, ax: Axes | None = None) -> Figure:
     fig, (a,), made_here = _panels(ax, 1, figsize=(8, 3.8))
     for pipeline in scores.pipelines:
         _period_lines(a, scores, pipeline, "bias", "-", pipeline)
-    a.set_title(f"Bias c_k applied each {scores.period} = previous period's mean residual\n"
+    a.set_title(f"Bias c_k applied each period ({scores.calibration.describe()})\n"
                 "(mean over seeds; band: min..max)", fontsize=10)
-    a.set_ylabel("c_k (bp)")
+    a.set_ylabel(f"c_k ({scores.label.unit})")
     a.grid(alpha=0.3)
     a.legend(fontsize=8)
     _rotate_dates(fig, [a], made_here)
@@ -156,16 +157,16 @@ def plot_monthly(scores: StoreScores, *, ax: Sequence[Axes] | None = None) -> Fi
     """
     fig, (top, bottom), made_here = _panels(ax, 2, figsize=(8, 6), vertical=True, sharex=True)
     periods = scores.periods.assign(gain=scores.periods["cql"] - scores.periods["ql"])
-    view = StoreScores(scores.store, scores.runs, periods, scores.period, scores.bias)
+    view = dataclasses.replace(scores, periods=periods)
     for pipeline in scores.pipelines:
         for column, style, a in (("ql", "-", top), ("cql", "--", top), ("gain", "-", bottom)):
             label = pipeline if column == "gain" else f"{pipeline} {column.upper()}"
             _period_lines(a, view, pipeline, column, style, label)
-    top.set_title(f"QL and CQL per {scores.period} (mean over seeds; band: min..max)")
-    top.set_ylabel("loss (bp^2)")
+    top.set_title(f"QL and CQL per period (mean over seeds; band: min..max)\n{scores.label.describe()}", fontsize=10)
+    top.set_ylabel(f"loss ({scores.label.loss_unit})")
     bottom.axhline(0.0, color="grey", lw=0.8)
     bottom.set_title("CQL - QL per period (below 0: calibration lowered the loss)")
-    bottom.set_ylabel("bp^2")
+    bottom.set_ylabel(scores.label.loss_unit)
     for a in (top, bottom):
         a.grid(alpha=0.3)
         a.legend(fontsize=8)
@@ -285,7 +286,7 @@ def plot_seed_offsets(diagnosis: PipelineDiagnosis, *, ax: Axes | None = None) -
     a.set_title(f"{diagnosis.pipeline}: each seed's offset (its mean residual minus the seeds' mean) per period\n"
                 f"corr of consecutive offsets: inside a window {_corr_text(p.corr_within)}, "
                 f"across a refit {_corr_text(p.corr_across)}", fontsize=9, loc="left")
-    a.set_ylabel("offset (bp)")
+    a.set_ylabel(f"offset ({diagnosis.label.unit})")
     a.grid(alpha=0.3)
     a.legend(fontsize=7, ncol=2 if len(diagnosis.seeds) > 6 else 1)
     _rotate_dates(fig, [a], made_here)
@@ -309,7 +310,7 @@ def plot_paired_differences(diagnosis: StoreDiagnosis, a: str, b: str, *, ax: Ax
     axis.axhline(0.0, color="black", lw=0.6)
     axis.set_xticks(x, [str(s) for s in diff["seed"]])
     axis.set_xlabel("seed")
-    axis.set_ylabel(f"{a} - {b} (bp^2)")
+    axis.set_ylabel(f"{a} - {b} ({diagnosis.label.loss_unit})")
     axis.set_title(f"Paired per-seed differences: seed i of {a} minus seed i of {b}", fontsize=10, loc="left")
     axis.grid(axis="y", alpha=0.3)
     axis.legend(fontsize=8)

@@ -17,8 +17,13 @@ Layout in MLflow (experiment = the store's ``experiment_name`` unless given)::
 
 ``ql`` is the plain quadratic loss over all months, ``ql_scored`` over months
 2..K (the rows CQL scores), ``cql`` the rolling calibrated quadratic loss
-(METHOD 2.2) with the store's calibration settings. A month's CQL is absent for
-the first month (it only supplies the bias).
+(METHOD 2.2). A month's CQL is absent for the first month (it only supplies the bias).
+
+Tracking logs the scores it is given (a :class:`~rolling_calib.analysis.scoring.StoreScores`,
+the ones ``run``, ``demo`` and ``compare`` computed): it never scores the store itself, so MLflow
+holds exactly the numbers the command printed, under the calibration rule and label they were
+computed with (tags ``rc.calibration`` and ``rc.label`` on the pipeline and seed runs; the
+runs' version includes them, so logging other scores updates the runs).
 
 The default tracking URI is ``sqlite:///<STORE>/mlflow.db``; any URI MLflow
 accepts works (``http://host:5000`` for a tracking server). MLflow 3 refuses a
@@ -46,9 +51,10 @@ Example
 -------
 >>> import tempfile, warnings
 >>> uri = f"sqlite:///{tempfile.mkdtemp()}/mlflow.db"
+>>> from rolling_calib.analysis.scoring import score_store
 >>> with warnings.catch_warnings():
 ...     warnings.simplefilter("ignore")          # MLflow's own deprecation chatter
-...     log_store(example_store, tracking_uri=uri)
+...     log_store(score_store(example_store), tracking_uri=uri)
 >>> from mlflow.tracking import MlflowClient
 >>> client = MlflowClient(uri)
 >>> experiment = client.search_experiments()[0]
@@ -70,6 +76,8 @@ from typing import Any
 
 import pandas as pd
 
+from rolling_calib.analysis.scoring import StoreScores
+from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.execution import store as st
 from rolling_calib.execution.units import UnitKey
 from rolling_calib.tracking.sqlite_db import (
@@ -284,21 +292,22 @@ def _window_of(periods: pd.DataFrame, window: Mapping[str, Any]) -> pd.DataFrame
 
 # --------------------------------------------------------------------------- entry points
 def track_store(
-    store_dir: str | Path,
+    scores: StoreScores,
     *,
     tracking_uri: str | None = None,
     experiment: str | None = None,
     lock_timeout: float = 300.0,
 ) -> TrackingSummary:
-    """Log every complete unit of a store to MLflow and say what was created.
+    """Log the scored runs of a store (and their complete units) to MLflow and say what was created.
 
     A ``sqlite:///`` database is locked (``<db>.lock``), checked and, when a crash left
     it unusable, repaired or moved aside first (``summary.repair`` says so).
 
     Parameters
     ----------
-    store_dir : path
-        A store written by ``rolling-calib run`` (needs ``manifest.json``).
+    scores : StoreScores
+        The scores a command computed (:func:`~rolling_calib.analysis.scoring.score_store`);
+        ``scores.store`` is the store (it needs ``manifest.json``). Logged as they are.
     tracking_uri : str, optional
         MLflow tracking URI; default :func:`default_tracking_uri` of the store.
     experiment : str, optional
@@ -310,22 +319,16 @@ def track_store(
     -------
     TrackingSummary
     """
-    return _track(store_dir, tracking_uri=tracking_uri, experiment=experiment, lock_timeout=lock_timeout,
-                  repairs=[])
+    return _track(scores, tracking_uri=tracking_uri, experiment=experiment, lock_timeout=lock_timeout, repairs=[])
 
 
-def _track(store_dir: str | Path, *, tracking_uri: str | None, experiment: str | None, lock_timeout: float,
+def _track(scores: StoreScores, *, tracking_uri: str | None, experiment: str | None, lock_timeout: float,
            repairs: list[DbRepair]) -> TrackingSummary:
     """:func:`track_store`; a repair of the database is appended to ``repairs`` before logging starts."""
-    from rolling_calib.analysis.scoring import score_store
-
-    store = Path(store_dir).resolve()
+    store = Path(scores.store).resolve()
     manifest = st.read_manifest(store)
     uri = tracking_uri or default_tracking_uri(store)
     name = experiment or manifest.get("experiment", {}).get("experiment_name") or "rolling-calib"
-    calibration = _calibration(manifest)
-    scores = score_store(store, period=calibration["period"], bias=calibration["bias"])
-    runs = scores.runs
     periods = scores.periods.sort_values(["pipeline", "seed", "start"], kind="stable").reset_index(drop=True)
     periods["step"] = periods.groupby(["pipeline", "seed"]).cumcount()
 
@@ -334,16 +337,25 @@ def _track(store_dir: str | Path, *, tracking_uri: str | None, experiment: str |
         repair = repair_tracking_db(db) if db is not None else None
         if repair is not None:
             repairs.append(repair)
-        return _log_scores(store, manifest, uri, name, runs, periods, repair)
+        return _log_scores(store, manifest, uri, name, scores, periods, repair)
 
 
-def _log_scores(store: Path, manifest: Mapping[str, Any], uri: str, name: str, runs: pd.DataFrame,
+def _scoring_tags(scores: StoreScores) -> tuple[dict[str, str], str]:
+    """Tags naming the rule and label of ``scores``, and a short key of both (part of the runs' version)."""
+    tags = {"rc.calibration": scores.calibration.describe(), "rc.label": scores.label.describe()}
+    key = stable_hash({"calibration": scores.calibration.to_dict(), "label": scores.label.to_dict()})[:8]
+    return tags, key
+
+
+def _log_scores(store: Path, manifest: Mapping[str, Any], uri: str, name: str, scores: StoreScores,
                 periods: pd.DataFrame, repair: DbRepair | None) -> TrackingSummary:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
     summary = TrackingSummary(tracking_uri=uri, experiment_id=_experiment_id(client, name, store), repair=repair)
     logger = _Logger(client, summary.experiment_id, store, summary)
+    runs = scores.runs
+    scoring_tags, scoring_key = _scoring_tags(scores)
     for pipeline, entry in manifest["pipelines"].items():
         config_hash = str(entry.get("config_hash"))
         p_runs = runs[runs["pipeline"] == pipeline].sort_values("seed")
@@ -367,17 +379,15 @@ def _log_scores(store: Path, manifest: Mapping[str, Any], uri: str, name: str, r
             parent_id=None,
             params=parent_params,
             metrics=parent_metrics,
-            tags={"rc.pipeline": pipeline, "rc.config_hash": config_hash},
-            version=",".join(map(str, seeds)),
+            tags={"rc.pipeline": pipeline, "rc.config_hash": config_hash, **scoring_tags},
+            version=",".join(map(str, seeds)) + f"|{scoring_key}",
         )
         windows = entry.get("windows", [])
+        complete = set(st.complete_units(store, manifest, pipeline)[0])
         for row in p_runs.itertuples(index=False):
             seed = int(row.seed)
             s_periods = periods[(periods["pipeline"] == pipeline) & (periods["seed"] == seed)]
-            done = [
-                w for w in windows
-                if st.is_complete(store, UnitKey(pipeline, seed, int(w["index"])), config_hash)
-            ]
+            done = [w for w in windows if UnitKey(pipeline, seed, int(w["index"])) in complete]
             seed_metrics = [(m, float(getattr(row, m)), 0) for m in ("ql", "ql_scored", "cql", "n_all", "n_scored")
                             if _finite(getattr(row, m))]
             seed_id = logger.ensure(
@@ -387,16 +397,16 @@ def _log_scores(store: Path, manifest: Mapping[str, Any], uri: str, name: str, r
                 parent_id=parent_id,
                 params={"pipeline": pipeline, "seed": str(seed)},
                 metrics=seed_metrics + _month_series(s_periods),
-                tags={"rc.pipeline": pipeline, "rc.config_hash": config_hash, "rc.seed": str(seed)},
-                version=",".join(str(w["index"]) for w in done),
+                tags={"rc.pipeline": pipeline, "rc.config_hash": config_hash, "rc.seed": str(seed), **scoring_tags},
+                version=",".join(str(w["index"]) for w in done) + f"|{scoring_key}",
             )
             for window in done:
-                _log_window(logger, store, pipeline, config_hash, seed, window, s_periods, seed_id)
+                _log_window(logger, store, pipeline, config_hash, seed, window, s_periods, seed_id, scoring_key)
     return summary
 
 
 def _log_window(logger: _Logger, store: Path, pipeline: str, config_hash: str, seed: int,
-                window: Mapping[str, Any], periods: pd.DataFrame, parent_id: str) -> None:
+                window: Mapping[str, Any], periods: pd.DataFrame, parent_id: str, scoring_key: str) -> None:
     index = int(window["index"])
     key = UnitKey(pipeline, seed, index)
     side = st.read_sidecar(store, key) or {}
@@ -423,22 +433,17 @@ def _log_window(logger: _Logger, store: Path, pipeline: str, config_hash: str, s
         metrics=metrics + _month_series(_window_of(periods, window)),
         tags={"rc.pipeline": pipeline, "rc.config_hash": config_hash, "rc.seed": str(seed),
               "rc.window": str(index), "rc.predictions": str(paths.parquet)},
-        version=str(side.get("finished_at", "")),
+        version=f"{side.get('finished_at', '')}|{scoring_key}",
     )
 
 
-def _calibration(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    cal = manifest.get("experiment", {}).get("rolling", {}).get("calibration") or {}
-    return {"period": cal.get("period", "month"), "bias": cal.get("bias", "pooled")}
-
-
-def log_store(store_dir: str | Path, *, tracking_uri: str, experiment: str | None = None) -> None:
-    """Log a store to MLflow (see the module docstring); re-logging adds only what is new.
+def log_store(scores: StoreScores, *, tracking_uri: str, experiment: str | None = None) -> None:
+    """Log a store's scores to MLflow (see the module docstring); re-logging adds only what is new.
 
     Parameters
     ----------
-    store_dir : path
-        A store written by ``rolling-calib run``.
+    scores : StoreScores
+        The scores of a store written by ``rolling-calib run`` (:func:`~rolling_calib.analysis.scoring.score_store`).
     tracking_uri : str
         E.g. ``sqlite:///runs/demo/mlflow.db`` (see :func:`default_tracking_uri`).
     experiment : str, optional
@@ -450,7 +455,7 @@ def log_store(store_dir: str | Path, *, tracking_uri: str, experiment: str | Non
         The SQLite database was unusable (e.g. its creation was interrupted) and was moved
         aside or upgraded before logging; the message names both files.
     """
-    summary = track_store(store_dir, tracking_uri=tracking_uri, experiment=experiment)
+    summary = track_store(scores, tracking_uri=tracking_uri, experiment=experiment)
     if summary.repair is not None:
         warnings.warn(summary.repair.message, TrackingRepairWarning, stacklevel=2)
 
@@ -472,13 +477,13 @@ class TrackingOutcome:
 
 
 def safe_log_store(
-    store_dir: str | Path,
+    scores: StoreScores,
     *,
     tracking_uri: str | None = None,
     experiment: str | None = None,
     lock_timeout: float = 300.0,
 ) -> TrackingOutcome:
-    """:func:`track_store` that never raises: tracking can never fail a run.
+    """:func:`track_store` of ``scores`` that never raises: tracking can never fail a run.
 
     The results are in the store already; when logging fails (full disk, locked database,
     any MLflow error, MLflow not installed) the outcome says so and how to log them later.
@@ -489,19 +494,20 @@ def safe_log_store(
     A database that is not an MLflow database at all is moved aside, then logged into afresh:
 
     >>> import tempfile, warnings
+    >>> from rolling_calib.analysis.scoring import score_store
     >>> db = Path(tempfile.mkdtemp()) / "mlflow.db"
     >>> _ = db.write_bytes(b"not a database")
     >>> with warnings.catch_warnings():
     ...     warnings.simplefilter("ignore")
-    ...     outcome = safe_log_store(example_store, tracking_uri=f"sqlite:///{db}")
+    ...     outcome = safe_log_store(score_store(example_store), tracking_uri=f"sqlite:///{db}")
     >>> outcome.ok, outcome.repaired_from is not None, "moved it aside" in outcome.message
     (True, True, True)
     """
-    store = Path(store_dir).resolve()
+    store = Path(scores.store).resolve()
     uri = tracking_uri or default_tracking_uri(store)
     repairs: list[DbRepair] = []
     try:
-        summary = _track(store, tracking_uri=uri, experiment=experiment, lock_timeout=lock_timeout, repairs=repairs)
+        summary = _track(scores, tracking_uri=uri, experiment=experiment, lock_timeout=lock_timeout, repairs=repairs)
     except Exception as exc:  # noqa: BLE001 - tracking must not fail the run; the message carries the error
         if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == "mlflow":
             failure = (f"tracking skipped: MLflow is not installed (pip install 'rolling-calib[mlflow]', or pass "

@@ -16,9 +16,11 @@ import pytest
 from runner_helpers import write_fake_store
 
 from rolling_calib.analysis.diagnostics import diagnose_store, run_period_stats
+from rolling_calib.core.calibration import Calibration
 from rolling_calib.analysis.scoring import score_store
 from rolling_calib.core import diagnostics as D
 from rolling_calib.execution import store as st
+from rolling_calib.execution.reader import read_unit
 from rolling_calib.execution.units import UnitKey
 
 PIPES = {"wild": {"bias_sd": 3.0, "noise": 1.0}, "flat": {"bias_sd": 0.0, "noise": 1.0}}
@@ -134,10 +136,10 @@ def test_offsets_that_reset_at_the_refit_are_named(tmp_path):
     store = tmp_path / "store"
     write_fake_store(store, pipelines={"reset": {"bias_sd": 3.0, "noise": 1.0}}, seeds=SEEDS, rng_seed=2)
     for seed in range(SEEDS):
-        first = st.read_unit(store, UnitKey("reset", seed, 0))
+        first = read_unit(store, UnitKey("reset", seed, 0))
         bias = float((first["prediction"] - 0.5 * first["label"]).mean())
         key = UnitKey("reset", seed, 1)
-        second = st.read_unit(store, key)
+        second = read_unit(store, key)
         second["prediction"] = second["prediction"] - 2.0 * bias
         st.atomic_write_parquet(st.unit_paths(store, key).parquet, second)
     d = diagnose_store(store).of("reset")
@@ -195,7 +197,7 @@ def test_run_period_stats_rejects_rows_before_the_first_period():
 
 
 def test_weekly_periods(fake):
-    d = diagnose_store(fake[0], period="week").of("wild")
+    d = diagnose_store(fake[0], calibration=Calibration(period="week")).of("wild")
     assert len(d.periods) > 10 and d.refits and math.isfinite(d.removable)
     s = d.split
     assert s.var_ql == pytest.approx(s.var_bias + s.var_spread + 2 * s.cov)

@@ -7,7 +7,9 @@ import json
 import pytest
 
 from rolling_calib.analysis.metaeval import metaeval_store
-from rolling_calib.analysis.scoring import MissingValidationError, compare_store, score_store
+from rolling_calib.analysis.scoring import compare_store, score_store
+from rolling_calib.core.calibration import Calibration
+from rolling_calib.execution.reader import MissingValidationError
 from rolling_calib.cli import main
 from runner_helpers import write_fake_store
 
@@ -40,12 +42,12 @@ def test_validation_source_scores_and_refuses_old_stores(tmp_path):
     pipes = {"a": {"bias_sd": 1.0}, "b": {"bias_sd": 1.0}}
     write_fake_store(new, pipelines=pipes, seeds=3, valid=True)
     write_fake_store(old, pipelines=pipes, seeds=3)
-    scores = score_store(new, source="validation")
-    assert scores.source == "validation" and (scores.runs["n_scored"] == scores.runs["n_all"]).all()
+    scores = score_store(new, calibration=Calibration(source="validation"))
+    assert scores.calibration.source == "validation" and (scores.runs["n_scored"] == scores.runs["n_all"]).all()
     assert scores.runs["cql_refit_first"].notna().all()
     assert compare_store(scores, n_boot=50).to_dict()["source"] == "validation"
     with pytest.raises(MissingValidationError, match=f"{old}: source 'validation' needs each window's validation"):
-        score_store(old, source="validation")
+        score_store(old, calibration=Calibration(source="validation"))
     assert main(["compare", str(old), "--source", "validation", "--json"]) == 2
 
 

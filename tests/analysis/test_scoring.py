@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 
 from rolling_calib.execution import store as st
-from rolling_calib.analysis.scoring import compare_store, load_run, score_store
+from rolling_calib.analysis.scoring import compare_store, score_store
+from rolling_calib.core.calibration import Calibration
+from rolling_calib.execution.reader import load_run
 from rolling_calib.execution.executors import UnitKey
 from rolling_calib.core.schedule import CoverageError
 
@@ -144,7 +146,7 @@ def test_score_store_unknown_pipeline(tmp_path):
 
 def test_weekly_and_per_instrument_calibration(tmp_path):
     write_fake_store(tmp_path, pipelines={"a": {}}, seeds=2)
-    weekly = score_store(tmp_path, period="week", bias="per_instrument")
+    weekly = score_store(tmp_path, calibration=Calibration(period="week", bias="per_instrument"))
     assert weekly.periods.groupby("seed").size().min() > 12
     assert all(math.isfinite(v) for v in weekly.runs["cql"])
 

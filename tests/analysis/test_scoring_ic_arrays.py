@@ -14,6 +14,7 @@ from scipy import stats
 from rolling_calib.analysis import scoring
 from rolling_calib.analysis.scoring import ranking_ic_columns, score_store
 from rolling_calib.core.schedule import rolling_windows
+from rolling_calib.execution import reader
 from rolling_calib.execution import store as st
 from rolling_calib.execution.executors import UnitKey
 
@@ -119,4 +120,4 @@ def test_duplicate_rows_counts_as_pandas(order):
         if order == "shuffled":
             perm = rng.permutation(len(times))
             times, codes = times[perm], codes[perm]
-        assert scoring._duplicate_rows(times, codes) == _pandas_duplicates(times, codes), trial
+        assert reader._duplicate_rows(times, codes) == _pandas_duplicates(times, codes), trial

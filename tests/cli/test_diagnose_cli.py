@@ -47,7 +47,8 @@ def test_diagnose_text_and_figures(store, tmp_path, capsys):
     figures = tmp_path / "figs"
     assert main(["diagnose", str(store), "--pipelines", "wild", "flat", "--figures", str(figures)]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("Seed-variance diagnostics (calibration: month, bias pooled")
+    assert text.startswith("Seed-variance diagnostics (calibration: monthly periods, one pooled bias from the previous month; "
+                           "raw label: 10-minute forward return, bp;")
     assert text.count("Verdict: ") == 2 and "Figures: " in text
     names = sorted(p.name for p in figures.iterdir())
     assert names == ["offsets_flat.png", "offsets_wild.png", "paired_wild_vs_flat.png"]

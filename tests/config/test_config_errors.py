@@ -136,6 +136,7 @@ def test_yaml_cli_and_metrics_accept_the_same_periods(tmp_path):
     import argparse
 
     from rolling_calib.cli.options import add_scoring_arguments
+    from rolling_calib.core.calibration import Calibration
     from rolling_calib.core.metrics import rolling_calibrated_quadratic_loss
     from rolling_calib.core.validation import CALIBRATION_PERIODS
 
@@ -148,7 +149,8 @@ def test_yaml_cli_and_metrics_accept_the_same_periods(tmp_path):
         path = _write(tmp_path, {"rolling": {**rolling, "calibration": {"period": period}}})
         assert read_rolling(path).calibration.period == period
         assert parser.parse_args(["--period", str(period)]).period == period
-        assert rolling_calibrated_quadratic_loss([0.0] * len(days), [1.0] * len(days), days, period=period).cql == 0.0
+        rule = Calibration(period=period)
+        assert rolling_calibrated_quadratic_loss([0.0] * len(days), [1.0] * len(days), days, calibration=rule).cql == 0.0
     for period in ("fortnight", 0):
         path = _write(tmp_path, {"rolling": {**rolling, "calibration": {"period": period}}})
         with pytest.raises(ConfigError, match=r"rolling\.calibration\.period: expected"):
@@ -156,7 +158,7 @@ def test_yaml_cli_and_metrics_accept_the_same_periods(tmp_path):
         with pytest.raises(SystemExit):
             parser.parse_args(["--period", str(period)])
         with pytest.raises(ValueError, match=r"^period: expected"):
-            rolling_calibrated_quadratic_loss([0.0] * len(days), [1.0] * len(days), days, period=period)
+            Calibration(period=period)
 
 
 def test_missing_data_directory(tiny_data, tmp_path):
@@ -302,3 +304,63 @@ def test_set_may_add_a_rolling_option_left_at_its_default_but_not_a_misspelt_one
     assert apply_overrides({"rolling": {"seeds": 3}}, {"rolling.stack_seeds": 3})["rolling"]["stack_seeds"] == 3
     with pytest.raises(ConfigError, match="unknown key 'rolling.stak_seeds'"):
         apply_overrides({"rolling": {"seeds": 3}}, {"rolling.stak_seeds": 3})
+
+
+def _with_learn_processors(tiny_data: Path, processors: list, key: str = "learn_processors") -> dict:
+    data = _good(tiny_data)
+    data["task"] = {"dataset": {"kwargs": {"handler": {"kwargs": {key: processors}}}}}
+    return data
+
+
+def test_learn_processors_are_qlibs_key_on_the_handler(tiny_data, tmp_path):
+    rank = {"class": "CSRankNorm", "kwargs": {"fields_group": "label"}}
+    cfg = _load(tmp_path, _with_learn_processors(tiny_data, ["DropnaLabel", rank]))
+    assert cfg.pipeline_task("b")["dataset"]["kwargs"]["handler"]["kwargs"]["learn_processors"] == ["DropnaLabel", rank]
+
+
+@pytest.mark.parametrize("processors, message", [
+    (["CSRnkNorm"], r"found \[0\] 'CSRnkNorm', which Qlib cannot build \(AttributeError: module "
+                    r"'qlib\.data\.dataset\.processor' has no attribute 'CSRnkNorm'\)"),
+    ([{"class": "CSRankNorm", "module_path": "qlib.no_such_module"}], r"found \[0\] .*which Qlib cannot build \(ModuleNotFoundError"),
+    (["DropnaLabel", {"class": "RobustZScoreNorm", "kwargs": {"fields_group": "feature", "fit_start_time": None,
+                                                               "fit_end_time": None}}],
+     r"found \[1\] RobustZScoreNorm with fields_group 'feature': a feature processor \(MinuteBarHandler normalises its "
+     r"features itself, with its window norm fitted on fit_start_time\.\.fit_end_time\)"),
+    ([{"class": "CSZScoreNorm"}], r"found \[0\] CSZScoreNorm with fields_group None acts on every column"),
+    ("CSRankNorm", r"found str 'CSRankNorm'"),
+])
+def test_learn_processors_other_than_label_ones_fail_at_load(tiny_data, tmp_path, processors, message):
+    with pytest.raises(ConfigError, match=r"exp\.yaml: task\.dataset\.kwargs\.handler\.kwargs\.learn_processors: expected "
+                                          r"Qlib label processors \(fields_group 'label', nothing fitted.*" + message):
+        _load(tmp_path, _with_learn_processors(tiny_data, processors))
+
+
+def test_infer_processors_are_refused_at_load(tiny_data, tmp_path):
+    data = _good(tiny_data)
+    data["pipelines"]["b"] = {"task.dataset.kwargs.handler.kwargs.infer_processors": [
+        {"class": "RobustZScoreNorm", "kwargs": {"fields_group": "feature", "clip_outlier": True}}, "Fillna"]}
+    with pytest.raises(ConfigError, match=r"pipelines\.b -> task\.dataset\.kwargs\.handler\.kwargs\.infer_processors: "
+                                          r"expected no processors .*found \[RobustZScoreNorm, Fillna\]"):
+        _load(tmp_path, data)
+
+
+def test_cli_run_exits_2_on_a_feature_learn_processor(tiny_data, tmp_path, capsys):
+    from rolling_calib.cli import main
+
+    data = _with_learn_processors(tiny_data, [{"class": "CSRankNorm", "kwargs": {"fields_group": "feature"}}])
+    code = main(["run", str(_write(tmp_path, data)), "--store", str(tmp_path / "store"), "--no-tracking"])
+    assert code == 2
+    assert "learn_processors: expected Qlib label processors" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists(), "nothing may be written before the config is valid"
+
+
+def test_minute_csranknorm_workflow_is_the_demo_on_rank_labels(tiny_data):
+    over = {"qlib_init.provider_uri": str(tiny_data)}
+    cfg = load_experiment(WORKFLOWS / "minute_csranknorm.yaml", overrides=over, check_store=False)
+    demo = load_experiment(WORKFLOWS / "demo.yaml", overrides=over, check_store=False)
+    assert list(cfg.pipelines) == list(demo.pipelines) and cfg.rolling.label == "learn"
+    handler = cfg.pipeline_task("wd0")["dataset"]["kwargs"]["handler"]["kwargs"]
+    assert handler["learn_processors"] == [{"class": "DropnaLabel"},
+                                           {"class": "CSRankNorm", "kwargs": {"fields_group": "label"}}]
+    assert {k: v for k, v in handler.items() if k != "learn_processors"} == \
+        demo.pipeline_task("wd0")["dataset"]["kwargs"]["handler"]["kwargs"]

@@ -7,13 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rolling_calib.core import metrics as M
+from rolling_calib.core import rolling_engine as E
 
 
 def _inputs(ts, windows):
     n = len(ts)
-    clock = M._clock(ts, n)
-    table = M._day_table(np.zeros(n), np.ones(n), clock, None)
+    clock = E._clock(ts, n)
+    table = E._day_table(np.zeros(n), np.ones(n), clock, None)
     return clock, table
 
 
@@ -56,7 +56,7 @@ def test_date_windows_match_row_by_row(tz, ids_kind, shuffle):
         perm = rng.permutation(len(ts))
         ts, windows = ts[perm], windows[perm]
     clock, table = _inputs(ts, windows)
-    got, names = M._date_windows(windows, clock, table)
+    got, names = E._date_windows(windows, clock, table)
     want, want_names = _row_by_row(windows, clock, table)
     np.testing.assert_array_equal(got, want)
     assert list(names) == list(want_names)   # first-seen order
@@ -71,7 +71,7 @@ def test_a_date_of_two_windows_and_missing_ids_are_refused(shuffle):
     order = rng.permutation(len(ts)) if shuffle else np.arange(len(ts))
     clock, table = _inputs(ts[order], windows[order])
     with pytest.raises(ValueError, match=r"date 2021-01-05 has rows of windows"):
-        M._date_windows(windows[order], clock, table)
+        E._date_windows(windows[order], clock, table)
     windows[5] = np.nan
     with pytest.raises(ValueError, match=f"missing value at position {int(np.flatnonzero(order == 5)[0])}"):
-        M._date_windows(windows[order], clock, table)
+        E._date_windows(windows[order], clock, table)

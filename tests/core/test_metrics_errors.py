@@ -6,7 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rolling_calib.core import classification as C
 from rolling_calib.core import metrics as M
+from rolling_calib.core.calibration import CALIBRATION_FIELDS, Calibration
 
 TS = pd.to_datetime(["2015-01-05", "2015-01-06", "2015-02-02", "2015-02-03"])
 
@@ -28,18 +30,18 @@ TS = pd.to_datetime(["2015-01-05", "2015-01-06", "2015-02-02", "2015-02-03"])
         (lambda: M.calibrated_quadratic_loss([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], bias_part=[0, 0]), r"repeated position"),
         (lambda: M.calibrated_quadratic_loss([1.0, 2.0], [1.0, 2.0], bias_part=[True]), r"boolean mask has length 1, expected 2"),
         (lambda: M.calibrated_quadratic_loss([1.0, 2.0], [1.0, 2.0], bias_part=[0.5]), r"found dtype float64"),
-        (lambda: M.log_loss([0.5, 1.2], [0, 1]), r"probabilities: expected probabilities in \[0, 1\], found 1 outside, the first at position 1: 1.2"),
-        (lambda: M.log_loss([0.5, -0.1], [0, 1]), r"position 1: -0.1"),
-        (lambda: M.log_loss([0.5, 0.5], [0, 2]), r"labels: expected binary labels 0 or 1, found 1 other value\(s\).*position 1: 2.0"),
-        (lambda: M.log_loss([0.5, np.nan], [0, 1]), r"probabilities: expected finite numbers"),
-        (lambda: M.fit_logit_shift([0.5, 0.2], [0, 0]), r"every label of the bias part is 0"),
-        (lambda: M.calibrated_log_loss([0.5, 0.2, 0.3], [1, 1, 0], bias_part=[0, 1]), r"every label of the bias part is 1"),
-        (lambda: M.normalized_cross_entropy([0.5, 0.2], [1, 1]), r"scored labels are all 1"),
-        (lambda: M.multiclass_log_loss([[0.5, 0.6]], [0]), r"expected each row to sum to 1"),
-        (lambda: M.multiclass_log_loss([[0.5, 0.5]], [2]), r"labels: expected class indices in \[0, 1\], found 2"),
-        (lambda: M.multiclass_log_loss([0.5, 0.5], [0]), r"expected a 2-D array"),
-        (lambda: M.fit_temperature([[0.0, 1.0], [0.0, 1.0]], [0, 0]), r"no better than uniform"),
-        (lambda: M.fit_temperature([[0.0, 1.0], [1.0, 0.0]], [1, 0]), r"separated perfectly"),
+        (lambda: C.log_loss([0.5, 1.2], [0, 1]), r"probabilities: expected probabilities in \[0, 1\], found 1 outside, the first at position 1: 1.2"),
+        (lambda: C.log_loss([0.5, -0.1], [0, 1]), r"position 1: -0.1"),
+        (lambda: C.log_loss([0.5, 0.5], [0, 2]), r"labels: expected binary labels 0 or 1, found 1 other value\(s\).*position 1: 2.0"),
+        (lambda: C.log_loss([0.5, np.nan], [0, 1]), r"probabilities: expected finite numbers"),
+        (lambda: C.fit_logit_shift([0.5, 0.2], [0, 0]), r"every label of the bias part is 0"),
+        (lambda: C.calibrated_log_loss([0.5, 0.2, 0.3], [1, 1, 0], bias_part=[0, 1]), r"every label of the bias part is 1"),
+        (lambda: C.normalized_cross_entropy([0.5, 0.2], [1, 1]), r"scored labels are all 1"),
+        (lambda: C.multiclass_log_loss([[0.5, 0.6]], [0]), r"expected each row to sum to 1"),
+        (lambda: C.multiclass_log_loss([[0.5, 0.5]], [2]), r"labels: expected class indices in \[0, 1\], found 2"),
+        (lambda: C.multiclass_log_loss([0.5, 0.5], [0]), r"expected a 2-D array"),
+        (lambda: C.fit_temperature([[0.0, 1.0], [0.0, 1.0]], [0, 0]), r"no better than uniform"),
+        (lambda: C.fit_temperature([[0.0, 1.0], [1.0, 0.0]], [1, 0]), r"separated perfectly"),
     ],
 )
 def test_static_metrics_reject_bad_input(call, pattern):
@@ -69,8 +71,16 @@ def test_static_metrics_reject_bad_input(call, pattern):
     ],
 )
 def test_rolling_rejects_bad_options(kwargs, pattern):
-    with pytest.raises(ValueError, match=pattern):
-        M.rolling_calibrated_quadratic_loss([0.0] * 4, [1.0] * 4, TS, **kwargs)
+    rule = {k: kwargs.pop(k) for k in list(kwargs) if k in CALIBRATION_FIELDS}
+    with pytest.raises(ValueError, match=pattern):   # a bad rule is refused when the Calibration is made
+        M.rolling_calibrated_quadratic_loss([0.0] * 4, [1.0] * 4, TS, calibration=Calibration(**rule), **kwargs)
+
+
+def test_rolling_takes_the_rule_as_one_calibration_value():
+    with pytest.raises(ValueError, match=r"calibration: expected a rolling_calib.core.calibration.Calibration, found dict"):
+        M.rolling_calibrated_quadratic_loss([0.0] * 4, [1.0] * 4, TS, calibration={"period": "week"})
+    with pytest.raises(TypeError, match="period"):   # the loose options of the old signature are gone
+        M.rolling_calibrated_quadratic_loss([0.0] * 4, [1.0] * 4, TS, period="week")
 
 
 def test_rolling_rejects_bad_timestamps():

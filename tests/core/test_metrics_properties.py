@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy.special import expit
 
+from rolling_calib.core import classification as C
 from rolling_calib.core import metrics as M
+from rolling_calib.core.calibration import Calibration
 
 SETTINGS = settings(max_examples=60, deadline=None)
 finite = st.floats(min_value=-10.0, max_value=10.0, allow_nan=False, allow_infinity=False)
@@ -45,7 +47,8 @@ def monthly_panel(draw):
        period=st.sampled_from(["month", "week", 5]), window=st.sampled_from([None, 3]))
 def test_rolling_cql_invariant_to_constant_shift_ql_is_not(panel, a, bias, period, window):
     p, y, ts, inst = panel
-    kwargs = {"instruments": inst, "bias": bias, "period": period, "bias_window": window, "missing_instrument": "pooled"}
+    kwargs = {"instruments": inst,
+              "calibration": Calibration(bias=bias, period=period, bias_window=window, missing_instrument="pooled")}
     base = M.rolling_calibrated_quadratic_loss(p, y, ts, **kwargs)
     moved = M.rolling_calibrated_quadratic_loss(p + a, y, ts, **kwargs)
     assert abs(moved.cql - base.cql) <= 1e-9
@@ -61,8 +64,9 @@ def test_rolling_cql_invariant_to_constant_shift_ql_is_not(panel, a, bias, perio
 def test_per_instrument_cql_invariant_to_per_instrument_shifts(panel, offsets):
     p, y, ts, inst = panel
     moved_p = p + np.asarray(offsets)[inst]
-    base = M.rolling_calibrated_quadratic_loss(p, y, ts, instruments=inst, bias="per_instrument")
-    moved = M.rolling_calibrated_quadratic_loss(moved_p, y, ts, instruments=inst, bias="per_instrument")
+    per = Calibration(bias="per_instrument")
+    base = M.rolling_calibrated_quadratic_loss(p, y, ts, instruments=inst, calibration=per)
+    moved = M.rolling_calibrated_quadratic_loss(moved_p, y, ts, instruments=inst, calibration=per)
     assert abs(moved.cql - base.cql) <= 1e-9
     # the pooled bias cannot absorb two different offsets (unless they happen to be equal)
     if abs(offsets[0] - offsets[1]) > 1.0:
@@ -98,12 +102,12 @@ def binary_problem(draw):
 @given(problem=binary_problem(), a=st.floats(-5.0, 5.0))
 def test_calibrated_log_loss_invariant_to_logit_shift(problem, a):
     z, y, mask = problem
-    base = M.calibrated_log_loss(z, y, bias_part=mask, from_logits=True)
-    moved = M.calibrated_log_loss(z + a, y, bias_part=mask, from_logits=True)
+    base = C.calibrated_log_loss(z, y, bias_part=mask, from_logits=True)
+    moved = C.calibrated_log_loss(z + a, y, bias_part=mask, from_logits=True)
     # the fitted shift absorbs a: c*(z + a) = c*(z) + a up to the solver's machine precision
     assert abs(moved - base) <= 1e-9 * max(1.0, base)
     # through probabilities too (logit -> prob -> logit round-trip costs ~1e-12 relative at |z| <= 13)
-    via_p = M.calibrated_log_loss(expit(z + a), y, bias_part=mask)
+    via_p = C.calibrated_log_loss(expit(z + a), y, bias_part=mask)
     assert abs(via_p - base) <= 1e-7 * max(1.0, base)
 
 
@@ -111,7 +115,7 @@ def test_calibrated_log_loss_invariant_to_logit_shift(problem, a):
 @given(problem=binary_problem())
 def test_logit_shift_calibrates_bias_part_in_aggregate(problem):
     z, y, mask = problem
-    c = M.fit_logit_shift(z[mask], y[mask], from_logits=True)
+    c = C.fit_logit_shift(z[mask], y[mask], from_logits=True)
     q = expit(z[mask] - c)
     assert abs(q.sum() - y[mask].sum()) <= 1e-10 * mask.sum()
 
@@ -127,7 +131,7 @@ def test_temperature_is_stationary_point(z, data):
     separated = np.sum(z.max(axis=1) - picked) <= 0
     if uniform_gradient >= 0 or separated:
         return   # no finite positive temperature: covered by the error tests
-    t = M.fit_temperature(z, y)
+    t = C.fit_temperature(z, y)
     w = np.exp(z / t - (z / t).max(axis=1, keepdims=True))
     w /= w.sum(axis=1, keepdims=True)
     grad = np.sum((w * z).sum(axis=1) - picked)     # d NLL / d(1/T) at the fit

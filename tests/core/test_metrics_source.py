@@ -10,7 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
+from rolling_calib.core.calibration import CALIBRATION_FIELDS, Calibration
 from rolling_calib.core.metrics import rolling_calibrated_quadratic_loss as rcql
+
+VALIDATION = Calibration(source="validation")
 
 TS = ["2015-01-05", "2015-01-06", "2015-02-02", "2015-02-03", "2015-03-02", "2015-03-03"]
 P = [0.0] * 6
@@ -19,11 +22,11 @@ Y = [1.0, 1.0, 1.0, 2.0, 0.0, 2.0]
 
 def test_validation_source_hand_computed():
     # windows: 0 = January, 1 = February and March; validation residual means 1 and 0.5
-    r = rcql(P, Y, TS, windows=[0, 0, 1, 1, 1, 1], source="validation",
+    r = rcql(P, Y, TS, windows=[0, 0, 1, 1, 1, 1], calibration=VALIDATION,
              valid_predictions=[0.0, 0.0, 0.0], valid_labels=[1.0, 0.0, 1.0], valid_windows=[0, 1, 1])
     # residuals minus bias: Jan 0, 0; Feb 0.5, 1.5; Mar -0.5, 1.5 -> squares 0, 0, .25, 2.25, .25, 2.25
     assert r.cql == pytest.approx(5.0 / 6.0)
-    assert r.n_scored == 6 and r.source == "validation"
+    assert r.n_scored == 6 and r.calibration.source == "validation"
     assert list(r.table["scored"]) == [True, True, True]
     assert list(r.table["refit_first"]) == [True, True, False]
     assert r.cql_refit_first == pytest.approx(2.5 / 4) and r.n_refit_first == 4
@@ -52,14 +55,15 @@ def test_no_windows_no_refit_split():
 
 def test_per_instrument_validation_and_missing_instrument():
     inst = ["A", "B"] * 3
-    kw = dict(windows=[0] * 6, source="validation", bias="per_instrument", instruments=inst,
+    kw = dict(windows=[0] * 6, instruments=inst,
               valid_predictions=[0.0, 0.0], valid_labels=[1.0, 3.0], valid_windows=[0, 0])
-    r = rcql(P, Y, TS, valid_instruments=["A", "B"], **kw)
+    per = Calibration(source="validation", bias="per_instrument")
+    r = rcql(P, Y, TS, valid_instruments=["A", "B"], calibration=per, **kw)
     # A rows: 1, 1, 0 minus 1; B rows: 1, 2, 2 minus 3
     assert r.cql == pytest.approx((0 + 0 + 1 + 4 + 1 + 1) / 6)
     with pytest.raises(ValueError, match="instrument 'B' has rows in scored period 2015-01 but window 0 has no"):
-        rcql(P, Y, TS, valid_instruments=["A", "A"], **kw)
-    pooled = rcql(P, Y, TS, valid_instruments=["A", "A"], missing_instrument="pooled", **kw)
+        rcql(P, Y, TS, valid_instruments=["A", "A"], calibration=per, **kw)
+    pooled = rcql(P, Y, TS, valid_instruments=["A", "A"], calibration=per.replace(missing_instrument="pooled"), **kw)
     assert pooled.cql == pytest.approx(7.0 / 6.0)   # both validation rows are A's: c_A = 2, B falls back to pooled 2
 
 
@@ -78,8 +82,9 @@ def test_per_instrument_validation_and_missing_instrument():
 )
 def test_source_errors(kwargs, message):
     ts = TS if kwargs.get("windows") != [0, 1, 1, 1, 1, 1] else ["2015-01-05"] * 2 + TS[2:]
+    rule = {k: kwargs.pop(k) for k in list(kwargs) if k in CALIBRATION_FIELDS}
     with pytest.raises(ValueError, match=message):
-        rcql(P, Y, ts, **kwargs)
+        rcql(P, Y, ts, calibration=Calibration(**rule), **kwargs)
 
 
 @settings(max_examples=40, deadline=None)
@@ -95,9 +100,9 @@ def test_validation_cql_removes_any_per_window_offset(offsets, seed):
     p, y = rng.normal(size=len(days)), rng.normal(size=len(days))
     vw = np.repeat([0, 1, 2], 5)
     vp, vy = rng.normal(size=15), rng.normal(size=15)
-    base = rcql(p, y, days, windows=windows, source="validation", valid_predictions=vp, valid_labels=vy, valid_windows=vw)
+    base = rcql(p, y, days, windows=windows, calibration=VALIDATION, valid_predictions=vp, valid_labels=vy, valid_windows=vw)
     off = np.asarray(offsets)
-    moved = rcql(p + off[windows], y, days, windows=windows, source="validation",
+    moved = rcql(p + off[windows], y, days, windows=windows, calibration=VALIDATION,
                  valid_predictions=vp + off[vw], valid_labels=vy, valid_windows=vw)
     assert moved.cql == pytest.approx(base.cql, rel=1e-9, abs=1e-9)
     # the refit split recombines into the whole

@@ -14,6 +14,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import log_loss as sk_log_loss
 from sklearn.metrics import mean_squared_error
 
+from rolling_calib.core import classification as C
 from rolling_calib.core import metrics as M
 from rolling_calib.core import synthetic_experiments as S
 from rolling_calib.cli import main
@@ -81,7 +82,7 @@ def test_batched_scores_match_the_scalar_metrics_and_sklearn():
     for r in range(5):
         assert ll["vanilla"][r] == pytest.approx(sk_log_loss(labels, expit(logits[r]), labels=[0, 1]), rel=1e-10)
         assert ll["calibrated"][r] == pytest.approx(
-            M.calibrated_log_loss(logits[r], labels, bias_part=mask, from_logits=True), rel=1e-12)
+            C.calibrated_log_loss(logits[r], labels, bias_part=mask, from_logits=True), rel=1e-12)
 
 
 def _loop_round(seed_seq, *, runs, params, logistic):
@@ -114,7 +115,7 @@ def _loop_round(seed_seq, *, runs, params, logistic):
                 p = model.predict_proba(x_eval[:, :k])[:, 1]
                 out["vanilla"].append(sk_log_loss(y_eval, p, labels=[0, 1]))
                 out["vanilla_remaining"].append(sk_log_loss(y_eval[~mask], p[~mask], labels=[0, 1]))
-                out["calibrated"].append(M.calibrated_log_loss(p, y_eval, bias_part=mask))
+                out["calibrated"].append(C.calibrated_log_loss(p, y_eval, bias_part=mask))
             else:
                 p = LinearRegression().fit(x[r, :, :k], y[r]).predict(x_eval[:, :k])
                 out["vanilla"].append(mean_squared_error(y_eval, p))

@@ -143,7 +143,7 @@ def test_daily_anomalies_are_found_reported_and_repaired(tmp_path):
     rows = list(GOOD)
     rows[1] = ("2018-01-03", 10.2, 10.0, 10.0, 10.4, 1100)  # high below close: ohlc_inconsistent
     rows[3] = ("2018-01-05", 10.3, 10.5, 10.0, "inf", 950)  # non_finite_value
-    rows[5] = ("2018-01-09", 20.4, 21.0, 20.2, 20.6, 1010)  # price_jump overnight (x2: a 1:2 split fits)
+    rows[5] = ("2018-01-09", 20.4, 21.0, 20.2, 20.6, 1010)  # price_jump overnight (x2 for one session: no split)
     rows.insert(7, ("2018-01-10", 10.3, 10.6, 10.1, 10.5, 1020))  # exact_duplicate
     rows.append(("2018-01-13", 10.8, 10.9, 10.7, 10.8, 10))  # a Saturday: non_session_day
     rows.append(("2018-01-16 09:30:00", 10.8, 10.9, 10.7, 10.8, 10))  # a time of day: bad_timestamp
@@ -154,11 +154,15 @@ def test_daily_anomalies_are_found_reported_and_repaired(tmp_path):
     totals = info.value.report.totals()
     assert totals == {"ohlc_inconsistent": 1, "non_finite_value": 1, "price_jump": 2, "exact_duplicate": 1,
                       "non_session_day": 1, "bad_timestamp": 1, "non_positive_price": 1,
-                      "missing_session": 1}, totals  # 2018-01-05 (its only bar is dropped)
+                      "missing_session": 2}, totals  # 2018-01-03 and 2018-01-05 (their only bars are dropped)
     assert not (tmp_path / "store").exists()
     issues = info.value.report.issues
-    jump = issues.filter(issues["kind"] == "price_jump").row(0, named=True)
-    assert "at 2018-01-09 after close 10.2 at 2018-01-08" in jump["found"] and "1:2 split" in jump["found"]
+    jump, back = issues.filter(issues["kind"] == "price_jump").rows(named=True)
+    assert "at 2018-01-09 after close 10.2 at 2018-01-08" in jump["found"] and "split" in jump["found"]
+    assert jump["found"].endswith("not a split: prices are back at the earlier level at 2018-01-10 (close 10.5), 1 "
+                                  "bar(s) after the jump; a bad tick or a vendor error?")  # not "a 1:2 split" (issue 19)
+    assert back["found"].endswith("not a split: a return to the level of 2018-01-08 (close 10.2) after 1 bar(s) off it; "
+                                  "a bad tick or a vendor error?")
     bad = issues.filter(issues["kind"] == "bad_timestamp").row(0, named=True)
     assert bad["_line"] == 13 and "a date like" in bad["expected"] and "09:30" in bad["found"]
     dup = issues.filter(issues["kind"] == "exact_duplicate").row(0, named=True)
@@ -169,11 +173,11 @@ def test_daily_anomalies_are_found_reported_and_repaired(tmp_path):
     assert "line 3" in str(strict.value) and "high" in str(strict.value)
 
     res = ingest([src], tmp_path / "store", options=IngestOptions(mode="repair"))
-    assert res.freq == "day" and res.bars_written == 8  # 9 good sessions minus the non-finite one
+    assert res.freq == "day" and res.bars_written == 7  # 9 good sessions minus the non-finite and the OHLC ones
     cal = qlib_store.read_calendar(tmp_path / "store")
     assert [str(d.date()) for d in cal] == [r[0] for r in GOOD]
     start, high = qlib_store.read_feature(tmp_path / "store", "ABC", "high")
-    assert start == 0 and high[1] == np.float32(10.4)  # widened to the close
+    assert start == 0 and np.isnan(high[1])  # dropped, never widened to the close (issue 19)
     assert np.isnan(qlib_store.read_feature(tmp_path / "store", "ABC", "close")[1][3])  # the dropped session
 
 

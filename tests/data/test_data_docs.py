@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-MODULES = ["trading_calendar", "qlib_store", "synthetic", "vendor", "validate", "ingest_report", "adjust", "ingest", "plots"]
+MODULES = ["trading_calendar", "qlib_store", "synthetic", "vendor", "validate", "ingest_report", "adjust", "ingest", "plots",
+           "symbols"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -26,6 +26,7 @@ from rolling_calib.analysis.scoring import compare_store, score_store
 from rolling_calib.config.experiment import load_experiment
 from rolling_calib.core.validation import ConfigError
 from rolling_calib.execution import store as st
+from rolling_calib.execution.reader import read_unit
 from rolling_calib.execution.executors import LocalExecutor, UnitKey
 from rolling_calib.execution.runner import check_store_coverage, plan_run, run_plan, window_task
 
@@ -135,7 +136,7 @@ def test_lgb_alpha158_scratch_run_fills_the_store(lgb_run):
     assert manifest["pipelines"]["lr10"]["label"] == "raw"
     assert manifest["experiment"]["rolling"]["label"] == "raw"
     for key in plan.keys():
-        frame = st.read_unit(plan.store, key)
+        frame = read_unit(plan.store, key)
         w = plan.windows[key.window]
         assert frame["datetime"].min() == w.test.start and frame["datetime"].max() == w.test.end
         assert set(frame["instrument"]) == set(SYMBOLS)
@@ -146,7 +147,7 @@ def test_lgb_alpha158_scratch_run_fills_the_store(lgb_run):
         with open(st.unit_paths(plan.store, key).checkpoint, "rb") as fh:  # scratch: the pickled model is kept
             assert type(pickle.load(fh)).__name__ == "LGBModel"
     # the raw label is Alpha158's Ref($close, -2) / Ref($close, -1) - 1, read back from the store
-    frame = st.read_unit(plan.store, UnitKey("lr10", 0, 0))
+    frame = read_unit(plan.store, UnitKey("lr10", 0, 0))
     assert frame["label"].abs().median() < 0.05
     print(f"LGBModel + Alpha158: 8 units in {wall:.1f} s")
 
@@ -156,11 +157,11 @@ def test_compare_shows_ic_beside_ql_and_cql(lgb_run):
     scores = score_store(plan.store)
     assert {"ic", "icir", "rank_ic"} <= set(scores.runs.columns)
     assert scores.runs[["ic", "rank_ic"]].abs().max().max() <= 1
-    assert scores.label == "raw"
+    assert scores.label.kind == "raw" and scores.label.unit == "return"
     comparison = compare_store(scores, n_boot=100)
     assert set(comparison.pairs[0].accuracies) >= {"ql", "cql", "ic", "icir", "rank_ic"}
     text = comparison.format()
-    assert "IC mean" in text and "Acc IC" in text and "labels: raw" in text
+    assert "IC mean" in text and "Acc IC" in text and "raw label: Ref($close, -2)/Ref($close, -1) - 1, plain return" in text
     assert comparison.to_dict()["label"] == "raw"
 
 
@@ -177,7 +178,7 @@ def test_lgb_finetune_continues_the_pickled_model_with_learn_labels(tmp_path, da
         with open(st.unit_paths(plan.store, UnitKey("lr10", 0, w)).checkpoint, "rb") as fh:
             trees.append(pickle.load(fh).model.num_trees())
     assert trees[1] == trees[0] + 10  # window 0's booster plus Qlib's 10 finetune rounds
-    frame = st.read_unit(plan.store, UnitKey("lr10", 0, 0))
+    frame = read_unit(plan.store, UnitKey("lr10", 0, 0))
     per_day = frame.groupby("datetime")["label"]
     assert np.allclose(per_day.mean(), 0, atol=1e-5)  # Alpha158's learn processor: CSZScoreNorm of the label
     assert st.read_manifest(plan.store)["pipelines"]["lr10"]["label"] == "learn"
@@ -229,7 +230,7 @@ def test_records_run_per_unit_in_a_qlib_recorder_readable_with_R(recorded_run):
         rec = R.get_recorder(recorder_id=side["recorder_id"], experiment_name=key.pipeline)
         assert rec.name == key.slug() and rec.status == "FINISHED"
         pred, label = rec.load_object("pred.pkl"), rec.load_object("label.pkl")
-        frame = st.read_unit(plan.store, key).set_index(["datetime", "instrument"])
+        frame = read_unit(plan.store, key).set_index(["datetime", "instrument"])
         joined = pred["score"].to_frame().join(frame, how="inner")
         assert len(joined) == len(frame) and np.allclose(joined["score"], joined["prediction"])
         assert np.allclose(label.iloc[:, 0].reindex(frame.index), frame["label"])  # the raw label

@@ -141,7 +141,7 @@ def tiny_plans(tmp_path_factory):
 
 
 def _unit_frames(plan):
-    from rolling_calib.execution.store import read_unit
+    from rolling_calib.execution.reader import read_unit
 
     return {key: read_unit(plan.store, key) for key in plan.keys()}
 

@@ -21,6 +21,8 @@ import pytest
 import yaml
 
 from rolling_calib.execution import store as st
+from rolling_calib.execution.reader import read_unit
+from rolling_calib.core.calibration import Calibration
 from rolling_calib.config.experiment import load_experiment
 from rolling_calib.analysis.scoring import compare_store, score_store
 from rolling_calib.execution.executors import LocalExecutor, UnitKey
@@ -96,7 +98,7 @@ def test_store_layout_coverage_and_manifest(full_run):
     first = manifest["history"][0]
     assert first["units_ran"] == 8 and first["wall_s"] > 0 and first["executor"] == "LocalExecutor"
     for key in plan.keys():
-        frame = st.read_unit(plan.store, key)
+        frame = read_unit(plan.store, key)
         w = plan.windows[key.window]
         assert list(frame.columns) == ["datetime", "instrument", "prediction", "label"]
         assert frame["datetime"].min().date() == w.test.start.date()
@@ -106,7 +108,7 @@ def test_store_layout_coverage_and_manifest(full_run):
         side = st.read_sidecar(plan.store, key)
         assert side["rows"] == len(frame) and side["seed"] == key.seed and side["timings"]["total_s"] > 0
     check_store_coverage(plan)  # raises on a gap or overlap
-    merged = pd.concat([st.read_unit(plan.store, UnitKey("wd0", 0, w)) for w in (0, 1)])
+    merged = pd.concat([read_unit(plan.store, UnitKey("wd0", 0, w)) for w in (0, 1)])
     assert not merged.duplicated(["datetime", "instrument"]).any()
 
 
@@ -124,7 +126,7 @@ def test_weight_decay_reaches_the_model(full_run):
     _, plan, _ = full_run
     ckpt = torch.load(plan.store / st.read_sidecar(plan.store, UnitKey("wdbig", 0, 0))["checkpoint"], weights_only=True)
     assert ckpt["meta"]["kwargs"]["weight_decay"] == 0.5
-    same_seed = [st.read_unit(plan.store, UnitKey(p, 0, 0))["prediction"] for p in ("wd0", "wdbig")]
+    same_seed = [read_unit(plan.store, UnitKey(p, 0, 0))["prediction"] for p in ("wd0", "wdbig")]
     assert not same_seed[0].equals(same_seed[1])
     # a strong L2 penalty shrinks the weights
     norms = {}
@@ -168,7 +170,7 @@ def test_interrupted_run_resumes_with_identical_numbers(full_run, tiny_data, tmp
     resumed = run_plan(plan, executor=LocalExecutor(workers=1), progress=False)
     assert resumed.skipped == 3 and resumed.ran == 1
     for key in plan.keys():  # same seeds -> bit-identical predictions, however the run was cut
-        pd.testing.assert_frame_equal(st.read_unit(plan.store, key), st.read_unit(reference.store, key))
+        pd.testing.assert_frame_equal(read_unit(plan.store, key), read_unit(reference.store, key))
 
 
 def test_kill_9_mid_run_then_resume(full_run, tiny_data, tmp_path):
@@ -191,7 +193,7 @@ def test_kill_9_mid_run_then_resume(full_run, tiny_data, tmp_path):
     resumed = run_plan(plan, executor=LocalExecutor(workers=1), progress=False)
     assert resumed.skipped == before and resumed.ran == 4 - before
     for key in plan.keys():
-        pd.testing.assert_frame_equal(st.read_unit(store, key), st.read_unit(reference.store, key))
+        pd.testing.assert_frame_equal(read_unit(store, key), read_unit(reference.store, key))
     assert not list(store.rglob("*.tmp"))
 
 
@@ -223,10 +225,10 @@ def test_scratch_mode_retrains_window_1(full_run, tiny_data, tmp_path):
     run_plan(plan, executor=LocalExecutor(workers=1), progress=False)
     assert st.read_sidecar(plan.store, UnitKey("wd0", 0, 1))["started_from"] is None
     pd.testing.assert_frame_equal(  # window 0 is the same training in both modes
-        st.read_unit(plan.store, UnitKey("wd0", 0, 0)), st.read_unit(reference.store, UnitKey("wd0", 0, 0))
+        read_unit(plan.store, UnitKey("wd0", 0, 0)), read_unit(reference.store, UnitKey("wd0", 0, 0))
     )
-    assert not st.read_unit(plan.store, UnitKey("wd0", 0, 1))["prediction"].equals(
-        st.read_unit(reference.store, UnitKey("wd0", 0, 1))["prediction"]
+    assert not read_unit(plan.store, UnitKey("wd0", 0, 1))["prediction"].equals(
+        read_unit(reference.store, UnitKey("wd0", 0, 1))["prediction"]
     )
 
 
@@ -329,6 +331,6 @@ def test_units_keep_validation_predictions_for_source_validation(full_run):
         assert side["valid_rows"] == len(frame) > 0
         assert list(frame.columns) == list(st.UNIT_COLUMNS)
         assert w.valid.contains(frame["datetime"]).all()
-    scores = score_store(plan.store, source="validation")
+    scores = score_store(plan.store, calibration=Calibration(source="validation"))
     assert (scores.runs["n_scored"] == scores.runs["n_all"]).all()
     assert scores.runs["cql_refit_first"].notna().all()

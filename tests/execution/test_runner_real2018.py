@@ -12,6 +12,7 @@ import json
 import pytest
 
 from rolling_calib.cli import main
+from rolling_calib.core.calibration import Calibration
 
 from runner_helpers import REAL_2018, REPO
 
@@ -48,10 +49,10 @@ def test_real_2018_sample_weekly_calibration(tmp_path, capsys):
     units = {u["unit"]: u for u in summary["units"]}
     assert set(units) == {f"{p}__seed{s}__w{w:02d}" for p in ("wd0", "wd1e-3") for s in (0, 1) for w in (0, 1)}
 
-    from rolling_calib.execution import store as st
     from rolling_calib.execution.executors import UnitKey
+    from rolling_calib.execution.reader import read_unit
 
-    april = st.read_unit(store, UnitKey("wd0", 0, 1))
+    april = read_unit(store, UnitKey("wd0", 0, 1))
     assert str(april["datetime"].min().date()) == "2018-04-02" and str(april["datetime"].max().date()) == "2018-04-20"
     assert set(april["instrument"]) == {"AAPL", "F", "JPM"}
 
@@ -61,6 +62,6 @@ def test_real_2018_sample_weekly_calibration(tmp_path, capsys):
     assert {p["pipeline"] for p in result["pipelines"]} == {"wd0", "wd1e-3"}
     from rolling_calib.analysis.scoring import score_store
 
-    scores = score_store(store, period="week")
+    scores = score_store(store, calibration=Calibration(period="week"))
     weeks = scores.periods[(scores.periods["pipeline"] == "wd0") & (scores.periods["seed"] == 0)]
     assert len(weeks) >= 6 and weeks["scored"].sum() == len(weeks) - 1

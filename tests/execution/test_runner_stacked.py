@@ -12,6 +12,7 @@ import pytest
 from rolling_calib.config.experiment import load_experiment
 from rolling_calib.core.validation import ConfigError
 from rolling_calib.execution import store as st
+from rolling_calib.execution.reader import read_unit
 from rolling_calib.execution.executors import LocalExecutor
 from rolling_calib.execution.runner import plan_run, run_plan
 from rolling_calib.execution.units import StackKey, UnitTask
@@ -46,7 +47,7 @@ def test_stacked_run_writes_every_unit_and_records_its_stack(runs):
 def test_stacked_units_match_the_unstacked_reference(runs):
     _, plain, stacked, _ = runs
     for key in plain.keys():
-        a, b = st.read_unit(plain.store, key), st.read_unit(stacked.store, key)
+        a, b = read_unit(plain.store, key), read_unit(stacked.store, key)
         pd.testing.assert_frame_equal(a[["datetime", "instrument", "label"]], b[["datetime", "instrument", "label"]])
         scale = float(a["prediction"].std())
         np.testing.assert_allclose(b["prediction"], a["prediction"], rtol=0, atol=1e-4 * scale)
@@ -62,7 +63,7 @@ def test_resumed_stacked_run_ends_with_the_same_numbers(runs, tmp_path):
     again = run_plan(plan, executor=LocalExecutor(workers=1), progress=False)
     assert again.ran == 2 and again.skipped == 4  # the whole stack (0, 1) of window 1 is retrained
     for key in plan.keys():
-        pd.testing.assert_frame_equal(st.read_unit(plan.store, key), st.read_unit(reference.store, key))
+        pd.testing.assert_frame_equal(read_unit(plan.store, key), read_unit(reference.store, key))
 
 
 def test_stacks_wait_for_their_predecessor_window(runs):

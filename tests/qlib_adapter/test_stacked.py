@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from model_helpers import model_config
-from rolling_calib.qlib_adapter.model import BatchFeed, LSTMModel, RollingLSTM
-from rolling_calib.qlib_adapter.stacked import StackedLSTM, check_stackable
+from rolling_calib.qlib_adapter.lstm_core import BatchFeed, LSTMModel
+from rolling_calib.qlib_adapter.model import RollingLSTM
+from rolling_calib.qlib_adapter.stacked import StackedLSTM, check_stackable, fit_stack
 
 
 def make_model(**kw):
@@ -93,7 +94,7 @@ def reference(dataset):
 
 @pytest.fixture(scope="module")
 def stacked(dataset):
-    return RollingLSTM.fit_stack([make_model(seed=s, **FIT) for s in SEEDS], dataset)
+    return fit_stack([make_model(seed=s, **FIT) for s in SEEDS], dataset)
 
 
 def test_stack_matches_each_seeds_own_fit(reference, stacked, dataset):
@@ -113,7 +114,7 @@ def test_stack_matches_each_seeds_own_fit(reference, stacked, dataset):
 
 
 def test_stack_is_deterministic_and_seeds_differ(stacked, dataset):
-    again = RollingLSTM.fit_stack([make_model(seed=s, **FIT) for s in SEEDS], dataset)
+    again = fit_stack([make_model(seed=s, **FIT) for s in SEEDS], dataset)
     for a, b in zip(stacked, again):
         np.testing.assert_array_equal(a.predict(dataset).values, b.predict(dataset).values)
     assert not np.allclose(stacked[0].predict(dataset).values, stacked[1].predict(dataset).values)
@@ -130,7 +131,7 @@ def test_warm_started_stack_matches_each_seeds_finetune(reference, dataset, tmp_
         two = make_model(seed=model.seed, **FIT)
         two.load_state(path)
         starts.append(two)
-    tuned = RollingLSTM.fit_stack(starts, dataset)
+    tuned = fit_stack(starts, dataset)
     for ref, got in zip(tuned_ref, tuned):
         assert got.last_fit_info["warm_start"] and got.last_fit_info["epochs_run"] == ref.last_fit_info["epochs_run"]
         assert got.fit_count == ref.fit_count == 2
@@ -140,8 +141,8 @@ def test_warm_started_stack_matches_each_seeds_finetune(reference, dataset, tmp_
 
 def test_stack_with_dropout_is_reproducible(dataset):
     kw = dict(num_layers=2, dropout=0.3, n_epochs=1)
-    a = RollingLSTM.fit_stack([make_model(seed=s, **kw) for s in (5, 6)], dataset)
-    b = RollingLSTM.fit_stack([make_model(seed=s, **kw) for s in (5, 6)], dataset)
+    a = fit_stack([make_model(seed=s, **kw) for s in (5, 6)], dataset)
+    b = fit_stack([make_model(seed=s, **kw) for s in (5, 6)], dataset)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x.predict(dataset).values, y.predict(dataset).values)
 
@@ -180,8 +181,8 @@ def test_background_feed_raises_the_producers_error_and_stops_cleanly():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_stack_on_cuda_matches_the_cpu_stack(dataset):  # pragma: no cover - runs on a GPU machine
-    cpu = RollingLSTM.fit_stack([make_model(seed=s, n_epochs=2) for s in (1, 2)], dataset)
-    gpu = RollingLSTM.fit_stack([make_model(seed=s, n_epochs=2, device="cuda") for s in (1, 2)], dataset)
+    cpu = fit_stack([make_model(seed=s, n_epochs=2) for s in (1, 2)], dataset)
+    gpu = fit_stack([make_model(seed=s, n_epochs=2, device="cuda") for s in (1, 2)], dataset)
     for a, b in zip(cpu, gpu):
         assert b.last_fit_info["device"].startswith("cuda")
         scale = float(np.std(a.predict(dataset).values))

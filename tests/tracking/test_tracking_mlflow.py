@@ -47,7 +47,7 @@ def test_parent_and_nested_runs_with_metrics_equal_to_the_scores(run_store):
     store = run_store["store"]
     uri = default_tracking_uri(store)
     assert uri == f"sqlite:///{store.resolve()}/mlflow.db"
-    log_store(store, tracking_uri=uri)
+    log_store(score_store(store), tracking_uri=uri)
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("tiny-sweep")  # the YAML's experiment_name
     assert experiment is not None
@@ -96,16 +96,16 @@ def test_parent_and_nested_runs_with_metrics_equal_to_the_scores(run_store):
 
 def test_relogging_is_idempotent_and_adds_new_seeds(run_store, tmp_path):
     uri = f"sqlite:///{tmp_path / 'separate.db'}"
-    first = track_store(run_store["store"], tracking_uri=uri, experiment="exp-a")
+    first = track_store(score_store(run_store["store"]), tracking_uri=uri, experiment="exp-a")
     assert (first.created, first.updated, first.unchanged) == (14, 0, 0)
-    again = track_store(run_store["store"], tracking_uri=uri, experiment="exp-a")
+    again = track_store(score_store(run_store["store"]), tracking_uri=uri, experiment="exp-a")
     assert (again.created, again.updated, again.unchanged) == (0, 0, 14)
     assert again.run_ids == first.run_ids
     # a third seed lands in the store: 1 seed run + 2 window runs per pipeline are new,
     # each pipeline's parent is updated (its seed statistics changed)
     plan = plan_run(run_store["config"], store=run_store["store"], seeds=[2], n_threads=1)
     run_plan(plan, executor=LocalExecutor(workers=1), progress=False)
-    more = track_store(run_store["store"], tracking_uri=uri, experiment="exp-a")
+    more = track_store(score_store(run_store["store"]), tracking_uri=uri, experiment="exp-a")
     assert (more.created, more.updated, more.unchanged) == (6, 2, 12)
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("exp-a")
@@ -124,14 +124,14 @@ def test_flatten_task_params():
 
 def test_missing_store_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no manifest"):
-        log_store(tmp_path, tracking_uri=f"sqlite:///{tmp_path / 'x.db'}")
+        log_store(score_store(tmp_path), tracking_uri=f"sqlite:///{tmp_path / 'x.db'}")
 
 
 def test_qlib_recorder_writes_to_the_same_database(run_store):
     """Qlib's MLflowExpManager + R.start/R.log_metrics against the tracking DB (own process:
     qlib.init is process-global)."""
     uri = default_tracking_uri(run_store["store"])
-    log_store(run_store["store"], tracking_uri=uri)
+    log_store(score_store(run_store["store"]), tracking_uri=uri)
     script = textwrap.dedent(
         f"""
         import qlib
@@ -158,7 +158,7 @@ def test_qlib_recorder_writes_to_the_same_database(run_store):
     # our runs are still there, and re-logging after Qlib wrote is still idempotent
     ours = client.get_experiment_by_name("tiny-sweep")
     assert len(client.search_runs([ours.experiment_id], max_results=1000)) >= 14
-    assert track_store(run_store["store"], tracking_uri=uri).created == 0
+    assert track_store(score_store(run_store["store"]), tracking_uri=uri).created == 0
 
 
 def test_windows_without_a_validation_segment_are_logged(tmp_path):
@@ -167,7 +167,7 @@ def test_windows_without_a_validation_segment_are_logged(tmp_path):
     store = tmp_path / "store"
     run_plan(plan_run(load_experiment(path), store=store, n_threads=1), executor=LocalExecutor(workers=1), progress=False)
     uri = default_tracking_uri(store)
-    log_store(store, tracking_uri=uri)
+    log_store(score_store(store), tracking_uri=uri)
     client = MlflowClient(tracking_uri=uri)
     _, level = runs_by_level(client, client.get_experiment_by_name("tiny-sweep").experiment_id)
     assert len(level["window"]) == 2

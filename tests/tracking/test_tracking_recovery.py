@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from runner_helpers import write_fake_store
 
+from rolling_calib.analysis.scoring import score_store
 from rolling_calib.experiment.flow import track
 from rolling_calib.tracking import mlflow_log
 from rolling_calib.tracking.mlflow_log import (
@@ -73,8 +74,9 @@ KILL_SCRIPT = textwrap.dedent(
             if seen[0] == k:
                 os._exit(9)
 
+    from rolling_calib.analysis.scoring import score_store
     from rolling_calib.tracking import safe_log_store
-    safe_log_store(store)
+    safe_log_store(score_store(store))
     print("statements", seen[0])
     """
 )
@@ -86,8 +88,9 @@ DISK_FULL_SCRIPT = textwrap.dedent(
     import json, resource, signal, sys
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), resource.RLIM_INFINITY))
+    from rolling_calib.analysis.scoring import score_store
     from rolling_calib.tracking import safe_log_store
-    outcome = safe_log_store(sys.argv[1])
+    outcome = safe_log_store(score_store(sys.argv[1]))
     print(json.dumps({"ok": outcome.ok, "uri": outcome.uri, "message": outcome.message}))
     """
 )
@@ -148,7 +151,7 @@ def test_half_created_schema_fails_plain_mlflow_and_is_moved_aside_and_relogged(
     assert broken.returncode != 0 and "table registered_models already exists" in broken.stderr  # the issue
 
     with pytest.warns(TrackingRepairWarning) as caught:
-        log_store(store, tracking_uri=uri)
+        log_store(score_store(store), tracking_uri=uri)
     (moved,) = store.glob("mlflow.db.broken-*")
     (message,) = [str(w.message) for w in caught if w.category is TrackingRepairWarning]
     assert f"tracking database {db} was not a complete MLflow database" in message
@@ -158,7 +161,7 @@ def test_half_created_schema_fails_plain_mlflow_and_is_moved_aside_and_relogged(
         assert "registered_models" in {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
     assert_fully_logged(uri)
     assert plain_mlflow_open(uri).returncode == 0
-    again = track_store(store, tracking_uri=uri)
+    again = track_store(score_store(store), tracking_uri=uri)
     assert (again.created, again.unchanged, again.repair) == (0, N_RUNS, None)
 
 
@@ -169,7 +172,7 @@ def test_kill_9_during_schema_creation_is_repaired_on_the_next_logging(store, sc
     assert killed.returncode == 9, killed.stderr[-3000:]
     uri = default_tracking_uri(store)
 
-    outcome = safe_log_store(store)
+    outcome = safe_log_store(score_store(store))
     assert outcome.ok and outcome.uri == uri
     assert outcome.repaired_from is not None and outcome.repaired_from.is_file()
     assert outcome.repaired_from.parent == store and outcome.repaired_from.name.startswith(
@@ -178,7 +181,7 @@ def test_kill_9_during_schema_creation_is_repaired_on_the_next_logging(store, sc
     assert outcome.summary.created == N_RUNS
     assert_fully_logged(uri)
     assert plain_mlflow_open(uri).returncode == 0
-    assert safe_log_store(store).message is None  # healthy now: nothing to say
+    assert safe_log_store(score_store(store)).message is None  # healthy now: nothing to say
 
 
 @pytest.mark.parametrize("migrations", [40])
@@ -190,7 +193,7 @@ def test_kill_9_between_two_migrations_is_finished_by_upgrading_a_copy(store, mi
     with sqlite3.connect(db) as con:
         (revision,) = con.execute("SELECT version_num FROM alembic_version").fetchone()
 
-    outcome = safe_log_store(store)
+    outcome = safe_log_store(score_store(store))
     assert outcome.ok and outcome.repaired_from.name.startswith("mlflow.db.pre-upgrade-")
     assert outcome.message == (f"tracking database {db} was at an out-of-date MLflow schema revision {revision}; "
                                f"upgraded it to the current MLflow schema (the original is kept as "
@@ -209,7 +212,7 @@ def test_kill_9_between_creating_a_run_and_logging_it_relogs_that_run(store):
     half = [r for r in runs if "rc.version" not in r.data.tags]
     assert len(runs) == 3 and len(half) == 1 and half[0].info.status == "RUNNING"
 
-    outcome = safe_log_store(store)
+    outcome = safe_log_store(score_store(store))
     assert outcome.ok and outcome.message is None  # the database itself was fine
     s = outcome.summary
     assert (s.created, s.updated, s.unchanged, s.relogged) == (N_RUNS - 2, 0, 2, 1)
@@ -218,9 +221,9 @@ def test_kill_9_between_creating_a_run_and_logging_it_relogs_that_run(store):
 
 def test_unreadable_file_is_moved_aside_even_with_mlflow_connections_open_in_this_process(store):
     db = sqlite_path(default_tracking_uri(store))
-    log_store(store, tracking_uri=default_tracking_uri(store))  # MLflow caches a store and an engine of db
+    log_store(score_store(store), tracking_uri=default_tracking_uri(store))  # MLflow caches a store and an engine of db
     db.write_bytes(b"half a page of garbage " * 300)
-    outcome = safe_log_store(store)
+    outcome = safe_log_store(score_store(store))
     assert outcome.ok and "not a readable SQLite database" in outcome.message
     assert outcome.repaired_from.read_bytes() == b"half a page of garbage " * 300
     assert_fully_logged(outcome.uri)
@@ -245,7 +248,7 @@ def test_disk_full_during_logging_leaves_results_and_the_next_logging_completes(
     assert failed["message"].endswith(f"results are in {store}; re-run `rolling-calib run` (or call log_store) "
                                       "to log them")
 
-    outcome = safe_log_store(store)
+    outcome = safe_log_store(score_store(store))
     assert outcome.ok, outcome.message
     assert_fully_logged(uri)
     if when == "schema":
@@ -266,7 +269,7 @@ def test_other_sqlite_databases_and_newer_schemas_are_left_alone(store, tmp_path
     assert plain_mlflow_open(uri).returncode == 0  # a child creates it: this process caches no verified store
     with sqlite3.connect(db) as con:  # as written by a newer MLflow than this one
         con.execute("UPDATE alembic_version SET version_num = 'ffffffffffff'")
-    outcome = safe_log_store(store)
+    outcome = safe_log_store(score_store(store))
     assert not outcome.ok and outcome.uri is None and outcome.repaired_from is None
     assert outcome.message.startswith("tracking failed: ") and "ffffffffffff" in outcome.message
     assert not list(store.glob("mlflow.db.*-*"))  # nothing moved
@@ -284,13 +287,13 @@ def test_a_failure_mid_logging_does_not_fail_the_orchestration_and_the_next_logg
         return original(*args, **kwargs)
 
     monkeypatch.setattr(mlflow_log, "_log_window", full_disk_after_the_first_window)
-    outcome = track(store, tracking_uri=None, experiment_name="recovery")  # what run_experiment calls
+    outcome = track(score_store(store), tracking_uri=None, experiment_name="recovery")  # what run_experiment calls
     assert not outcome.ok and outcome.uri is None
     assert outcome.message == (f"tracking failed: OSError: [Errno 28] No space left on device; results are in "
                                f"{store.resolve()}; re-run `rolling-calib run` (or call log_store) to log them")
 
     monkeypatch.undo()
-    again = track(store, tracking_uri=None, experiment_name="recovery")
+    again = track(score_store(store), tracking_uri=None, experiment_name="recovery")
     assert again.ok and again.message is None and again.uri == default_tracking_uri(store)
     assert (again.summary.created, again.summary.unchanged) == (N_RUNS - 3, 3)  # parent, seed, first window
     assert_fully_logged(again.uri)
@@ -299,9 +302,9 @@ def test_a_failure_mid_logging_does_not_fail_the_orchestration_and_the_next_logg
 def test_a_busy_database_is_reported_not_waited_for_forever(store):
     db = sqlite_path(default_tracking_uri(store))
     with tracking_db_lock(db):
-        outcome = safe_log_store(store, lock_timeout=0.5)
+        outcome = safe_log_store(score_store(store), lock_timeout=0.5)
     assert not outcome.ok and "is busy: another process has been logging into it" in outcome.message
-    assert safe_log_store(store).ok
+    assert safe_log_store(score_store(store)).ok
 
 
 def test_sqlite_path():

@@ -1,0 +1,409 @@
+"""The one reader of a result store's unit files: a run's predictions and labels as arrays.
+
+Scoring, diagnostics, meta-evaluation, the report and tracking read units only through this
+module. A *run* is one seed of one pipeline: its windows' units merged over the evaluation span.
+:func:`read_run` checks what every number relies on:
+
+* every window's unit is complete (:func:`rolling_calib.execution.store.unit_status`);
+* each unit's rows lie inside its window's test segment, windows do not overlap, and no
+  (datetime, instrument) pair repeats;
+* the requested label kind is stored (``label`` holds the kind ``rolling.label`` names; a second
+  column ``label_learn`` / ``label_raw`` the other kind where it differs, as the sidecar's
+  ``label_columns`` records). Rows without a value of the requested label (a learned label that
+  ``DropnaLabel`` dropped) are left out and counted (``RunArrays.dropped``).
+
+Every unit file is opened by :func:`_open_parquet` (one place, so a check of the file's
+content applies to every read). Units are read with column projection, instrument ids as
+dictionary codes, without a per-run DataFrame; units with time-zone-aware or non-timestamp dates
+go through pandas instead (the same checks).
+
+Example
+-------
+>>> run = read_run(example_store, "wd0", 0)
+>>> len(run.test.prediction) == len(run.test.label), run.label, run.test.dropped
+(True, 'raw', 0)
+>>> load_run(example_store, "wd0", 0).columns.tolist()
+['datetime', 'instrument', 'prediction', 'label']
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rolling_calib.core.label import LABEL_KIND
+from rolling_calib.core.validation import check
+from rolling_calib.core.schedule import CoverageError, Window
+from rolling_calib.execution import store as st
+from rolling_calib.execution.units import UnitKey
+
+__all__ = ["MissingLabelError", "MissingValidationError", "RunArrays", "RunData", "label_columns", "load_run",
+           "read_run", "read_unit", "run_windows"]
+
+
+class MissingValidationError(ValueError):
+    """A store without validation-period predictions was asked for ``source='validation'``."""
+
+
+class MissingLabelError(ValueError):
+    """A unit does not hold the label kind asked for (the message names the store and the fix)."""
+
+
+@dataclass
+class RunArrays:
+    """One run's predictions as arrays (no per-run frame).
+
+    ``codes`` index ``names`` (the instrument ids, in the order the units' dictionaries list them);
+    -1 marks a missing id. ``label`` holds the requested label kind; ``dropped`` counts the rows
+    left out because they have no value of it.
+    """
+
+    datetime: np.ndarray
+    prediction: np.ndarray
+    label: np.ndarray
+    codes: np.ndarray
+    names: np.ndarray
+    window: np.ndarray | None = None   # index of the window (model) of every row
+    dropped: int = 0
+
+    @property
+    def instruments(self) -> pd.Categorical:
+        return pd.Categorical.from_codes(self.codes, categories=pd.Index(self.names))
+
+    def frame(self) -> pd.DataFrame:
+        """The columns of :func:`load_run` as a frame over the arrays (no copy of the numbers)."""
+        return pd.DataFrame({"datetime": self.datetime, "instrument": self.instruments,
+                             "prediction": self.prediction, "label": self.label}, copy=False)
+
+
+@dataclass
+class RunData:
+    """One run's test predictions (``test``), its windows' validation predictions if asked (``valid``), the label kind."""
+
+    test: RunArrays
+    valid: RunArrays | None = None
+    label: str = "raw"
+
+
+# --------------------------------------------------------------------------- layout
+def _windows(entry: Mapping[str, Any]) -> list[Window]:
+    return [Window.from_dict(w) for w in entry["windows"]]
+
+
+def run_windows(store: Path, manifest: Mapping[str, Any], pipeline: str) -> list[Window]:
+    """The pipeline's windows from the manifest; ``CoverageError`` when two test segments overlap."""
+    entry = manifest["pipelines"].get(pipeline)
+    if entry is None:
+        raise ValueError(f"{store / st.MANIFEST}: no pipeline {pipeline!r} (have: {', '.join(manifest['pipelines'])})")
+    windows = _windows(entry)
+    for prev, nxt in itertools.pairwise(windows):
+        if nxt.test.start <= prev.test.end:
+            raise CoverageError(f"{store}: windows {prev.index} and {nxt.index} overlap")
+    return windows
+
+
+def label_columns(sidecar: Mapping[str, Any], manifest: Mapping[str, Any]) -> dict[str, str]:
+    """Which column of a unit holds which label kind (``{"raw": "label", "learn": "label_learn"}``).
+
+    Recorded in the sidecar since both labels are stored; older units hold one label, in
+    ``label``, of the kind their sidecar (else the store's ``rolling.label``) names.
+
+    >>> label_columns({"label": "raw"}, {})
+    {'raw': 'label'}
+    """
+    recorded = sidecar.get("label_columns")
+    if isinstance(recorded, Mapping) and recorded:
+        return {str(k): str(v) for k, v in recorded.items()}
+    return {str(sidecar.get("label") or st.recorded_label_kind(manifest)): "label"}
+
+
+def _column_of(store: Path, key: UnitKey, sidecar: Mapping[str, Any], manifest: Mapping[str, Any], kind: str) -> str:
+    """The column holding label ``kind`` in unit ``key`` (:class:`MissingLabelError` naming the fix if none)."""
+    columns = label_columns(sidecar, manifest)
+    if kind in columns:
+        return columns[kind]
+    have = ", ".join(columns)
+    raise MissingLabelError(
+        f"{store}: unit {key.slug()} holds no {kind} label (it holds: {have}; it was written before both labels "
+        f"were stored, or its handler has no {kind} label); score it with --label {next(iter(columns))}, or re-run "
+        f"the store (rolling-calib run, which retrains its units) to store the {kind} label")
+
+
+# --------------------------------------------------------------------------- one unit file
+def _open_parquet(path: Path, *, columns: list[str] | None, dictionary: bool):
+    """The one place a unit's Parquet file is opened: the pyarrow table of ``columns`` (all when None).
+
+    ``dictionary``: read ``instrument`` as dictionary codes. Refuses a file without the unit columns.
+    """
+    import pyarrow.parquet as pq
+
+    source = pq.ParquetFile(path, read_dictionary=["instrument"] if dictionary else None)
+    wanted = list(st.UNIT_COLUMNS) if columns is None else columns
+    missing = [c for c in wanted if c not in source.schema_arrow.names]
+    if missing:
+        raise ValueError(f"{path}: expected columns {', '.join(wanted)}, missing {', '.join(missing)}")
+    return source.read(columns=columns)
+
+
+def read_unit(store: str | Path, key: UnitKey, *, column: str = "label") -> pd.DataFrame:
+    """One unit's predictions as a frame: :data:`~rolling_calib.execution.store.UNIT_COLUMNS`, ``label`` from ``column``.
+
+    A second label column may hold NaN where that label has no value (:func:`load_run` leaves such rows out).
+    """
+    path = st.unit_paths(store, key).parquet
+    if not path.is_file():
+        raise ValueError(f"{path}: unit file missing (run 'rolling-calib run' to complete the store)")
+    frame = _open_parquet(path, columns=None, dictionary=False).to_pandas()
+    if column not in frame.columns:
+        raise ValueError(f"{path}: expected a column {column!r}, found {', '.join(frame.columns)}")
+    if column != "label":
+        frame = frame.assign(label=frame[column])
+    return frame[list(st.UNIT_COLUMNS)]
+
+
+class _LegacyRead(Exception):
+    """A unit whose columns the array reader does not take as they are (time zones, non-timestamp dates)."""
+
+
+def _read_unit_arrays(path: Path, names: dict[Any, int], column: str) -> tuple[np.ndarray, ...]:
+    """Datetime, prediction, label (from ``column``) and instrument codes of one unit file; ``names`` collects ids."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = _open_parquet(path, columns=["datetime", "instrument", "prediction", column], dictionary=True)
+    when = table.column("datetime")
+    if not pa.types.is_timestamp(when.type) or when.type.tz is not None:
+        raise _LegacyRead(path)
+    ids = table.column("instrument").combine_chunks()
+    if not pa.types.is_dictionary(ids.type):
+        ids = ids.dictionary_encode()
+    remap = np.array([names.setdefault(v, len(names)) for v in ids.dictionary.to_pylist()] + [-1], dtype=np.int32)
+    codes = remap[pc.fill_null(ids.indices, -1).to_numpy()]   # a missing id (-1) picks the -1 at the end
+    label = table.column(column).to_numpy(zero_copy_only=False)
+    return (when.to_numpy(), table.column("prediction").to_numpy(), label, codes)
+
+
+def _rows_outside(times: np.ndarray, window: Window) -> int:
+    """Rows of ``times`` outside the window's test segment (bounds first: one pass when all are inside)."""
+    ticks = times.view(np.int64)
+    if not len(ticks):
+        return 0
+    unit = np.datetime_data(times.dtype)[0]
+    first, last = (pd.Timestamp(np.datetime64(int(v), unit)) for v in (ticks.min(), ticks.max()))
+    if first >= window.test.start and last <= window.test.end:
+        return 0
+    return int((~window.test.contains(times)).sum())
+
+
+def _duplicate_rows(times: np.ndarray, codes: np.ndarray) -> int:
+    """Rows repeating an earlier (datetime, instrument) pair of the same unit.
+
+    Rows sorted by datetime, then instrument code (the order units are written in) are
+    recognised in a few passes; otherwise the pairs are sorted as one integer key.
+    """
+    t = times.view(np.int64)
+    if len(t) < 2:
+        return 0
+    # in order: every row is at a later time, or at the same time with a higher code
+    in_order = (t[1:] == t[:-1]) & (codes[1:] > codes[:-1])
+    in_order |= t[1:] > t[:-1]
+    if in_order.all():
+        return 0
+    lo, span, width = int(t.min()), int(t.max()) - int(t.min()), int(codes.max()) + 2
+    if (span + 1) * width < 2**62:
+        key = (t - lo) * width + (codes.astype(np.int64) + 1)
+        key.sort()
+        return int((key[1:] == key[:-1]).sum())
+    return int(pd.DataFrame({"t": t, "c": codes}).duplicated().sum())
+
+
+def _complete_sidecar(store: Path, key: UnitKey, entry: Mapping[str, Any]) -> dict:
+    """The sidecar of a complete unit; ``ValueError`` naming the unit when it is missing or stale."""
+    status = st.unit_status(store, key, entry["config_hash"])
+    if not status.complete:
+        raise ValueError(status.problem(store))
+    return status.sidecar  # type: ignore[return-value]
+
+
+def _labelled(arrays: RunArrays) -> RunArrays:
+    """``arrays`` without the rows that have no label value (NaN), which are counted in ``dropped``."""
+    keep = ~np.isnan(arrays.label)
+    if keep.all():
+        return arrays
+    return RunArrays(datetime=arrays.datetime[keep], prediction=arrays.prediction[keep], label=arrays.label[keep],
+                     codes=arrays.codes[keep], names=arrays.names,
+                     window=None if arrays.window is None else arrays.window[keep],
+                     dropped=arrays.dropped + int((~keep).sum()))
+
+
+# --------------------------------------------------------------------------- a run
+def _read_test(store: Path, pipeline: str, seed: int, *, manifest: Mapping[str, Any], kind: str) -> RunArrays:
+    """:func:`load_run` as arrays: the same checks and errors, Parquet read with column projection.
+
+    Raises ``_LegacyRead`` for units the arrays do not represent as they are (then use :func:`load_run`).
+    """
+    windows = run_windows(store, manifest, pipeline)
+    entry = manifest["pipelines"][pipeline]
+    names: dict[Any, int] = {}
+    parts = []
+    window_ids: list[np.ndarray] = []
+    duplicates = 0
+    for w in windows:
+        key = UnitKey(pipeline, int(seed), w.index)
+        side = _complete_sidecar(store, key, entry)
+        path = st.unit_paths(store, key).parquet
+        part = _read_unit_arrays(path, names, _column_of(store, key, side, manifest, kind))
+        outside = _rows_outside(part[0], w)
+        if outside:
+            raise CoverageError(f"{path}: {outside} rows outside test segment {w.test.as_tuple()}")
+        # windows do not overlap and rows lie in their window: duplicates can only be within a unit
+        duplicates += _duplicate_rows(part[0], part[3])
+        parts.append(part)
+        window_ids.append(np.full(len(part[0]), w.index, dtype=np.int64))
+    if duplicates:
+        raise CoverageError(f"{store}: run {pipeline}/seed{seed} has {duplicates} duplicate (datetime, instrument) rows")
+    if len({p[0].dtype for p in parts}) > 1:
+        raise _LegacyRead(store)
+    columns = [np.concatenate([p[i] for p in parts]) for i in range(4)]
+    return _labelled(RunArrays(datetime=columns[0], prediction=columns[1].astype(float, copy=False),
+                               label=columns[2].astype(float, copy=False), codes=columns[3],
+                               names=np.array(list(names), dtype=object), window=np.concatenate(window_ids)))
+
+
+def load_run(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[str, Any] | None = None,
+             label: str | None = None) -> pd.DataFrame:
+    """Merged predictions of one run (columns ``datetime, instrument, prediction, label``), checked for coverage.
+
+    Every window's unit must be complete with the pipeline's current config hash; each unit's
+    rows must lie inside its window's test segment, and the merged frame must have no duplicate
+    (datetime, instrument). ``label``: the kind to read (default: the store's ``rolling.label``);
+    rows without a value of it are left out, counted in ``frame.attrs["dropped"]``.
+
+    Raises
+    ------
+    ValueError
+        A unit is missing or stale (message names it); :class:`MissingLabelError` when a unit
+        does not hold the label kind.
+    CoverageError
+        Rows outside their window, overlapping windows or duplicates.
+    """
+    store = Path(store)
+    manifest = st.read_manifest(store) if manifest is None else manifest
+    kind = _kind(manifest, label)
+    windows = run_windows(store, manifest, pipeline)
+    entry = manifest["pipelines"][pipeline]
+    frames = []
+    for w in windows:
+        key = UnitKey(pipeline, int(seed), w.index)
+        side = _complete_sidecar(store, key, entry)
+        frame = read_unit(store, key, column=_column_of(store, key, side, manifest, kind))
+        outside = ~w.test.contains(frame["datetime"])
+        if outside.any():
+            raise CoverageError(f"{st.unit_paths(store, key).parquet}: {int(outside.sum())} rows outside test "
+                                f"segment {w.test.as_tuple()}")
+        frames.append(frame)
+    merged = pd.concat(frames, ignore_index=True)
+    dup = merged.duplicated(["datetime", "instrument"])
+    if dup.any():
+        raise CoverageError(f"{store}: run {pipeline}/seed{seed} has {int(dup.sum())} duplicate (datetime, instrument) rows")
+    unlabelled = merged["label"].isna()
+    if unlabelled.any():
+        merged = merged[~unlabelled].reset_index(drop=True)
+    merged.attrs["dropped"] = int(unlabelled.sum())
+    return merged
+
+
+def _kind(manifest: Mapping[str, Any], label: str | None) -> str:
+    """The label kind to read: ``label``, else the store's ``rolling.label`` (``ValueError`` for another word)."""
+    return check("label", st.recorded_label_kind(manifest) if label is None else label, LABEL_KIND)
+
+
+def _frame_arrays(frame: pd.DataFrame, windows: list[Window]) -> RunArrays:
+    """A frame of :func:`load_run` as arrays (instrument codes, the window of every row)."""
+    codes, names = pd.factorize(frame["instrument"], use_na_sentinel=True)
+    window = np.full(len(frame), -1, dtype=np.int64)
+    for w in windows:
+        window[np.asarray(w.test.contains(frame["datetime"]))] = w.index
+    return RunArrays(datetime=frame["datetime"].to_numpy(), prediction=frame["prediction"].to_numpy(dtype=float),
+                     label=frame["label"].to_numpy(dtype=float), codes=codes.astype(np.int32),
+                     names=np.asarray(names, dtype=object), window=window)
+
+
+def _read_valid(store: Path, pipeline: str, seed: int, *, manifest: Mapping[str, Any], kind: str) -> RunArrays:
+    """The validation predictions of every window of a run (``wNN.valid.parquet``).
+
+    Raises :class:`MissingValidationError` naming the store when a unit has none.
+    """
+    entry = manifest["pipelines"][pipeline]
+    names: dict[Any, int] = {}
+    parts, window_ids = [], []
+    for w in _windows(entry):
+        key = UnitKey(pipeline, int(seed), w.index)
+        side = st.read_sidecar(store, key) or {}
+        path = st.unit_paths(store, key).valid_parquet
+        if side.get("valid_rows") is None or not path.is_file():
+            why = ("its windows have no validation segment" if w.valid is None else
+                   "it was written before validation predictions were stored")
+            raise MissingValidationError(
+                f"{store}: source 'validation' needs each window's validation-period predictions, but unit "
+                f"{key.slug()} has none ({why}); use source 'previous' (compare --source previous), or re-run "
+                f"the store with a valid segment in rolling: to store them")
+        column = _column_of(store, key, side, manifest, kind)
+        try:
+            part = _read_unit_arrays(path, names, column)
+        except _LegacyRead:
+            frame = _open_parquet(path, columns=None, dictionary=False).to_pandas()
+            part = (frame["datetime"].dt.tz_localize(None).to_numpy() if frame["datetime"].dt.tz is not None
+                    else frame["datetime"].to_numpy(), frame["prediction"].to_numpy(), frame[column].to_numpy(),
+                    np.array([names.setdefault(v, len(names)) for v in frame["instrument"]], dtype=np.int32))
+        parts.append(part)
+        window_ids.append(np.full(len(part[0]), w.index, dtype=np.int64))
+    columns = [np.concatenate([p[i] for p in parts]) for i in range(4)]
+    return _labelled(RunArrays(datetime=columns[0], prediction=columns[1].astype(float, copy=False),
+                               label=columns[2].astype(float, copy=False), codes=columns[3],
+                               names=np.array(list(names), dtype=object), window=np.concatenate(window_ids)))
+
+
+def read_run(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[str, Any] | None = None,
+             label: str | None = None, validation: bool = False) -> RunData:
+    """One run's predictions as arrays (:func:`load_run`'s checks), with its validation predictions if asked.
+
+    Parameters
+    ----------
+    store : path
+    pipeline : str
+    seed : int
+    manifest : dict, optional
+        The store's manifest (read when not given).
+    label : {"raw", "learn"}, optional
+        The label kind to read (default: the store's ``rolling.label``).
+    validation : bool
+        Also read each window's validation predictions (``RunData.valid``).
+
+    Raises
+    ------
+    ValueError
+        A unit is missing or stale; :class:`MissingLabelError` when a unit does not hold the label
+        kind; :class:`MissingValidationError` when ``validation`` is set and a unit has no stored
+        validation predictions.
+    CoverageError
+        Rows outside their window, overlapping windows or duplicates.
+    """
+    store = Path(store)
+    manifest = st.read_manifest(store) if manifest is None else manifest
+    kind = _kind(manifest, label)
+    try:
+        test = _read_test(store, pipeline, seed, manifest=manifest, kind=kind)
+    except _LegacyRead:  # time-zone-aware or non-timestamp dates: through pandas
+        frame = load_run(store, pipeline, seed, manifest=manifest, label=kind)
+        test = _frame_arrays(frame, _windows(manifest["pipelines"][pipeline]))
+        test.dropped = frame.attrs["dropped"]
+        test.datetime = frame["datetime"]  # keeps the time zone: dates are read in local time
+    valid = _read_valid(store, pipeline, seed, manifest=manifest, kind=kind) if validation else None
+    return RunData(test=test, valid=valid, label=kind)

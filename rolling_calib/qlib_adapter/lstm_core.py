@@ -1,0 +1,307 @@
+"""The LSTM pieces shared by :class:`~rolling_calib.qlib_adapter.model.RollingLSTM`'s fit and the seed stack.
+
+:mod:`rolling_calib.qlib_adapter.model` (one model, ``fit``) and
+:mod:`rolling_calib.qlib_adapter.stacked` (several seeds as one stack, ``fit_stack``) both build
+on this module and neither imports the other:
+
+* ``LSTMModel``: Qlib's own network (``qlib.contrib.model.pytorch_lstm_ts.LSTMModel``);
+* :class:`BatchFeed`: batches cut on the host and moved to the device (overlapped on a GPU);
+* :class:`EarlyStopping`: the best validation loss of a fit, its epoch and its weights;
+* :class:`LSTMCore`: the life cycle of one fit every model goes through, stacked or not: a fresh
+  network for its seed (:meth:`~LSTMCore.new_network`), a fresh optimiser
+  (:meth:`~LSTMCore.reset_for_fit`), the label scale of the training segment
+  (:meth:`~LSTMCore.fit_scales`), and the record of the fit (:meth:`~LSTMCore.record_fit`).
+
+Example
+-------
+>>> feed = BatchFeed(lambda lo: (np.zeros((2, 3), np.float32), np.arange(2.0)), [0, 2], device=torch.device("cpu"))
+>>> [tuple(x.shape) for x, _ in feed]
+[(2, 3), (2, 3)]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from qlib.data.dataset.handler import DataHandlerLP
+from qlib.log import get_module_logger
+from qlib.model.base import Model
+
+from rolling_calib.qlib_adapter.dataset import FEATURE_NAMES, MinuteTSDataset, MinuteWindowSampler
+
+__all__ = ["EVAL_CHUNK", "BatchFeed", "EarlyStopping", "LSTMCore", "LSTMModel", "epoch_bar"]
+
+
+def _import_qlib_lstm() -> type:
+    """Import Qlib's LSTM network without its package's notes about optional models.
+
+    ``qlib.contrib.model`` prints "ModuleNotFoundError. CatBoostModel are skipped ..." to
+    stdout for every optional booster that is not installed; those lines say nothing about
+    this model and would break ``--json`` output. Any other line is passed on to stderr.
+    """
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        from qlib.contrib.model.pytorch_lstm_ts import LSTMModel as qlib_lstm
+    for line in captured.getvalue().splitlines():
+        if line.strip() and "skipped" not in line:
+            print(line, file=sys.stderr)
+    return qlib_lstm
+
+
+LSTMModel = _import_qlib_lstm()
+
+#: Samples scored per chunk when a whole segment is evaluated or predicted.
+EVAL_CHUNK = 8192
+
+_logger = get_module_logger("rolling_calib.qlib_adapter.model")
+
+
+@dataclass
+class EarlyStopping:
+    """The best validation loss of a fit so far, its epoch and a copy of its weights.
+
+    :meth:`step` records one epoch and says when ``patience`` epochs in a row did not improve
+    on the best (``patience`` 0: never stop early).
+    """
+
+    patience: int
+    loss: float = np.inf
+    epoch: int = -1
+    state: dict | None = None
+    stale: int = 0
+
+    def step(self, epoch: int, loss: float, snapshot: Callable[[], dict]) -> bool:
+        """Record ``epoch``'s validation ``loss``; ``snapshot()`` gives the weights to keep when it is the best."""
+        if loss < self.loss:
+            self.loss, self.epoch, self.stale = loss, epoch, 0
+            self.state = snapshot()
+            return False
+        self.stale += 1
+        if self.patience and self.stale >= self.patience:
+            _logger.info(f"early stop at epoch {epoch}")
+            return True
+        return False
+
+
+def epoch_bar(n_epochs: int, enabled: bool):
+    """A tqdm bar over the epochs of one fit; shown only when ``enabled`` and stderr is a terminal."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=n_epochs, desc="fit", unit="epoch", leave=False, disable=None if enabled else True)
+
+
+class BatchFeed:
+    """Batches ``cut(start)`` for each of ``starts``, as tensors on ``device``, in order.
+
+    On a GPU (``background`` None or True) a producer thread cuts the next ``depth`` batches
+    into pinned (page-locked) host memory while the device computes the current one, and each
+    batch is copied with ``non_blocking=True``: the CPU feed and the GPU overlap. On CPU the
+    batches are cut when asked (``torch.from_numpy``, no copy): a second thread would only
+    compete with the training thread for the worker's core. Either way the batches are the same
+    (the tests compare both). An exception in the producer is raised in the consumer.
+
+    Parameters
+    ----------
+    cut : callable
+        ``cut(start) -> (x, y)`` NumPy arrays of one batch.
+    starts : iterable
+        Batch starts, in the order the batches are used.
+    device : torch.device
+    background : bool, optional
+        Cut in a producer thread (default: on CUDA devices only).
+    depth : int
+        Batches cut ahead (background only).
+
+    Attributes
+    ----------
+    wait_seconds : float
+        Time the consumer spent waiting for a batch (the feed's stall; background only).
+
+    Examples
+    --------
+    >>> feed = BatchFeed(lambda lo: (np.full((2, 3), lo, np.float32), np.arange(2.0)), range(0, 6, 3),
+    ...                  device=torch.device("cpu"), background=True)
+    >>> [float(x[0, 0]) for x, _ in feed]
+    [0.0, 3.0]
+    """
+
+    _END = object()
+
+    def __init__(self, cut: Callable[[int], tuple[np.ndarray, np.ndarray]], starts: Iterable[int], *,
+                 device: torch.device, background: bool | None = None, depth: int = 2) -> None:
+        self.cut, self.starts, self.device = cut, list(starts), torch.device(device)
+        self.background = self.device.type == "cuda" if background is None else bool(background)
+        self.depth = int(depth)
+        self.wait_seconds = 0.0
+
+    def _tensors(self, x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        xt, yt = torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(y))
+        if self.device.type == "cuda":
+            xt, yt = xt.pin_memory(), yt.pin_memory()
+        return xt, yt
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        if not self.background:
+            for start in self.starts:
+                xt, yt = self._tensors(*self.cut(start))
+                yield xt.to(self.device), yt.to(self.device)
+            return
+        ready: queue.Queue = queue.Queue(maxsize=self.depth)
+        stop = threading.Event()
+        producer = threading.Thread(target=self._produce, args=(ready, stop), name="BatchFeed", daemon=True)
+        producer.start()
+        try:
+            while True:
+                t0 = time.perf_counter()
+                item = ready.get()
+                self.wait_seconds += time.perf_counter() - t0
+                if item is self._END:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                xt, yt = item
+                yield xt.to(self.device, non_blocking=True), yt.to(self.device, non_blocking=True)
+        finally:
+            stop.set()
+            while producer.is_alive():  # unblock a producer waiting on a full queue
+                with contextlib.suppress(queue.Empty):
+                    ready.get(timeout=0.01)
+            producer.join()
+
+    def _produce(self, ready: queue.Queue, stop: threading.Event) -> None:
+        """Cut every batch into ``ready`` (then the end marker); an exception is handed over as the item."""
+        try:
+            for start in self.starts:
+                if stop.is_set():
+                    return
+                item = self._tensors(*self.cut(start))
+                while not stop.is_set():
+                    with contextlib.suppress(queue.Full):
+                        ready.put(item, timeout=0.05)
+                        break
+            item = self._END
+        except BaseException as exc:  # handed to the consumer, which raises it
+            item = exc
+        while not stop.is_set():
+            with contextlib.suppress(queue.Full):
+                ready.put(item, timeout=0.05)
+                return
+
+
+class LSTMCore(Model):
+    """The steps of one fit shared by ``RollingLSTM.fit`` and the seed stack (:func:`~rolling_calib.qlib_adapter.stacked.fit_stack`).
+
+    A base class: the attributes these methods read are set by
+    :class:`~rolling_calib.qlib_adapter.model.RollingLSTM`'s constructor (``d_feat``,
+    ``hidden_size``, ``num_layers``, ``dropout``, ``seed``, ``device``, ``n_threads``,
+    ``optimizer``, ``lr``, ``weight_decay``, ``finetune_epochs``, ``n_epochs`` and the fit state)
+    and its :meth:`hyperparameters`.
+    """
+
+    def hyperparameters(self) -> dict:  # pragma: no cover - every model built on the core defines it
+        """The constructor's keyword arguments (what a checkpoint records; the stack compares them)."""
+        raise NotImplementedError
+
+    def apply_threads(self) -> None:
+        """``torch.set_num_threads(n_threads)`` (when set); deterministic kernels only on CPU."""
+        if self.n_threads is not None:
+            torch.set_num_threads(self.n_threads)
+        if self.device.type == "cpu":
+            # CPU kernels used here are deterministic; this makes any non-deterministic one raise.
+            torch.use_deterministic_algorithms(True)
+
+    def new_network(self) -> None:
+        """A freshly initialised network: the same weights for the same ``seed``."""
+        torch.manual_seed(self.seed)
+        self.lstm_model = LSTMModel(d_feat=self.d_feat, hidden_size=self.hidden_size,
+                                    num_layers=self.num_layers, dropout=self.dropout).to(self.device)
+
+    def make_optimizer(self, params: Iterable[torch.nn.Parameter] | None = None) -> torch.optim.Optimizer:
+        """This model's optimiser over ``params`` (default: its network's parameters)."""
+        params = self.lstm_model.parameters() if params is None else params
+        if self.optimizer == "adam":
+            return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
+        if self.optimizer == "adamw":
+            return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay)
+        return torch.optim.SGD(params, lr=self.lr, weight_decay=self.weight_decay)
+
+    def fit_segments(self, dataset: MinuteTSDataset, reweighter: Any) -> tuple[MinuteWindowSampler, MinuteWindowSampler]:
+        """Check :meth:`fit`'s arguments; the ``train`` (not empty) and ``valid`` samples."""
+        if reweighter is not None:
+            raise ValueError("reweighter: RollingLSTM does not support sample reweighting; pass None")
+        if not isinstance(dataset, MinuteTSDataset):
+            raise ValueError(f"dataset: expected a rolling_calib.qlib_adapter.dataset.MinuteTSDataset, found {type(dataset).__name__}")
+        self.apply_threads()
+        # Qlib's convention: a model learns from the handler's learn data (learn-processed labels)
+        train = dataset.prepare("train", data_key=DataHandlerLP.DK_L)
+        valid = dataset.prepare("valid", data_key=DataHandlerLP.DK_L)
+        if train.empty:
+            raise ValueError(f"dataset segment 'train' = {dataset.segments.get('train')}: expected labelled bars, found none")
+        if self.d_feat != len(FEATURE_NAMES):
+            raise ValueError(f"d_feat: the minute dataset has {len(FEATURE_NAMES)} channels per bar "
+                             f"{list(FEATURE_NAMES)}, found d_feat={self.d_feat}")
+        return train, valid
+
+    def reset_for_fit(self, warm: bool) -> int:
+        """A fresh network unless warm-started, always a fresh optimiser; the epochs this fit runs.
+
+        Fine-tuning starts the optimiser (Adam's moments) anew, as documented.
+        """
+        if not warm:
+            self.new_network()
+            self.epochs_trained = 0
+        self.train_optimizer = self.make_optimizer()
+        return self.finetune_epochs if warm else self.n_epochs
+
+    def fit_scales(self, train: MinuteWindowSampler) -> None:
+        """Normalisation refitted on this window's training segment.
+
+        Features: the handler's norm (fitted on its fit range); label scale: mean and std of the
+        train labels (a zero std becomes 1).
+        """
+        self.norm = train.norm
+        y = train.labels.astype(np.float64)
+        self.label_mean = float(np.mean(y))
+        std = float(np.std(y))
+        self.label_std = std if std > 0 else 1.0
+
+    def record_fit(self, *, warm: bool, n_epochs: int, hist: dict[str, list[float]], stopping: EarlyStopping,
+                   n_train: int, n_valid: int, t0: float) -> None:
+        """Count the fit (epochs, fits) and describe it in :attr:`last_fit_info`."""
+        use_valid = n_valid > 0
+        epochs_run = len(hist["train"])
+        self.epochs_trained += epochs_run
+        self.fit_count += 1
+        self.fitted = True
+        self.warm_started = False
+        self.last_fit_info = {
+            "seed": self.seed,
+            "warm_start": warm,
+            "epochs_planned": n_epochs,
+            "epochs_run": epochs_run,
+            "best_epoch": stopping.epoch if use_valid else epochs_run - 1,
+            "early_stopping": "on" if use_valid else "off: empty valid segment",
+            "best_valid_loss": float(stopping.loss) if use_valid else None,
+            "train_loss": hist["train"],
+            "valid_loss": hist["valid"],
+            "n_train": n_train,
+            "n_valid": n_valid,
+            "label_mean": self.label_mean,
+            "label_std": self.label_std,
+            "fit_seconds": round(time.perf_counter() - t0, 3),
+            "device": str(self.device),
+        }
+
+    def standardise(self, y: np.ndarray) -> np.ndarray:
+        """The label as the network learns it: ``(y - label_mean) / label_std`` (the training segment's scale)."""
+        return (y - self.label_mean) / self.label_std
