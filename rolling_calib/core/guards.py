@@ -12,9 +12,11 @@ with what to do. Thresholds are declared once, below, with their reason.
 A forecast of the label's conditional mean ``E[y | x]`` has the label's mean and never varies
 more than the label (``var(E[y|x]) <= var(y)``). Predictions whose mean sits more than one
 label standard deviation from the label's mean (``level_ratio = (mean p - mean y)^2 / var(y) >
-1``) or that vary more than the label (``spread_ratio = var(p) / var(y) > 1``) are on another
-scale: QL then measures their level or spread, not their skill. ``level_share`` and
-``spread_share`` are those two terms as fractions of QL, and ``slope = cov(p, y) / var(p)``
+1``) or whose standard deviation is more than twice the label's (``spread_ratio = var(p) / var(y)
+> 4``: more than any conditional-mean forecast, with room for a noisy fit) are on another scale:
+QL then measures their level or spread, not their skill. ``level_share`` and
+``spread_share`` are those two terms as fractions of QL (``label_share = var(y) / QL`` the
+label's own), and ``slope = cov(p, y) / var(p)``
 is the regression slope of the label on the prediction (about 1 for a well-scaled forecast).
 
 **Degenerate seeds** (:func:`seed_spread`). Runs of one pipeline whose predictions are
@@ -59,6 +61,7 @@ import numpy as np
 __all__ = [
     "DEGENERATE_LIMIT",
     "LEVEL_LIMIT",
+    "MOMENT_FIELDS",
     "SPREAD_LIMIT",
     "Moments",
     "ScaleCheck",
@@ -74,10 +77,13 @@ __all__ = [
 
 #: ``(mean p - mean y)^2 / var(y)`` above which predictions sit on another level than the label.
 LEVEL_LIMIT: float = 1.0
-#: ``var(p) / var(y)`` above which predictions vary more than any conditional-mean forecast can.
-SPREAD_LIMIT: float = 1.0
+#: ``var(p) / var(y)`` above which predictions are on another scale: their std more than twice the label's
+#: (a conditional-mean forecast never varies more than the label; a factor of two leaves room for noisy fits).
+SPREAD_LIMIT: float = 4.0
 #: Mean between-seed std of the predictions relative to their std, below which seeds are degenerate.
 DEGENERATE_LIMIT: float = 1e-6
+#: The sums :class:`Moments` holds, in order.
+MOMENT_FIELDS = ("n", "sp", "sy", "spp", "syy", "spy")
 
 
 def _plain(value: Any) -> Any:
@@ -86,6 +92,14 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (np.integer, np.bool_)):
         return value.item()
     return value
+
+
+def _pct(frac: float) -> str:
+    """A share as a percentage with enough digits to tell 99.99% from 100%."""
+    if not math.isfinite(frac):
+        return "n/a"
+    pct = 100 * frac
+    return f"{pct:.1f}%" if 1 <= pct <= 99 else f"{pct:.3g}%"
 
 
 def _vector(name: str, values: Any) -> np.ndarray:
@@ -165,6 +179,7 @@ class ScaleCheck:
     ql: float
     level_share: float
     spread_share: float
+    label_share: float
     level_ratio: float
     spread_ratio: float
     slope: float
@@ -174,14 +189,19 @@ class ScaleCheck:
         return {k: _plain(getattr(self, k)) for k in self.__dataclass_fields__}
 
     def finding(self, *, unit: str = "") -> str:
-        """What was measured, in words (the larger of the level and spread terms first)."""
-        u = f" {unit}" if unit else ""
-        level = (f"{self.level_share:.1%} of QL is the squared gap between the mean prediction "
-                 f"({self.mean_prediction:.3g}{u}) and the mean label ({self.mean_label:.3g}{u})")
-        spread = (f"{self.spread_share:.1%} of QL is the predictions' own variance (prediction std "
-                  f"{self.std_prediction:.3g}{u} against a label std of {self.std_label:.3g}{u})")
-        first, second = (level, spread) if self.level_share >= self.spread_share else (spread, level)
-        return f"{first}; {second}; regression slope of label on prediction {self.slope:.3g}"
+        """What was measured, in words: QL split into its four terms, with their shares of QL.
+
+        ``QL = (mean p - mean y)^2 + var(p) + var(y) - 2 cov(p, y)``; the shares add up to 100%.
+        """
+        u = f" {unit}²" if unit else ""
+        cov2 = self.std_label ** 2 + self.std_prediction ** 2 + self.level_share * self.ql - self.ql
+        terms = [("squared gap between mean prediction and mean label", self.level_share * self.ql),
+                 ("prediction variance", self.std_prediction ** 2), ("label variance", self.std_label ** 2)]
+        parts = " + ".join(f"{name} {v:.3g} ({_pct(v / self.ql)})" for name, v in terms)
+        return (f"QL {self.ql:.4g}{u} = {parts} - 2 x covariance {cov2:.3g} ({_pct(cov2 / self.ql)}); mean prediction "
+                f"{self.mean_prediction:.3g} against a mean label of {self.mean_label:.3g}, prediction std "
+                f"{self.std_prediction:.3g} against a label std of {self.std_label:.3g}; regression slope of label on "
+                f"prediction {self.slope:.3g}")
 
 
 def scale_check(predictions: Any = None, labels: Any = None, *, pooled: Moments | None = None) -> ScaleCheck:
@@ -197,7 +217,7 @@ def scale_check(predictions: Any = None, labels: Any = None, *, pooled: Moments 
     Returns
     -------
     ScaleCheck
-        ``mismatch`` when ``level_ratio > LEVEL_LIMIT`` or ``spread_ratio > SPREAD_LIMIT``.
+        ``mismatch`` when ``level_ratio > LEVEL_LIMIT`` (1) or ``spread_ratio > SPREAD_LIMIT`` (4).
     """
     m = pooled if pooled is not None else moments(predictions, labels)
     ql = m.ql
@@ -210,6 +230,7 @@ def scale_check(predictions: Any = None, labels: Any = None, *, pooled: Moments 
         n=int(m.n), mean_prediction=m.mean_p, mean_label=m.mean_y, std_prediction=math.sqrt(var_p),
         std_label=math.sqrt(var_y), ql=ql,
         level_share=gap2 / ql if ql > 0 else nan, spread_share=var_p / ql if ql > 0 else nan,
+        label_share=var_y / ql if ql > 0 else nan,
         level_ratio=level_ratio, spread_ratio=spread_ratio,
         slope=m.cov / var_p if var_p > 0 else nan,
         mismatch=bool(level_ratio > LEVEL_LIMIT or spread_ratio > SPREAD_LIMIT),

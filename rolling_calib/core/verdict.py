@@ -70,7 +70,16 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
-from rolling_calib.core.validation import CONFIDENCE, N_BOOT, SEED, AnyOf, Interval, Options, Worded, validate_params
+from rolling_calib.core.validation import (
+    CONFIDENCE,
+    N_BOOT,
+    SEED,
+    AnyOf,
+    Interval,
+    Options,
+    Worded,
+    validate_params,
+)
 
 __all__ = [
     "BLOCK_SIZE",

@@ -36,7 +36,8 @@ def test_rank_normalised_predictions_scored_raw_are_a_scale_mismatch():
     assert check.spread_ratio > 100 and check.level_ratio > 10
     assert check.level_share + check.spread_share > 0.95
     assert abs(check.slope) < 0.01
-    assert "of QL is" in check.finding(unit="return")
+    text = check.finding(unit="return")
+    assert text.startswith("QL 0.0") and "return²" in text and "prediction variance" in text
 
 
 def test_a_conditional_mean_forecast_is_not_a_mismatch():
