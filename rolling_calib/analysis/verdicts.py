@@ -51,7 +51,7 @@ from rolling_calib.core.tables import sig
 from rolling_calib.core.verdict import LossPanel, Verdict, decide
 
 __all__ = ["VERDICT_METRICS", "GuardWarning", "PairVerdicts", "decide_pair", "guard_warnings", "loss_panel",
-           "pooled_moments"]
+           "pooled_moments", "scale_findings"]
 
 #: Metric -> (day columns: total, weight; orientation; only days where ``weight > 0`` / ``sse_cql`` is defined).
 VERDICT_METRICS: dict[str, tuple[str, str, str]] = {
@@ -191,7 +191,7 @@ def guard_warnings(*, days: pd.DataFrame, runs: pd.DataFrame, pipelines: Sequenc
     """
     out: list[GuardWarning] = []
     scale = {name: scale_check(pooled=pooled_moments(days, name)) for name in pipelines}
-    out += _scale_warnings(scale, label, learned)
+    out += _scale_warnings(scale_findings(days, pipelines, label, learned))
     out += _degenerate_warnings(seed_spread, models, pipelines)
     out += _skill_warnings(runs, scale, label, pipelines)
     out += [_undetermined(p, label) for p in pairs if not p.ground_truth_determined and "ql" in p.verdicts]
@@ -209,22 +209,34 @@ def _scale_what(check: ScaleCheck) -> str:
     return max(shares, key=lambda k: shares[k] if math.isfinite(shares[k]) else -1.0)
 
 
-def _scale_warnings(scale: Mapping[str, ScaleCheck], label: Label, learned: Mapping[str, Label]) -> list[GuardWarning]:
-    fired = [n for n, c in scale.items() if c.mismatch or _processed_scored_raw(label, learned.get(n))]
-    if not fired:
-        return []
-    parts = []
-    for name in fired:
-        check = scale[name]
-        text = f"{name}: QL here measures {_scale_what(check)}, not the model's skill: {check.finding(unit=label.unit)}"
+def scale_findings(days: pd.DataFrame, pipelines: Sequence[str], label: Label,
+                   learned: Mapping[str, Label]) -> dict[str, tuple[ScaleCheck, str]]:
+    """Per pipeline with a scale mismatch: its :class:`ScaleCheck` and the finding in words.
+
+    A mismatch is measured (``ScaleCheck.mismatch``) or known from the labels: the model learned
+    a processed label and is scored against the raw one.
+    """
+    out = {}
+    for name in pipelines:
+        check = scale_check(pooled=pooled_moments(days, name))
         lab = learned.get(name)
+        if not (check.mismatch or _processed_scored_raw(label, lab)):
+            continue
+        text = f"QL here measures {_scale_what(check)}, not the model's skill: {check.finding(unit=label.unit)}"
         if _processed_scored_raw(label, lab):
             text += (f"; the model learned the {', '.join(lab.processors) or 'processed'} label "  # type: ignore[union-attr]
                      f"({lab.unit}) and is scored against the raw one ({label.unit})")  # type: ignore[union-attr]
-        parts.append(text)
-    message = ("; ".join(parts) + ". Score against the learned label (--label learn) or read IC and Rank IC, which "
-               "do not depend on the scale.")
-    return [GuardWarning("scale_mismatch", fired, message, {n: scale[n].to_dict() for n in fired})]
+        out[name] = (check, text)
+    return out
+
+
+def _scale_warnings(findings: Mapping[str, tuple[ScaleCheck, str]]) -> list[GuardWarning]:
+    if not findings:
+        return []
+    message = ("; ".join(f"{name}: {text}" for name, (_, text) in findings.items()) +
+               ". Score against the learned label (--label learn) or read IC and Rank IC, which do not depend on the "
+               "scale.")
+    return [GuardWarning("scale_mismatch", list(findings), message, {n: c.to_dict() for n, (c, _) in findings.items()})]
 
 
 def _degenerate_warnings(seed_spread: Mapping[str, SeedSpread | None], models: Mapping[str, str],

@@ -29,15 +29,17 @@ no lower than the loss of predicting the label's mean for every row (``var(y)``)
 predict.
 
 **Where the seed variance comes from** (:func:`seed_variance_components`). Per run ``r`` and
-period ``k`` (row weights ``w_k``), QL over the periods splits exactly into::
+period ``k`` (row weights ``w_k``, ``sum_k w_k = 1``), regress the predictions on the label inside
+the period, ``p = a + b y + e`` (``b = cov(p, y) / var(y)``); QL over the periods splits exactly
+into three parts::
 
-    QL_r = B_r + P_r - 2 C_r + V,   B = sum_k w_k bias_rk^2,  P = sum_k w_k var_k(p),
-                                    C = sum_k w_k cov_k(p, y), V = sum_k w_k var_k(y)
+    QL_r = B_r + T_r + N_r,   B = sum_k w_k bias_rk^2                  (offset: the mean residual)
+                              T = sum_k w_k var_k(y) (1 - b_rk)^2        (co-movement with the label)
+                              N = sum_k w_k var_k(e_r)                   (scale of the prediction noise)
 
-(``sum_k w_k = 1``; ``V`` is the same for every seed). Each term's share of the seed variance is
-``Cov(term, QL) / Var(QL)`` -- the shares of offset (``B``), scale (``P``) and co-movement with
-the label (``-2 C``) add up to 1 (a share can be negative when a term offsets another). A bias
-correction can only remove the offset part.
+Each part's share of the seed variance is ``Cov(part, QL) / Var(QL)``; the shares add up to 1 (a
+share can be negative, or above 1, when parts move against each other). A bias correction can
+only remove the offset part.
 
 Examples
 --------
@@ -349,13 +351,21 @@ class VarianceComponents:
         return max(shares, key=lambda k: shares[k])
 
     def cause(self) -> str:
-        """The measured cause in words, the largest share first."""
-        words = {"offset": "their offset (mean residual)", "scale": "the scale of their predictions",
-                 "comovement": "how their predictions co-move with the label"}
-        order = sorted(words, key=lambda k: -getattr(self, k))
-        head, rest = order[0], order[1:]
-        tail = " or ".join(f"{words[k]} ({getattr(self, k):.0%})" for k in rest)
-        return f"seeds differ mostly in {words[head]} ({getattr(self, head):.0%} of the seed variance of QL), not {tail}"
+        """The measured sources in words: "mostly" only when one share is above one half and none is
+        negative or above one (shares that offset each other are reported as such)."""
+        words = {"offset": "their offset (mean residual, what a bias correction removes)",
+                 "scale": "the scale of their prediction noise", "comovement": "how their predictions co-move with the label"}
+        shares = {k: getattr(self, k) for k in words}
+        order = sorted(shares, key=lambda k: -shares[k])
+        listed = ", ".join(f"{words[k]} {shares[k]:.0%}" for k in order)
+        if any(v < -0.05 or v > 1.05 for v in shares.values()):   # a few percent either way is sampling noise
+            return (f"the sources of the seed variance of QL offset each other (shares: {listed}; a share above 100% "
+                    f"or below 0 moves against the others)")
+        top = order[0]
+        if shares[top] > 0.5:
+            rest = " or ".join(f"{words[k]} ({shares[k]:.0%})" for k in order[1:])
+            return f"seeds differ mostly in {words[top]} ({shares[top]:.0%} of the seed variance of QL), not {rest}"
+        return f"the seed variance of QL comes from {listed}"
 
 
 def seed_variance_components(runs: Sequence[Sequence[Moments]]) -> VarianceComponents:
@@ -382,17 +392,20 @@ def seed_variance_components(runs: Sequence[Sequence[Moments]]) -> VarianceCompo
     if len(k) != 1 or 0 in k:
         raise ValueError(f"runs: expected the same non-zero number of periods for every seed, found {sorted(k)}")
     terms = np.empty((len(runs), 3))
-    ql = np.empty(len(runs))
     for i, periods in enumerate(runs):
         w = np.array([m.n for m in periods], dtype=np.float64)
         w /= w.sum()
-        bias2 = np.array([(m.mean_y - m.mean_p) ** 2 for m in periods])
-        terms[i] = (w @ bias2, w @ np.array([m.var_p for m in periods]), -2 * (w @ np.array([m.cov for m in periods])))
-        ql[i] = w @ np.array([m.ql for m in periods])
+        var_y = np.array([m.var_y for m in periods])
+        cov = np.array([m.cov for m in periods])
+        slope = np.divide(cov, var_y, out=np.zeros_like(cov), where=var_y > 0)
+        noise = np.maximum(np.array([m.var_p for m in periods]) - slope * cov, 0.0)
+        terms[i] = (w @ np.array([(m.mean_y - m.mean_p) ** 2 for m in periods]),
+                    w @ (var_y * (1 - slope) ** 2), w @ noise)
+    ql = terms.sum(axis=1)
     var = float(np.var(ql, ddof=1))
     if not var > 0:
         return VarianceComponents(math.nan, math.nan, math.nan, var, len(runs))
     centred = ql - ql.mean()
     shares = (terms - terms.mean(axis=0)).T @ centred / (len(runs) - 1) / var
-    return VarianceComponents(offset=float(shares[0]), scale=float(shares[1]), comovement=float(shares[2]),
+    return VarianceComponents(offset=float(shares[0]), comovement=float(shares[1]), scale=float(shares[2]),
                               var_ql=var, n_seeds=len(runs))
