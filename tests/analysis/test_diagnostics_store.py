@@ -18,7 +18,6 @@ from runner_helpers import write_fake_store
 from rolling_calib.analysis.diagnostics import diagnose_store, run_period_stats
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.analysis.scoring import score_store
-from rolling_calib.core import diagnostics as D
 from rolling_calib.execution import store as st
 from rolling_calib.execution.reader import read_unit
 from rolling_calib.execution.units import UnitKey
