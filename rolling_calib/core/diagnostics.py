@@ -448,6 +448,10 @@ def _pct(frac: float) -> str:
     return f"{abs(frac) * 100:.0f}%"
 
 
+#: Seeds below which the std ratio gets no bootstrap interval.
+MIN_INTERVAL_SEEDS = 3
+
+
 @dataclass(frozen=True)
 class StdRatio:
     """Result of :func:`std_ratio_interval`: ``std(CQL) / std(QL2..K)`` over seeds and its bootstrap interval."""
@@ -484,6 +488,8 @@ def std_ratio_interval(ql: Any, cql: Any, *, confidence: float = 0.95, n_boot: i
         raise ValueError(f"ql, cql: expected two equal 1-D arrays of at least 2 seeds, found {q.shape} and {c.shape}")
     sq = float(np.std(q, ddof=1))
     ratio = float(np.std(c, ddof=1)) / sq if sq > 0 else math.nan
+    if q.size < MIN_INTERVAL_SEEDS:   # two seeds resample to themselves or to a single value: no interval
+        return StdRatio(ratio, math.nan, math.nan, float(confidence), int(n_boot), int(seed))
     idx = np.random.default_rng(int(seed)).integers(0, q.size, size=(int(n_boot), q.size))
     sq_b, sc_b = np.std(q[idx], axis=1, ddof=1), np.std(c[idx], axis=1, ddof=1)
     ok = sq_b > 0
@@ -531,8 +537,9 @@ def _spread_reason(removable: float, removed: float, ratio: StdRatio) -> str:
     if not math.isfinite(ratio.ratio):
         return bound
     did = "removed" if removed >= 0 else "added"
-    return (f"CQL's seed std is {ratio.ratio:.2f}x QL 2..K's ({ratio.confidence:.0%} interval over seeds "
-            f"[{ratio.ci_low:.2f}, {ratio.ci_high:.2f}]: it {did} {_pct(removed)}); {bound}")
+    interval = (f"{ratio.confidence:.0%} interval over seeds [{ratio.ci_low:.2f}, {ratio.ci_high:.2f}]: "
+                if math.isfinite(ratio.ci_high) else "")
+    return f"CQL's seed std is {ratio.ratio:.2f}x QL 2..K's ({interval}it {did} {_pct(removed)}); {bound}"
 
 
 def _persistence_reason(persistence: OffsetPersistence | None) -> list[str]:
@@ -593,8 +600,9 @@ def assess_calibration(*, removable: float, removed: float, ratio: StdRatio, kee
         return CalibrationAssessment(False, "Calibration cannot be shown to help here: predictions and labels are "
                                      "on different scales", reasons, narrows, keeps_order)
     if narrows is None:
-        return CalibrationAssessment(None, "No verdict on calibration: the seeds' QL 2..K does not vary (or cannot be "
-                                     "measured)", reasons, narrows, keeps_order)
+        why = ("too few seeds for an interval of CQL's seed std against QL's" if math.isfinite(ratio.ratio) else
+               "the seeds' QL 2..K does not vary (or cannot be measured)")
+        return CalibrationAssessment(None, f"No verdict on calibration: {why}", reasons, narrows, keeps_order)
     if not narrows:
         head = "Calibration does not help here" if ratio.ci_low >= 1.0 or ratio.ratio >= 1.0 else \
             "Calibration does not clearly help here"

@@ -34,13 +34,22 @@ COMMANDS = [
 ]
 
 
+#: Values changed on purpose since the fixture was written: the calibration verdict's wording (issue 17: its
+#: reasons come from measurements, and it needs held-out ordering and a narrower interval); notes may gain
+#: entries (every old one must stay, :func:`assert_keeps` checks them as a subset).
+CHANGED = {"verdict", "notes"}
+
+
 def assert_keeps(old: Any, new: Any, path: str = "") -> None:
-    """Every key and value of ``old`` is in ``new`` (recursively; lists element by element)."""
+    """Every key and value of ``old`` is in ``new`` (recursively; lists element by element), but :data:`CHANGED`."""
     if isinstance(old, dict):
         assert isinstance(new, dict), f"{path}: expected an object"
         for key, value in old.items():
             assert key in new, f"{path}/{key}: missing"
-            assert_keeps(value, new[key], f"{path}/{key}")
+            if key == "notes":
+                assert set(value) <= set(new[key]), f"{path}/notes: lost {set(value) - set(new[key])}"
+            elif key not in CHANGED:
+                assert_keeps(value, new[key], f"{path}/{key}")
     elif isinstance(old, list):
         assert isinstance(new, list) and len(new) == len(old), f"{path}: expected a list of {len(old)}"
         for i, (a, b) in enumerate(zip(old, new)):
