@@ -50,3 +50,33 @@ def clean_day_rows(date: str, *, n: int = 390, price: float = 100.0, seed: int =
         rows.append((date, t.strftime("%H:%M:%S"), o, h, l, c, float(v)))
         p = c
     return rows
+
+
+#: The real daily bars beside the repository (CI has them at ../shared); absent: a random walk is used.
+SHARED_DAILY = REPO_ROOT / ".." / "shared" / "data" / "us-equities-daily-2013-2018"
+
+
+def small_daily_store(root: Path, *, symbols=("AAPL", "BAC", "F", "GE", "MSFT", "XOM"),
+                      span=("2013-09-03", "2014-09-30")) -> Path:
+    """A Qlib day store written by ``data_prep.ingest`` from the real daily bars of ``symbols`` over ``span``.
+
+    Where the shared data is absent, each symbol is a random walk on the same business days.
+    """
+    from data_prep.ingest import IngestOptions, ingest
+
+    days = pd.bdate_range(*span)
+    src = root / "csv"
+    src.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for sym in symbols:
+        if (SHARED_DAILY / f"{sym}.csv").is_file():
+            bars = pd.read_csv(SHARED_DAILY / f"{sym}.csv", dtype=str)
+            bars = bars[(bars["date"] >= span[0]) & (bars["date"] <= span[1])]
+        else:
+            close = 50 * np.exp(np.cumsum(rng.normal(0, 0.015, len(days))))
+            bars = pd.DataFrame({"date": days.strftime("%Y-%m-%d"), "open": close, "high": close * 1.01,
+                                 "low": close * 0.99, "close": close, "volume": 1_000_000})
+        bars.to_csv(src / f"{sym}.csv", index=False)
+    result = ingest([src], root / "qlib_day", options=IngestOptions(mode="repair"))
+    assert result.freq == "day"
+    return root / "qlib_day"

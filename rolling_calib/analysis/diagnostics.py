@@ -17,7 +17,14 @@ training window of each period's first row), then computes with :mod:`rolling_ca
   period to the next, inside a training window and across a refit (a period whose first row
   belongs to another window than the previous period's first row), and the squared offset
   against its squared change;
-* a one-line verdict (:func:`rolling_calib.core.diagnostics.verdict`).
+* the ratio ``std(CQL) / std(QL2..K)`` with a bootstrap interval over seeds, the shares of the
+  seed variance from offset, scale and co-movement with the label
+  (:func:`rolling_calib.core.guards.seed_variance_components`), and, over the compared pairs,
+  whether CQL orders the pipelines like the ground truth on held-out seeds at least as often as
+  QL does (on the label the models learned);
+* the assessment (:func:`rolling_calib.core.diagnostics.assess_calibration`): calibration helps
+  only when CQL narrows the seed spread *and* keeps the ordering, and no scale mismatch is
+  measured; every reason comes from these measurements.
 
 The split uses each period's pooled mean residual (the rule of docs/method.md §2.2), whatever bias mode
 CQL is scored with.
@@ -32,8 +39,8 @@ Example
 True
 >>> wd0.refits                             # windows of 2 months: the model is refitted in March
 ['2018-03']
->>> wd0.verdict.startswith("Calibration can help:")
-True
+>>> wd0.assessment.narrows, wd0.assessment.keeps_order    # 3 seeds: too few to split for the ordering check
+(True, None)
 """
 
 from __future__ import annotations
@@ -49,12 +56,15 @@ import numpy as np
 import pandas as pd
 
 from rolling_calib.analysis.scoring import StoreScores, score_store
+from rolling_calib.analysis.verdicts import GuardWarning, guard_warnings, scale_findings
 from rolling_calib.core import diagnostics as dg
+from rolling_calib.core.guards import Moments, VarianceComponents, seed_variance_components
+from rolling_calib.core.metaeval import split_seed_agreement
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import Label
 from rolling_calib.core.schedule import Window
 from rolling_calib.execution import store as st
-from rolling_calib.execution.reader import read_run
+from rolling_calib.execution.reader import MissingLabelError, read_run
 
 __all__ = ["MAX_DEFAULT_PAIRS", "PipelineDiagnosis", "StoreDiagnosis", "diagnose_store", "run_period_stats"]
 
@@ -116,8 +126,15 @@ class PipelineDiagnosis:
     offsets : DataFrame
         One row per (seed, period): ``seed, period, start, mean_residual, offset, window, refit``.
     verdict : str
+        The assessment in one line (``assessment.text``).
     label : Label
         The label the runs were scored against (the offsets are in its unit).
+    assessment : CalibrationAssessment
+        Whether calibration helps these runs, with the measured reasons.
+    std_ratio : StdRatio
+        ``std(CQL) / std(QL2..K)`` with its bootstrap interval over seeds.
+    components : VarianceComponents or None
+        Shares of the seed variance of QL2..K from offset, scale and co-movement with the label.
     """
 
     pipeline: str
@@ -134,6 +151,9 @@ class PipelineDiagnosis:
     offsets: pd.DataFrame
     verdict: str
     label: Label
+    assessment: dg.CalibrationAssessment | None = None
+    std_ratio: dg.StdRatio | None = None
+    components: VarianceComponents | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (NaN as None; the offsets as records with ISO dates)."""
@@ -153,6 +173,9 @@ class PipelineDiagnosis:
             "persistence": self.persistence.to_dict(),
             "offsets": offsets.to_dict(orient="records"),
             "verdict": self.verdict,
+            "assessment": None if self.assessment is None else self.assessment.to_dict(),
+            "std_ratio": None if self.std_ratio is None else self.std_ratio.to_dict(),
+            "variance_components": None if self.components is None else self.components.to_dict(),
         })
 
     def format(self) -> str:
@@ -171,8 +194,12 @@ class PipelineDiagnosis:
             f" ({p.n_within} pairs), across a refit {_num(p.corr_across, 3)} ({p.n_across} pairs)",
             f"  offset^2 {_num(p.level)} vs change^2 {_num(p.change)}: the previous period "
             + ("predicts this one" if p.previous_predicts else "does not predict this one"),
-            f"  Verdict: {self.verdict}",
         ]
+        if self.components is not None and math.isfinite(self.components.var_ql):
+            c = self.components
+            lines.append(f"  seed variance of QL2..K by source: offset {_pct(c.offset)}, scale {_pct(c.scale)}, "
+                         f"co-movement with the label {_pct(c.comovement)}")
+        lines.append(f"  Verdict: {self.verdict}")
         return "\n".join(lines)
 
 
@@ -202,6 +229,7 @@ class StoreDiagnosis:
     skipped: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[GuardWarning] = field(default_factory=list)
 
     def of(self, pipeline: str) -> PipelineDiagnosis:
         """The diagnosis of one pipeline (``ValueError`` naming the diagnosed ones)."""
@@ -239,12 +267,17 @@ class StoreDiagnosis:
             "skipped": list(self.skipped),
             "incomplete_runs": list(self.incomplete),
             "notes": list(self.notes),
+            "warnings": [w.to_dict() for w in self.warnings],
         })
 
     def format(self) -> str:
-        """Plain text for the terminal."""
-        lines = [f"Seed-variance diagnostics (calibration: {self.calibration.describe()}; {self.label.describe()}; "
-                 f"std over seeds, ddof=1)", ""]
+        """Plain text for the terminal: the warnings and each pipeline's verdict first, then the split behind it."""
+        lines = [f"Can calibration help here? (calibration: {self.calibration.describe()}; {self.label.describe()}; "
+                 f"std over seeds, ddof=1)"]
+        lines += [f"- {d.pipeline}: {d.verdict}" for d in self.pipelines]
+        if self.warnings:
+            lines += ["", "Warnings:"] + [f"- [{w.kind}] {w.message}" for w in self.warnings]
+        lines += ["", "Seed-variance split per pipeline", ""]
         for diagnosis in self.pipelines:
             lines += [diagnosis.format(), ""]
         if self.pairs:
@@ -366,8 +399,31 @@ def _offsets_frame(seeds: Sequence[int], labels: list, common: pd.Index, b: np.n
     }, columns=list(OFFSET_COLUMNS))
 
 
+@dataclass(frozen=True)
+class _StoreChecks:
+    """What every pipeline's assessment shares: the ordering check, scale findings, bootstrap settings."""
+
+    keeps_order: bool | None
+    order_detail: str
+    scale: dict[str, str]
+    confidence: float
+    n_boot: int
+    seed: int
+
+
+def _components(scores: StoreScores, name: str, seeds: Sequence[int], scored: Sequence[str]) -> VarianceComponents | None:
+    """:func:`~rolling_calib.core.guards.seed_variance_components` over the scored periods (None: < 2 seeds)."""
+    days = scores.days[(scores.days["pipeline"] == name) & scores.days["period"].isin(list(scored))]
+    sums = days.groupby(["seed", "period"])[["n", "sp", "sy", "spp", "syy", "spy"]].sum()
+    try:
+        runs = [[Moments(*sums.loc[(seed, period)].to_numpy(dtype=float)) for period in scored] for seed in seeds]
+        return seed_variance_components(runs)
+    except (KeyError, ValueError):
+        return None
+
+
 def _diagnose_pipeline(store: Path, name: str, scores: StoreScores, manifest: dict,
-                       notes: list[str]) -> PipelineDiagnosis:
+                       notes: list[str], checks: _StoreChecks) -> PipelineDiagnosis:
     """:class:`PipelineDiagnosis` of one pipeline over the periods every seed has (a note when some are left out)."""
     runs = scores.runs[scores.runs["pipeline"] == name].sort_values("seed")
     seeds = [int(s) for s in runs["seed"]]
@@ -386,11 +442,20 @@ def _diagnose_pipeline(store: Path, name: str, scores: StoreScores, manifest: di
     removable, removed = dg.correction_fractions(split.std_ql, split.std_spread, std_cql)
     offsets = dg.seed_offsets(b)
     persistence = dg.offset_persistence(offsets, refit)
+    scored_labels = [lab for lab, s in zip(labels, scored) if s]
+    ratio = dg.std_ratio_interval(runs["ql_scored"].to_numpy(dtype=float), runs["cql"].to_numpy(dtype=float),
+                                  confidence=checks.confidence, n_boot=checks.n_boot, seed=checks.seed)
+    components = _components(scores, name, seeds, scored_labels)
+    assessment = dg.assess_calibration(
+        removable=removable, removed=removed, ratio=ratio, keeps_order=checks.keeps_order,
+        order_detail=checks.order_detail, scale_mismatch=checks.scale.get(name, ""),
+        cause=components.cause() if components is not None and math.isfinite(components.var_ql) else "",
+        persistence=persistence)
     return PipelineDiagnosis(
         pipeline=name,
         seeds=seeds,
         periods=labels,
-        scored_periods=[lab for lab, s in zip(labels, scored) if s],
+        scored_periods=scored_labels,
         refits=[lab for lab, r in zip(labels, refit) if r],
         split=split,
         std_cql=std_cql,
@@ -399,10 +464,46 @@ def _diagnose_pipeline(store: Path, name: str, scores: StoreScores, manifest: di
         spread=dg.prediction_spread(mean_pred, pred_std),
         persistence=persistence,
         offsets=_offsets_frame(seeds, labels, common, b, offsets, win, refit),
-        verdict=dg.verdict(removable, removed, corr_within=persistence.corr_within,
-                           corr_across=persistence.corr_across),
+        verdict=assessment.text,
         label=scores.label,
+        assessment=assessment,
+        std_ratio=ratio,
+        components=components,
     )
+
+
+#: Seeds per pipeline below which the held-out ordering check is not run (halves of 1 run say nothing).
+MIN_SPLIT_SEEDS = 4
+
+
+def _order_check(store: Path, scores: StoreScores, names: Sequence[str], pairs: Sequence[tuple[str, str]],
+                 *, seed: int, notes: list[str]) -> tuple[bool | None, str]:
+    """Does CQL order the pairs like the ground truth on held-out seeds at least as often as QL 2..K does?
+
+    Checked on the label the models learned (the store is scored against it when it was scored
+    against the raw one); the split-seed check of :func:`rolling_calib.core.metaeval.split_seed_agreement`.
+    """
+    counts = scores.runs.groupby("pipeline")["seed"].nunique()
+    few = [n for n in names if counts.get(n, 0) < MIN_SPLIT_SEEDS]
+    if len(names) < 2 or not pairs:
+        return None, "the held-out ordering check needs two pipelines to order"
+    if few:
+        return None, (f"the held-out ordering check needs {MIN_SPLIT_SEEDS} seeds per pipeline ({', '.join(few)} "
+                      f"{'has' if len(few) == 1 else 'have'} fewer)")
+    learned, where = scores, "the label scored"
+    if scores.label.kind != "learn":
+        try:
+            learned = score_store(store, calibration=scores.calibration, label="learn", pipelines=list(names))
+            where = "the learned label"
+        except MissingLabelError:
+            notes.append("the store holds no learned label: the held-out ordering check uses the raw label")
+    values = {n: learned.scores_of(n) for n in names}
+    table = split_seed_agreement(values, list(pairs), metrics=["ql_scored", "cql"], ground_truth="ql", seed=seed)
+    conc = dict(zip(table["metric"], table["split_concordance"]))
+    keeps = bool(conc["cql"] >= conc["ql_scored"])
+    detail = (f"on held-out seeds ({where}, {int(table['n_splits'].iloc[0])} random halves) CQL orders the "
+              f"{len(pairs)} pair(s) like the ground truth {conc['cql']:.0%} of the time, QL 2..K {conc['ql_scored']:.0%}")
+    return keeps, detail
 
 
 def diagnose_store(
@@ -414,6 +515,9 @@ def diagnose_store(
     pairs: Sequence[tuple[str, str]] | None = None,
     scores: StoreScores | None = None,
     progress: bool = False,
+    confidence: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
 ) -> StoreDiagnosis:
     """Seed-variance diagnostics of every pipeline of a store with at least two complete runs.
 
@@ -435,6 +539,8 @@ def diagnose_store(
         Scores already computed by :func:`~rolling_calib.analysis.scoring.score_store` for this store.
     progress : bool
         Progress bar while scoring.
+    confidence, n_boot, seed :
+        Bootstrap settings of the std ratio's interval and the seed of the held-out ordering check.
 
     Returns
     -------
@@ -454,26 +560,22 @@ def diagnose_store(
     if scores.calibration.bias != "pooled":
         notes.append(f"CQL is scored with {scores.calibration.bias} bias; the split and the bound use each period's pooled "
                      f"mean residual, so they bound a pooled correction only")
-    done, skipped = [], []
-    for name in names:
-        n_runs = int((scores.runs["pipeline"] == name).sum())
-        if n_runs < 2:
-            skipped.append(f"{name}: {n_runs} complete run; a seed spread needs at least 2")
-            continue
-        done.append(_diagnose_pipeline(store, name, scores, manifest, notes))
-    if not done:
+    counts = scores.runs.groupby("pipeline")["seed"].nunique()
+    diagnosed = [n for n in names if counts.get(n, 0) >= 2]
+    skipped = [f"{n}: {int(counts.get(n, 0))} complete run; a seed spread needs at least 2" for n in names
+               if n not in diagnosed]
+    if not diagnosed:
         raise ValueError(f"{store}: no pipeline has 2 complete runs to diagnose ({'; '.join(skipped) or 'none scored'})")
-    diagnosed = [d.pipeline for d in done]
-    if pairs is None:
-        pairs = [(a, b) for a, b in scores.compare if a in diagnosed and b in diagnosed]
-        if not pairs and len(diagnosed) <= MAX_DEFAULT_PAIRS:
-            pairs = list(itertools.combinations(diagnosed, 2))
-    else:
-        pairs = [(str(a), str(b)) for a, b in pairs]
-        for a, b in pairs:
-            for name in (a, b):
-                if name not in diagnosed:
-                    raise ValueError(f"pair ({a}, {b}): {name!r} was not diagnosed (diagnosed: {', '.join(diagnosed)})")
+    pairs = _diagnosed_pairs(scores, diagnosed, pairs)
+    keeps, detail = _order_check(store, scores, diagnosed, pairs or scores.compare, seed=seed, notes=notes)
+    scale = {n: text for n, (_, text) in scale_findings(scores.days, diagnosed, scores.label,
+                                                           scores.learned_labels).items()}
+    checks = _StoreChecks(keeps, detail if keeps is not None else "", scale, confidence, n_boot, seed)
+    if keeps is None:
+        notes.append(f"calibration's ordering on held-out seeds was not checked: {detail}")
+    done = [_diagnose_pipeline(store, name, scores, manifest, notes, checks) for name in diagnosed]
+    warnings = guard_warnings(days=scores.days, runs=scores.runs, pipelines=diagnosed, label=scores.label,
+                              learned=scores.learned_labels, seed_spread=scores.seed_spread, models=scores.models)
     return StoreDiagnosis(
         store=store,
         calibration=scores.calibration,
@@ -484,4 +586,21 @@ def diagnose_store(
         skipped=skipped,
         incomplete=list(scores.incomplete),
         notes=notes,
+        warnings=warnings,
     )
+
+
+def _diagnosed_pairs(scores: StoreScores, diagnosed: Sequence[str],
+                     pairs: Sequence[tuple[str, str]] | None) -> list[tuple[str, str]]:
+    """The pairs for the paired differences: given ones (checked), else the store's, else all of a few pipelines."""
+    if pairs is None:
+        chosen = [(a, b) for a, b in scores.compare if a in diagnosed and b in diagnosed]
+        if not chosen and len(diagnosed) <= MAX_DEFAULT_PAIRS:
+            chosen = list(itertools.combinations(diagnosed, 2))
+        return chosen
+    chosen = [(str(a), str(b)) for a, b in pairs]
+    for a, b in chosen:
+        for name in (a, b):
+            if name not in diagnosed:
+                raise ValueError(f"pair ({a}, {b}): {name!r} was not diagnosed (diagnosed: {', '.join(diagnosed)})")
+    return chosen

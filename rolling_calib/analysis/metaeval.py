@@ -3,8 +3,9 @@
 Every complete run is scored with each variant of :data:`VARIANTS` (one read of its Parquet
 units; the validation-source variants only when every run of the store kept its validation
 predictions), then :func:`rolling_calib.core.metaeval.meta_evaluate` gives per compared pair
-(the store's ``compare:`` pairs, else all pairs) the pairwise accuracy of each variant, with the
-direction by the mean QL over all seeds, and the split-seed agreement. Each CQL variant is a
+(the store's ``compare:`` pairs, else all pairs) the pairwise accuracy of each variant against a
+held-out truth (the direction of QL on the other half of the seeds: the primary figure), the
+in-sample accuracy (direction by the mean QL over all seeds) and the split-seed agreement. Each CQL variant is a
 base :class:`~rolling_calib.core.calibration.Calibration` (the paper's rule unless another is
 given) with the one change its name says; every run is scored against one label kind (default
 the store's ``rolling.label``).
@@ -30,6 +31,7 @@ import pandas as pd
 from rolling_calib.analysis.scoring import rolling_cql, selected_pipelines
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import LABEL_KIND
+from rolling_calib.core.tables import format_table
 from rolling_calib.core.validation import check
 from rolling_calib.core.metaeval import MetaEvaluation, meta_evaluate
 from rolling_calib.core.schedule import CoverageError
@@ -92,27 +94,27 @@ class StoreMetaEvaluation:
                  f"{r.n_splits} random half-splits (seed {r.split_seed}); {self.label} label"]
         if self.calibration != Calibration():
             lines.append(f"CQL variants change the base rule: {self.calibration.describe()}")
-        head = f"{'metric':<32}{'variant':<42}{'mean acc':>9}{'pairs':>6}{'split tau':>10}{'split conc':>11}"
-        lines += ["", head, "-" * len(head)]
-        for row in r.summary.itertuples(index=False):
-            lines.append(f"{row.metric:<32}{DESCRIPTIONS.get(row.metric, ''):<42}{_num(row.mean_accuracy, 9, 3)}"
-                         f"{row.n_pairs:>6}{_num(row.split_tau, 10, 3)}{_num(row.split_concordance, 11, 3)}")
-        lines.append("mean acc: pairwise accuracy averaged over the pairs; split tau / conc: Kendall tau over all "
-                     "pipelines / fraction of the pairs ordered alike, ranking by the metric on half of the seeds "
-                     "vs by QL on the other half (averaged over the splits).")
+        rows = [[row.metric, DESCRIPTIONS.get(row.metric, ""), row.mean_split_accuracy, row.mean_accuracy,
+                 row.n_pairs, row.split_tau, row.split_concordance] for row in r.summary.itertuples(index=False)]
+        three = lambda x: f"{x:.3f}"  # noqa: E731
+        lines += ["", format_table(rows, ["metric", "variant", "held-out acc", "in-sample acc", "pairs", "split tau",
+                                          "split conc"], formats=[str, str, three, three, str, three, three])]
+        lines.append("held-out acc (primary): pairwise accuracy of the metric on half of the seeds against the "
+                     "direction of QL on the other half, averaged over the splits and the pairs; in-sample acc: against "
+                     "the direction of QL over all seeds (the same seeds the metric is scored on, which flatters it); "
+                     "split tau / conc: Kendall tau over all pipelines / fraction of the pairs ordered alike.")
         for (better, worse), group in r.pairs.groupby(["better", "worse"], sort=False):
             gap = float(group["gap"].iloc[0])
-            lines += ["", f"{better} better than {worse} (QL gap {gap:.4g}{', tie' if group['tie'].iloc[0] else ''})"]
-            for row in group.itertuples(index=False):
-                lines.append(f"  {row.metric:<32}{row.accuracy:.3f} [{row.ci_low:.3f}, {row.ci_high:.3f}]")
+            lines += ["", f"{better} better than {worse} by QL over all seeds (gap {gap:.4g}"
+                          f"{', tie' if group['tie'].iloc[0] else ''})"]
+            rows = [[row.metric, f"{row.split_accuracy:.3f} [{row.split_low:.3f}, {row.split_high:.3f}]",
+                     f"{row.accuracy:.3f} [{row.ci_low:.3f}, {row.ci_high:.3f}]"] for row in group.itertuples(index=False)]
+            lines.append(format_table(rows, ["metric", "held-out acc [2.5%, 97.5% over splits]",
+                                             "in-sample acc [bootstrap CI]"]))
         if self.incomplete:
             lines += ["", f"Left out {len(self.incomplete)} incomplete run(s):"] + [f"  {s}" for s in self.incomplete]
         lines += [""] + [f"Note: {n}" for n in self.notes] if self.notes else []
         return "\n".join(lines)
-
-
-def _num(value: float, width: int, digits: int) -> str:
-    return f"{'n/a':>{width}}" if value is None or not math.isfinite(value) else f"{value:>{width}.{digits}f}"
 
 
 def variant_calibration(variant: str, base: Calibration) -> Calibration:

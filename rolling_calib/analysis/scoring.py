@@ -9,13 +9,12 @@ whole evaluation period. For every run :func:`score_store` computes, through
     QL   = mean over months 1..K of (y - p)^2        (``ql``)
     QL'  = mean over months 2..K of (y - p)^2        (``ql_scored``: same rows as CQL)
 
-and, through :func:`rolling_calib.core.ranking_ic.information_coefficients_arrays`, IC, ICIR and
+and, through :func:`rolling_calib.core.ranking_ic.daily_information_coefficients`, IC, ICIR and
 Rank IC (mean over test dates of the cross-sectional Pearson / Spearman correlation of
-prediction and label; ICIR = mean / std of the daily IC). :func:`compare_store` turns the
-per-run scores into the comparison of the ``compare`` command: per pipeline the mean and
-standard deviation of each metric and the seed budget, per pair the pairwise accuracy of
-QL, CQL and the IC metrics (direction by QL, the ground truth; for the IC metrics, where
-higher is better, accuracy = P(IC_better > IC_worse)) with bootstrap intervals.
+prediction and label; ICIR = mean / std of the daily IC), and per trading day the sums the
+verdicts resample (:mod:`rolling_calib.analysis.panels`).
+:func:`rolling_calib.analysis.comparison.compare_store` turns the scores into the comparison of
+the ``compare`` command.
 
 The calibration rule is one :class:`~rolling_calib.core.calibration.Calibration` and the label
 one :class:`~rolling_calib.core.label.Label` (which kind, what it is, its unit), both carried by
@@ -29,15 +28,12 @@ Example
 [1, 1, 1, 1, 1, 1]
 >>> list(scores.periods["period"].unique())
 ['2018-01', '2018-02', '2018-03', '2018-04']
->>> comparison = compare_store(scores, n_boot=200)
->>> sorted(comparison.summary["pipeline"])
-['wd0', 'wd1e-3']
+>>> scores.days.groupby("pipeline")["seed"].nunique().tolist()     # per-day summaries of every run
+[3, 3]
 """
 
 from __future__ import annotations
 
-import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,29 +42,36 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rolling_calib.analysis.panels import DAY_COLUMNS, SeedSpreadCollector, run_days
 from rolling_calib.core import metrics
-from rolling_calib.core import pairwise as cmp
 from rolling_calib.core.calibration import Calibration
+from rolling_calib.core.guards import SeedSpread
 from rolling_calib.core.label import LABEL_KIND, Label
 from rolling_calib.core.ranking_ic import (
+    DailyIC,
     PreparedLabels,
-    information_coefficients_arrays,
+    daily_information_coefficients,
     prepare_labels,
 )
 from rolling_calib.core.schedule import CoverageError
-from rolling_calib.core.validation import CONFIDENCE, N_BOOT, SEED, check, validate_params
+from rolling_calib.core.validation import (
+    check,
+)
 from rolling_calib.execution import store as st
-from rolling_calib.execution.reader import MissingLabelError, MissingValidationError, RunData, read_run
+from rolling_calib.execution.reader import (
+    MissingLabelError,
+    MissingValidationError,
+    RunData,
+    read_run,
+)
 
 __all__ = [
     "RUN_COLUMNS",
     "PERIOD_COLUMNS",
     "METRICS",
     "StoreScores",
-    "StoreComparison",
     "rolling_cql",
     "score_store",
-    "compare_store",
 ]
 
 RUN_COLUMNS = ("pipeline", "seed", "ql", "ql_scored", "cql", "n_all", "n_scored", "ic", "icir", "rank_ic",
@@ -103,6 +106,16 @@ class StoreScores:
         Pairs recorded in the store manifest (from the experiment's ``compare:``).
     notes : list of str
         What the reader should know (mixed configurations, rows without the label, unknown units).
+    days : DataFrame
+        One row per (pipeline, seed, trading day): :data:`~rolling_calib.analysis.panels.DAY_COLUMNS`
+        (losses, correlations and moments per day; what the verdicts resample).
+    seed_spread : dict
+        Per pipeline, how different its seeds' predictions of the same rows are
+        (:class:`~rolling_calib.core.guards.SeedSpread`; None when unknown).
+    learned_labels : dict
+        Per pipeline, the label its model learned (the ``learn`` description).
+    models : dict
+        Per pipeline, the model class (``module.Class``) from the recorded task.
     """
 
     store: Path
@@ -113,6 +126,10 @@ class StoreScores:
     incomplete: list[str] = field(default_factory=list)
     compare: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    days: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(DAY_COLUMNS)))
+    seed_spread: dict[str, SeedSpread | None] = field(default_factory=dict)
+    learned_labels: dict[str, Label] = field(default_factory=dict)
+    models: dict[str, str] = field(default_factory=dict)
 
     @property
     def pipelines(self) -> list[str]:
@@ -210,6 +227,8 @@ class _ScoredRuns:
     tables: list[pd.DataFrame]
     incomplete: list[str]
     unlabelled: int = 0   # rows left out because they have no value of the label scored
+    days: list[pd.DataFrame] = field(default_factory=list)
+    spread: SeedSpreadCollector = field(default_factory=SeedSpreadCollector)
 
 
 def _score_runs(store: Path, manifest: dict, names: Sequence[str], *, calibration: Calibration, kind: str,
@@ -232,13 +251,18 @@ def _score_runs(store: Path, manifest: dict, names: Sequence[str], *, calibratio
         result = rolling_cql(data, calibration)
         scored.unlabelled += data.test.dropped
         t = data.test
-        scored.rows.append(_run_row(name, seed, result, ranking_ic_columns(t.prediction, t.label, t.datetime, cache=labels)))
+        daily = daily_ic(t.prediction, t.label, t.datetime, cache=labels)
+        summary = daily.summary()
+        scored.rows.append(_run_row(name, seed, result, {"ic": summary.ic, "icir": summary.icir,
+                                                         "rank_ic": summary.rank_ic}))
         scored.tables.append(result.table.assign(pipeline=name, seed=seed))
+        scored.days.append(run_days(name, seed, result, t, daily))
+        scored.spread.add(name, t)
     return scored
 
 
 def _run_row(name: str, seed: int, result: metrics.RollingCQL, ic: dict[str, float]) -> dict[str, Any]:
-    """One :data:`RUN_COLUMNS` row: the run's QL/CQL ``result`` and its IC metrics (:func:`ranking_ic_columns`)."""
+    """One :data:`RUN_COLUMNS` row: the run's QL/CQL ``result`` and its IC metrics (:func:`daily_ic`)."""
     row: dict[str, Any] = {
         "pipeline": name,
         "seed": seed,
@@ -280,7 +304,18 @@ def _store_scores(store: Path, manifest: dict, names: Sequence[str], scored: _Sc
         incomplete=scored.incomplete,
         compare=pairs,  # type: ignore[arg-type]
         notes=notes,
+        days=pd.concat(scored.days, ignore_index=True),
+        seed_spread={n: scored.spread.result(n) for n in scored_names},
+        learned_labels={n: st.pipeline_labels(manifest, n)[0].get("learn", Label(kind="learn")) for n in scored_names},
+        models={n: _model_class(manifest, n) for n in scored_names},
     )
+
+
+def _model_class(manifest: dict, name: str) -> str:
+    """``module.Class`` of the pipeline's model, from its recorded task ("unknown" when not recorded)."""
+    model = manifest["pipelines"].get(name, {}).get("task", {}).get("model", {})
+    cls = model.get("class")
+    return f"{model.get('module_path', '')}.{cls}".lstrip(".") if cls else "unknown"
 
 
 def _scored_label(manifest: dict, names: Sequence[str], kind: str) -> tuple[Label, list[str]]:
@@ -301,22 +336,21 @@ def _scored_label(manifest: dict, names: Sequence[str], kind: str) -> tuple[Labe
     return first, notes
 
 
-def ranking_ic_columns(prediction: np.ndarray, label: np.ndarray, dates: Any, *,
-                       cache: dict[str, PreparedLabels] | None = None) -> dict[str, float]:
-    """``ic``, ``icir``, ``rank_ic`` of one merged run's arrays (:mod:`rolling_calib.core.ranking_ic`).
+def daily_ic(prediction: np.ndarray, label: np.ndarray, dates: Any, *,
+             cache: dict[str, PreparedLabels] | None = None) -> DailyIC:
+    """Per date, IC and Rank IC of one merged run's arrays (:mod:`rolling_calib.core.ranking_ic`).
 
     ``cache`` (a dict kept across runs) holds the last run's
     :func:`~rolling_calib.core.ranking_ic.prepare_labels`: a run whose labels and dates hold
     the same values (another seed of the pipeline, usually another pipeline) reuses their
-    date grouping, centring and ranks.
+    date grouping, centring and ranks. ``.summary()`` gives IC, ICIR and Rank IC.
     """
     prepared = None if cache is None else cache.get("labels")
     if prepared is None or not prepared.matches(label, dates):
         prepared = prepare_labels(label, dates, copy=False)   # the run's arrays are not changed afterwards
         if cache is not None:
             cache["labels"] = prepared
-    summary = information_coefficients_arrays(prediction, prepared)
-    return {"ic": summary.ic, "icir": summary.icir, "rank_ic": summary.rank_ic}
+    return daily_information_coefficients(prediction, prepared)
 
 
 def _mixed_config_notes(manifest: dict, names: Sequence[str]) -> list[str]:
@@ -332,212 +366,3 @@ def _mixed_config_notes(manifest: dict, names: Sequence[str]) -> list[str]:
     return [f"pipelines come from runs with different shared settings (base task, schedule, calibration, data "
             f"or threads): {described}. Their differences are not only their own overrides; re-run them "
             f"together from one experiment file to compare like with like."]
-
-
-@dataclass
-class StoreComparison:
-    """The ``compare`` command's result.
-
-    Attributes
-    ----------
-    summary : DataFrame
-        Per pipeline: ``runs``, ``<metric>_mean`` and ``<metric>_std`` for ql, ql_scored
-        and cql, ``std_ratio`` (std CQL / std QL over the same rows, months 2..K) and
-        ``seed_budget`` (runs of that QL needed to match the standard error CQL reaches
-        with ``runs`` runs: ``runs * (std_QL / std_CQL)^2``).
-    pairs : list of PairComparison
-        Direction by ``ql``; accuracy of ql, ql_scored and cql with bootstrap intervals.
-    calibration : Calibration
-        The calibration rule of the scores; ``label`` : Label, the label they were scored against.
-    n_boot, confidence, seed : bootstrap settings.
-    """
-
-    summary: pd.DataFrame
-    pairs: list[cmp.PairComparison]
-    n_boot: int
-    confidence: float
-    seed: int
-    calibration: Calibration = field(default_factory=Calibration)
-    label: Label = field(default_factory=lambda: Label(kind="raw"))
-    incomplete: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly form (for ``--json``): the rule's ``period``, ``bias``, ``source`` and the ``label`` kind first."""
-
-        def clean(value: Any) -> Any:
-            if isinstance(value, float) and not math.isfinite(value):
-                return None
-            if isinstance(value, (np.integer,)):
-                return int(value)
-            if isinstance(value, (np.floating,)):
-                return clean(float(value))
-            return value
-
-        return {
-            "period": self.calibration.period,
-            "bias": self.calibration.bias,
-            "source": self.calibration.source,
-            "label": self.label.kind,
-            "bootstrap": {"n_boot": self.n_boot, "confidence": self.confidence, "seed": self.seed},
-            "pipelines": [{k: clean(v) for k, v in rec.items()} for rec in self.summary.to_dict(orient="records")],
-            "pairs": [_clean_nested(p.to_dict()) for p in self.pairs],
-            "incomplete_runs": list(self.incomplete),
-            "notes": list(self.notes),
-        }
-
-    def format(self) -> str:
-        """Plain-text tables for the terminal."""
-        lines = [f"Per pipeline (calibration: {self.calibration.describe()}; {self.label.describe()}; "
-                 f"losses in {self.label.loss_unit}; std over seeds, ddof=1)"]
-        head = (
-            f"{'pipeline':<16}{'runs':>5}{'QL mean':>12}{'QL std':>10}{'QL2..K mean':>13}{'QL2..K std':>11}"
-            f"{'CQL mean':>12}{'CQL std':>10}{'std ratio':>10}{'seed budget':>12}"
-        )
-        lines += [head, "-" * len(head)]
-        for r in self.summary.itertuples(index=False):
-            lines.append(
-                f"{r.pipeline:<16}{r.runs:>5}{_fmt(r.ql_mean, 12, 4)}{_fmt(r.ql_std, 10, 4)}"
-                f"{_fmt(r.ql_scored_mean, 13, 4)}{_fmt(r.ql_scored_std, 11, 4)}"
-                f"{_fmt(r.cql_mean, 12, 4)}{_fmt(r.cql_std, 10, 4)}{_fmt(r.std_ratio, 10, 3)}{_fmt(r.seed_budget, 12, 1)}"
-            )
-        if "ic_mean" in self.summary.columns:
-            head = f"{'pipeline':<16}{'IC mean':>12}{'IC std':>10}{'ICIR mean':>12}{'ICIR std':>10}{'RankIC mean':>13}{'RankIC std':>11}"
-            lines += ["", head, "-" * len(head)]
-            for r in self.summary.itertuples(index=False):
-                lines.append(f"{r.pipeline:<16}{_fmt(r.ic_mean, 12, 4)}{_fmt(r.ic_std, 10, 4)}{_fmt(r.icir_mean, 12, 3)}"
-                             f"{_fmt(r.icir_std, 10, 3)}{_fmt(r.rank_ic_mean, 13, 4)}{_fmt(r.rank_ic_std, 11, 4)}")
-        lines.append(
-            "QL: all evaluation periods; QL2..K: the periods CQL scores (same rows); std ratio = CQL std / QL2..K std;\n"
-            "seed budget = runs of QL2..K needed to reach the standard error CQL has with the runs above;\n"
-            "IC / Rank IC: mean over test dates of the cross-sectional Pearson / Spearman correlation; ICIR = mean / std "
-            "of the daily IC (higher is better)."
-        )
-        if self.pairs:
-            lines += ["", f"Pairs (direction by QL; pairwise accuracy with {self.confidence:.0%} bootstrap interval, {self.n_boot} resamples)"]
-            shown = [m for m in ("ql", "cql", *IC_METRICS) if all(m in p.accuracies for p in self.pairs)]
-            titles = {"ql": "Acc QL", "cql": "Acc CQL", "ic": "Acc IC", "icir": "Acc ICIR", "rank_ic": "Acc RankIC"}
-            head = f"{'better':<16}{'worse':<16}{'QL gap':>10}  " + "".join(f"{titles[m]:<22}" for m in shown)
-            lines += [head, "-" * len(head)]
-            for p in self.pairs:
-                cells = []
-                for m in shown:
-                    a = p.accuracies[m]
-                    cells.append(f"{a.accuracy:.3f} [{a.ci_low:.3f}, {a.ci_high:.3f}]".ljust(22))
-                tie = " (tie)" if p.tie else ""
-                lines.append(f"{p.better:<16}{p.worse:<16}{p.ground_truth_gap:>10.4f}  {''.join(cells)}{tie}")
-            if any(m in IC_METRICS for m in shown):
-                lines.append("Acc IC, ICIR, RankIC: P(metric of the better-by-QL pipeline > the worse one's).")
-        if self.incomplete:
-            lines += ["", f"Left out {len(self.incomplete)} incomplete run(s):"] + [f"  {s}" for s in self.incomplete]
-        if self.notes:
-            lines += [""] + [f"Note: {note}" for note in self.notes]
-        return "\n".join(lines)
-
-
-def _fmt(value: float, width: int, digits: int) -> str:
-    return f"{'n/a':>{width}}" if value is None or not math.isfinite(value) else f"{value:>{width}.{digits}f}"
-
-
-def _clean_nested(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _clean_nested(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean_nested(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
-
-
-@validate_params({"n_boot": N_BOOT, "confidence": CONFIDENCE, "seed": SEED})
-def compare_store(
-    scores: StoreScores,
-    *,
-    pipelines: Sequence[str] | None = None,
-    pairs: Sequence[tuple[str, str]] | None = None,
-    n_boot: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> StoreComparison:
-    """Summaries per pipeline and pairwise accuracies per pair.
-
-    Parameters
-    ----------
-    scores : StoreScores
-    pipelines : sequence of str, optional
-        Pipelines to include (default: all scored).
-    pairs : sequence of (str, str), optional
-        Pairs to compare. Default: the experiment's ``compare:`` pairs among the
-        included pipelines, else every pair.
-    n_boot, confidence, seed : bootstrap settings (the seed is recorded).
-
-    Returns
-    -------
-    StoreComparison
-    """
-    names = scores.pipelines if pipelines is None else list(pipelines)
-    for name in names:
-        if name not in scores.pipelines:
-            raise ValueError(f"--pipelines: {name!r} has no complete run (scored: {', '.join(scores.pipelines)})")
-    rows = []
-    for name in names:
-        values = scores.scores_of(name)
-        row: dict[str, Any] = {"pipeline": name, "runs": int(values["ql"].size)}
-        for m in (*METRICS, *IC_METRICS):
-            if m not in values:
-                continue
-            row[f"{m}_mean"] = float(values[m].mean())
-            row[f"{m}_std"] = float(values[m].std(ddof=1)) if values[m].size > 1 else math.nan
-        if values["ql"].size > 1 and (row["ql_scored_std"] > 0 or row["cql_std"] > 0):
-            # same rows on both sides (months 2..K): the variance reduction calibration buys
-            vr = cmp.variance_reduction(values, vanilla="ql_scored", calibrated="cql")
-            row["std_ratio"], row["seed_budget"] = vr.std_ratio, vr.seed_budget
-        else:
-            row["std_ratio"], row["seed_budget"] = math.nan, math.nan
-        rows.append(row)
-    if pairs is None:
-        recorded = [p for p in scores.compare if p[0] in names and p[1] in names]
-        pairs = recorded or list(itertools.combinations(names, 2))
-    comparisons = []
-    for a, b in pairs:
-        for name in (a, b):
-            if name not in names:
-                raise ValueError(f"pair ({a}, {b}): pipeline {name!r} is not included (included: {', '.join(names)})")
-        comparisons.append(_compare_with_ic(a, scores.scores_of(a), b, scores.scores_of(b),
-                                            n_boot=n_boot, confidence=confidence, seed=seed))
-    return StoreComparison(
-        summary=pd.DataFrame(rows),
-        pairs=comparisons,
-        calibration=scores.calibration,
-        n_boot=n_boot,
-        confidence=confidence,
-        seed=seed,
-        incomplete=list(scores.incomplete),
-        notes=list(scores.notes),
-        label=scores.label,
-    )
-
-
-def _compare_with_ic(a: str, values_a: dict, b: str, values_b: dict, **boot: Any) -> cmp.PairComparison:
-    """:func:`~rolling_calib.core.pairwise.compare_pair` of QL, CQL and the IC metrics (direction by QL).
-
-    ``compare_pair`` counts a lower score as better; the IC metrics enter negated, so their
-    accuracy is P(IC_better > IC_worse), and their means are reported with their own sign.
-    IC metrics that are not finite for every run of both pipelines are left out.
-    """
-    ics = [m for m in IC_METRICS if m in values_a and m in values_b
-           and np.isfinite(values_a[m]).all() and np.isfinite(values_b[m]).all()]
-    flip = {m: f"-{m}" for m in ics}
-
-    def signed(values: dict) -> dict:
-        return {**{m: values[m] for m in METRICS}, **{flip[m]: -values[m] for m in ics}}
-
-    pair = cmp.compare_pair(a, signed(values_a), b, signed(values_b), ground_truth="ql",
-                            metrics=[*METRICS, *flip.values()], **boot)
-    for m, key in flip.items():
-        pair.accuracies[m] = pair.accuracies.pop(key)
-        for means in pair.means.values():
-            means[m] = -means.pop(key)
-    return pair

@@ -1,4 +1,5 @@
-"""Sweep analysis: rank the configurations of a grid by CQL and QL, pairwise matrices, runs to separate.
+"""Sweep analysis: rank the configurations of a grid by CQL and QL, pairwise matrices, runs to separate,
+and the model confidence set (the configurations not distinguishable from the best).
 
 The grid itself (``--grid KEY=V1,V2,...`` -> pipelines) is configuration:
 :mod:`rolling_calib.config.grid`. The sweep runs through the one orchestration path
@@ -9,7 +10,7 @@ scored runs with :mod:`rolling_calib.core.ranking`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rolling_calib.core.validation import CONFIDENCE, N_BOOT, SEED, validate_params
@@ -35,6 +36,10 @@ class SweepResult:
         empty with a single configuration or a single run of one.
     pairs : list of PairComparison
         The experiment's ``compare`` pairs (direction by the ground truth).
+    confidence_sets : dict
+        ``{metric: ConfidenceSet}``: Hansen, Lunde and Nason's model confidence set over the
+        per-day losses averaged over seeds (:func:`rolling_calib.core.verdict.model_confidence_set`);
+        empty when no per-day losses were given.
     settings : dict
         ``metrics, ground_truth, n_boot, confidence, seed`` (everything the numbers depend on).
     """
@@ -46,6 +51,7 @@ class SweepResult:
     runs_to_separate: list[Any]
     pairs: list[Any]
     settings: dict[str, Any]
+    confidence_sets: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -58,6 +64,7 @@ class SweepResult:
             "top_groups": self.top_groups,
             "runs_to_separate": [r.to_dict() for r in self.runs_to_separate],
             "pairs": [p.to_dict() for p in self.pairs],
+            "confidence_sets": {m: c.to_dict() for m, c in self.confidence_sets.items()},
         }
 
 
@@ -71,6 +78,7 @@ def analyse_sweep(
     n_boot: int = 2000,
     confidence: float = 0.95,
     seed: int = 0,
+    days: Any = None,
 ) -> SweepResult:
     """Rank the configurations of a runs table (pure: numbers in, numbers out).
 
@@ -86,6 +94,9 @@ def analyse_sweep(
         Pairs to compare explicitly (the experiment's ``compare`` section).
     n_boot, confidence, seed
         Bootstrap settings of every interval (recorded in ``settings``).
+    days : DataFrame, optional
+        Per-day summaries (``score_store(...).days``): with them, the model confidence set of each
+        loss metric (``ql``, ``cql``) over the per-day losses averaged over seeds.
     """
     from rolling_calib.core.pairwise import compare_pair
     from rolling_calib.core.ranking import (
@@ -122,7 +133,10 @@ def analyse_sweep(
                 ground_truth=ground_truth, metrics=metrics, n_boot=n_boot, confidence=confidence, seed=seed,
             )
         )
+    sets = _confidence_sets(days, order, metrics, n_boot=n_boot, confidence=confidence, seed=seed) \
+        if days is not None and len(order) > 1 else {}
     return SweepResult(
+        confidence_sets=sets,
         ranking=ranking,
         matrices=matrices,
         indistinguishable={m: indistinguishable(mat) for m, mat in matrices.items()},
@@ -135,50 +149,80 @@ def analyse_sweep(
     )
 
 
-def format_sweep(result: SweepResult, *, digits: int = 4) -> str:
-    """Markdown text of a sweep: ranking, matrices, indistinguishable pairs, runs to separate, pairs."""
+def _confidence_sets(days: Any, order: Sequence[str], metrics: Sequence[str], *, n_boot: int, confidence: float,
+                     seed: int) -> dict[str, Any]:
+    """The model confidence set of each loss metric over per-day losses averaged over seeds (common days only)."""
+    from rolling_calib.analysis.verdicts import VERDICT_METRICS
+    from rolling_calib.core.verdict import model_confidence_set
+
+    out = {}
+    for metric in metrics:
+        if metric not in ("ql", "cql"):
+            continue
+        total, weight, _ = VERDICT_METRICS[metric]
+        rows = days[days["pipeline"].isin(list(order)) & days[total].notna()]
+        per_day = (rows[total] / rows[weight]).groupby([rows["pipeline"], rows["date"]]).mean().unstack("pipeline")
+        per_day = per_day.reindex(columns=list(order)).dropna()
+        if len(per_day) >= 3:
+            out[metric] = model_confidence_set(per_day.to_numpy(), list(order), confidence=confidence,
+                                               n_boot=n_boot, seed=seed)
+    return out
+
+
+def format_sweep(result: SweepResult, *, digits: int = 4, style: str = "markdown") -> str:
+    """The sweep as text (``style="text"`` for a terminal, ``"markdown"`` for ``sweep.md``): ranking,
+    confidence sets, matrices, indistinguishable pairs, runs to separate, pairs."""
+    from rolling_calib.core.tables import format_table
+
+    def table(frame: Any) -> str:
+        return format_table(frame.astype(object).where(frame.notna(), None).values.tolist(),
+                            [str(c) for c in frame.columns], style=style)
+
+    head = "## " if style == "markdown" else ""
     s = result.settings
     pct = round(s["confidence"] * 100)
-    lines = [f"## Ranking ({s['configurations']} configurations, {s['runs']} runs; {pct}% t-intervals of the mean)", ""]
+    lines = [f"{head}Ranking ({s['configurations']} configurations, {s['runs']} runs; {pct}% t-intervals of the mean)", ""]
     cols = ["pipeline", "n_runs"]
     for m in s["metrics"]:
         cols += [f"{m}_rank", f"{m}_mean", f"{m}_ci_low", f"{m}_ci_high", f"{m}_std"]
-    lines.append(_markdown(result.ranking[cols].round(digits)))
+    lines.append(table(result.ranking[cols].round(digits)))
     fewest = int(result.ranking["n_runs"].min())
     if fewest < 5:
         lines += ["", f"Note: only {fewest} run(s) for some configuration; with fewer than about 5 seeds the "
                       "bootstrap intervals below are too narrow to trust (a resample of 2 runs has few distinct values)."]
     lines += ["", "CQL removes each month's output bias before scoring, so it cannot see an improvement that is "
                   "only a better-calibrated bias (docs/method.md §4); QL is the ground truth that picks the better of a pair."]
+    for m, cs in result.confidence_sets.items():
+        lines += ["", f"{head}Model confidence set by {m} ({pct}%): {', '.join(cs.included)}", "",
+                  f"Configurations not distinguishable from the best (Hansen, Lunde and Nason; range statistic, "
+                  f"stationary bootstrap over {cs.n_periods} trading days, mean block {cs.block_size:g}, "
+                  f"{cs.n_boot} resamples, seed {cs.seed}; per-day losses averaged over seeds). MCS p-values:", "",
+                  table(__import__("pandas").DataFrame({"pipeline": list(cs.pvalues),
+                                                        "p-value": [round(v, 3) for v in cs.pvalues.values()],
+                                                        "in the set": ["yes" if n in cs.included else "no"
+                                                                       for n in cs.pvalues]}))]
     for m, mat in result.matrices.items():
-        lines += ["", f"## Pairwise accuracy by {m}: P(row beats column) [{pct}% bootstrap CI, "
-                      f"n_boot={mat.n_boot}, seed={mat.seed}]", "", _markdown(mat.to_table().reset_index(names="")),
+        lines += ["", f"{head}Pairwise accuracy by {m}: P(row beats column) [{pct}% bootstrap CI, "
+                      f"n_boot={mat.n_boot}, seed={mat.seed}]", "", table(mat.to_table().reset_index(names="")),
                   "", f"Indistinguishable by {m} (CI contains 0.5): "
                   + (", ".join(f"{a} ~ {b}" for a, b in result.indistinguishable[m]) or "none"),
                   f"Not separable from the best by {m}: {', '.join(result.top_groups[m])}"]
     if result.runs_to_separate:
         b0 = result.runs_to_separate[0]
-        lines += ["", f"## Runs to separate the top two by {s['ground_truth']} ({b0.a} vs {b0.b})", "",
+        lines += ["", f"{head}Runs to separate the top two by {s['ground_truth']} ({b0.a} vs {b0.b})", "",
                   "runs_needed = ceil(z^2 (std_a^2 + std_b^2) / gap^2): seeds per configuration for the "
                   f"{pct}% interval of the mean difference to exclude 0.", ""]
         rows = [{"metric": b.metric, "gap": round(b.gap, digits + 2), "std_a": round(b.std_a, digits + 2),
                  "std_b": round(b.std_b, digits + 2), "runs_needed": b.runs_needed, "runs_observed": b.runs_observed}
                 for b in result.runs_to_separate]
-        lines.append(_markdown(__import__("pandas").DataFrame(rows)))
+        lines.append(table(__import__("pandas").DataFrame(rows)))
     if result.pairs:
-        lines += ["", f"## Listed pairs (better by mean {s['ground_truth']}; accuracy = P(better's run beats worse's))", ""]
+        lines += ["", f"{head}Listed pairs (better by mean {s['ground_truth']}; accuracy = P(better's run beats worse's))", ""]
         rows = []
         for p in result.pairs:
             row = {"better": p.better, "worse": p.worse, f"{s['ground_truth']}_gap": round(p.ground_truth_gap, digits + 2)}
             for m, acc in p.accuracies.items():
                 row[f"acc_{m}"] = f"{acc.accuracy:.2f} [{acc.ci_low:.2f}, {acc.ci_high:.2f}]"
             rows.append(row)
-        lines.append(_markdown(__import__("pandas").DataFrame(rows)))
+        lines.append(table(__import__("pandas").DataFrame(rows)))
     return "\n".join(lines) + "\n"
-
-
-def _markdown(frame: Any) -> str:
-    header = "| " + " | ".join(map(str, frame.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([header, rule, *body])

@@ -196,7 +196,7 @@ def score_with_options(args: argparse.Namespace, *, progress: bool):
 
 def score_and_compare(args: argparse.Namespace):
     """Score the store and compare pipelines with the scoring options of ``args`` (``compare``, ``report``)."""
-    from rolling_calib.analysis.scoring import compare_store
+    from rolling_calib.analysis.comparison import compare_store
 
     scores = score_with_options(args, progress=not args.json)
     comparison = compare_store(scores, n_boot=args.n_boot, confidence=args.confidence, seed=args.boot_seed)

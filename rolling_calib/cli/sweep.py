@@ -127,8 +127,9 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
         return 2
     plan, summary = outcome.plan, outcome.summary
     runs = outcome.scores.runs[outcome.scores.runs["seed"].isin(plan.seeds)]
+    days = outcome.scores.days[outcome.scores.days["seed"].isin(plan.seeds)]
     result = analyse_sweep(runs, pairs=experiment.compare, n_boot=args.n_boot, confidence=args.confidence,
-                           seed=args.boot_seed)
+                           seed=args.boot_seed, days=days)
     paths = write_sweep_report(result, args.out or plan.store / "sweep_report")
     tracking_uri = outcome.tracking_uri
     if args.json:
@@ -141,7 +142,7 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
         payload["tracking_message"] = outcome.tracking_message
         print(json.dumps(payload, indent=2, default=str), file=stdout)
     else:
-        print(format_sweep(result), file=stdout)
+        print(format_sweep(result, style="text"), file=stdout)
         print(f"units: {summary.ran} ran, {summary.skipped} already in the store ({summary.seconds:.1f} s)", file=stdout)
         print(f"report: {paths['markdown']}, {paths['json']}, " + ", ".join(str(p) for p in paths["heatmaps"].values()),
               file=stdout)

@@ -495,6 +495,10 @@ def _missing_rolling(raw: Mapping[str, Any], path: Path) -> ConfigError:
     )
 
 
+#: The name of a file's one configuration when its stem cannot name it (e.g. ``.yaml``).
+SINGLE_PIPELINE = "base"
+
+
 def _single_pipeline(path: Path) -> dict[str, dict[str, Any]]:
     """``pipelines:`` of a file without one: its task unchanged, named after the file's stem."""
     name = path.stem

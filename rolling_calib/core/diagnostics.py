@@ -64,12 +64,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "MOST",
-    "SMALL",
     "LOW_PERSISTENCE",
-    "SCALE_REASON",
-    "REFIT_REASON",
-    "DRIFT_REASON",
     "SeedVarianceSplit",
     "OffsetPersistence",
     "PredictionSpread",
@@ -79,21 +74,14 @@ __all__ = [
     "offset_persistence",
     "prediction_spread",
     "correction_fractions",
-    "verdict",
+    "CalibrationAssessment",
+    "StdRatio",
+    "assess_calibration",
+    "std_ratio_interval",
 ]
 
-#: ``X`` (the removable fraction of the seed std) at or above which calibration "can help".
-MOST: float = 0.5
-#: ``X`` below which calibration "cannot help much".
-SMALL: float = 0.25
 #: Correlation of consecutive offsets below which the previous period is a poor guess of the next.
 LOW_PERSISTENCE: float = 0.5
-
-SCALE_REASON = "seeds differ mostly in the scale of their predictions, not their offset"
-REFIT_REASON = "offsets reset at each refit: the first period after a refit is corrected with the old model's bias"
-DRIFT_REASON = ("offsets change from period to period even inside a training window: "
-                "the previous period's bias is a poor guess of the next one's")
-
 
 # --------------------------------------------------------------------------- input checks
 def _as_matrix(name: str, values: Any) -> np.ndarray:
@@ -460,60 +448,169 @@ def _pct(frac: float) -> str:
     return f"{abs(frac) * 100:.0f}%"
 
 
-def verdict(removable: float, removed: float, *, corr_within: float = math.nan,
-            corr_across: float = math.nan) -> str:
-    """A one-line verdict a researcher can act on.
+#: Seeds below which the std ratio gets no bootstrap interval.
+MIN_INTERVAL_SEEDS = 3
+
+
+@dataclass(frozen=True)
+class StdRatio:
+    """Result of :func:`std_ratio_interval`: ``std(CQL) / std(QL2..K)`` over seeds and its bootstrap interval."""
+
+    ratio: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    n_boot: int
+    seed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: _plain(getattr(self, name)) for name in self.__dataclass_fields__}
+
+
+def std_ratio_interval(ql: Any, cql: Any, *, confidence: float = 0.95, n_boot: int = 2000, seed: int = 0) -> StdRatio:
+    """``std(CQL) / std(QL2..K)`` over the seeds, with a percentile bootstrap interval (seeds resampled jointly).
+
+    Parameters
+    ----------
+    ql, cql : arrays ``(n_seeds,)``
+        Per seed, QL over CQL's periods and CQL (the same rows).
+    confidence, n_boot, seed : bootstrap settings (replicates with a zero QL std are left out).
+
+    Examples
+    --------
+    >>> r = std_ratio_interval([1.0, 2.0, 3.0, 4.0], [1.0, 1.5, 2.0, 2.5], n_boot=200)
+    >>> r.ratio, r.ci_high <= 0.5 + 1e-12
+    (0.5, True)
+    """
+    q = np.asarray(ql, dtype=np.float64)
+    c = np.asarray(cql, dtype=np.float64)
+    if q.shape != c.shape or q.ndim != 1 or q.size < 2:
+        raise ValueError(f"ql, cql: expected two equal 1-D arrays of at least 2 seeds, found {q.shape} and {c.shape}")
+    sq = float(np.std(q, ddof=1))
+    ratio = float(np.std(c, ddof=1)) / sq if sq > 0 else math.nan
+    if q.size < MIN_INTERVAL_SEEDS:   # two seeds resample to themselves or to a single value: no interval
+        return StdRatio(ratio, math.nan, math.nan, float(confidence), int(n_boot), int(seed))
+    idx = np.random.default_rng(int(seed)).integers(0, q.size, size=(int(n_boot), q.size))
+    sq_b, sc_b = np.std(q[idx], axis=1, ddof=1), np.std(c[idx], axis=1, ddof=1)
+    ok = sq_b > 0
+    if not ok.any() or not math.isfinite(ratio):
+        return StdRatio(ratio, math.nan, math.nan, float(confidence), int(n_boot), int(seed))
+    lo, hi = np.quantile(sc_b[ok] / sq_b[ok], [(1 - confidence) / 2, (1 + confidence) / 2])
+    return StdRatio(ratio, float(lo), float(hi), float(confidence), int(n_boot), int(seed))
+
+
+@dataclass(frozen=True)
+class CalibrationAssessment:
+    """Can calibration help on these runs? (:func:`assess_calibration`)
+
+    Attributes
+    ----------
+    helps : bool or None
+        True only when CQL narrows the seed spread (its std ratio's interval lies below 1), keeps
+        the ordering of the ground truth on held-out seeds and no scale mismatch is measured;
+        False when one of these fails; None when the ordering could not be checked.
+    headline : str
+    reasons : list of str
+        Every reason comes from a measurement (numbers in the text).
+    narrows : bool or None
+    keeps_order : bool or None
+    """
+
+    helps: bool | None
+    headline: str
+    reasons: list[str]
+    narrows: bool | None
+    keeps_order: bool | None
+
+    @property
+    def text(self) -> str:
+        return f"{self.headline}: {'; '.join(self.reasons)}." if self.reasons else f"{self.headline}."
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"helps": self.helps, "headline": self.headline, "reasons": list(self.reasons),
+                "narrows": self.narrows, "keeps_order": self.keeps_order, "text": self.text}
+
+
+def _spread_reason(removable: float, removed: float, ratio: StdRatio) -> str:
+    bound = (f"a per-period bias correction could remove at most {_pct(removable)} of the seed std of QL 2..K"
+             if removable >= 0 else f"even the best per-period bias correction would add {_pct(removable)} to the seed std")
+    if not math.isfinite(ratio.ratio):
+        return bound
+    did = "removed" if removed >= 0 else "added"
+    interval = (f"{ratio.confidence:.0%} interval over seeds [{ratio.ci_low:.2f}, {ratio.ci_high:.2f}]: "
+                if math.isfinite(ratio.ci_high) else "")
+    return f"CQL's seed std is {ratio.ratio:.2f}x QL 2..K's ({interval}it {did} {_pct(removed)}); {bound}"
+
+
+def _persistence_reason(persistence: OffsetPersistence | None) -> list[str]:
+    if persistence is None:
+        return []
+    out = []
+    if math.isfinite(persistence.corr_across) and persistence.corr_across < LOW_PERSISTENCE:
+        out.append(f"each seed's offset resets at the refits (correlation of consecutive offsets "
+                   f"{persistence.corr_across:.2f} across a refit against {persistence.corr_within:.2f} inside a "
+                   f"window): the first period after a refit is corrected with the old model's bias")
+    elif math.isfinite(persistence.corr_within) and persistence.corr_within < LOW_PERSISTENCE:
+        out.append(f"offsets change from period to period even inside a window (correlation "
+                   f"{persistence.corr_within:.2f}): the previous period's bias is a poor guess of the next")
+    return out
+
+
+def assess_calibration(*, removable: float, removed: float, ratio: StdRatio, keeps_order: bool | None,
+                       order_detail: str = "", scale_mismatch: str = "", cause: str = "",
+                       persistence: OffsetPersistence | None = None) -> CalibrationAssessment:
+    """Whether calibration helps these runs, and why, from measurements only (docs/method.md §5).
 
     Parameters
     ----------
     removable, removed : float
         ``X`` and ``Y`` of :func:`correction_fractions`.
-    corr_within, corr_across : float
-        Offset persistence inside windows and across refits (:class:`OffsetPersistence`);
-        NaN when unknown.
-
-    Returns
-    -------
-    str
-        ``"<headline>: a bias correction can remove at most X% of the seed std here; CQL removed
-        Y%[ (reasons)]."`` The headline is *Calibration can help* (``X >= 0.5``), *can help a
-        little* (``0.25 <= X < 0.5``) or *cannot help much* (``X < 0.25``). Reasons: when ``X``
-        is small, that the seeds differ in the scale of their predictions rather than their
-        offset; otherwise, when offsets persist poorly (correlation below 0.5) across refits
-        or inside windows, that CQL's previous-period bias is the wrong one.
+    ratio : StdRatio
+        ``std(CQL) / std(QL2..K)`` with its interval (:func:`std_ratio_interval`).
+    keeps_order : bool or None
+        Whether CQL orders the pipelines like the ground truth on held-out seeds at least as
+        often as QL does (on the label the models learned); None: not checked.
+    order_detail : str
+        The measurement behind ``keeps_order``, in words.
+    scale_mismatch : str
+        Non-empty when a scale mismatch was measured (its finding, in words).
+    cause : str
+        Where the seed variance comes from (:meth:`rolling_calib.core.guards.VarianceComponents.cause`).
+    persistence : OffsetPersistence, optional
 
     Examples
     --------
-    >>> verdict(0.9, 0.85, corr_within=0.99, corr_across=0.97)
-    'Calibration can help: a bias correction can remove at most 90% of the seed std here; CQL removed 85%.'
-    >>> verdict(0.05, -0.1)
-    'Calibration cannot help much: a bias correction can remove at most 5% of the seed std here; CQL added 10% to it (seeds differ mostly in the scale of their predictions, not their offset).'
+    >>> r = StdRatio(0.4, 0.3, 0.55, 0.95, 2000, 0)
+    >>> a = assess_calibration(removable=0.7, removed=0.6, ratio=r, keeps_order=True, order_detail="CQL 90% vs QL 80%")
+    >>> a.helps, a.headline
+    (True, 'Calibration helps here')
+    >>> b = assess_calibration(removable=0.7, removed=0.6, ratio=r, keeps_order=True, scale_mismatch="QL measures the level")
+    >>> b.helps, b.headline
+    (False, 'Calibration cannot be shown to help here: predictions and labels are on different scales')
     """
-    if not math.isfinite(removable):
-        return "No verdict: the seeds' QL2..K does not vary (or cannot be measured), so there is no seed spread to remove."
-    if removable >= MOST:
-        head = "Calibration can help"
-    elif removable >= SMALL:
-        head = "Calibration can help a little"
-    else:
-        head = "Calibration cannot help much"
-    if removable >= 0:
-        bound = f"a bias correction can remove at most {_pct(removable)} of the seed std here"
-    else:
-        bound = f"a bias correction cannot remove any of the seed std here (the best one would add {_pct(removable)})"
-    if not math.isfinite(removed):
-        achieved = "CQL's effect is unknown"
-    elif removed >= 0:
-        achieved = f"CQL removed {_pct(removed)}"
-    else:
-        achieved = f"CQL added {_pct(removed)} to it"
-    reasons = []
-    if removable < SMALL:
-        reasons.append(SCALE_REASON)
-    else:
-        if math.isfinite(corr_across) and corr_across < LOW_PERSISTENCE:
-            reasons.append(REFIT_REASON)
-        if math.isfinite(corr_within) and corr_within < LOW_PERSISTENCE:
-            reasons.append(DRIFT_REASON)
-    tail = f" ({'; '.join(reasons)})" if reasons else ""
-    return f"{head}: {bound}; {achieved}{tail}."
+    narrows = None if not math.isfinite(ratio.ci_high) else bool(ratio.ci_high < 1.0)
+    reasons = [_spread_reason(removable, removed, ratio)] if math.isfinite(removable) else []
+    if cause:
+        reasons.append(cause)
+    reasons += _persistence_reason(persistence)
+    if order_detail:
+        reasons.append(order_detail)
+    if scale_mismatch:
+        reasons.insert(0, f"{scale_mismatch}; CQL's narrower spread there is a units artefact, not evidence")
+        return CalibrationAssessment(False, "Calibration cannot be shown to help here: predictions and labels are "
+                                     "on different scales", reasons, narrows, keeps_order)
+    if narrows is None:
+        why = ("too few seeds for an interval of CQL's seed std against QL's" if math.isfinite(ratio.ratio) else
+               "the seeds' QL 2..K does not vary (or cannot be measured)")
+        return CalibrationAssessment(None, f"No verdict on calibration: {why}", reasons, narrows, keeps_order)
+    if not narrows:
+        head = "Calibration does not help here" if ratio.ci_low >= 1.0 or ratio.ratio >= 1.0 else \
+            "Calibration does not clearly help here"
+        return CalibrationAssessment(False, head, reasons, narrows, keeps_order)
+    if keeps_order is None:
+        return CalibrationAssessment(None, "Calibration narrows the seed spread here; whether it keeps the ground "
+                                     "truth's ordering is not checked", reasons, narrows, keeps_order)
+    if not keeps_order:
+        return CalibrationAssessment(False, "Calibration narrows the seed spread but orders the pipelines worse than "
+                                     "QL on held-out seeds", reasons, narrows, keeps_order)
+    return CalibrationAssessment(True, "Calibration helps here", reasons, narrows, keeps_order)

@@ -10,6 +10,16 @@ Pairwise accuracy per compared pair (docs/method.md §3)
     percentile-bootstrap interval (:func:`rolling_calib.core.pairwise.pairwise_accuracy_ci`),
     and the mean of ``Acc_M`` over the pairs.
 
+Split-seed accuracy (the primary accuracy)
+    The direction of a pair measured on the same seeds as the metric flatters every metric that
+    shares their noise. Repeated ``n_splits`` times with a recorded seed: each pipeline's runs are
+    shuffled and cut into halves ``H1`` (``floor(r/2)`` runs) and ``H2`` (the rest); the pair's
+    direction is set by the mean ground truth over ``H2`` only, and the metric's pairwise accuracy
+    is counted over the ``H1 x H1`` run pairs against it. ``split_accuracy`` is the mean over the
+    splits (a split whose ``H2`` means tie counts 1/2), ``split_low``/``split_high`` the 2.5% and
+    97.5% quantiles over the splits (how much the estimate moves with the split, not an interval
+    of the true accuracy).
+
 Split-seed check
     Repeated ``n_splits`` times with a recorded seed: the runs of every pipeline are shuffled
     and cut into halves ``H1`` (``floor(r/2)`` runs) and ``H2`` (the rest). Pipelines are ranked
@@ -44,7 +54,8 @@ from scipy import stats
 from rolling_calib.core.pairwise import pairwise_accuracy_ci
 from rolling_calib.core.validation import CONFIDENCE, N_BOOT, POSITIVE_INT, SEED, validate_params
 
-__all__ = ["MetaEvaluation", "meta_evaluate", "pair_directions", "pairwise_meta", "split_seed_agreement"]
+__all__ = ["MetaEvaluation", "meta_evaluate", "pair_directions", "pairwise_meta", "split_seed_accuracy",
+           "split_seed_agreement"]
 
 PAIR_COLUMNS = ("better", "worse", "gap", "tie", "metric", "accuracy", "ci_low", "ci_high")
 
@@ -124,6 +135,60 @@ def pairwise_meta(scores: Mapping[str, Mapping[str, Any]], pairs: Sequence[tuple
     return pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
 
 
+def _accuracy_against(m_better: np.ndarray, m_worse: np.ndarray) -> float:
+    """``P(M_better < M_worse)`` over all run pairs, ties 1/2."""
+    diff = m_better[:, None] - m_worse[None, :]
+    return float(np.mean((diff < 0) + 0.5 * (diff == 0)))
+
+
+@validate_params({"n_splits": POSITIVE_INT, "seed": SEED})
+def split_seed_accuracy(scores: Mapping[str, Mapping[str, Any]], pairs: Sequence[tuple[str, str]] | None = None, *,
+                        metrics: Sequence[str], ground_truth: str = "ql", n_splits: int = 200,
+                        seed: int = 0) -> pd.DataFrame:
+    """Pairwise accuracy of each metric on half of the seeds against the direction of the other half.
+
+    Returns one row per pair (as given) and metric: ``a, b, metric, split_accuracy, split_low,
+    split_high, n_splits`` where the accuracy is ``P(M of the H2-better pipeline's run < M of the
+    other's)`` over ``H1`` runs (see the module docstring). Every pipeline needs at least 2 runs.
+
+    Example
+    -------
+    >>> s = {"a": {"ql": [1.0, 1.1, 0.9, 1.0], "m": [0.0, 0.1, 0.0, 0.1]},
+    ...      "b": {"ql": [2.0, 2.1, 1.9, 2.0], "m": [1.0, 1.1, 1.0, 1.1]}}
+    >>> split_seed_accuracy(s, metrics=["m"], n_splits=20)[["a", "b", "split_accuracy"]].values.tolist()
+    [['a', 'b', 1.0]]
+    """
+    s = _scores(scores, metrics, ground_truth)
+    names = list(s)
+    few = [n for n in names if s[n][ground_truth].size < 2]
+    if few:
+        raise ValueError(f"scores: pipelines {', '.join(few)} have fewer than 2 runs; expected >= 2 to split the seeds")
+    chosen = _pairs(names, pairs)
+    rng = np.random.default_rng(int(seed))
+    values: dict[tuple[int, str], list[float]] = {(i, m): [] for i in range(len(chosen)) for m in metrics}
+    for _ in range(int(n_splits)):
+        halves = {}
+        for n in names:
+            order = rng.permutation(s[n][ground_truth].size)
+            halves[n] = (order[: order.size // 2], order[order.size // 2:])
+        for i, (a, b) in enumerate(chosen):
+            ga, gb = s[a][ground_truth][halves[a][1]].mean(), s[b][ground_truth][halves[b][1]].mean()
+            for m in metrics:
+                ma, mb = s[a][m][halves[a][0]], s[b][m][halves[b][0]]
+                if ga == gb:
+                    values[(i, m)].append(0.5)
+                else:
+                    better, worse = (ma, mb) if ga < gb else (mb, ma)
+                    values[(i, m)].append(_accuracy_against(better, worse))
+    rows = []
+    for i, (a, b) in enumerate(chosen):
+        for m in metrics:
+            v = np.asarray(values[(i, m)])
+            lo, hi = np.quantile(v, [0.025, 0.975])
+            rows.append((a, b, m, float(v.mean()), float(lo), float(hi), int(n_splits)))
+    return pd.DataFrame(rows, columns=["a", "b", "metric", "split_accuracy", "split_low", "split_high", "n_splits"])
+
+
 def _concordance(x: np.ndarray, y: np.ndarray, pairs: np.ndarray) -> float:
     """Fraction of ``pairs`` (rows of indices) ordered alike by ``x`` and ``y`` (a tie in either counts 1/2)."""
     dx = np.sign(x[pairs[:, 0]] - x[pairs[:, 1]])
@@ -184,10 +249,12 @@ class MetaEvaluation:
     Attributes
     ----------
     pairs : DataFrame
-        Per pair and metric: ``better, worse, gap, tie, metric, accuracy, ci_low, ci_high``.
+        Per pair and metric: ``better, worse, gap, tie, metric, accuracy, ci_low, ci_high`` (direction
+        by all seeds) and ``split_accuracy, split_low, split_high`` (direction by held-out seeds: the
+        primary accuracy).
     summary : DataFrame
-        Per metric: ``metric, mean_accuracy`` (over pairs), ``n_pairs``, ``split_tau``,
-        ``split_concordance``, ``n_splits``.
+        Per metric: ``metric, mean_split_accuracy`` (the primary figure), ``mean_accuracy`` (over
+        pairs), ``n_pairs``, ``split_tau``, ``split_concordance``, ``n_splits``.
     ground_truth, n_boot, confidence, seed, n_splits, split_seed : settings (recorded).
     """
 
@@ -220,12 +287,20 @@ def meta_evaluate(scores: Mapping[str, Mapping[str, Any]], pairs: Sequence[tuple
     """:func:`pairwise_meta` and :func:`split_seed_agreement` of ``metrics`` with the mean accuracy over pairs."""
     table = pairwise_meta(scores, pairs, metrics=metrics, ground_truth=ground_truth, n_boot=n_boot,
                           confidence=confidence, seed=seed)
+    directed = [(better, worse) for better, worse, _, _ in pair_directions(scores, pairs, ground_truth=ground_truth)]
+    held_out = split_seed_accuracy(scores, directed, metrics=metrics, ground_truth=ground_truth, n_splits=n_splits,
+                                   seed=split_seed)
+    table = table.merge(held_out.rename(columns={"a": "better", "b": "worse"}).drop(columns="n_splits"),
+                        on=["better", "worse", "metric"], how="left")
     split = split_seed_agreement(scores, pairs, metrics=metrics, ground_truth=ground_truth, n_splits=n_splits,
                                  seed=split_seed)
-    mean = table.groupby("metric", sort=False)["accuracy"].agg(["mean", "size"])
-    summary = pd.DataFrame({"metric": list(metrics),
-                            "mean_accuracy": [float(mean.loc[m, "mean"]) if m in mean.index else math.nan for m in metrics],
-                            "n_pairs": [int(mean.loc[m, "size"]) if m in mean.index else 0 for m in metrics]})
+    mean = table.groupby("metric", sort=False)[["split_accuracy", "accuracy"]].mean()
+    size = table.groupby("metric", sort=False).size()
+    summary = pd.DataFrame({
+        "metric": list(metrics),
+        "mean_split_accuracy": [float(mean.loc[m, "split_accuracy"]) if m in mean.index else math.nan for m in metrics],
+        "mean_accuracy": [float(mean.loc[m, "accuracy"]) if m in mean.index else math.nan for m in metrics],
+        "n_pairs": [int(size.loc[m]) if m in size.index else 0 for m in metrics]})
     summary = summary.merge(split, on="metric", how="left")
     return MetaEvaluation(pairs=table, summary=summary, ground_truth=ground_truth, n_boot=int(n_boot),
                           confidence=float(confidence), seed=int(seed), n_splits=int(n_splits), split_seed=int(split_seed))

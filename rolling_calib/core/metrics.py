@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -172,6 +172,10 @@ class RollingCQL:
         CQL and plain QL over the scored rows of the ``refit_first`` periods (NaN, 0 when none).
     cql_rest, ql_rest, n_rest : float, float, int
         The same over the other scored periods (NaN, 0 when none).
+    days : pandas.DataFrame
+        One row per date present: ``date`` (datetime64[D]), ``period``, ``rows``, ``sse_ql``
+        (``sum (y - p)^2``), ``sse_cql`` (``sum (y - q)^2``, NaN on unscored dates) and
+        ``residual_sum``; the days of a period add up to its sums. The verdicts resample them.
     """
 
     table: pd.DataFrame
@@ -188,6 +192,7 @@ class RollingCQL:
     cql_rest: float = math.nan
     ql_rest: float = math.nan
     n_rest: int = 0
+    days: pd.DataFrame | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dictionary (the table as a list of records, timestamps as ISO strings)."""

@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["ICSummary", "PreparedLabels", "daily_ic", "information_coefficients", "information_coefficients_arrays",
-           "prepare_labels"]
+__all__ = ["DailyIC", "ICSummary", "PreparedLabels", "daily_ic", "daily_information_coefficients",
+           "information_coefficients", "information_coefficients_arrays", "prepare_labels"]
 
 
 @dataclass(frozen=True)
@@ -453,6 +453,42 @@ def information_coefficients(frame: pd.DataFrame) -> ICSummary:
     return information_coefficients_arrays(p, prepare_labels(y, dates, copy=False))
 
 
+@dataclass(frozen=True)
+class DailyIC:
+    """The cross-sectional correlations of one run per date (NaN where undefined).
+
+    ``dates`` are the labels' date keys in order; ``ic`` the Pearson and ``rank_ic`` the
+    Spearman correlation of prediction and label on each.
+    """
+
+    dates: np.ndarray
+    ic: np.ndarray
+    rank_ic: np.ndarray
+
+    def summary(self) -> ICSummary:
+        """IC (mean of the finite daily IC), ICIR (mean / std, ddof 1), Rank IC, number of dates."""
+        ic, rank = self.ic[np.isfinite(self.ic)], self.rank_ic[np.isfinite(self.rank_ic)]
+        if ic.size == 0:
+            return ICSummary(math.nan, math.nan, math.nan, 0)
+        std = float(ic.std(ddof=1)) if ic.size > 1 else math.nan
+        icir = float(ic.mean()) / std if std and math.isfinite(std) and std > 0 else math.nan
+        return ICSummary(float(ic.mean()), icir, float(rank.mean()) if rank.size else math.nan, int(ic.size))
+
+
+def daily_information_coefficients(prediction: Any, labels: PreparedLabels) -> DailyIC:
+    """Pearson and Spearman correlation of ``prediction`` with the prepared labels, per date.
+
+    Examples
+    --------
+    >>> labels = prepare_labels([1.0, 2, 3, 3, 1, 2], [1, 1, 1, 2, 2, 2])
+    >>> d = daily_information_coefficients([1.0, 2, 3, 1, 2, 3], labels)
+    >>> d.dates.tolist(), d.ic.tolist(), d.rank_ic.tolist()
+    ([1, 2], [1.0, -0.5], [1.0, -0.5])
+    """
+    x, labels = _aligned_predictions(prediction, labels)
+    return DailyIC(labels.uniques, _daily_values(x, labels, "pearson"), _daily_values(x, labels, "spearman"))
+
+
 def information_coefficients_arrays(prediction: Any, labels: PreparedLabels) -> ICSummary:
     """:func:`information_coefficients` of one run's ``prediction`` array and its :func:`prepare_labels`.
 
@@ -464,12 +500,5 @@ def information_coefficients_arrays(prediction: Any, labels: PreparedLabels) -> 
     >>> information_coefficients_arrays([1.0, 2, 3, 1, 2, 3], labels).rank_ic
     0.25
     """
-    x, labels = _aligned_predictions(prediction, labels)
-    ic = _daily_values(x, labels, "pearson")
-    rank = _daily_values(x, labels, "spearman")
-    ic, rank = ic[np.isfinite(ic)], rank[np.isfinite(rank)]
-    if ic.size == 0:
-        return ICSummary(math.nan, math.nan, math.nan, 0)
-    std = float(ic.std(ddof=1)) if ic.size > 1 else math.nan
-    icir = float(ic.mean()) / std if std and math.isfinite(std) and std > 0 else math.nan
-    return ICSummary(float(ic.mean()), icir, float(rank.mean()) if rank.size else math.nan, int(ic.size))
+    return daily_information_coefficients(prediction, labels).summary()
+

@@ -31,6 +31,7 @@ Example
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -453,6 +454,7 @@ class RollingScores:
     cql_rest: float = math.nan
     ql_rest: float = math.nan
     n_rest: int = 0
+    days: pd.DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -495,17 +497,42 @@ def rolling_scores(p: np.ndarray, y: np.ndarray, timestamps: Any, *, calibration
         valid = _validation_bias(table, columns, window_names,  # type: ignore[arg-type]
                                  _Validation(valid_predictions, valid_labels, valid_windows, valid_instruments),
                                  bias=cal.bias)
-        sums = _validation_sums(periods, scored, table, date_window, window_names, valid, columns,  # type: ignore[arg-type]
-                                missing_instrument=cal.missing_instrument)
+        *sums, date_bias = _validation_sums(periods, scored, table, date_window, window_names, valid,  # type: ignore[arg-type]
+                                            columns, missing_instrument=cal.missing_instrument)
     else:
         bias_table = _fit_bias_table(periods, scored, table, cells, columns, bias=cal.bias,
                                      bias_window=cal.bias_window, missing_instrument=cal.missing_instrument)
         sums = _shifted_sums(scored, cells, bias_table)
+        used = scored[periods.codes][:, None] & (table.n > 0)
+        date_bias = np.where(used, bias_table[periods.codes], np.nan)
     refit = np.zeros(len(periods.labels), dtype=bool)
     if date_window is not None:
         starts = np.flatnonzero(np.r_[True, date_window[1:] != date_window[:-1]])
         refit[periods.codes[starts]] = True
-    return _score_periods(periods, scored, table, cells, sums, refit)
+    result = _score_periods(periods, scored, table, cells, tuple(sums), refit)  # type: ignore[arg-type]
+    return dataclasses.replace(result, days=_day_scores(table, periods, scored, date_bias))
+
+
+def _day_scores(table: _DayTable, periods: _Periods, scored: np.ndarray, date_bias: np.ndarray) -> pd.DataFrame:
+    """Per date present: rows, ``sum (y - p)^2``, ``sum (y - p - c)^2`` (NaN when unscored) and ``sum (y - p)``.
+
+    The same cell identity as the periods' (``sum (r - c)^2 = M2 + n (mean - c)^2``) per date, so the
+    days of a period add up to its sums (to float rounding); the verdicts resample these days.
+    """
+    mean = table.total / np.maximum(table.n, 1)
+    sq = (table.m2 + table.n * mean * mean).sum(axis=1)
+    used = np.isfinite(date_bias)
+    shift = np.where(used, mean - np.where(used, date_bias, 0.0), 0.0)
+    cal = np.where(used, table.m2 + table.n * shift * shift, 0.0).sum(axis=1)
+    date_scored = scored[periods.codes]
+    return pd.DataFrame({
+        "date": table.days.astype("datetime64[D]"),
+        "period": np.asarray(periods.labels, dtype=object)[periods.codes],
+        "rows": table.n.sum(axis=1).astype(np.int64),
+        "sse_ql": sq,
+        "sse_cql": np.where(date_scored, cal, np.nan),
+        "residual_sum": table.total.sum(axis=1),
+    })
 
 
 def _date_windows(windows: Any, clock: _Clock, table: _DayTable) -> tuple[np.ndarray, np.ndarray]:
@@ -611,8 +638,9 @@ def _validation_bias(table: _DayTable, columns: _Columns | None, window_names: n
 
 def _validation_sums(periods: _Periods, scored: np.ndarray, table: _DayTable, date_window: np.ndarray,
                      window_names: np.ndarray, valid: _ValidSums, columns: _Columns | None,
-                     *, missing_instrument: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per period: ``sum (r - c_w)^2`` and ``sum c_w`` over the scored rows, ``c_w`` from the row's window."""
+                     *, missing_instrument: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per period: ``sum (r - c_w)^2`` and ``sum c_w`` over the scored rows, ``c_w`` from the row's window;
+    and the bias of every date and column, ``(d, m)``, NaN where no scored row uses one."""
     date_scored = scored[periods.codes]
     used = date_scored[:, None] & (table.n > 0)
     src_n = valid.n[date_window]                       # (d, m)
@@ -644,7 +672,7 @@ def _validation_sums(periods: _Periods, scored: np.ndarray, table: _DayTable, da
     cal = np.where(used, table.m2 + table.n * shift * shift, 0.0).sum(axis=1)
     applied = np.where(used, table.n * bias_d, 0.0).sum(axis=1)
     first = periods.first
-    return np.add.reduceat(cal, first), np.add.reduceat(applied, first)
+    return np.add.reduceat(cal, first), np.add.reduceat(applied, first), np.where(used, bias_d, np.nan)
 
 
 def _shifted_sums(scored: np.ndarray, cells: _PeriodCells, bias_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -39,7 +39,7 @@ class DemoResult:
 
     data_dir: Path
     store: Path
-    comparison: object  # rolling_calib.analysis.scoring.StoreComparison
+    comparison: object  # rolling_calib.analysis.comparison.StoreComparison
     report: dict[str, Path]
     seconds: float
     data_built: bool
@@ -95,7 +95,7 @@ def run_demo(
         Log the store to MLflow (``OUT/store/mlflow.db``).
     """
     from rolling_calib.analysis.diagnostics import diagnose_store
-    from rolling_calib.analysis.scoring import compare_store
+    from rolling_calib.analysis.comparison import compare_store
     from rolling_calib.config import load_experiment
     from rolling_calib.execution.factory import ExecutorOptions
     from rolling_calib.experiment.flow import RunOptions, run_experiment

@@ -16,7 +16,8 @@ Computing and drawing are separate: :func:`make_figures` (from
 Example
 -------
 >>> import warnings
->>> from rolling_calib.analysis.scoring import score_store, compare_store
+>>> from rolling_calib.analysis.scoring import score_store
+>>> from rolling_calib.analysis.comparison import compare_store
 >>> scores = score_store(example_store, progress=False)
 >>> with warnings.catch_warnings():
 ...     warnings.simplefilter("ignore")    # the example store records no library versions
@@ -38,7 +39,8 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from rolling_calib.analysis.scoring import StoreComparison, StoreScores
+from rolling_calib.analysis.comparison import StoreComparison
+from rolling_calib.analysis.scoring import StoreScores
 from rolling_calib.core.atomic import atomic_write_bytes, atomic_write_text
 from rolling_calib.reporting.figures import make_figures
 

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from rolling_calib.analysis.metaeval import metaeval_store
-from rolling_calib.analysis.scoring import compare_store, score_store
+from rolling_calib.analysis.comparison import compare_store
+from rolling_calib.analysis.scoring import score_store
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.execution.reader import MissingValidationError
 from rolling_calib.cli import main

@@ -12,7 +12,7 @@ from runner_helpers import sparse_calendar
 from scipy import stats
 
 from rolling_calib.analysis import scoring
-from rolling_calib.analysis.scoring import ranking_ic_columns, score_store
+from rolling_calib.analysis.scoring import daily_ic, score_store
 from rolling_calib.core.schedule import rolling_windows
 from rolling_calib.execution import reader
 from rolling_calib.execution import store as st
@@ -83,18 +83,20 @@ def test_store_ic_columns_match_scipy_per_run(tmp_path, monkeypatch):
             assert runs.loc[(name, seed), column] == pytest.approx(value, rel=1e-11, abs=1e-12)
 
 
-def test_ranking_ic_columns_cache_gives_the_uncached_values():
+def test_daily_ic_cache_gives_the_uncached_values():
     rng = np.random.default_rng(2)
     dates = np.repeat(pd.date_range("2020-01-02", periods=30, freq="D").values, 6)
     label = np.round(rng.normal(size=len(dates)), 1)
     cache: dict = {}
     for k in range(3):
         prediction = label * k + rng.normal(size=len(dates))
-        cached = ranking_ic_columns(prediction, label.copy(), dates.copy(), cache=cache)
-        assert cached == ranking_ic_columns(prediction, label, dates)
+        cached = daily_ic(prediction, label.copy(), dates.copy(), cache=cache)
+        plain = daily_ic(prediction, label, dates)
+        assert cached.summary() == plain.summary()
+        np.testing.assert_array_equal(cached.ic, plain.ic)
     first = cache["labels"]
     other = label + 1.0
-    ranking_ic_columns(label, other, dates, cache=cache)
+    daily_ic(label, other, dates, cache=cache)
     assert cache["labels"] is not first and cache["labels"].matches(other, dates)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +73,8 @@ def test_report_files_are_written(tmp_path):
         png = paths["heatmaps"][metric]
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list((tmp_path / "out").glob(".*tmp"))  # no temporary debris
-    assert format_sweep(result).count("| good |") >= 1
+    assert re.search(r"^\| good +\|", format_sweep(result), flags=re.M)
+    assert not format_sweep(result, style="text").lstrip().startswith("#")   # the terminal gets text tables
 
 
 def test_paper_profile_is_the_full_method_33_sweep(tmp_path):
@@ -126,3 +128,24 @@ def test_single_seed_sweep_ranks_without_runs_to_separate():
     result = analyse_sweep(runs, n_boot=50)
     assert len(result.ranking) == 3 and result.runs_to_separate == []
     assert "Runs to separate" not in format_sweep(result)
+
+
+def test_model_confidence_set_keeps_the_best_and_drops_the_clearly_worse(tmp_path):
+    """Per-day losses of a real store: 'noisy' predicts with four times the noise; it leaves the set."""
+    from runner_helpers import write_fake_store
+
+    from rolling_calib.analysis.scoring import score_store
+
+    store = tmp_path / "store"
+    write_fake_store(store, pipelines={"sharp": {"bias_sd": 0.2, "noise": 1.0}, "sharp2": {"bias_sd": 0.2, "noise": 1.0},
+                                       "noisy": {"bias_sd": 0.2, "noise": 4.0}}, seeds=3, rng_seed=5)
+    scores = score_store(store)
+    result = analyse_sweep(scores.runs, n_boot=300, seed=2, days=scores.days)
+    for metric in ("ql", "cql"):
+        cs = result.confidence_sets[metric]
+        assert "noisy" in cs.excluded and cs.pvalues["noisy"] < 0.05
+        assert set(cs.included) <= {"sharp", "sharp2"} and cs.included
+    text = format_sweep(result, style="text")
+    assert "Model confidence set by cql (95%)" in text
+    assert result.to_dict()["confidence_sets"]["ql"]["excluded"] == result.confidence_sets["ql"].excluded
+    assert analyse_sweep(scores.runs, n_boot=100).confidence_sets == {}   # without per-day losses: none

@@ -78,7 +78,9 @@ def test_table_output(swept, capsys):
     argv = [a for a in swept["argv"] if a != "--json"] + ["--no-tracking"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "| pipeline | n_runs | cql_rank" in out and "hidden_size=4" in out and "report:" in out
+    assert "pipeline" in out and "cql_rank" in out and "hidden_size=4" in out and "report:" in out
+    assert "| pipeline" not in out                      # text tables in the terminal, Markdown in sweep.md
+    assert "Model confidence set by cql" in out
 
 
 def test_bad_grid_is_a_clear_error(swept, capsys):

@@ -115,33 +115,64 @@ def test_correction_fractions():
     assert all(math.isnan(v) for v in D.correction_fractions(math.nan, 0.0, 0.0))
 
 
-# --------------------------------------------------------------------------- the verdict wording
-def test_verdict_when_a_correction_can_remove_most():
-    text = D.verdict(0.93, 0.9, corr_within=0.98, corr_across=0.9)
-    assert text == ("Calibration can help: a bias correction can remove at most 93% of the seed std here; "
-                    "CQL removed 90%.")
+# --------------------------------------------------------------------------- the assessment
+def _ratio(r: float, lo: float, hi: float) -> D.StdRatio:
+    return D.StdRatio(r, lo, hi, 0.95, 2000, 0)
 
 
-def test_verdict_when_it_cannot():
-    text = D.verdict(0.04, -0.12, corr_within=0.1, corr_across=0.0)
-    assert text.startswith("Calibration cannot help much: a bias correction can remove at most 4% of the seed std here;")
-    assert "CQL added 12% to it" in text
-    assert D.SCALE_REASON in text
-    assert D.REFIT_REASON not in text      # persistence is beside the point when nothing can be removed
+def _persistence(within: float, across: float) -> D.OffsetPersistence:
+    return D.OffsetPersistence(corr=within, corr_within=within, corr_across=across, n_pairs=10, n_within=8,
+                               n_across=2, level=1.0, change=0.5, level_within=1.0, change_within=0.4,
+                               level_across=1.0, change_across=2.0)
 
 
-def test_verdict_names_a_reset_at_refits():
-    text = D.verdict(0.8, 0.3, corr_within=0.95, corr_across=-0.4)
-    assert text.startswith("Calibration can help: ")
-    assert "CQL removed 30%" in text and D.REFIT_REASON in text and D.DRIFT_REASON not in text
-    drift = D.verdict(0.4, -0.1, corr_within=0.1, corr_across=math.nan)
-    assert drift.startswith("Calibration can help a little: ") and D.DRIFT_REASON in drift and D.REFIT_REASON not in drift
+def test_helps_only_when_it_narrows_and_keeps_the_order():
+    helps = D.assess_calibration(removable=0.93, removed=0.9, ratio=_ratio(0.1, 0.05, 0.2), keeps_order=True,
+                                 order_detail="CQL 95%, QL 2..K 80%")
+    assert helps.helps is True and helps.headline == "Calibration helps here"
+    assert "0.10x QL 2..K's" in helps.text and "[0.05, 0.20]" in helps.text and "CQL 95%, QL 2..K 80%" in helps.text
+    worse_order = D.assess_calibration(removable=0.93, removed=0.9, ratio=_ratio(0.1, 0.05, 0.2), keeps_order=False)
+    assert worse_order.helps is False and "orders the pipelines worse" in worse_order.headline
+    unchecked = D.assess_calibration(removable=0.93, removed=0.9, ratio=_ratio(0.1, 0.05, 0.2), keeps_order=None)
+    assert unchecked.helps is None and "not checked" in unchecked.headline
 
 
-def test_verdict_with_a_negative_bound_and_without_spread():
-    text = D.verdict(-0.05, 0.02)
-    assert "cannot remove any of the seed std here (the best one would add 5%)" in text
-    assert D.verdict(math.nan, math.nan).startswith("No verdict")
+def test_does_not_help_when_the_interval_reaches_one():
+    widens = D.assess_calibration(removable=0.04, removed=-0.12, ratio=_ratio(1.12, 1.02, 1.3), keeps_order=True)
+    assert widens.helps is False and widens.headline == "Calibration does not help here"
+    assert "it added 12%" in widens.text
+    unclear = D.assess_calibration(removable=0.3, removed=0.1, ratio=_ratio(0.9, 0.7, 1.1), keeps_order=True)
+    assert unclear.helps is False and unclear.headline == "Calibration does not clearly help here"
+
+
+def test_a_scale_mismatch_overrides_a_narrower_spread():
+    a = D.assess_calibration(removable=0.95, removed=0.93, ratio=_ratio(0.07, 0.05, 0.1), keeps_order=True,
+                             scale_mismatch="QL here measures the level of the predictions")
+    assert a.helps is False and "different scales" in a.headline
+    assert a.reasons[0].startswith("QL here measures the level of the predictions")
+
+
+def test_reasons_come_from_the_measurements():
+    """Persistence reasons carry the measured correlations; a cause string is passed through as measured."""
+    reset = D.assess_calibration(removable=0.8, removed=0.3, ratio=_ratio(0.8, 0.6, 0.95), keeps_order=True,
+                                 persistence=_persistence(0.95, -0.4), cause="seeds differ mostly in X (70%)")
+    assert "-0.40 across a refit against 0.95 inside a window" in reset.text
+    assert "seeds differ mostly in X (70%)" in reset.text
+    drift = D.assess_calibration(removable=0.4, removed=-0.1, ratio=_ratio(1.1, 0.9, 1.3), keeps_order=None,
+                                 persistence=_persistence(0.1, math.nan))
+    assert "even inside a window (correlation 0.10)" in drift.text and "refit" not in drift.text
+    flat = D.assess_calibration(removable=math.nan, removed=math.nan, ratio=_ratio(math.nan, math.nan, math.nan),
+                                keeps_order=None)
+    assert flat.headline.startswith("No verdict")
+
+
+def test_std_ratio_interval_by_hand_and_with_a_seed():
+    r = D.std_ratio_interval([1.0, 2.0, 4.0, 7.0], [1.0, 1.5, 2.5, 4.0], n_boot=500, seed=3)
+    assert r.ratio == pytest.approx(np.std([1.0, 1.5, 2.5, 4.0], ddof=1) / np.std([1.0, 2.0, 4.0, 7.0], ddof=1))
+    assert r.ci_low <= r.ratio <= r.ci_high
+    assert r == D.std_ratio_interval([1.0, 2.0, 4.0, 7.0], [1.0, 1.5, 2.5, 4.0], n_boot=500, seed=3)
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        D.std_ratio_interval([1.0], [1.0])
 
 
 # --------------------------------------------------------------------------- errors

@@ -3,7 +3,7 @@
 Qlib's own ``LSTM`` (``qlib.contrib.model.pytorch_lstm``) on ``Alpha360`` with the benchmark
 workflows' handler settings (features: ``RobustZScoreNorm`` + ``Fillna``; label: ``DropnaLabel`` +
 ``CSRankNorm``), our own small YAML, on a daily store ingested from the real daily bars in
-``/work/shared/data/us-equities-daily-2013-2018`` (a random walk where they are absent): one window,
+``../shared/data/us-equities-daily-2013-2018`` (a random walk where they are absent): one window,
 two seeds, one epoch (July and August 2014). The units keep both labels; ``--label raw`` and ``--label learn`` give
 different losses, the learned one equal to a hand computation from the stored arrays, and nothing
 is trained again.
@@ -11,6 +11,8 @@ is trained again.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from pathlib import Path
 
@@ -18,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from data_helpers import small_daily_store
 
 from rolling_calib.cli import main
 from rolling_calib.core.label import Label
@@ -26,32 +29,12 @@ from rolling_calib.execution.units import UnitKey
 
 pytestmark = pytest.mark.slow
 
-DAILY = Path("/work/shared/data/us-equities-daily-2013-2018")
-SYMBOLS = ("AAPL", "BAC", "F", "GE", "MSFT", "XOM")
 SPAN = ("2013-09-03", "2014-09-30")
 LABEL = "Ref($close, -2) / Ref($close, -1) - 1"
 
 
 def _daily_store(root: Path) -> Path:
-    """A Qlib day store written by ``data_prep.ingest`` from the real daily bars over :data:`SPAN`."""
-    from data_prep.ingest import IngestOptions, ingest
-
-    days = pd.bdate_range(*SPAN)
-    src = root / "csv"
-    src.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for sym in SYMBOLS:
-        if (DAILY / f"{sym}.csv").is_file():
-            bars = pd.read_csv(DAILY / f"{sym}.csv", dtype=str)
-            bars = bars[(bars["date"] >= SPAN[0]) & (bars["date"] <= SPAN[1])]
-        else:  # CI without the shared data: a random walk on the same days
-            close = 50 * np.exp(np.cumsum(rng.normal(0, 0.015, len(days))))
-            bars = pd.DataFrame({"date": days.strftime("%Y-%m-%d"), "open": close, "high": close * 1.01,
-                                 "low": close * 0.99, "close": close, "volume": 1_000_000})
-        bars.to_csv(src / f"{sym}.csv", index=False)
-    result = ingest([src], root / "qlib_day", options=IngestOptions(mode="repair"))
-    assert result.freq == "day"
-    return root / "qlib_day"
+    return small_daily_store(root, span=SPAN)
 
 
 def _experiment(root: Path, store: Path) -> Path:
@@ -85,17 +68,30 @@ def _experiment(root: Path, store: Path) -> Path:
     return path
 
 
-def _compare(store: Path, label: str, capsys) -> dict:
-    capsys.readouterr()
-    assert main(["compare", str(store), "--json", "--n-boot", "50", "--label", label]) == 0, capsys.readouterr().err
-    return json.loads(capsys.readouterr().out)
+def _main_json(argv: list[str]) -> dict:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0
+    return json.loads(out.getvalue())
 
 
-def test_compare_label_learn_rescores_without_retraining(tmp_path, capsys):
-    path = _experiment(tmp_path, _daily_store(tmp_path))
-    store = tmp_path / "store"
-    assert main(["run", str(path), "--store", str(store), "--workers", "1", "--no-tracking", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["units_ran"] == 2
+def _compare(store: Path, label: str, capsys=None) -> dict:
+    return _main_json(["compare", str(store), "--json", "--n-boot", "50", "--label", label])
+
+
+@pytest.fixture(scope="module")
+def lstm_store(tmp_path_factory) -> Path:
+    """Qlib's LSTM on Alpha360 (CSRankNorm labels), one window, two seeds: trained once for this module."""
+    root = tmp_path_factory.mktemp("lstm")
+    path = _experiment(root, _daily_store(root))
+    store = root / "store"
+    assert _main_json(["run", str(path), "--store", str(store), "--workers", "1", "--no-tracking", "--json"])[
+        "units_ran"] == 2
+    return store
+
+
+def test_compare_label_learn_rescores_without_retraining(lstm_store, capsys):
+    store = lstm_store
     manifest = st.read_manifest(store)
     labels = {k: Label.from_dict(v) for k, v in manifest["pipelines"]["lstm_alpha360"]["labels"].items()}
     assert labels["raw"] == Label(kind="raw", expression=LABEL, unit="return")
@@ -126,3 +122,18 @@ def test_compare_label_learn_rescores_without_retraining(tmp_path, capsys):
 
     after = {p: p.stat().st_mtime_ns for p in before}
     assert after == before and len(st.read_manifest(store)["history"]) == history   # nothing retrained or rewritten
+
+
+def test_scale_mismatch_is_named_against_the_raw_label_only(lstm_store):
+    """CSRankNorm predictions scored against raw returns: the guard fires, measured; on the learned label it does not."""
+    raw = _compare(lstm_store, "raw")
+    kinds = {w["kind"]: w for w in raw["warnings"]}
+    assert "scale_mismatch" in kinds
+    warning = kinds["scale_mismatch"]
+    assert warning["pipelines"] == ["lstm_alpha360"]
+    measured = warning["measured"]["lstm_alpha360"]
+    assert measured["mismatch"] and measured["spread_ratio"] > 1 and abs(measured["slope"]) < 0.5  # normalised units
+    assert "--label learn" in warning["message"] and "CSRankNorm" in warning["message"]
+    assert f"{100 * measured['level_share']:.1f}%" in warning["message"] or "%" in warning["message"]
+    learn = _compare(lstm_store, "learn")
+    assert "scale_mismatch" not in {w["kind"] for w in learn["warnings"]}

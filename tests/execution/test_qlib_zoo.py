@@ -22,7 +22,8 @@ import pytest
 import yaml
 
 from data_prep.ingest import IngestOptions
-from rolling_calib.analysis.scoring import compare_store, score_store
+from rolling_calib.analysis.comparison import compare_store
+from rolling_calib.analysis.scoring import score_store
 from rolling_calib.config.experiment import load_experiment
 from rolling_calib.core.validation import ConfigError
 from rolling_calib.execution import store as st

@@ -24,7 +24,8 @@ from rolling_calib.execution import store as st
 from rolling_calib.execution.reader import read_unit
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.config.experiment import load_experiment
-from rolling_calib.analysis.scoring import compare_store, score_store
+from rolling_calib.analysis.comparison import compare_store
+from rolling_calib.analysis.scoring import score_store
 from rolling_calib.execution.executors import LocalExecutor, UnitKey
 from rolling_calib.execution.runner import check_store_coverage, pending_units, plan_run, run_plan, window_task
 

@@ -9,7 +9,8 @@ import re
 import pytest
 
 from rolling_calib.cli import main
-from rolling_calib.analysis.scoring import compare_store, score_store
+from rolling_calib.analysis.comparison import compare_store
+from rolling_calib.analysis.scoring import score_store
 from rolling_calib.reporting.document import CAVEAT, write_report
 
 from runner_helpers import write_fake_store

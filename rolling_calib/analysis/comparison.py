@@ -1,0 +1,360 @@
+"""Compare the pipelines of a scored store: verdicts first, then the numbers behind them.
+
+:func:`compare_store` turns :class:`~rolling_calib.analysis.scoring.StoreScores` into the
+``compare`` command's result:
+
+* per pair, the **verdict** of every metric (QL, CQL, IC, Rank IC): better, worse or
+  undetermined at the chosen confidence, with the difference of means, its interval over
+  seeds *and* blocks of market time, the dominant source of uncertainty, the Diebold-Mariano
+  test, how much pairing the seeds narrowed the interval and the seeds needed to decide
+  (:mod:`rolling_calib.analysis.verdicts`, :mod:`rolling_calib.core.verdict`);
+* the **warnings** of the guards (scale mismatch, degenerate seeds, no skill, an undetermined
+  ground truth), each measured and each with what to do;
+* per pipeline the mean and standard deviation over seeds of QL, QL over CQL's periods, CQL and
+  the IC metrics, the std ratio CQL / QL and the seed budget;
+* per pair the pairwise accuracy of every metric with bootstrap intervals (direction by mean
+  QL) -- numbers that mean something only when the ground truth is determined and the seeds
+  differ: :meth:`StoreComparison.format` shows them only then.
+
+Example
+-------
+>>> from rolling_calib.analysis.scoring import score_store
+>>> comparison = compare_store(score_store(example_store), n_boot=200)
+>>> sorted(comparison.summary["pipeline"])
+['wd0', 'wd1e-3']
+>>> sorted(comparison.verdicts[0].verdicts)
+['cql', 'ic', 'ql', 'rank_ic']
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rolling_calib.analysis.scoring import IC_METRICS, METRICS, StoreScores
+from rolling_calib.analysis.verdicts import (
+    GuardWarning,
+    PairVerdicts,
+    decide_pair,
+    guard_warnings,
+)
+from rolling_calib.core import pairwise as cmp
+from rolling_calib.core.calibration import Calibration
+from rolling_calib.core.label import Label
+from rolling_calib.core.tables import format_table, sig
+from rolling_calib.core.validation import CONFIDENCE, N_BOOT, SEED, validate_params
+from rolling_calib.core.verdict import BLOCK_SIZE, Verdict
+
+__all__ = ["METRIC_TITLES", "StoreComparison", "compare_store"]
+
+#: How each metric is named in tables.
+METRIC_TITLES = {"ql": "QL", "ql_scored": "QL 2..K", "cql": "CQL", "ic": "IC", "icir": "ICIR", "rank_ic": "Rank IC"}
+
+
+@dataclass
+class StoreComparison:
+    """The ``compare`` command's result.
+
+    Attributes
+    ----------
+    summary : DataFrame
+        Per pipeline: ``runs``, ``<metric>_mean`` and ``<metric>_std`` for ql, ql_scored
+        and cql (and the IC metrics), ``std_ratio`` (std CQL / std QL over the same rows, months
+        2..K) and ``seed_budget`` (runs of that QL needed to match the standard error CQL reaches
+        with ``runs`` runs: ``runs * (std_QL / std_CQL)^2``).
+    pairs : list of PairComparison
+        Direction by ``ql``; accuracy of ql, ql_scored, cql and the IC metrics with bootstrap intervals.
+    verdicts : list of PairVerdicts
+        One per pair, in the same order (None when verdicts were not computed).
+    warnings : list of GuardWarning
+        The guards that fired.
+    calibration : Calibration
+        The calibration rule of the scores; ``label`` : Label, the label they were scored against.
+    n_boot, confidence, seed, block_size : bootstrap settings.
+    """
+
+    summary: pd.DataFrame
+    pairs: list[cmp.PairComparison]
+    n_boot: int
+    confidence: float
+    seed: int
+    calibration: Calibration = field(default_factory=Calibration)
+    label: Label = field(default_factory=lambda: Label(kind="raw"))
+    incomplete: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    verdicts: list[PairVerdicts] = field(default_factory=list)
+    warnings: list[GuardWarning] = field(default_factory=list)
+    block_size: float | None = None
+
+    def verdicts_of(self, pair: cmp.PairComparison) -> PairVerdicts | None:
+        """The verdicts of ``pair`` (None when not computed)."""
+        for v in self.verdicts:
+            if {v.better, v.worse} == {pair.better, pair.worse}:
+                return v
+        return None
+
+    def accuracies_shown(self, pair: cmp.PairComparison) -> str | None:
+        """None when the pair's pairwise accuracies mean something; else why they are not shown."""
+        why = []
+        verdict = self.verdicts_of(pair)
+        if verdict is not None and not verdict.ground_truth_determined:
+            why.append("the ground truth (QL) is undetermined")
+        degenerate = [w.pipelines[0] for w in self.warnings if w.kind == "degenerate_seeds"
+                      and w.pipelines[0] in (pair.better, pair.worse)]
+        if degenerate:
+            have = "has" if len(degenerate) == 1 else "have"
+            why.append(f"{' and '.join(degenerate)} {have} no seed variance (degenerate seeds)")
+        return " and ".join(why) or None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (for ``--json``): the rule's ``period``, ``bias``, ``source`` and the ``label`` kind first.
+
+        Each pair gains ``ground_truth_determined`` and ``verdicts``; ``warnings`` lists the guards that fired.
+        """
+        pairs = []
+        for p in self.pairs:
+            entry = _clean_nested(p.to_dict())
+            verdict = self.verdicts_of(p)
+            if verdict is not None:
+                entry.update(_clean_nested(verdict.to_dict()))
+            pairs.append(entry)
+        return {
+            "period": self.calibration.period,
+            "bias": self.calibration.bias,
+            "source": self.calibration.source,
+            "label": self.label.kind,
+            "bootstrap": {"n_boot": self.n_boot, "confidence": self.confidence, "seed": self.seed},
+            "pipelines": [_clean_nested(rec) for rec in self.summary.to_dict(orient="records")],
+            "pairs": pairs,
+            "incomplete_runs": list(self.incomplete),
+            "notes": list(self.notes),
+            "warnings": [w.to_dict() for w in self.warnings],
+            "label_description": self.label.to_dict(),
+            "loss_unit": self.label.loss_unit,
+            "block_size": self.block_size,
+        }
+
+    # ----------------------------------------------------------------------- text
+    def format(self) -> str:
+        """Plain-text report for the terminal: verdicts, warnings, then the tables behind them."""
+        unit = self.label.loss_unit
+        lines = [f"Scored against the {self.label.describe()}; calibration: {self.calibration.describe()}."]
+        if self.verdicts:
+            lines += ["", self._verdict_table()]
+        if self.warnings:
+            lines += ["", "Warnings:"] + [f"- [{w.kind}] {w.message}" for w in self.warnings]
+        lines += ["", f"Per pipeline (losses in {unit}; mean and std over seeds, ddof=1)", self._summary_table()]
+        if "ic_mean" in self.summary.columns:
+            lines += ["", "Ranking skill (mean over test dates of the cross-sectional correlation; higher is better)",
+                      self._ic_table()]
+        lines.append("QL: all evaluation periods; QL 2..K: the periods CQL scores (same rows); std ratio = CQL std / "
+                     "QL 2..K std; seed budget = runs of QL 2..K needed to reach the standard error CQL has.")
+        if self.pairs:
+            lines += ["", self._accuracy_table()]
+        if self.incomplete:
+            lines += ["", f"Left out {len(self.incomplete)} incomplete run(s):"] + [f"  {s}" for s in self.incomplete]
+        if self.notes:
+            lines += [""] + [f"Note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+    def _verdict_table(self) -> str:
+        head = (f"Verdicts at {self.confidence:.0%} (difference = mean of the first minus the second pipeline; "
+                f"interval over seeds and blocks of market time, Student t on both parts)")
+        rows = []
+        for pv in self.verdicts:
+            for k, (metric, v) in enumerate(pv.verdicts.items()):
+                rows.append([f"{pv.better} vs {pv.worse}" if k == 0 else "", METRIC_TITLES.get(metric, metric),
+                             _verdict_word(v), _with_unit(v.difference, self._unit(metric)),
+                             f"[{sig(v.ci_low)}, {sig(v.ci_high)}]", _uncertainty(v), _pairing(v),
+                             sig(v.diebold_mariano.p_value, 2), _seeds(v)])
+        table = format_table(rows, ["pair", "metric", "verdict", "difference", "interval", "uncertainty", "pairing",
+                                    "DM p", "seeds to decide"],
+                             align=["left", "left", "left", "right", "left", "left", "left", "right", "left"])
+        foot = ("uncertainty: the source that dominates the interval's variance (its share); pairing: how much "
+                "comparing seed i with seed i narrowed the interval; DM p: Diebold-Mariano test of the daily loss "
+                "differential (HAC variance); seeds to decide: seeds per pipeline the metric needs at this confidence.")
+        return f"{head}\n{table}\n{foot}"
+
+    def _unit(self, metric: str) -> str:
+        return self.label.loss_unit if metric in ("ql", "ql_scored", "cql") else ""
+
+    def _summary_table(self) -> str:
+        cols = [("runs", str), ("ql_mean", sig), ("ql_std", sig), ("ql_scored_mean", sig), ("ql_scored_std", sig),
+                ("cql_mean", sig), ("cql_std", sig), ("std_ratio", lambda x: sig(x, 3)), ("seed_budget", lambda x: sig(x, 3))]
+        heads = ["runs", "QL mean", "QL std", "QL 2..K mean", "QL 2..K std", "CQL mean", "CQL std", "std ratio",
+                 "seed budget"]
+        rows = [[r["pipeline"], *(r.get(c) for c, _ in cols)] for r in self.summary.to_dict(orient="records")]
+        return format_table(rows, ["pipeline", *heads], formats=[str, *(f for _, f in cols)])
+
+    def _ic_table(self) -> str:
+        cols = ["ic_mean", "ic_std", "icir_mean", "icir_std", "rank_ic_mean", "rank_ic_std"]
+        rows = [[r["pipeline"], *(r.get(c) for c in cols)] for r in self.summary.to_dict(orient="records")]
+        return format_table(rows, ["pipeline", "IC mean", "IC std", "ICIR mean", "ICIR std", "Rank IC mean",
+                                   "Rank IC std"], formats=[str, *([lambda x: sig(x, 3)] * 6)])
+
+    def _accuracy_table(self) -> str:
+        shown = [m for m in ("ql", "cql", *IC_METRICS) if all(m in p.accuracies for p in self.pairs)]
+        rows = []
+        for p in self.pairs:
+            why = self.accuracies_shown(p)
+            if why is not None:
+                rows.append([p.better, p.worse, *(["not shown"] * len(shown))])
+                continue
+            rows.append([p.better, p.worse, *(f"{p.accuracies[m].accuracy:.3f} [{p.accuracies[m].ci_low:.3f}, "
+                                              f"{p.accuracies[m].ci_high:.3f}]" for m in shown)])
+        head = (f"Pairwise accuracy: P(a run of the better-by-QL pipeline scores better than a run of the other), "
+                f"{self.confidence:.0%} percentile bootstrap over seeds ({self.n_boot} resamples, seed {self.seed})")
+        table = format_table(rows, ["better by QL", "other", *(f"Acc {METRIC_TITLES[m]}" for m in shown)])
+        hidden = [f"{p.better} vs {p.worse}: not shown because {self.accuracies_shown(p)}." for p in self.pairs
+                  if self.accuracies_shown(p) is not None]
+        return "\n".join([head, table, *hidden])
+
+
+def _with_unit(value: float, unit: str) -> str:
+    return f"{sig(value)} {unit}".rstrip()
+
+
+def _verdict_word(v: Verdict) -> str:
+    return f"{v.winner} better" if v.winner is not None else "undetermined"
+
+
+def _uncertainty(v: Verdict) -> str:
+    total = v.var_seeds + v.var_time
+    if not total > 0:
+        return "none"
+    share = (v.var_seeds if v.dominant_uncertainty == "seeds" else v.var_time) / total
+    return f"{v.dominant_uncertainty} ({share:.0%})"
+
+
+def _pairing(v: Verdict) -> str:
+    if not v.paired:
+        return "unpaired"
+    if v.pairing_narrowing is None or not math.isfinite(v.pairing_narrowing):
+        return "paired"
+    return f"paired, {v.pairing_narrowing:+.0%} narrower" if v.pairing_narrowing >= 0 else \
+        f"paired, {-v.pairing_narrowing:.0%} wider"
+
+
+def _seeds(v: Verdict) -> str:
+    n = v.seeds_needed.n
+    if n is None:
+        return "none suffices" if "market time" in v.seeds_needed.reason else "gap is 0"
+    return str(n)
+
+
+def _clean_nested(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _clean_nested(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean_nested(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+def _summary_row(name: str, values: dict[str, np.ndarray]) -> dict[str, Any]:
+    row: dict[str, Any] = {"pipeline": name, "runs": int(values["ql"].size)}
+    for m in (*METRICS, *IC_METRICS):
+        if m not in values:
+            continue
+        row[f"{m}_mean"] = float(values[m].mean())
+        row[f"{m}_std"] = float(values[m].std(ddof=1)) if values[m].size > 1 else math.nan
+    if values["ql"].size > 1 and (row["ql_scored_std"] > 0 or row["cql_std"] > 0):
+        # same rows on both sides (months 2..K): the variance reduction calibration buys
+        vr = cmp.variance_reduction(values, vanilla="ql_scored", calibrated="cql")
+        row["std_ratio"], row["seed_budget"] = vr.std_ratio, vr.seed_budget
+    else:
+        row["std_ratio"], row["seed_budget"] = math.nan, math.nan
+    return row
+
+
+@validate_params({"n_boot": N_BOOT, "confidence": CONFIDENCE, "seed": SEED, "block_size": BLOCK_SIZE})
+def compare_store(
+    scores: StoreScores,
+    *,
+    pipelines: Sequence[str] | None = None,
+    pairs: Sequence[tuple[str, str]] | None = None,
+    n_boot: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    block_size: float | None = None,
+) -> StoreComparison:
+    """Verdicts, warnings, summaries per pipeline and pairwise accuracies per pair.
+
+    Parameters
+    ----------
+    scores : StoreScores
+    pipelines : sequence of str, optional
+        Pipelines to include (default: all scored).
+    pairs : sequence of (str, str), optional
+        Pairs to compare. Default: the experiment's ``compare:`` pairs among the
+        included pipelines, else every pair.
+    n_boot, confidence, seed : bootstrap settings (the seed is recorded); ``confidence`` is also
+        the verdicts' level.
+    block_size : float, optional
+        Mean block length (trading days) of the stationary bootstrap over market time; None:
+        chosen from the data (Politis-White).
+
+    Returns
+    -------
+    StoreComparison
+    """
+    names = scores.pipelines if pipelines is None else list(pipelines)
+    for name in names:
+        if name not in scores.pipelines:
+            raise ValueError(f"--pipelines: {name!r} has no complete run (scored: {', '.join(scores.pipelines)})")
+    rows = [_summary_row(name, scores.scores_of(name)) for name in names]
+    if pairs is None:
+        recorded = [p for p in scores.compare if p[0] in names and p[1] in names]
+        pairs = recorded or list(itertools.combinations(names, 2))
+    comparisons, verdicts = [], []
+    for a, b in pairs:
+        for name in (a, b):
+            if name not in names:
+                raise ValueError(f"pair ({a}, {b}): pipeline {name!r} is not included (included: {', '.join(names)})")
+        pair = _compare_with_ic(a, scores.scores_of(a), b, scores.scores_of(b),
+                                n_boot=n_boot, confidence=confidence, seed=seed)
+        comparisons.append(pair)
+        verdicts.append(decide_pair(scores.days, pair.better, pair.worse, label=scores.label, confidence=confidence,
+                                    n_boot=n_boot, seed=seed, block_size=block_size))
+    warnings = guard_warnings(days=scores.days, runs=scores.runs, pipelines=names, label=scores.label,
+                              learned=scores.learned_labels, seed_spread=scores.seed_spread, models=scores.models,
+                              pairs=verdicts)
+    return StoreComparison(
+        summary=pd.DataFrame(rows), pairs=comparisons, calibration=scores.calibration, n_boot=n_boot,
+        confidence=confidence, seed=seed, incomplete=list(scores.incomplete), notes=list(scores.notes),
+        label=scores.label, verdicts=verdicts, warnings=warnings, block_size=block_size,
+    )
+
+
+def _compare_with_ic(a: str, values_a: dict, b: str, values_b: dict, **boot: Any) -> cmp.PairComparison:
+    """:func:`~rolling_calib.core.pairwise.compare_pair` of QL, CQL and the IC metrics (direction by QL).
+
+    ``compare_pair`` counts a lower score as better; the IC metrics enter negated, so their
+    accuracy is P(IC_better > IC_worse), and their means are reported with their own sign.
+    IC metrics that are not finite for every run of both pipelines are left out.
+    """
+    ics = [m for m in IC_METRICS if m in values_a and m in values_b
+           and np.isfinite(values_a[m]).all() and np.isfinite(values_b[m]).all()]
+    flip = {m: f"-{m}" for m in ics}
+
+    def signed(values: dict) -> dict:
+        return {**{m: values[m] for m in METRICS}, **{flip[m]: -values[m] for m in ics}}
+
+    pair = cmp.compare_pair(a, signed(values_a), b, signed(values_b), ground_truth="ql",
+                            metrics=[*METRICS, *flip.values()], **boot)
+    for m, key in flip.items():
+        pair.accuracies[m] = pair.accuracies.pop(key)
+        for means in pair.means.values():
+            means[m] = -means.pop(key)
+    return pair

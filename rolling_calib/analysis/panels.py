@@ -1,0 +1,141 @@
+"""Per-run, per-day summaries of a store: what the verdicts resample and the guards measure.
+
+For every run (pipeline, seed) :func:`run_days` turns the run's scores into one row per trading
+day (the date of the predictions' timestamps):
+
+* ``rows``, ``sse_ql`` (``sum (y - p)^2``) and ``sse_cql`` (``sum (y - p - c)^2`` with the day's
+  calibration bias; NaN on days CQL does not score), from the rolling metric
+  (:attr:`~rolling_calib.core.metrics.RollingCQL.days`): a run's QL is ``sum sse_ql / sum rows``;
+* ``ic_sum``, ``ic_n`` (and ``rank_ic_sum``, ``rank_ic_n``): the sum and number of the day's
+  defined cross-sectional correlations (one per timestamp: each bar on a minute store, each
+  session on a daily one), so a run's IC is ``sum ic_sum / sum ic_n``;
+* the moments ``n, sp, sy, spp, syy, spy`` of (prediction, label) pairs
+  (:class:`~rolling_calib.core.guards.Moments`), for the scale and skill guards and the split of
+  the seed variance.
+
+:class:`SeedSpreadCollector` measures, per pipeline, how different its seeds' predictions of the
+same rows are (:func:`~rolling_calib.core.guards.seed_spread`) in one pass over the runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from rolling_calib.core.guards import DEGENERATE_LIMIT, MOMENT_FIELDS, SeedSpread
+from rolling_calib.core.metrics import RollingCQL
+from rolling_calib.core.ranking_ic import DailyIC
+from rolling_calib.execution.reader import RunArrays
+
+__all__ = ["DAY_COLUMNS", "MOMENT_COLUMNS", "SeedSpreadCollector", "run_days"]
+
+MOMENT_COLUMNS = MOMENT_FIELDS
+DAY_COLUMNS = ("pipeline", "seed", "date", "period", "rows", "sse_ql", "sse_cql", "ic_sum", "ic_n", "rank_ic_sum",
+               "rank_ic_n", *MOMENT_COLUMNS)
+
+
+def _day_codes(times: np.ndarray, days: np.ndarray) -> np.ndarray:
+    """Index into ``days`` (sorted datetime64[D]) of every timestamp's date."""
+    return np.searchsorted(days.astype("datetime64[D]").view(np.int64),
+                           times.astype("datetime64[D]").view(np.int64))
+
+
+def _daily_ic_sums(daily: DailyIC, days: np.ndarray) -> dict[str, np.ndarray]:
+    """Per day of ``days``: sums and counts of the finite daily IC and Rank IC."""
+    out: dict[str, np.ndarray] = {}
+    if daily.dates.size == 0:
+        for name in ("ic_sum", "ic_n", "rank_ic_sum", "rank_ic_n"):
+            out[name] = np.zeros(len(days))
+        return out
+    code = _day_codes(np.asarray(daily.dates).astype("datetime64[ns]"), days)
+    for name, values in (("ic", daily.ic), ("rank_ic", daily.rank_ic)):
+        ok = np.isfinite(values)
+        out[f"{name}_sum"] = np.bincount(code[ok], weights=values[ok], minlength=len(days))
+        out[f"{name}_n"] = np.bincount(code[ok], minlength=len(days)).astype(float)
+    return out
+
+
+def run_days(pipeline: str, seed: int, result: RollingCQL, arrays: RunArrays, daily: DailyIC | None) -> pd.DataFrame:
+    """One row per trading day of a run: its losses, correlations and moments (module docstring)."""
+    frame = result.days
+    if frame is None:
+        raise ValueError("result: the rolling metric returned no per-day sums")
+    days = frame["date"].to_numpy()
+    code = _day_codes(arrays.datetime, days)
+    p, y = arrays.prediction, arrays.label
+    m = len(days)
+    moments = {
+        "n": np.bincount(code, minlength=m).astype(float),
+        "sp": np.bincount(code, weights=p, minlength=m),
+        "sy": np.bincount(code, weights=y, minlength=m),
+        "spp": np.bincount(code, weights=p * p, minlength=m),
+        "syy": np.bincount(code, weights=y * y, minlength=m),
+        "spy": np.bincount(code, weights=p * y, minlength=m),
+    }
+    ic = _daily_ic_sums(daily, days) if daily is not None else {k: np.zeros(m) for k in
+                                                                 ("ic_sum", "ic_n", "rank_ic_sum", "rank_ic_n")}
+    out = pd.DataFrame({"pipeline": pipeline, "seed": int(seed), "date": days, "period": frame["period"].to_numpy(),
+                        "rows": frame["rows"].to_numpy(), "sse_ql": frame["sse_ql"].to_numpy(),
+                        "sse_cql": frame["sse_cql"].to_numpy(), **ic, **moments})
+    return out[list(DAY_COLUMNS)]
+
+
+@dataclass
+class _Welford:
+    """Running mean and sum of squared deviations over seeds, per row."""
+
+    times: np.ndarray
+    codes: np.ndarray
+    mean: np.ndarray
+    m2: np.ndarray
+    first: np.ndarray
+    k: int = 1
+    max_diff: float = 0.0
+    aligned: bool = True
+
+
+@dataclass
+class SeedSpreadCollector:
+    """Per pipeline, the between-seed spread of predictions of the same rows, one run at a time.
+
+    Runs of a pipeline predict the same (datetime, instrument) rows in the same order when they
+    share a dataset; a run whose rows differ from the first seed's makes the pipeline's spread
+    unknown (None) rather than wrong.
+    """
+
+    _state: dict[str, _Welford] = field(default_factory=dict)
+
+    def add(self, pipeline: str, arrays: RunArrays) -> None:
+        p = arrays.prediction
+        state = self._state.get(pipeline)
+        if state is None:
+            self._state[pipeline] = _Welford(arrays.datetime, arrays.codes, p.astype(float).copy(), np.zeros(len(p)),
+                                             p.copy())
+            return
+        if not state.aligned:
+            return
+        if len(p) != len(state.mean) or not (np.array_equal(arrays.datetime, state.times)
+                                              and np.array_equal(arrays.codes, state.codes)):
+            state.aligned = False
+            return
+        state.k += 1
+        delta = p - state.mean
+        state.mean += delta / state.k
+        state.m2 += delta * (p - state.mean)
+        state.max_diff = max(state.max_diff, float(np.abs(p - state.first).max()) if len(p) else 0.0)
+
+    def result(self, pipeline: str) -> SeedSpread | None:
+        """:class:`~rolling_calib.core.guards.SeedSpread` of the pipeline's seeds (None: fewer than 2, or rows differ)."""
+        state = self._state.get(pipeline)
+        if state is None or state.k < 2 or not state.aligned:
+            return None
+        per_row_std = np.sqrt(state.m2 / state.k)          # ddof 0 over seeds, as seed_spread
+        # std of all predictions of all seeds: sum over rows of (m2 + k (mean - grand)^2) / (k n)
+        grand = state.mean.mean()
+        total_var = (state.m2.sum() + state.k * ((state.mean - grand) ** 2).sum()) / (state.k * len(state.mean))
+        scale = float(np.sqrt(total_var))
+        rel = float(per_row_std.mean() / scale) if scale > 0 else 0.0
+        return SeedSpread(n_seeds=state.k, n_rows=len(state.mean), max_abs_difference=state.max_diff,
+                          relative_spread=rel, identical=state.max_diff == 0.0, degenerate=rel < DEGENERATE_LIMIT)

@@ -1,0 +1,124 @@
+"""Verdicts and guards on stores: the compare --json contract, numbers recomputed from the runs, each guard."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from runner_helpers import write_fake_store
+
+from rolling_calib.analysis.comparison import compare_store
+from rolling_calib.analysis.scoring import score_store
+from rolling_calib.cli import main
+
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden_tiny_demo"
+VERDICT_KEYS = {"winner", "difference", "ci_low", "ci_high", "dominant_uncertainty"}
+
+
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory) -> Path:
+    """The tiny demo store of the golden fixture (2 pipelines x 2 seeds, our LSTM on the synthetic market)."""
+    store = tmp_path_factory.mktemp("golden") / "store"
+    shutil.copytree(GOLDEN / "store", store)
+    return store
+
+
+@pytest.fixture(scope="module")
+def skilled_store(tmp_path_factory) -> Path:
+    """Predictions = 0.5 label + seed bias + noise: models with skill; 'wild' has a wider seed bias."""
+    store = tmp_path_factory.mktemp("skilled") / "store"
+    write_fake_store(store, pipelines={"calm": {"bias_sd": 0.1, "noise": 1.0}, "wild": {"bias_sd": 1.0, "noise": 1.5}},
+                     seeds=6, instruments=("AAA", "BBB", "CCC", "DDD"))
+    return store
+
+
+def _compare_json(store: Path, capsys, *extra: str) -> dict:
+    capsys.readouterr()
+    assert main(["compare", str(store), "--json", "--n-boot", "200", *extra]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def test_compare_json_carries_verdicts_and_warnings(demo_store, capsys):
+    out = _compare_json(demo_store, capsys)
+    assert isinstance(out["warnings"], list)
+    for w in out["warnings"]:
+        assert set(w) >= {"kind", "pipelines", "message"} and w["message"]
+    for pair in out["pairs"]:
+        assert isinstance(pair["ground_truth_determined"], bool)
+        assert {"ql", "cql"} <= set(pair["verdicts"])
+        for metric, v in pair["verdicts"].items():
+            assert VERDICT_KEYS <= set(v), metric
+            assert v["dominant_uncertainty"] in ("seeds", "time")
+            assert v["winner"] in (None, pair["better"], pair["worse"])
+            assert v["ci_low"] <= v["difference"] <= v["ci_high"]
+        assert pair["ground_truth_determined"] == (pair["verdicts"]["ql"]["winner"] is not None)
+
+
+def test_verdict_differences_are_the_runs_means(skilled_store):
+    scores = score_store(skilled_store)
+    comparison = compare_store(scores, n_boot=200)
+    runs = scores.runs.set_index("pipeline")
+    for pv in comparison.verdicts:
+        for metric, v in pv.verdicts.items():
+            a = runs.loc[pv.better, metric].to_numpy(dtype=float)
+            b = runs.loc[pv.worse, metric].to_numpy(dtype=float)
+            assert v.difference == pytest.approx(a.mean() - b.mean(), rel=1e-10, abs=1e-13), metric
+
+
+def test_per_day_summaries_add_up_to_each_run(skilled_store):
+    scores = score_store(skilled_store)
+    days = scores.days.groupby(["pipeline", "seed"]).sum(numeric_only=True)
+    scored = scores.days[scores.days["sse_cql"].notna()].groupby(["pipeline", "seed"])[["rows", "sse_cql"]].sum()
+    runs = scores.runs.set_index(["pipeline", "seed"])
+    np.testing.assert_allclose(days["sse_ql"] / days["rows"], runs["ql"], rtol=1e-12)
+    np.testing.assert_allclose(scored["sse_cql"] / scored["rows"], runs["cql"], rtol=1e-12)
+    np.testing.assert_allclose(days["ic_sum"] / days["ic_n"], runs["ic"], rtol=1e-12)
+    np.testing.assert_allclose(days["n"], days["rows"])
+    ql_from_moments = (days["syy"] - 2 * days["spy"] + days["spp"]) / days["n"]
+    np.testing.assert_allclose(ql_from_moments, runs["ql"], rtol=1e-9)
+
+
+def test_no_skill_is_named_on_models_that_do_not_predict(demo_store, skilled_store, capsys):
+    demo = _compare_json(demo_store, capsys)
+    no_skill = [w for w in demo["warnings"] if w["kind"] == "no_skill"]
+    assert len(no_skill) == 1 and set(no_skill[0]["pipelines"]) == {"wd0", "wd1e-2"}
+    for name, measured in no_skill[0]["measured"].items():
+        assert not measured["skill"]
+        assert f"{measured['ic_mean']:.3g}" in no_skill[0]["message"] or measured["positive_ic"]
+    skilled = _compare_json(skilled_store, capsys)
+    assert "no_skill" not in {w["kind"] for w in skilled["warnings"]}
+
+
+def test_an_undetermined_ground_truth_hides_the_accuracies(tmp_path, capsys):
+    """Two pipelines drawn alike: the QL gap is inside its interval; accuracies are not shown as numbers."""
+    store = tmp_path / "store"
+    write_fake_store(store, pipelines={"a": {"bias_sd": 1.0}, "b": {"bias_sd": 1.0}}, seeds=3, rng_seed=4)
+    out = _compare_json(store, capsys)
+    pair = out["pairs"][0]
+    assert pair["ground_truth_determined"] is False and pair["verdicts"]["ql"]["winner"] is None
+    assert "undetermined_ground_truth" in {w["kind"] for w in out["warnings"]}
+    capsys.readouterr()
+    assert main(["compare", str(store), "--n-boot", "200"]) == 0
+    text = capsys.readouterr().out
+    assert "not shown because the ground truth (QL) is undetermined" in text
+    assert text.index("Verdicts at 95%") < text.index("Per pipeline")
+
+
+def test_text_output_leads_with_the_verdicts_in_the_labels_unit(demo_store, capsys):
+    capsys.readouterr()
+    assert main(["compare", str(demo_store), "--n-boot", "200"]) == 0
+    text = capsys.readouterr().out
+    first = text.index("Verdicts at 95%")
+    assert first < text.index("Warnings:") < text.index("Per pipeline") < text.index("Pairwise accuracy")
+    assert "bp²" in text and "bp^2" not in text
+
+
+def test_confidence_changes_the_verdicts_level(skilled_store):
+    scores = score_store(skilled_store)
+    narrow = compare_store(scores, n_boot=200, confidence=0.5).verdicts[0].verdicts["ql"]
+    wide = compare_store(scores, n_boot=200, confidence=0.99).verdicts[0].verdicts["ql"]
+    assert wide.ci_high - wide.ci_low > narrow.ci_high - narrow.ci_low
+    assert wide.confidence == 0.99
