@@ -20,7 +20,6 @@ Example
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
