@@ -266,10 +266,15 @@ class LSTMCore(Model):
     def fit_scales(self, train: MinuteWindowSampler) -> None:
         """Normalisation refitted on this window's training segment.
 
-        Features: the handler's norm (fitted on its fit range); label scale: mean and std of the
-        train labels (a zero std becomes 1).
+        Features: the handler's norm (fitted on its fit range); label scale (``label_scaling:
+        standardise``, the default): mean and std of the train labels (a zero std becomes 1); with
+        ``label_scaling: none`` the network learns the label as it is (mean 0, scale 1), so its
+        output bias is the label's own level, learned from scratch by every seed.
         """
         self.norm = train.norm
+        if getattr(self, "label_scaling", "standardise") == "none":
+            self.label_mean, self.label_std = 0.0, 1.0
+            return
         y = train.labels.astype(np.float64)
         self.label_mean = float(np.mean(y))
         std = float(np.std(y))

@@ -76,6 +76,8 @@ STATE_FORMAT = "rolling_calib.RollingLSTM/1"
 _ARCH_KEYS = ("d_feat", "hidden_size", "num_layers")
 _OPTIMIZERS = ("adam", "adamw", "sgd", "gd")
 _LOSSES = ("mse",)
+#: ``label_scaling``: standardise the label with the training segment's mean and std (default), or learn it as it is.
+LABEL_SCALINGS = ("standardise", "none")
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,7 @@ _PARAMS: dict[str, Constraint] = {
     "loss": Options(*_LOSSES),
     "optimizer": _AnyCase(Options(*_OPTIMIZERS)),
     "device": _Device(),
+    "label_scaling": Options(*LABEL_SCALINGS),
 }
 
 _logger = get_module_logger("rolling_calib.qlib_adapter.model")
@@ -170,6 +173,9 @@ class RollingLSTM(LSTMCore):
         ``torch.set_num_threads`` for this process (the runner passes 1 per worker).
     grad_clip : float
         Gradients are clipped elementwise to ``[-grad_clip, grad_clip]`` (Qlib: 3.0; 0 = off).
+    label_scaling : {"standardise", "none"}
+        ``"standardise"`` (default): the network learns ``(y - mean) / std`` of the training segment;
+        ``"none"``: the label as it is (its level is learned by the output bias of every seed).
 
     Attributes
     ----------
@@ -195,7 +201,7 @@ class RollingLSTM(LSTMCore):
     >>> RollingLSTM(weight_decy=1e-4)
     Traceback (most recent call last):
     ...
-    TypeError: RollingLSTM: unknown keyword argument(s) ['weight_decy']; expected any of d_feat, hidden_size, num_layers, dropout, n_epochs, finetune_epochs, lr, batch_size, weight_decay, early_stop, loss, optimizer, seed, device, n_threads, grad_clip
+    TypeError: RollingLSTM: unknown keyword argument(s) ['weight_decy']; expected any of d_feat, hidden_size, num_layers, dropout, n_epochs, finetune_epochs, lr, batch_size, weight_decay, early_stop, loss, optimizer, seed, device, n_threads, grad_clip, label_scaling
     """
 
     @validate_params(_PARAMS)
@@ -218,13 +224,14 @@ class RollingLSTM(LSTMCore):
         device: str = "cpu",
         n_threads: int | None = None,
         grad_clip: float = 3.0,
+        label_scaling: str = "standardise",
         **unknown: Any,
     ):
         if unknown:
             raise TypeError(
                 f"RollingLSTM: unknown keyword argument(s) {sorted(unknown)}; expected any of "
                 "d_feat, hidden_size, num_layers, dropout, n_epochs, finetune_epochs, lr, batch_size, "
-                "weight_decay, early_stop, loss, optimizer, seed, device, n_threads, grad_clip"
+                "weight_decay, early_stop, loss, optimizer, seed, device, n_threads, grad_clip, label_scaling"
             )
         # the values were checked against _PARAMS by @validate_params
         self.d_feat = int(d_feat)
@@ -243,6 +250,7 @@ class RollingLSTM(LSTMCore):
         self.device_name = device
         self.n_threads = n_threads
         self.grad_clip = float(grad_clip)
+        self.label_scaling = label_scaling
         self.device = _resolve_device(device)
         self.apply_threads()
         self.new_network()
@@ -267,6 +275,7 @@ class RollingLSTM(LSTMCore):
             "lr": self.lr, "batch_size": self.batch_size, "weight_decay": self.weight_decay,
             "early_stop": self.early_stop, "loss": self.loss, "optimizer": self.optimizer, "seed": self.seed,
             "device": self.device_name, "n_threads": self.n_threads, "grad_clip": self.grad_clip,
+            "label_scaling": self.label_scaling,
         }
 
     # ------------------------------------------------------------------ training

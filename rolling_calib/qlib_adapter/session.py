@@ -50,7 +50,7 @@ def resolve_qlib_init(section: Any, where: str) -> dict:
     if not store.is_dir():
         raise ConfigError(
             f"{where}: qlib_init.provider_uri: data directory not found: {store} "
-            "(build it with 'rolling-calib data synthetic' or 'rolling-calib data ingest')"
+            "(build it with 'rolling-calib data synth' or 'rolling-calib data ingest')"
         )
     present = [f for f in FREQS if (store / "calendars" / f"{f}.txt").is_file()]
     if freq is None:  # a plain path: the store's own calendar says its frequency

@@ -281,3 +281,19 @@ def test_same_seed_same_predictions_in_a_fresh_process(store, dataset, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     np.testing.assert_array_equal(np.load(out), here.to_numpy())
     json.dumps(make_model(seed=21).hyperparameters())  # the recorded config is JSON-serialisable
+
+
+def test_label_scaling_none_learns_the_label_as_it_is(dataset):
+    """``label_scaling: none`` trains on the label itself (mean 0, scale 1); the default standardises it."""
+    plain = make_model(seed=4, label_scaling="none", n_epochs=1)
+    plain.fit(dataset)
+    assert (plain.label_mean, plain.label_std) == (0.0, 1.0)
+    assert plain.last_fit_info["label_mean"] == 0.0
+    scaled = make_model(seed=4, n_epochs=1)
+    scaled.fit(dataset)
+    labels = dataset.prepare("train").labels
+    assert scaled.label_mean == pytest.approx(float(np.mean(labels))) and scaled.label_std > 1.0
+    assert not np.allclose(plain.predict(dataset).to_numpy(), scaled.predict(dataset).to_numpy())
+    assert plain.hyperparameters()["label_scaling"] == "none"
+    with pytest.raises(ValueError, match="label_scaling"):
+        make_model(label_scaling="minmax")
