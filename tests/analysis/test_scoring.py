@@ -16,7 +16,7 @@ from rolling_calib.execution.reader import load_run
 from rolling_calib.execution.executors import UnitKey
 from rolling_calib.core.schedule import CoverageError
 
-from runner_helpers import write_fake_store
+from runner_helpers import rewrite_unit, write_fake_store
 
 PIPES = {"calm": {"bias_sd": 0.2, "noise": 1.0}, "wild": {"bias_sd": 2.0, "noise": 1.5}}
 
@@ -131,7 +131,7 @@ def test_load_run_detects_rows_outside_window_and_duplicates(tmp_path):
     path = st.unit_paths(tmp_path, key).parquet
     frame = pd.read_parquet(path)
     frame.loc[0, "datetime"] = windows[0].test.start  # a row of window 0 inside window 1's file
-    st.atomic_write_parquet(path, frame)
+    rewrite_unit(tmp_path, key, frame)
     with pytest.raises(CoverageError, match="outside test segment"):
         load_run(tmp_path, "a", 0)
     with pytest.raises(CoverageError):
