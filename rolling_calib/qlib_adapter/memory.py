@@ -4,16 +4,23 @@ For :class:`~rolling_calib.qlib_adapter.model.RollingLSTM` on
 :class:`~rolling_calib.qlib_adapter.dataset.MinuteTSDataset` (float32 throughout, 4 bytes a value)::
 
     bars       = instruments x calendar minutes the handler loads (fit start .. test end, the longest window)
-    panel      = bars x (6 features + 1 label + 7 fields being loaded) x 4 B
+    panel      = bars x 28 x 4 B + 300 MiB                            (the per-bar array, labels, and what loading
+                                                                       them through Qlib's provider holds)
     P          = sum over layers l of 4 h (d_l + h + 2) + h + 1      (LSTM weights and biases, linear head; d_1 = d_feat)
     parameters = P x 4 B x 5                                          (weights, gradients, Adam's two moments,
                                                                        the best epoch's copy kept for early stopping)
-    batch      = batch_size x step_len x (d_feat + 6 h num_layers) x 4 B
-                                                                      (the input window and, per step and layer,
-                                                                       the 4 gates, cell and hidden state kept for
-                                                                       the backward pass)
+    batch      = batch_size x step_len x (d_feat + 20 h num_layers) x 4 B
+                                                                      (the input window and, per step, layer and
+                                                                       hidden unit, what torch's LSTM keeps for and
+                                                                       allocates in the backward pass)
     predict    = max(batch_size, EVAL_CHUNK) x step_len x (d_feat + 2 h) x 4 B
     total      = panel + stack_seeds x (parameters + batch) + predict
+
+The constants are measured (``bench/bench_window_memory.py``, 25 symbols, hidden 64, 2 layers, batch 2000,
+step 60, CPU): loading and preparing 2.44 M bars (2014) grew the process by 0.58 GiB, 7.31 M bars (2012-2014)
+by 1.09 GiB (28 values a bar, and 0.3 GiB whatever the size); three training batches by 1.16 and 1.00 GiB
+(about 20 values per step, layer and hidden unit). The estimate is of the order of the peak, not a bound: it
+exists to refuse shapes that cannot fit.
 
 A seed stack (``rolling.stack_seeds``) fits its seeds side by side, so the model terms scale with it.
 Other models (Qlib's ``LGBModel``, ``LSTM``, ...) have no estimate here (``None``): their memory
@@ -27,7 +34,7 @@ Example
 ...                     "kwargs": {"handler": {}, "step_len": 60}}}
 >>> est = unit_memory(task, instruments=25, bars=300_000, stack_seeds=1)
 >>> est.describe()
-'panel 400.5 MiB, batch 354.3 MiB, predict 251.2 MiB, parameters 1011.3 KiB'
+'batch 1.1 GiB, panel 1.1 GiB, predict 251.2 MiB, parameters 1011.3 KiB'
 """
 
 from __future__ import annotations
@@ -40,12 +47,16 @@ __all__ = ["UnitMemory", "format_bytes", "lstm_parameters", "unit_memory"]
 
 #: Bytes of a float32 value.
 _F32 = 4
-#: Values per bar the panel holds (6 features, 1 label) and the field grids it is loaded from (7).
-_PANEL_VALUES = 6 + 1 + 7
+#: float32 values per bar while the panel is loaded and held (measured slope between 2.44 M and 7.31 M bars;
+#: 6 features and 1 label are kept, the rest is the load through Qlib's provider), and what loading holds
+#: whatever the size (the measured intercept).
+_PANEL_VALUES = 28
+_PANEL_FIXED = 300 * 2**20
 #: Copies of the parameters while training: weights, gradients, Adam's two moments, the best epoch's.
 _PARAM_COPIES = 5
-#: Values kept per step, layer and hidden unit for the backward pass: 4 gates, cell, hidden state.
-_LSTM_SAVED = 6
+#: float32 values per step, layer and hidden unit of a training batch (measured: 1.00-1.16 GiB for 2000 x 60
+#: steps, hidden 64, 2 layers; the 4 gates, cell and hidden state kept for backward, and what backward allocates).
+_LSTM_SAVED = 20
 
 
 @dataclass(frozen=True)
@@ -123,7 +134,7 @@ def unit_memory(task: Mapping[str, Any], *, instruments: int, bars: int, stack_s
                                        int(m["batch_size"]), int(d["step_len"]))
     n_params = lstm_parameters(d_feat=d_feat, hidden_size=h, num_layers=layers)
     parts = {
-        "panel": instruments * bars * _PANEL_VALUES * _F32,
+        "panel": instruments * bars * _PANEL_VALUES * _F32 + _PANEL_FIXED,
         "parameters": stack_seeds * n_params * _F32 * _PARAM_COPIES,
         "batch": stack_seeds * batch * steps * (d_feat + _LSTM_SAVED * h * layers) * _F32,
         "predict": max(batch, EVAL_CHUNK) * steps * (d_feat + 2 * h) * _F32,
