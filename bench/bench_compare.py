@@ -1,6 +1,7 @@
 """Scoring and comparing a store of many runs vs the time to read its Parquet files.
 
-Builds (once, under ``--store``) a synthetic result store through the real store API:
+Builds (once, under ``--store``) a synthetic result store through the real store API (each
+unit's sidecar records the SHA-256 of its Parquet file, which ``compare`` checks as it reads):
 ``--pipelines`` x ``--seeds`` runs, each of ``--months`` monthly windows (one unit each) of
 every NYSE session minute for 25 instruments, rows in (datetime, instrument) order as the
 runner writes them. Then, with the files in the page cache, each in a fresh subprocess (CPU
@@ -75,8 +76,8 @@ def build_store(store: Path, *, pipelines: int, seeds: int, months: int) -> None
                 })
                 key = UnitKey(name, seed, w.index)
                 paths = st.unit_paths(store, key)
-                st.atomic_write_parquet(paths.parquet, frame[list(st.UNIT_COLUMNS)])
-                st.atomic_write_json(paths.sidecar, {"config_hash": f"hash-{name}", "rows": n})
+                sha256 = st.write_unit_parquet(paths.parquet, frame[list(st.UNIT_COLUMNS)])
+                st.atomic_write_json(paths.sidecar, {"config_hash": f"hash-{name}", "rows": n, "sha256": sha256})
     st.write_manifest(store, pipelines=entries, extra={"compare": [[f"p{i}", f"p{i + 1}"] for i in range(pipelines - 1)]})
 
 

@@ -76,21 +76,29 @@ def write_fake_store(
                 frame = pd.DataFrame({"prediction": pred, "label": label}, index=idx).reset_index()
                 key = UnitKey(name, seed, w.index)
                 paths = st.unit_paths(store, key)
-                st.atomic_write_parquet(paths.parquet, frame[list(st.UNIT_COLUMNS)])
-                side = {"config_hash": chash, "rows": len(frame)}
+                side = {"config_hash": chash, "rows": len(frame),
+                        "sha256": st.write_unit_parquet(paths.parquet, frame[list(st.UNIT_COLUMNS)])}
                 if valid and w.valid is not None:
                     vt = cal[(cal >= w.valid.start) & (cal <= w.valid.end)]
                     vidx = pd.MultiIndex.from_product([vt, list(instruments)], names=["datetime", "instrument"])
                     vlabel = rng.normal(0.0, 3.0, len(vidx))
                     vpred = 0.5 * vlabel + bias + rng.normal(0.0, spec.get("noise", 1.0), len(vidx))
                     vframe = pd.DataFrame({"prediction": vpred, "label": vlabel}, index=vidx).reset_index()
-                    st.atomic_write_parquet(paths.parquet.with_suffix(".valid.parquet"), vframe[list(st.UNIT_COLUMNS)])
+                    side["valid_sha256"] = st.write_unit_parquet(paths.valid_parquet, vframe[list(st.UNIT_COLUMNS)])
                     side["valid_rows"] = len(vframe)
                 st.atomic_write_json(paths.sidecar, side)
                 parts.append(frame)
             frames[(name, seed)] = pd.concat(parts, ignore_index=True)
     st.write_manifest(store, pipelines=entries, extra={"compare": [list(p) for p in _pairs(pipelines)]})
     return windows, frames
+
+
+def rewrite_unit(store: Path, key: UnitKey, frame: pd.DataFrame) -> None:
+    """Replace a unit's predictions as a run writes them: the Parquet file, then its checksum in the sidecar."""
+    paths = st.unit_paths(store, key)
+    side = st.read_sidecar(store, key)
+    side["sha256"] = st.write_unit_parquet(paths.parquet, frame)
+    st.atomic_write_json(paths.sidecar, side)
 
 
 def _pairs(pipelines: dict) -> list[tuple[str, str]]:

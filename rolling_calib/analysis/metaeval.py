@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from rolling_calib.analysis.integrity import store_notes
 from rolling_calib.analysis.scoring import rolling_cql, selected_pipelines
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import LABEL_KIND
@@ -160,6 +161,7 @@ def metaeval_store(
     from tqdm.auto import tqdm
 
     data, chosen, incomplete, notes = _read_runs(store, manifest, names, chosen, kind=kind, base=base)
+    notes[:0] = store_notes(store, manifest, names)   # data changed after training, unchecked units
     rows = [_variant_row(name, seed_, run, chosen, base) for (name, seed_), run in
             tqdm(data.items(), desc="scoring variants", unit="run", disable=not progress, leave=False)]
     table = pd.DataFrame(rows, columns=["pipeline", "seed", *chosen])

@@ -57,6 +57,7 @@ from rolling_calib.core.schedule import CoverageError
 from rolling_calib.core.validation import (
     check,
 )
+from rolling_calib.analysis.integrity import store_notes
 from rolling_calib.execution import store as st
 from rolling_calib.execution.reader import (
     MissingLabelError,
@@ -207,7 +208,9 @@ def score_store(
     kind = check("label", st.recorded_label_kind(manifest) if label is None else label, LABEL_KIND)
     names = selected_pipelines(store, manifest, pipelines)
     scored = _score_runs(store, manifest, names, calibration=calibration, kind=kind, progress=progress)
-    return _store_scores(store, manifest, names, scored, calibration=calibration, kind=kind)
+    scores = _store_scores(store, manifest, names, scored, calibration=calibration, kind=kind)
+    scores.notes[:0] = store_notes(store, manifest, names)   # data changed after training, unchecked units
+    return scores
 
 
 def selected_pipelines(store: Path, manifest: dict, pipelines: Sequence[str] | None) -> list[str]:

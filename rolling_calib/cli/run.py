@@ -47,8 +47,7 @@ def _run(args: argparse.Namespace) -> tuple[int, object]:
     try:
         outcome = run_experiment(config, options)
     except UnitFailedError as exc:
-        print(f"rolling-calib run: error: {exc} (cause: {exc.__cause__!r}); completed units are kept in "
-              f"{args.store}: fix the cause and re-run to resume", file=sys.stderr)
+        print(f"rolling-calib run: error: {_failure_line(exc, args.store)}", file=sys.stderr)
         return 1, None
     except (CorruptStoreFileError, StoreLockedError, ValueError) as exc:
         print(f"rolling-calib run: error: {exc}", file=sys.stderr)
@@ -61,8 +60,11 @@ def _run(args: argparse.Namespace) -> tuple[int, object]:
         result["tracking_message"] = outcome.tracking_message
     if args.json:
         return 0, result
+    corrupt = (f"{len(summary.corrupt_moved)} corrupt moved to {outcome.plan.store / 'corrupt'}/ and recomputed, "
+               if summary.corrupt_moved else "")
     text = (
         f"done: {summary.ran} unit(s) ran, {summary.skipped} already complete, {summary.stale_moved} stale moved aside, "
+        f"{corrupt}"
         f"{result['rows_dropped_unlabelled']} prediction(s) without a label dropped, {summary.seconds:.1f} s.\n"
         f"Next: rolling-calib compare {outcome.plan.store}"
     )
@@ -71,6 +73,16 @@ def _run(args: argparse.Namespace) -> tuple[int, object]:
     if outcome.tracking_message:  # a repaired tracking database, or why tracking failed
         text += f"\n{outcome.tracking_message}"
     return 0, text
+
+
+def _failure_line(exc, store: str) -> str:
+    """What ``run`` says when units failed: a store that takes no more writes in one line, else the failure and its cause."""
+    from rolling_calib.execution.store import StoreWriteError
+
+    if exc.failures and isinstance(exc.failures[0][1], StoreWriteError):   # the file, the free space and the fix
+        key, first = exc.failures[0]
+        return f"{first} (unit {key.slug()} not stored; {len(exc.completed)} unit(s) completed and kept in {store})"
+    return f"{exc} (cause: {exc.__cause__!r}); completed units are kept in {store}: fix the cause and re-run to resume"
 
 
 def register(subparsers) -> None:

@@ -73,6 +73,7 @@ from typing import Any
 
 import pandas as pd
 
+from rolling_calib.config.bounds import check_pipeline_name, parse_seeds, pipeline_name_problem
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.config.qrun_yaml import find_base, load_yaml
 from rolling_calib.core.fingerprint import stable_hash
@@ -114,6 +115,8 @@ TOP_LEVEL_KEYS = frozenset({"qlib_init", "task", "rolling", "pipelines", "compar
 #: Top-level keys ``qrun`` itself reads and rolling-calib does not (``sys``: ``sys.path`` additions).
 QRUN_KEYS = frozenset({"sys"})
 REPLACED_KEYS = ("pipelines", "compare")
+#: The name of a file's one pipeline when its stem cannot name one (see :func:`_single_pipeline`).
+SINGLE_PIPELINE = "base"
 
 
 def _optional_leaves() -> dict[str, frozenset[str]]:
@@ -356,7 +359,7 @@ def _parse_rolling(section: Any, where: str) -> RollingConfig:
     check_rolling_options(options, where=where)  # the same declared constraints rolling_windows checks
     kwargs.update(options)
     if "seeds" in section:
-        kwargs["seeds"] = _parse_seeds(section["seeds"], "rolling.seeds", where)
+        kwargs["seeds"] = parse_seeds(section["seeds"], "rolling.seeds", where)
     if "calibration" in section:
         cal = expect(section["calibration"], dict, "rolling.calibration", "a mapping", where)
         calibration = Calibration.from_dict(cal, where=where, prefix="rolling.calibration.")
@@ -367,19 +370,6 @@ def _parse_rolling(section: Any, where: str) -> RollingConfig:
     return RollingConfig(**kwargs)
 
 
-def _parse_seeds(value: Any, key: str, where: str) -> tuple[int, ...]:
-    """``N`` -> seeds 0..N-1; a list of distinct non-negative ints is taken as is."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            raise ConfigError(f"{where}: {key}: expected a count >= 1 or a list of seeds, found {value}")
-        return tuple(range(value))
-    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
-        if len(set(value)) != len(value):
-            raise ConfigError(f"{where}: {key}: expected distinct seeds, found {value}")
-        return tuple(value)
-    raise ConfigError(f"{where}: {key}: expected a count >= 1 or a list of non-negative integer seeds, found {value!r}")
-
-
 def _parse_pipelines(value: Any, where: str, base_dir: Path) -> tuple[dict[str, dict], list[tuple[str, str]]]:
     """``pipelines:`` as a mapping, or a list of mappings / pipeline files."""
     pipelines: dict[str, dict] = {}
@@ -388,8 +378,7 @@ def _parse_pipelines(value: Any, where: str, base_dir: Path) -> tuple[dict[str, 
     def add(mapping: Any, origin: str) -> None:
         expect(mapping, dict, "pipelines", "a mapping of pipeline name to overrides", origin)
         for name, overrides in mapping.items():
-            if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
-                raise ConfigError(f"{origin}: pipelines: invalid pipeline name {name!r} (a non-empty string without '/')")
+            check_pipeline_name(name, origin)
             if overrides is None:
                 overrides = {}
             expect(overrides, dict, f"pipelines.{name}", "a mapping of dotted keys to values", origin)
@@ -502,8 +491,7 @@ SINGLE_PIPELINE = "base"
 def _single_pipeline(path: Path) -> dict[str, dict[str, Any]]:
     """``pipelines:`` of a file without one: its task unchanged, named after the file's stem."""
     name = path.stem
-    valid = bool(name) and "/" not in name and not name.startswith(".")
-    return {name if valid else SINGLE_PIPELINE: {}}
+    return {name if pipeline_name_problem(name) is None else SINGLE_PIPELINE: {}}
 
 
 def read_rolling(path: str | Path) -> RollingConfig:

@@ -13,7 +13,10 @@ module. A *run* is one seed of one pipeline: its windows' units merged over the 
   ``DropnaLabel`` dropped) are left out and counted (``RunArrays.dropped``).
 
 Every unit file is opened by :func:`_open_parquet` (one place, so a check of the file's
-content applies to every read). Units are read with column projection, instrument ids as
+content applies to every read): it reads the file once, checks its bytes against the SHA-256
+the unit's sidecar records and parses that buffer; a mismatch or an undecodable file raises
+:class:`~rolling_calib.execution.store.CorruptUnitError` naming the file and the fix (a unit
+written before the checksums is read unchecked). Units are read with column projection, instrument ids as
 dictionary codes, without a per-run DataFrame; units with time-zone-aware or non-timestamp dates
 go through pandas instead (the same checks).
 
@@ -136,30 +139,51 @@ def _column_of(store: Path, key: UnitKey, sidecar: Mapping[str, Any], manifest: 
 
 
 # --------------------------------------------------------------------------- one unit file
-def _open_parquet(path: Path, *, columns: list[str] | None, dictionary: bool):
+def _open_parquet(store: Path, path: Path, *, expected: str | None, columns: list[str] | None, dictionary: bool,
+                  what: str = "unit file"):
     """The one place a unit's Parquet file is opened: the pyarrow table of ``columns`` (all when None).
 
+    The file is read once into memory, checked against the SHA-256 its sidecar records
+    (``expected``; None for a unit written before the checksums) and parsed from that buffer.
     ``dictionary``: read ``instrument`` as dictionary codes. Refuses a file without the unit columns.
+
+    Raises
+    ------
+    CorruptUnitError
+        The bytes do not match ``expected``, or pyarrow cannot decode them (truncated file,
+        damaged page); the message names the file and the fix.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    source = pq.ParquetFile(path, read_dictionary=["instrument"] if dictionary else None)
+    data = st.read_unit_bytes(store, path, expected, what=what)
+    try:
+        source = pq.ParquetFile(pa.BufferReader(data), read_dictionary=["instrument"] if dictionary else None)
+        names = source.schema_arrow.names
+    except Exception as exc:  # ArrowInvalid, OSError ("Corrupt snappy compressed data"), ...: name the file
+        raise st.unreadable_parquet(store, path, exc) from exc
     wanted = list(st.UNIT_COLUMNS) if columns is None else columns
-    missing = [c for c in wanted if c not in source.schema_arrow.names]
+    missing = [c for c in wanted if c not in names]
     if missing:
         raise ValueError(f"{path}: expected columns {', '.join(wanted)}, missing {', '.join(missing)}")
-    return source.read(columns=columns)
+    try:
+        return source.read(columns=columns)
+    except Exception as exc:
+        raise st.unreadable_parquet(store, path, exc) from exc
 
 
-def read_unit(store: str | Path, key: UnitKey, *, column: str = "label") -> pd.DataFrame:
+def read_unit(store: str | Path, key: UnitKey, *, column: str = "label", sidecar: Mapping[str, Any] | None = None
+              ) -> pd.DataFrame:
     """One unit's predictions as a frame: :data:`~rolling_calib.execution.store.UNIT_COLUMNS`, ``label`` from ``column``.
 
     A second label column may hold NaN where that label has no value (:func:`load_run` leaves such rows out).
+    The file is checked against the checksum of ``sidecar`` (read when not given).
     """
     path = st.unit_paths(store, key).parquet
     if not path.is_file():
         raise ValueError(f"{path}: unit file missing (run 'rolling-calib run' to complete the store)")
-    frame = _open_parquet(path, columns=None, dictionary=False).to_pandas()
+    side = (st.read_sidecar(store, key) or {}) if sidecar is None else sidecar
+    frame = _open_parquet(Path(store), path, expected=side.get("sha256"), columns=None, dictionary=False).to_pandas()
     if column not in frame.columns:
         raise ValueError(f"{path}: expected a column {column!r}, found {', '.join(frame.columns)}")
     if column != "label":
@@ -171,12 +195,17 @@ class _LegacyRead(Exception):
     """A unit whose columns the array reader does not take as they are (time zones, non-timestamp dates)."""
 
 
-def _read_unit_arrays(path: Path, names: dict[Any, int], column: str) -> tuple[np.ndarray, ...]:
-    """Datetime, prediction, label (from ``column``) and instrument codes of one unit file; ``names`` collects ids."""
+def _read_unit_arrays(store: Path, path: Path, names: dict[Any, int], column: str, *, expected: str | None,
+                      what: str = "unit file") -> tuple[np.ndarray, ...]:
+    """Datetime, prediction, label (from ``column``) and instrument codes of one unit file; ``names`` collects ids.
+
+    ``expected``: the file's recorded SHA-256 (:func:`_open_parquet` checks it).
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = _open_parquet(path, columns=["datetime", "instrument", "prediction", column], dictionary=True)
+    table = _open_parquet(store, path, expected=expected, columns=["datetime", "instrument", "prediction", column],
+                          dictionary=True, what=what)
     when = table.column("datetime")
     if not pa.types.is_timestamp(when.type) or when.type.tz is not None:
         raise _LegacyRead(path)
@@ -224,8 +253,11 @@ def _duplicate_rows(times: np.ndarray, codes: np.ndarray) -> int:
 
 
 def _complete_sidecar(store: Path, key: UnitKey, entry: Mapping[str, Any]) -> dict:
-    """The sidecar of a complete unit; ``ValueError`` naming the unit when it is missing or stale."""
-    status = st.unit_status(store, key, entry["config_hash"])
+    """The sidecar of a complete unit; ``ValueError`` naming the unit when it is missing or stale.
+
+    Its files' checksums are checked as they are read (:func:`_open_parquet`), not here: one read.
+    """
+    status = st.unit_status(store, key, entry["config_hash"], verify=False)
     if not status.complete:
         raise ValueError(status.problem(store))
     return status.sidecar  # type: ignore[return-value]
@@ -258,7 +290,8 @@ def _read_test(store: Path, pipeline: str, seed: int, *, manifest: Mapping[str, 
         key = UnitKey(pipeline, int(seed), w.index)
         side = _complete_sidecar(store, key, entry)
         path = st.unit_paths(store, key).parquet
-        part = _read_unit_arrays(path, names, _column_of(store, key, side, manifest, kind))
+        part = _read_unit_arrays(store, path, names, _column_of(store, key, side, manifest, kind),
+                                 expected=side.get("sha256"))
         outside = _rows_outside(part[0], w)
         if outside:
             raise CoverageError(f"{path}: {outside} rows outside test segment {w.test.as_tuple()}")
@@ -302,7 +335,7 @@ def load_run(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[s
     for w in windows:
         key = UnitKey(pipeline, int(seed), w.index)
         side = _complete_sidecar(store, key, entry)
-        frame = read_unit(store, key, column=_column_of(store, key, side, manifest, kind))
+        frame = read_unit(store, key, column=_column_of(store, key, side, manifest, kind), sidecar=side)
         outside = ~w.test.contains(frame["datetime"])
         if outside.any():
             raise CoverageError(f"{st.unit_paths(store, key).parquet}: {int(outside.sum())} rows outside test "
@@ -355,10 +388,12 @@ def _read_valid(store: Path, pipeline: str, seed: int, *, manifest: Mapping[str,
                 f"{key.slug()} has none ({why}); use source 'previous' (compare --source previous), or re-run "
                 f"the store with a valid segment in rolling: to store them")
         column = _column_of(store, key, side, manifest, kind)
+        expected = side.get("valid_sha256")
         try:
-            part = _read_unit_arrays(path, names, column)
+            part = _read_unit_arrays(store, path, names, column, expected=expected, what="validation file")
         except _LegacyRead:
-            frame = _open_parquet(path, columns=None, dictionary=False).to_pandas()
+            frame = _open_parquet(store, path, expected=expected, columns=None, dictionary=False,
+                                  what="validation file").to_pandas()
             part = (frame["datetime"].dt.tz_localize(None).to_numpy() if frame["datetime"].dt.tz is not None
                     else frame["datetime"].to_numpy(), frame["prediction"].to_numpy(), frame[column].to_numpy(),
                     np.array([names.setdefault(v, len(names)) for v in frame["instrument"]], dtype=np.int32))

@@ -32,13 +32,15 @@ Usage (trains; ``tests/execution/test_runner_e2e.py`` runs it on a tiny store)::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
 import os
+import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -49,10 +51,12 @@ import pandas as pd
 
 from rolling_calib.execution import store as st
 from rolling_calib.execution.lock import StoreLock, clean_orphan_temporaries
+from rolling_calib.config.bounds import check_pipeline_name, check_unit_count, check_unit_memory, parse_seeds
 from rolling_calib.config.experiment import ExperimentConfig
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.core.label import Label
 from rolling_calib.qlib_adapter.labels import describe_labels
+from rolling_calib.qlib_adapter.memory import UnitMemory, unit_memory
 from rolling_calib.qlib_adapter.session import store_calendar
 from rolling_calib.qlib_adapter.records import RecorderSpec
 from rolling_calib.qlib_adapter.training import check_runner_contract, train_window, train_window_stack, window_task
@@ -73,6 +77,7 @@ __all__ = [
     "check_store_coverage",
     "default_threads",
     "pending_units",
+    "CorruptMove",
 ]
 
 
@@ -170,6 +175,7 @@ class RunSummary:
     stale_moved: int
     seconds: float
     results: dict[UnitKey, UnitResult] = field(default_factory=dict)
+    corrupt_moved: list[UnitKey] = field(default_factory=list)  # damaged units moved to STORE/corrupt/, recomputed
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly summary (for ``rolling-calib run --json``)."""
@@ -178,6 +184,7 @@ class RunSummary:
             "units_ran": self.ran,
             "units_skipped": self.skipped,
             "stale_units_moved": self.stale_moved,
+            "corrupt_units_moved": [k.slug() for k in self.corrupt_moved],
             "seconds": round(self.seconds, 3),
             "rows_dropped_unlabelled": sum(r.dropped for r in self.results.values()),
             "units": [
@@ -231,6 +238,7 @@ def plan_run(
     pipelines: Sequence[str] | None = None,
     seeds: int | Sequence[int] | None = None,
     n_threads: int = 1,
+    workers: int = 1,
 ) -> RunPlan:
     """Build the (picklable) plan of a run: windows from the store calendar, hashes, units.
 
@@ -246,11 +254,17 @@ def plan_run(
         ``N`` means seeds ``0..N-1``; default: the config's ``rolling.seeds``.
     n_threads : int
         Torch threads per unit (part of the config hash: it changes the last digits).
+    workers : int
+        Units trained at once on this machine: each gets the available memory divided by them
+        (:func:`rolling_calib.config.bounds.check_unit_memory`).
 
     Raises
     ------
     ValueError
         Unknown pipeline names or bad seeds.
+    ConfigError
+        A bound of :mod:`rolling_calib.config.bounds` is exceeded (seeds, pipeline names, units,
+        the estimated memory of one unit), before anything is written.
     ConfigError
         A pipeline's task breaks a contract the runner relies on (e.g. fine-tune mode with a
         model that has neither ``load_state`` nor ``finetune``), before anything trains.
@@ -261,16 +275,7 @@ def plan_run(
         raise ValueError(f"--pipelines: unknown pipeline(s) {', '.join(unknown)}; known: {', '.join(config.pipelines)}")
     if not names:
         raise ValueError("--pipelines: expected at least one pipeline")
-    if seeds is None:
-        seed_list = tuple(config.rolling.seeds)
-    elif isinstance(seeds, int):
-        if seeds < 1:
-            raise ValueError(f"--seeds: expected a count >= 1, found {seeds}")
-        seed_list = tuple(range(seeds))
-    else:
-        seed_list = tuple(int(s) for s in seeds)
-        if not seed_list or min(seed_list) < 0 or len(set(seed_list)) != len(seed_list):
-            raise ValueError(f"seeds: expected distinct non-negative seeds, found {list(seeds)}")
+    seed_list = tuple(config.rolling.seeds) if seeds is None else parse_seeds(seeds, "--seeds", "command line")
     if n_threads < 1:
         raise ValueError(f"n_threads: expected >= 1, found {n_threads}")
     label = getattr(config.rolling, "label", "raw")
@@ -281,8 +286,9 @@ def plan_run(
                               stack_seeds=stack_seeds, where=f"{where}: pipelines.{name}")
     calendar = store_calendar(config.qlib_init)
     windows = tuple(config.rolling.windows(calendar))
-    market = config.task["dataset"].get("kwargs", {}).get("handler", {}).get("kwargs", {}).get("instruments")
-    data = st.data_identity(config.store_dir, instruments=[market] if isinstance(market, str) else ())
+    _check_bounds(config, list(dict.fromkeys(names)), n_seeds=len(seed_list), calendar=calendar, windows=windows,
+                  workers=workers, where=where)
+    data = st.data_identity(config.store_dir, instruments=st.task_universe(config.task))
     experiment = config.to_dict()
     plans = []
     for name in dict.fromkeys(names):
@@ -302,6 +308,38 @@ def plan_run(
         label=label,
         stack_seeds=stack_seeds,
     )
+
+
+def _check_bounds(config: ExperimentConfig, names: list[str], *, n_seeds: int, calendar: pd.DatetimeIndex,
+                  windows: Sequence[Window], workers: int, where: str) -> None:
+    """The resource bounds of :mod:`rolling_calib.config.bounds`: pipeline names (a sweep's grid names its own),
+    units of the run, the estimated memory of each pipeline's largest unit per worker."""
+    for name in names:
+        check_pipeline_name(name, where)
+    check_unit_count(pipelines=len(names), seeds=n_seeds, windows=len(windows), where=where)
+    stack_seeds = int(getattr(config.rolling, "stack_seeds", 1))
+    for name in names:
+        check_unit_memory(_unit_memory(config, config.pipeline_task(name), calendar, windows, stack_seeds),
+                          workers=workers, where=f"{where}: pipelines.{name}")
+
+
+def _unit_memory(config: ExperimentConfig, task: dict, calendar: pd.DatetimeIndex, windows: Sequence[Window],
+                 stack_seeds: int) -> UnitMemory | None:
+    """The estimated memory of the pipeline's largest unit (its longest window; ``None``: no estimate for its model)."""
+    spans = [(min(w.fit.start, w.train.start), w.test.end) for w in windows]
+    bars = max(int(((calendar >= start) & (calendar <= end)).sum()) for start, end in spans)
+    universe = st.task_universe(task)
+    instruments = (_universe_size(config.store_dir, universe[0]) if universe else
+                   len((task["dataset"].get("kwargs", {}).get("handler", {}).get("kwargs", {}).get("instruments") or [])))
+    return unit_memory(task, instruments=instruments, bars=bars, stack_seeds=stack_seeds)
+
+
+def _universe_size(provider: Path, name: str) -> int:
+    """Instruments of universe ``name`` (lines of ``instruments/<name>.txt``; 1 when it names a symbol)."""
+    path = Path(provider) / "instruments" / f"{name}.txt"
+    if not path.is_file():
+        return 1
+    return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
 
 
 # --------------------------------------------------------------------------- one unit
@@ -379,8 +417,9 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
     warm_start, start_from = _warm_start(plan, key)
     task = window_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
                        n_threads=plan.n_threads)
-    trained = train_window(plan.qlib_init, task, warm_start=warm_start, checkpoint=paths.checkpoint, seed=key.seed,
-                           label=plan.label, recorder=_recorder_spec(plan, key))
+    with _checkpoint_writes(paths.checkpoint):
+        trained = train_window(plan.qlib_init, task, warm_start=warm_start, checkpoint=paths.checkpoint,
+                               seed=key.seed, label=plan.label, recorder=_recorder_spec(plan, key))
     return _store_unit(plan, key, task=task, trained=trained, start_from=start_from, t0=t0)
 
 
@@ -396,17 +435,34 @@ def execute_stack(plan: RunPlan, stack: StackKey) -> tuple[UnitResult, ...]:
     starts = [_warm_start(plan, key) for key in keys]
     tasks = [window_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
                          n_threads=plan.n_threads) for key in keys]
-    trained = train_window_stack(
-        plan.qlib_init, tasks,
-        warm_starts=[warm for warm, _ in starts],
-        checkpoints=[st.unit_paths(plan.store, key).checkpoint for key in keys],
-        seeds=list(stack.seeds),
-        label=plan.label,
-        recorders=[_recorder_spec(plan, key) for key in keys],
-    )
+    with _checkpoint_writes(st.unit_paths(plan.store, keys[0]).checkpoint):
+        trained = train_window_stack(
+            plan.qlib_init, tasks,
+            warm_starts=[warm for warm, _ in starts],
+            checkpoints=[st.unit_paths(plan.store, key).checkpoint for key in keys],
+            seeds=list(stack.seeds),
+            label=plan.label,
+            recorders=[_recorder_spec(plan, key) for key in keys],
+        )
     results = [_store_unit(plan, key, task=task, trained=one, start_from=start_from, t0=t0, seed_stack=stack.seeds)
                for key, task, one, (_, start_from) in zip(keys, tasks, trained, starts)]
     return _split_time(results, time.perf_counter() - t0)
+
+
+@contextlib.contextmanager
+def _checkpoint_writes(checkpoint: Path) -> Iterator[None]:
+    """Turn a full or read-only file system met while training (writing ``checkpoint``) into one line naming the file.
+
+    Other errors pass unchanged (a data file that cannot be read is not a full disk).
+    """
+    try:
+        yield
+    except OSError as exc:
+        named = Path(exc.filename) if exc.filename else None   # a temporary file of an atomic write: its target
+        failure = st.write_failure(exc, named if named is not None and not named.name.endswith(".tmp") else checkpoint)
+        if failure is None:
+            raise
+        raise failure from exc
 
 
 def _split_time(results: Sequence[UnitResult], seconds: float) -> tuple[UnitResult, ...]:
@@ -439,9 +495,9 @@ def _store_unit(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, start_
     frame, dropped = _unit_frame(trained.predictions, trained.labels, window, key)
     valid = _valid_frame(trained, window, key)
     frame, valid, label_columns = _with_other_label(plan.label, trained, frame, valid, key)
-    st.atomic_write_parquet(paths.parquet, frame)
+    checksums = {"sha256": st.write_unit_parquet(paths.parquet, frame)}
     if valid is not None:
-        st.atomic_write_parquet(paths.valid_parquet, valid)
+        checksums["valid_sha256"] = st.write_unit_parquet(paths.valid_parquet, valid)
     elif paths.valid_parquet.exists():  # a former run's file: not this unit's
         paths.valid_parquet.unlink()
     residual = frame["label"].to_numpy() - frame["prediction"].to_numpy()
@@ -459,6 +515,7 @@ def _store_unit(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, start_
     sidecar = _sidecar(plan, key, task=task, trained=trained, frame=frame, dropped=dropped, valid=valid, ql=ql,
                        start_from=start_from, timings=timings)
     sidecar["label_columns"] = label_columns
+    sidecar.update(checksums)  # the SHA-256 of the Parquet bytes: every reader checks them
     sidecar["labels"] = {kind: lab.to_dict() for kind, lab in plan.pipeline(key.pipeline).labels.items()}
     if seed_stack is not None:
         sidecar["seed_stack"] = list(seed_stack)
@@ -510,9 +567,13 @@ def _warm_start(plan: RunPlan, key: UnitKey) -> tuple[Path | None, dict | None]:
     if previous is None:
         return None, None
     prev_paths = st.unit_paths(plan.store, previous)
-    if not st.is_complete(plan.store, previous, plan.pipeline(key.pipeline).config_hash) \
-            or not prev_paths.checkpoint.is_file():
+    status = st.unit_status(plan.store, previous, plan.pipeline(key.pipeline).config_hash, verify=False)
+    if not status.complete:
         raise RuntimeError(f"unit {key.slug()}: predecessor {previous.slug()} is not complete; cannot fine-tune")
+    damage = st.checkpoint_damage(plan.store, previous, status.sidecar or {})
+    if damage is not None:  # damaged after this run checked it: the next run recomputes it (pending_units)
+        raise RuntimeError(f"unit {key.slug()}: cannot fine-tune from {damage}; re-run to recompute "
+                           f"{previous.slug()} and the windows after it (run moves it to {plan.store / 'corrupt'}/ first)")
     return prev_paths.checkpoint, {"checkpoint": prev_paths.relative_checkpoint(plan.store),
                                    "sha256": _sha256(prev_paths.checkpoint)}
 
@@ -548,34 +609,74 @@ def _sidecar(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, frame: pd
 
 
 # --------------------------------------------------------------------------- the grid
-def pending_units(plan: RunPlan) -> tuple[list[UnitKey], int, int]:
-    """Units still to run, units already complete, and stale units moved aside.
+@dataclass(frozen=True)
+class CorruptMove:
+    """A damaged unit that :func:`pending_units` moved to ``STORE/corrupt/`` (``dest``) to recompute it, and why."""
 
-    A unit is complete when its sidecar names the pipeline's current config hash
-    (:func:`rolling_calib.execution.store.is_complete`). Units of another hash are moved to
-    ``STORE/stale/`` first. In fine-tune mode every window after a missing one is
-    pending too (its starting checkpoint will change).
+    key: UnitKey
+    dest: Path
+    why: str
+
+    def line(self) -> str:
+        """The line ``run`` prints for it."""
+        return f"{self.why.split('; re-run')[0]}; moved to {self.dest}/ and recomputed"
+
+
+def pending_units(plan: RunPlan) -> tuple[list[UnitKey], int, int, list[CorruptMove]]:
+    """Units still to run, units already complete, stale units moved aside, and damaged units moved aside.
+
+    A unit is complete by :func:`rolling_calib.execution.store.unit_status` (its sidecar names
+    the pipeline's current config hash and its files match their recorded checksums). Units
+    of another hash are moved to ``STORE/stale/`` first; corrupt units (checksum mismatch,
+    unreadable Parquet) to ``STORE/corrupt/`` (:func:`~rolling_calib.execution.store.move_corrupt`),
+    and recomputed. In fine-tune mode every window after a missing one is pending too (its
+    starting checkpoint will change), and the complete unit a pending window fine-tunes from
+    is recomputed as well when its checkpoint is missing or damaged (moved to ``STORE/corrupt/``).
 
     Returns
     -------
-    (list of UnitKey, int, int)
-        Pending units in plan order, the number skipped, the number moved aside.
+    (list of UnitKey, int, int, list of CorruptMove)
+        Pending units in plan order, the number skipped, the number of stale units moved aside,
+        the corrupt units moved aside.
     """
     pending: list[UnitKey] = []
     skipped = stale = 0
+    moved: list[CorruptMove] = []
     for p in plan.pipelines:
         for seed in plan.seeds:
-            broken = False
+            statuses = []
             for w in plan.windows:
                 key = UnitKey(p.name, seed, w.index)
                 if st.move_stale(plan.store, key, p.config_hash) is not None:
                     stale += 1
-                if not broken and st.is_complete(plan.store, key, p.config_hash):
-                    skipped += 1
-                    continue
-                pending.append(key)
-                broken = plan.mode == "finetune"
-    return pending, skipped, stale
+                status = st.unit_status(plan.store, key, p.config_hash)
+                if status.state == "corrupt":
+                    moved.append(CorruptMove(key, st.move_corrupt(plan.store, key, why=status.damage), status.damage))
+                statuses.append(status)
+            todo = _seed_pending(plan, statuses, moved)
+            pending += todo
+            skipped += len(statuses) - len(todo)
+    return pending, skipped, stale, moved
+
+
+def _seed_pending(plan: RunPlan, statuses: Sequence[st.UnitStatus], moved: list[CorruptMove]) -> list[UnitKey]:
+    """The pending units of one (pipeline, seed) from its windows' statuses (fine-tune: see :func:`pending_units`).
+
+    A complete unit whose checkpoint a pending window needs and cannot use (missing, damaged)
+    is moved to ``STORE/corrupt/`` (appended to ``moved``) and becomes pending itself.
+    """
+    if plan.mode != "finetune":
+        return [s.key for s in statuses if not s.complete]
+    first = next((i for i, s in enumerate(statuses) if not s.complete), len(statuses))
+    while 0 < first < len(statuses):
+        before = statuses[first - 1]
+        damage = st.checkpoint_damage(plan.store, before.key, before.sidecar or {})
+        if damage is None:
+            break
+        why = f"{damage}; {st.corrupt_fix(plan.store)}"
+        moved.append(CorruptMove(before.key, st.move_corrupt(plan.store, before.key, why=why), why))
+        first -= 1
+    return [s.key for s in statuses[first:]]
 
 
 def _shared_hash(plan: RunPlan) -> str:
@@ -661,7 +762,9 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
         warnings.warn(f"{plan.store}: removed {len(orphans)} temporary file(s) left by an interrupted write "
                       f"(e.g. {orphans[0]})", stacklevel=3)
     _write_manifest(plan)
-    pending, skipped, stale = pending_units(plan)
+    pending, skipped, stale, corrupt = pending_units(plan)
+    for move in corrupt:
+        print(f"rolling-calib run: {move.line()}", file=sys.stderr)
     tasks = _tasks(plan, pending)
     n_units = sum(len(t.key.units()) if isinstance(t.key, StackKey) else 1 for t in tasks)
     skipped = len(plan.keys()) - n_units  # a stack retrains its complete members too (same numbers)
@@ -685,6 +788,7 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
         stale_moved=stale,
         seconds=time.perf_counter() - t0,
         results=dict(results),
+        corrupt_moved=[move.key for move in corrupt],
     )
     _record_history(plan, summary, executor)
     return summary

@@ -13,9 +13,12 @@ Layout of a store directory ``STORE``::
     STORE/units/<pipeline>/seed<k>/w<NN>.json    sidecar: config hash, seed, window, rows, rows dropped,
                                                  timings, checkpoint path, checkpoint it started from,
                                                  label_columns (label kind -> column) and labels
-                                                 (the description of each label kind)
+                                                 (the description of each label kind); sha256 (and
+                                                 valid_sha256) of the unit's Parquet files
     STORE/checkpoints/<pipeline>/seed<k>/w<NN>.pt model state after the unit (fine-tuning starts here)
     STORE/stale/<pipeline>/<hash>/seed<k>/...    units of an older config, moved aside (never reused)
+    STORE/corrupt/<pipeline>/<time>/seed<k>/...  damaged units (checksum mismatch, unreadable), moved
+                                                 aside by ``run`` before it recomputes them
     STORE/mlflow.db                              MLflow tracking (written by ``rolling_calib.tracking.mlflow_log``)
 
 Rules:
@@ -25,7 +28,14 @@ Rules:
   its sidecar exists, names the current config hash, and its Parquet file exists
   (:func:`unit_status`, the one place that rule is written).
   A run killed at any moment (even ``kill -9``) leaves only complete units or debris
-  that the next run overwrites.
+  that the next run overwrites. A write that fails (disk full, read-only) raises
+  :class:`StoreWriteError`: one line naming the file, the free space and the fix.
+* The sidecar records the SHA-256 of the unit's Parquet bytes (``sha256``, and
+  ``valid_sha256`` of ``wNN.valid.parquet``). A unit whose bytes do not match, or whose
+  file is not readable Parquet, is *corrupt* (:func:`unit_status`): every reader stops
+  with :class:`CorruptUnitError` naming the file and the fix, and ``run`` moves it to
+  ``STORE/corrupt/`` and recomputes it. Units written before the checksums (no ``sha256``)
+  are read as before; only a file whose Parquet footer is unreadable is corrupt then.
 * Each pipeline's *config hash* covers its resolved Qlib task (model, dataset,
   handler), the rolling schedule (exact window boundaries and mode) and the data
   identity (calendar and instrument files, feature file sizes). A unit whose sidecar
@@ -40,9 +50,13 @@ knows nothing of Qlib or torch.
 
 from __future__ import annotations
 
+import errno
+import hashlib
+import io
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +64,7 @@ from typing import Any
 
 import pandas as pd
 
+from data_prep.qlib_store import describe_os_error
 from rolling_calib.core.atomic import atomic_write
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import LABEL_KINDS, Label
@@ -61,6 +76,21 @@ __all__ = [
     "atomic_write_text",
     "atomic_write_json",
     "atomic_write_parquet",
+    "write_unit_parquet",
+    "StoreWriteError",
+    "NO_SPACE_ERRNOS",
+    "write_failure",
+    "corrupt_fix",
+    "unreadable_parquet",
+    "CorruptUnitError",
+    "sha256_bytes",
+    "file_sha256",
+    "read_unit_bytes",
+    "unit_damage",
+    "checkpoint_damage",
+    "move_corrupt",
+    "unchecked_units",
+    "task_universe",
     "unit_paths",
     "UnitPaths",
     "CorruptStoreFileError",
@@ -87,9 +117,48 @@ FORMAT_VERSION = 1
 
 
 # --------------------------------------------------------------------------- atomic writes
+class StoreWriteError(ValueError):
+    """A store file could not be written (disk full, quota, read-only, permissions).
+
+    The message is one line naming the file, what happened, the free space on its file
+    system and the fix (:func:`data_prep.qlib_store.describe_os_error`). Nothing half-written
+    is left in place (the write was atomic), so the unit being written stays incomplete.
+    """
+
+
+#: OS errors that mean the file system takes no more writes (never a problem of the data read).
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
+def write_failure(exc: OSError, path: str | os.PathLike) -> StoreWriteError | None:
+    """The :class:`StoreWriteError` of ``exc`` raised while writing ``path`` (a model's checkpoint, say) when
+    it is a full or read-only file system (:data:`NO_SPACE_ERRNOS`); ``None`` for other OS errors.
+
+    >>> print(str(write_failure(OSError(errno.ENOSPC, "No space left on device"), "/tmp/w00.pt")).split(" (")[0])
+    /tmp/w00.pt: cannot write: the disk is full
+    """
+    if exc.errno not in NO_SPACE_ERRNOS:
+        return None
+    return StoreWriteError(describe_os_error(exc, path).message)
+
+
+def _write_bytes(tmp: str, data: bytes) -> None:
+    """The low-level write of every store file (a seam for the tests that fill the disk)."""
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically; :class:`StoreWriteError` (one line) when the OS refuses."""
+    try:
+        return atomic_write(path, lambda tmp: _write_bytes(tmp, data))
+    except OSError as exc:
+        raise StoreWriteError(describe_os_error(exc, path, nbytes=len(data)).message) from exc
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` to ``path`` atomically (see :mod:`rolling_calib.core.atomic`)."""
-    return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_json(path: str | os.PathLike, data: Any) -> Path:
@@ -97,9 +166,43 @@ def atomic_write_json(path: str | os.PathLike, data: Any) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def parquet_bytes(frame: pd.DataFrame) -> bytes:
+    """``frame`` (no index) as the bytes of a Parquet file (pyarrow; the same bytes ``to_parquet`` writes to a file)."""
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False, engine="pyarrow")
+    return buffer.getvalue()
+
+
 def atomic_write_parquet(path: str | os.PathLike, frame: pd.DataFrame) -> Path:
     """Write ``frame`` (no index) as Parquet atomically."""
-    return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False, engine="pyarrow"))
+    return atomic_write_bytes(path, parquet_bytes(frame))
+
+
+def write_unit_parquet(path: str | os.PathLike, frame: pd.DataFrame) -> str:
+    """Write a unit's table as Parquet atomically; the SHA-256 of the bytes written (for the sidecar).
+
+    The checksum is of the bytes handed to the file system, so damage done on the way to
+    the disk or later is caught by every reader (:func:`read_unit_bytes`).
+    """
+    data = parquet_bytes(frame)
+    atomic_write_bytes(path, data)
+    return sha256_bytes(data)
+
+
+# --------------------------------------------------------------------------- checksums
+def sha256_bytes(data: bytes | memoryview) -> str:
+    """Hex SHA-256 of ``data``.
+
+    >>> sha256_bytes(b"")[:16]
+    'e3b0c44298fc1c14'
+    """
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file's content (read in chunks)."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 # --------------------------------------------------------------------------- paths
@@ -237,18 +340,117 @@ def read_sidecar(store: str | os.PathLike, key: UnitKey) -> dict | None:
     return data
 
 
+class CorruptUnitError(CorruptStoreFileError):
+    """A unit's file does not match the checksum its sidecar records, or is not readable Parquet.
+
+    The message names the file, what is wrong and the fix (``run`` moves the unit to
+    ``STORE/corrupt/`` and recomputes it). Never taken for a missing unit.
+    """
+
+
+def corrupt_fix(store: str | os.PathLike) -> str:
+    """What to do about a corrupt unit of ``store`` (the one wording of the fix)."""
+    return (f"re-run 'rolling-calib run CONFIG --store {store}' to recompute it (run moves the damaged unit to "
+            f"{Path(store) / 'corrupt'}/ first)")
+
+
+def _checked(store: str | os.PathLike, path: Path, data: bytes, expected: str, what: str) -> str | None:
+    """Why ``data`` (the bytes of ``path``) is damage against the recorded SHA-256 ``expected`` (None: it matches)."""
+    found = sha256_bytes(data)
+    if found == expected:
+        return None
+    return (f"{path}: corrupt {what}: its SHA-256 is {found[:16]}..., the unit's sidecar records {expected[:16]}... "
+            f"({len(data)} bytes now; the file changed after it was written); {corrupt_fix(store)}")
+
+
+def read_unit_bytes(store: str | os.PathLike, path: Path, expected: str | None, *, what: str = "unit file") -> bytes:
+    """The bytes of a unit's Parquet file, checked against the SHA-256 its sidecar records.
+
+    ``expected`` None (a unit written before the checksums): the bytes unchecked. One pass
+    over the file: the bytes read are the bytes hashed and then parsed.
+
+    Raises
+    ------
+    CorruptUnitError
+        The bytes do not match (naming the file, the two checksums and the fix).
+    """
+    data = Path(path).read_bytes()
+    if expected:
+        damage = _checked(store, Path(path), data, str(expected), what)
+        if damage:
+            raise CorruptUnitError(damage)
+    return data
+
+
+def unreadable_parquet(store: str | os.PathLike, path: Path, exc: BaseException) -> CorruptUnitError:
+    """The error for a unit file pyarrow cannot decode (truncated, flipped bytes in a unit without a checksum)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return CorruptUnitError(f"{path}: corrupt unit file: not readable as Parquet ({type(exc).__name__}: {text}); "
+                            f"{corrupt_fix(store)}")
+
+
+def unit_damage(store: str | os.PathLike, key: UnitKey, sidecar: Mapping[str, Any]) -> str | None:
+    """Why unit ``key``'s files are damaged (``None``: they are sound). Reads them whole.
+
+    Checks the Parquet file (and ``wNN.valid.parquet`` when its sidecar records ``valid_sha256``)
+    against the recorded SHA-256. A unit without a recorded checksum is checked for a readable
+    Parquet footer only (a truncated file), the most that can be told without one.
+    """
+    paths = unit_paths(store, key)
+    files = [(paths.parquet, sidecar.get("sha256"), "unit file")]
+    if sidecar.get("valid_sha256"):
+        files.append((paths.valid_parquet, sidecar["valid_sha256"], "validation file"))
+    for path, expected, what in files:
+        if not path.is_file():
+            return f"{path}: the {what} its sidecar records is missing; {corrupt_fix(store)}"
+        if expected:
+            damage = _checked(store, path, path.read_bytes(), str(expected), what)
+            if damage:
+                return damage
+            continue
+        import pyarrow.parquet as pq
+
+        try:
+            pq.read_metadata(path)
+        except Exception as exc:  # pyarrow raises ArrowInvalid / OSError for a broken footer
+            return str(unreadable_parquet(store, path, exc))
+    return None
+
+
+def checkpoint_damage(store: str | os.PathLike, key: UnitKey, sidecar: Mapping[str, Any]) -> str | None:
+    """Why unit ``key``'s checkpoint cannot be fine-tuned from (missing, or not the bytes its sidecar records).
+
+    The sidecar's ``checkpoint_sha256`` holds the first 16 hex digits of the SHA-256.
+    """
+    path = unit_paths(store, key).checkpoint
+    if not path.is_file():
+        return f"{path}: the checkpoint of unit {key.slug()} is missing (the next window fine-tunes from it)"
+    recorded = sidecar.get("checkpoint_sha256")
+    if not recorded:
+        return None
+    found = file_sha256(path)[: len(str(recorded))]
+    if found != recorded:
+        return (f"{path}: corrupt checkpoint of unit {key.slug()}: its SHA-256 is {found}..., the sidecar records "
+                f"{recorded}... (the next window fine-tunes from it)")
+    return None
+
+
 @dataclass(frozen=True)
 class UnitStatus:
-    """Whether a unit is complete (``state``: ``"complete"``, ``"missing"`` or ``"stale"``) and its sidecar.
+    """Whether a unit is complete (``state``: ``"complete"``, ``"missing"``, ``"stale"`` or ``"corrupt"``) and its sidecar.
 
     The rule, written here only: a unit is complete when its sidecar exists, names the pipeline's
-    config hash, and its Parquet file exists. A corrupt sidecar is not a status: reading it raises.
+    config hash, its Parquet file exists, and its files match the checksums the sidecar records
+    (:func:`unit_damage`; ``damage`` says why not). A corrupt unit is never complete and never
+    missing: readers stop on it, ``run`` moves it aside and recomputes it. A corrupt sidecar is not
+    a status: reading it raises.
     """
 
     key: UnitKey
     state: str
     sidecar: dict | None
     expected_hash: str
+    damage: str = ""
 
     @property
     def complete(self) -> bool:
@@ -259,22 +461,30 @@ class UnitStatus:
         if self.state == "stale":
             found = (self.sidecar or {}).get("config_hash")
             return f"{store}: unit {self.key.slug()} is stale (config hash {found}, expected {self.expected_hash})"
+        if self.state == "corrupt":
+            return self.damage
         return "" if self.complete else f"{store}: unit {self.key.slug()} is missing"
 
 
-def unit_status(store: str | os.PathLike, key: UnitKey, config_hash: str) -> UnitStatus:
+def unit_status(store: str | os.PathLike, key: UnitKey, config_hash: str, *, verify: bool = True) -> UnitStatus:
     """The :class:`UnitStatus` of ``key`` against the pipeline's current ``config_hash``.
+
+    ``verify``: check the unit's files against their recorded checksums (:func:`unit_damage`,
+    one read of each file). The store reader passes ``False`` because it checks the same
+    bytes as it reads them (:func:`read_unit_bytes`); every other caller verifies.
 
     Raises :class:`CorruptStoreFileError` for a sidecar that exists but cannot be read.
     """
     side = read_sidecar(store, key)
+    damage = None
     if side is None or not unit_paths(store, key).parquet.is_file():
         state = "missing"
     elif side.get("config_hash") != config_hash:
         state = "stale"
     else:
-        state = "complete"
-    return UnitStatus(key=key, state=state, sidecar=side, expected_hash=str(config_hash))
+        damage = unit_damage(store, key, side) if verify else None
+        state = "corrupt" if damage else "complete"
+    return UnitStatus(key=key, state=state, sidecar=side, expected_hash=str(config_hash), damage=damage or "")
 
 
 def is_complete(store: str | os.PathLike, key: UnitKey, config_hash: str) -> bool:
@@ -304,18 +514,49 @@ def complete_units(store: str | os.PathLike, manifest: Mapping[str, Any], pipeli
     return done, notes
 
 
+def unchecked_units(store: str | os.PathLike, manifest: Mapping[str, Any], pipelines: Iterable[str]) -> int:
+    """How many existing units of ``pipelines`` were written before checksums (a sidecar without ``sha256``)."""
+    count = 0
+    for name in pipelines:
+        entry = manifest["pipelines"][name]
+        for seed in entry.get("seeds", []):
+            for window in entry.get("windows", []):
+                side = read_sidecar(store, UnitKey(name, int(seed), int(window["index"])))
+                count += side is not None and not side.get("sha256")
+    return count
+
+
+def _move_unit(store: Path, key: UnitKey, dest: Path) -> Path:
+    """Move the unit's files (Parquet, validation Parquet, checkpoint, sidecar last) into ``dest``."""
+    paths = unit_paths(store, key)
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in (paths.parquet, paths.valid_parquet, paths.checkpoint, paths.sidecar):  # sidecar last: the commit marker
+        if path.exists():
+            shutil.move(str(path), str(dest / path.name))
+    return dest
+
+
 def move_stale(store: str | os.PathLike, key: UnitKey, config_hash: str) -> Path | None:
     """Move the unit's files aside when its sidecar names another hash; returns where they went."""
     store = Path(store)
     side = read_sidecar(store, key)
     if side is None or side.get("config_hash") == config_hash:
         return None
-    paths = unit_paths(store, key)
     dest = store / "stale" / key.pipeline / str(side.get("config_hash", "unknown")) / f"seed{key.seed}"
-    dest.mkdir(parents=True, exist_ok=True)
-    for path in (paths.parquet, paths.valid_parquet, paths.checkpoint, paths.sidecar):  # sidecar last: the commit marker
-        if path.exists():
-            shutil.move(str(path), str(dest / path.name))
+    return _move_unit(store, key, dest)
+
+
+def move_corrupt(store: str | os.PathLike, key: UnitKey, *, why: str) -> Path:
+    """Move a damaged unit's files to ``STORE/corrupt/<pipeline>/<UTC time>/seed<k>/`` with ``wNN.why.txt``; where they went.
+
+    Nothing is deleted: the damaged bytes stay for inspection. The unit is then missing, and recomputed.
+    """
+    store = Path(store)
+    now = time.time_ns()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 10**9)) + f".{now % 10**9:09d}Z"
+    dest = store / "corrupt" / key.pipeline / stamp / f"seed{key.seed}"
+    _move_unit(store, key, dest)
+    atomic_write_text(dest / f"w{key.window:02d}.why.txt", why + "\n")
     return dest
 
 
@@ -378,6 +619,18 @@ def _universe_symbols(root: Path, instruments: Iterable[str]) -> list[str] | Non
         else:
             symbols.add(str(name).lower())
     return sorted(symbols) if symbols else None
+
+
+def task_universe(task: Mapping[str, Any]) -> list[str]:
+    """The universe a task's handler reads (``instruments`` when it names one), as :func:`data_identity` takes it.
+
+    >>> task_universe({"dataset": {"kwargs": {"handler": {"kwargs": {"instruments": "us25"}}}}})
+    ['us25']
+    >>> task_universe({})
+    []
+    """
+    market = (task.get("dataset") or {}).get("kwargs", {}).get("handler", {}).get("kwargs", {}).get("instruments")
+    return [market] if isinstance(market, str) else []
 
 
 def data_identity(provider_dir: str | os.PathLike, *, instruments: Iterable[str] = ()) -> dict[str, Any]:

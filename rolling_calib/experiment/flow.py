@@ -122,7 +122,7 @@ def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentR
         Units failed (completed ones stay in the store).
     """
     plan = plan_run(config, store=options.store, pipelines=options.pipelines, seeds=options.seeds,
-                    n_threads=options.executor.threads)
+                    n_threads=options.executor.threads, workers=options.executor.workers or 1)
     executor = make_executor(options.executor)
     with StoreLock(plan.store):  # one writer from the first unit to the last tracking row
         summary = run_plan(plan, executor=executor, progress=options.progress)

@@ -52,6 +52,7 @@ ValueError: hidden_size: expected an integer >= 1, found int 0
 from __future__ import annotations
 
 import copy
+import io
 import os
 import time
 from dataclasses import dataclass
@@ -63,7 +64,7 @@ import pandas as pd
 import torch
 from qlib.log import get_module_logger
 
-from rolling_calib.core.atomic import atomic_write
+from rolling_calib.core.atomic import atomic_write_bytes
 from rolling_calib.core.validation import AnyOf, Constraint, Interval, Options, validate_params
 from rolling_calib.qlib_adapter.dataset import MinuteTSDataset, MinuteWindowSampler, WindowNorm
 from rolling_calib.qlib_adapter.lstm_core import EVAL_CHUNK, BatchFeed, EarlyStopping, LSTMCore, epoch_bar
@@ -451,11 +452,17 @@ class RollingLSTM(LSTMCore):
         }
 
     def save_state(self, path: str | os.PathLike) -> None:
-        """Write the checkpoint atomically (temp file in the same directory, then ``os.replace``)."""
+        """Write the checkpoint atomically (temp file in the same directory, then ``os.replace``).
+
+        The state is serialised in memory and written with Python's file I/O, so a full disk is an
+        ``OSError`` with its error code (``torch.save`` to a file says only ``iostream error``), and
+        the bytes do not depend on the temporary file's name (the same state gives the same file).
+        """
         if not self.fitted:
             raise ValueError("RollingLSTM.save_state: the model is not fitted yet; nothing to save")
-        state = self.state()
-        atomic_write(path, lambda tmp: torch.save(state, tmp))
+        buffer = io.BytesIO()
+        torch.save(self.state(), buffer)
+        atomic_write_bytes(path, buffer.getvalue())
 
     def load_state(self, path: str | os.PathLike) -> None:
         """Load a checkpoint written by :meth:`save_state`; the next :meth:`fit` fine-tunes.

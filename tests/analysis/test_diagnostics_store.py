@@ -13,12 +13,11 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from runner_helpers import write_fake_store
+from runner_helpers import rewrite_unit, write_fake_store
 
 from rolling_calib.analysis.diagnostics import diagnose_store, run_period_stats
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.analysis.scoring import score_store
-from rolling_calib.execution import store as st
 from rolling_calib.execution.reader import read_unit
 from rolling_calib.execution.units import UnitKey
 
@@ -158,7 +157,7 @@ def test_offsets_that_reset_at_the_refit_are_named(tmp_path):
         key = UnitKey("reset", seed, 1)
         second = read_unit(store, key)
         second["prediction"] = second["prediction"] - 2.0 * bias
-        st.atomic_write_parquet(st.unit_paths(store, key).parquet, second)
+        rewrite_unit(store, key, second)
     d = diagnose_store(store).of("reset")
     assert d.persistence.corr_within > 0.9
     assert d.persistence.corr_across < -0.9

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from rolling_calib.analysis.integrity import store_notes
 from rolling_calib.analysis.scoring import score_store
 from rolling_calib.cli import main
 from rolling_calib.core.label import Label
@@ -76,16 +77,23 @@ def old_store(tmp_path) -> Path:
 
 
 def test_a_store_written_before_the_change_scores_to_the_same_json(old_store, monkeypatch, capsys):
+    """The same JSON, and the notes of issue 19 first: units without checksums, the data (its directory
+    was a temporary one: unreachable on most machines, unchanged where it is still there)."""
     got = _outputs(old_store.parents[1], monkeypatch, capsys)
+    notes = store_notes(Path("out/store"), st.read_manifest(old_store), ["wd0", "wd1e-2"])
+    assert any(n.startswith("8 unit(s) of out/store were written before checksums") for n in notes)
     for name, _ in COMMANDS:
-        assert_keeps(json.loads((GOLDEN / name).read_text()), json.loads(got[name]), name)
+        new = json.loads(got[name])
+        assert new["notes"][: len(notes)] == notes                   # issue 19's store notes first
+        assert_keeps(json.loads((GOLDEN / name).read_text()), new, name)
 
 
 def test_its_label_is_described_from_its_manifest(old_store):
     assert "labels" not in st.read_manifest(old_store)["pipelines"]["wd0"]   # written before labels were recorded
     scores = score_store(old_store)
     assert scores.label == Label(kind="raw", expression="1e4 * (close[t+10]/close[t] - 1)", unit="bp")
-    assert scores.label.loss_unit == "bp²" and scores.notes == []
+    assert scores.label.loss_unit == "bp²"
+    assert scores.notes == store_notes(old_store, st.read_manifest(old_store), ["wd0", "wd1e-2"])   # issue 19's only
     with pytest.raises(MissingLabelError, match="holds no learn label .* re-run the store"):
         score_store(old_store, label="learn")
 

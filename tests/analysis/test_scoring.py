@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from runner_helpers import write_fake_store
+from runner_helpers import rewrite_unit, write_fake_store
 
 from rolling_calib.analysis.comparison import compare_store
 from rolling_calib.analysis.scoring import score_store
@@ -132,7 +132,7 @@ def test_load_run_detects_rows_outside_window_and_duplicates(tmp_path):
     path = st.unit_paths(tmp_path, key).parquet
     frame = pd.read_parquet(path)
     frame.loc[0, "datetime"] = windows[0].test.start  # a row of window 0 inside window 1's file
-    st.atomic_write_parquet(path, frame)
+    rewrite_unit(tmp_path, key, frame)
     with pytest.raises(CoverageError, match="outside test segment"):
         load_run(tmp_path, "a", 0)
     with pytest.raises(CoverageError):

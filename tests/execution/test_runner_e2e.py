@@ -210,9 +210,9 @@ def test_changed_config_never_reuses_stale_units(full_run, tiny_data, tmp_path):
 
     shutil.copytree(reference.store, copy_store)
     plan = plan_run(changed, store=copy_store, pipelines=["wd0", "wdbig"])
-    pending, skipped, stale = pending_units(plan)
+    pending, skipped, stale, corrupt = pending_units(plan)
     assert sorted(k.pipeline for k in pending) == ["wd0"] * 4
-    assert skipped == 4 and stale == 4
+    assert skipped == 4 and stale == 4 and corrupt == []
     assert len(list((copy_store / "stale" / "wd0").rglob("w0[0-9].parquet"))) == 4
     assert not st.unit_paths(copy_store, UnitKey("wd0", 0, 0)).parquet.exists()
 
@@ -308,8 +308,8 @@ def test_changed_data_makes_units_stale(full_run, tiny_data, tmp_path):
     after = plan_run(load_experiment(exp), store=store, pipelines=["wd0"])
     assert after.pipeline("wd0").config_hash != before.pipeline("wd0").config_hash
     assert after.data["features"] != before.data["features"]
-    pending, skipped, stale = pending_units(after)
-    assert len(pending) == 4 and skipped == 0 and stale == 4
+    pending, skipped, stale, corrupt = pending_units(after)
+    assert len(pending) == 4 and skipped == 0 and stale == 4 and corrupt == []
 
 
 def test_pipelines_of_one_run_share_one_shared_hash(full_run):
