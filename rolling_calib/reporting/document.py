@@ -200,8 +200,8 @@ def _provenance(scores: StoreScores) -> tuple[Table | None, str]:
                             if not ok)
         warnings.warn(f"report: the manifest of {scores.store.name} records no {missing}", stacklevel=3)
 
-    def seg(v: Any) -> str:
-        return "none" if v is None else f"{v[0]} .. {v[1]}"
+    def seg(v: Any) -> str:  # dates only: the bars' times are in the manifest
+        return "none" if v is None else f"{str(v[0])[:10]} .. {str(v[1])[:10]}"
 
     rows = [[str(w["index"]), seg(w.get("fit")), seg(w.get("train")), seg(w.get("valid")), seg(w.get("test"))]
             for w in entry.get("windows", [])]
