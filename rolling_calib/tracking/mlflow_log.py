@@ -135,8 +135,8 @@ __all__ = [
     "track_store",
 ]
 
-#: MLflow 3's limit on a param value (``mlflow.utils.validation.MAX_PARAM_VAL_LENGTH``); longer values are cut.
-PARAM_VALUE_LIMIT = 6000
+#: Longer param values are cut here: MLflow allows 6000 characters, but 1000 once its SQL store is loaded in the process.
+PARAM_VALUE_LIMIT = 500
 #: MLflow's limit on a tag value; longer messages are cut.
 TAG_VALUE_LIMIT = 8000
 #: Part of every run's version: a change of what is logged per run updates runs logged before it.
