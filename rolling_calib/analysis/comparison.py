@@ -51,10 +51,14 @@ from rolling_calib.core.tables import format_table, sig
 from rolling_calib.core.validation import CONFIDENCE, N_BOOT, SEED, validate_params
 from rolling_calib.core.verdict import BLOCK_SIZE, Verdict
 
-__all__ = ["METRIC_TITLES", "StoreComparison", "compare_store"]
+__all__ = ["METRIC_TITLES", "VERDICT_COLUMNS", "StoreComparison", "compare_store"]
 
 #: How each metric is named in tables.
 METRIC_TITLES = {"ql": "QL", "ql_scored": "QL 2..K", "cql": "CQL", "ic": "IC", "icir": "ICIR", "rank_ic": "Rank IC"}
+#: The verdict table's columns: key of :meth:`StoreComparison.verdict_rows` -> heading.
+VERDICT_COLUMNS = {"pair": "pair", "metric": "metric", "verdict": "verdict", "difference": "difference",
+                   "interval": "interval", "uncertainty": "uncertainty", "pairing": "pairing", "dm_p": "DM p",
+                   "seeds": "seeds to decide"}
 
 
 @dataclass
@@ -166,20 +170,33 @@ class StoreComparison:
     def _verdict_table(self) -> str:
         head = (f"Verdicts at {self.confidence:.0%} (difference = mean of the first minus the second pipeline; "
                 f"interval over seeds and blocks of market time, Student t on both parts)")
-        rows = []
-        for pv in self.verdicts:
-            for k, (metric, v) in enumerate(pv.verdicts.items()):
-                rows.append([f"{pv.better} vs {pv.worse}" if k == 0 else "", METRIC_TITLES.get(metric, metric),
-                             _verdict_word(v), _with_unit(v.difference, self._unit(metric)),
-                             f"[{sig(v.ci_low)}, {sig(v.ci_high)}]", _uncertainty(v), _pairing(v),
-                             sig(v.diebold_mariano.p_value, 2), _seeds(v)])
-        table = format_table(rows, ["pair", "metric", "verdict", "difference", "interval", "uncertainty", "pairing",
-                                    "DM p", "seeds to decide"],
+        rows = [[row["pair"] if row["first"] else "", *(row[k] for k in list(VERDICT_COLUMNS)[1:])]
+                for row in self.verdict_rows()]
+        table = format_table(rows, list(VERDICT_COLUMNS.values()),
                              align=["left", "left", "left", "right", "left", "left", "left", "right", "left"])
         foot = ("uncertainty: the source that dominates the interval's variance (its share); pairing: how much "
                 "comparing seed i with seed i narrowed the interval; DM p: Diebold-Mariano test of the daily loss "
                 "differential (HAC variance); seeds to decide: seeds per pipeline the metric needs at this confidence.")
         return f"{head}\n{table}\n{foot}"
+
+    def verdict_rows(self) -> list[dict[str, Any]]:
+        """The cells of the verdict table, one dict per (pair, metric): the words ``compare`` prints.
+
+        Keys: :data:`VERDICT_COLUMNS` (``pair``, ``metric``, ``verdict``, ``difference`` with the
+        label's loss unit for QL and CQL, ``interval``, ``uncertainty``, ``pairing``, ``dm_p``,
+        ``seeds``), and ``first`` (the pair's first metric).
+        """
+        rows = []
+        for pv in self.verdicts:
+            for k, (metric, v) in enumerate(pv.verdicts.items()):
+                unit = self._unit(metric)
+                rows.append({"pair": f"{pv.better} vs {pv.worse}", "first": k == 0,
+                             "metric": METRIC_TITLES.get(metric, metric), "verdict": _verdict_word(v),
+                             "difference": _with_unit(v.difference, unit),
+                             "interval": _with_unit(f"[{sig(v.ci_low)}, {sig(v.ci_high)}]", unit),
+                             "uncertainty": _uncertainty(v), "pairing": _pairing(v),
+                             "dm_p": sig(v.diebold_mariano.p_value, 2), "seeds": _seeds(v)})
+        return rows
 
     def _unit(self, metric: str) -> str:
         return self.label.loss_unit if metric in ("ql", "ql_scored", "cql") else ""
@@ -216,8 +233,8 @@ class StoreComparison:
         return "\n".join([head, table, *hidden])
 
 
-def _with_unit(value: float, unit: str) -> str:
-    return f"{sig(value)} {unit}".rstrip()
+def _with_unit(value: float | str, unit: str) -> str:
+    return f"{value if isinstance(value, str) else sig(value)} {unit}".rstrip()
 
 
 def _verdict_word(v: Verdict) -> str:

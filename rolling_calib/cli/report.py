@@ -48,8 +48,10 @@ def register(subparsers) -> None:
         help="write an HTML + Markdown report of a result store",
         description=(
             "Write report.html (self-contained: plots embedded) and report.md (with PNG files) for a "
-            "result store: per pipeline QL/CQL mean and spread, pairwise accuracies, the spread across "
-            "seeds, the monthly bias c_k over time and monthly QL and CQL."
+            "result store, with CSV tables beside them. It opens with the verdict per pair and metric, then "
+            "the warnings, whether calibration can help, IC / Rank IC, QL and CQL per pipeline, the pairwise "
+            "accuracies, and the figures: probability of improvement, paired per-seed differences, the loss "
+            "differential per period and the seed offsets (refits marked), the seed spread and the bias."
         ),
         epilog="Example: rolling-calib report runs/demo --out runs/demo/report",
     )

@@ -8,8 +8,8 @@
    package, :data:`DEMO_CONFIG`) -- two pipelines x 10 seeds (the file's ``rolling.seeds``)
    x two 3-month windows (window 1 fine-tunes window 0's model on the new
    months), six evaluation months -- on a local process pool, into ``OUT/store``;
-3. score it (QL and monthly rolling CQL), compare the pipelines and write the report
-   into ``OUT/report``.
+3. score it (QL and monthly rolling CQL), compare the pipelines, write the report into
+   ``OUT/report`` and log everything, the report included, to MLflow (``OUT/store/mlflow.db``).
 
 Re-running resumes: completed units are reused (the store's config hashes match).
 
@@ -94,12 +94,9 @@ def run_demo(
     track : bool
         Log the store to MLflow (``OUT/store/mlflow.db``).
     """
-    from rolling_calib.analysis.diagnostics import diagnose_store
-    from rolling_calib.analysis.comparison import compare_store
     from rolling_calib.config import load_experiment
     from rolling_calib.execution.factory import ExecutorOptions
-    from rolling_calib.experiment.flow import RunOptions, run_experiment
-    from rolling_calib.reporting.document import write_report
+    from rolling_calib.experiment.flow import CompareOptions, RunOptions, run_experiment
 
     if seeds is not None and seeds < 2:
         raise ValueError(f"seeds: expected >= 2 (a spread needs two runs), found {seeds}")
@@ -111,13 +108,11 @@ def run_demo(
     if seeds is None and len(experiment.rolling.seeds) < 2:
         raise ValueError(f"{config}: rolling.seeds: expected >= 2 seeds (a spread needs two runs), "
                          f"found {len(experiment.rolling.seeds)}")
-    outcome = run_experiment(experiment, RunOptions(store=out / "store", seeds=seeds, progress=progress, track=track,
-                                                    executor=ExecutorOptions(workers=workers, threads=1)))
-    comparison = compare_store(outcome.scores, n_boot=n_boot)
-    diagnosis = diagnose_store(outcome.plan.store, scores=outcome.scores)
-    paths = write_report(outcome.scores, comparison, out / "report", diagnosis=diagnosis)
+    outcome = run_experiment(experiment, RunOptions(
+        store=out / "store", seeds=seeds, progress=progress, track=track, compare=CompareOptions(n_boot=n_boot),
+        report=out / "report", executor=ExecutorOptions(workers=workers, threads=1)))
     return DemoResult(
-        data_dir=data_dir, store=outcome.plan.store, comparison=comparison, report=paths,
+        data_dir=data_dir, store=outcome.plan.store, comparison=outcome.comparison, report=outcome.report or {},
         seconds=time.perf_counter() - t0, data_built=built, tracking_uri=outcome.tracking_uri,
-        tracking_message=outcome.tracking_message, diagnosis=diagnosis,
+        tracking_message=outcome.tracking_message, diagnosis=outcome.diagnosis,
     )

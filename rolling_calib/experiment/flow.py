@@ -1,8 +1,9 @@
-"""The one orchestration path: plan -> execute -> score -> track (reports are built from its result).
+"""The one orchestration path: plan -> execute -> score -> compare -> report -> track.
 
-The store is scored once, with the experiment's calibration rule and label; tracking and the
-report receive those scores (tracking never scores on its own), so MLflow, ``compare`` and the
-report show the same numbers.
+The store is scored once, with the experiment's calibration rule and label, and compared once
+(:class:`CompareOptions`); the report (when asked for) and tracking receive those scores and that
+comparison (neither scores nor compares on its own), so MLflow, ``compare`` and the report show
+the same numbers, and MLflow holds the report as artifacts of its comparison run.
 
 ``rolling-calib run``, ``rolling-calib sweep`` and ``rolling-calib demo`` all call
 :func:`run_experiment`; they differ only in what they do with its result (print a
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rolling_calib.analysis.comparison import StoreComparison, compare_store
 from rolling_calib.analysis.scoring import StoreScores, score_store
 from rolling_calib.config.experiment import ExperimentConfig
 from rolling_calib.execution.factory import ExecutorOptions, make_executor
@@ -31,7 +33,21 @@ from rolling_calib.execution.runner import RunPlan, RunSummary, plan_run, run_pl
 if TYPE_CHECKING:
     from rolling_calib.tracking import TrackingOutcome
 
-__all__ = ["ExperimentResult", "RunOptions", "run_experiment", "track"]
+__all__ = ["CompareOptions", "ExperimentResult", "RunOptions", "run_experiment", "track"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareOptions:
+    """How the runs are compared after scoring (:func:`~rolling_calib.analysis.comparison.compare_store`).
+
+    The pairs are the experiment's ``compare:`` pairs, else every pair. ``n_boot``,
+    ``confidence`` and ``seed`` are those of ``rolling-calib compare`` (same defaults), so the
+    verdicts tracking logs are the ones ``compare`` prints.
+    """
+
+    n_boot: int = 2000
+    confidence: float = 0.95
+    seed: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +73,12 @@ class RunOptions:
         ``ExperimentResult.scores`` holds them whenever they were computed).
     progress : bool
         Progress bars.
+    compare : CompareOptions or None
+        Compare the pipelines after scoring (whenever the runs are scored); tracking logs the
+        verdicts, intervals, IC and warnings. None: no comparison.
+    report : path or None
+        Write the report (:func:`~rolling_calib.reporting.document.write_report`) into this
+        directory before tracking (which logs it as artifacts); needs ``compare``.
     """
 
     store: Path
@@ -67,6 +89,8 @@ class RunOptions:
     track: bool = True
     score: bool = True
     progress: bool = True
+    compare: CompareOptions | None = field(default_factory=CompareOptions)
+    report: Path | None = None
 
 
 @dataclass
@@ -79,10 +103,15 @@ class ExperimentResult:
     scores: StoreScores | None
     tracking_uri: str | None  # None: not tracked, or tracking failed (see tracking_message)
     tracking_message: str | None = None  # a repaired tracking database, or why tracking failed
+    comparison: StoreComparison | None = None
+    diagnosis: object = None  # rolling_calib.analysis.diagnostics.StoreDiagnosis, when a report was written
+    report: dict[str, Path] | None = None  # the report's files (name -> path), when written
 
 
-def track(scores: StoreScores, *, tracking_uri: str | None, experiment_name: str) -> TrackingOutcome:
-    """Log ``scores`` (of ``scores.store``) to MLflow (SQLite in the store by default) without ever raising.
+def track(scores: StoreScores, *, tracking_uri: str | None, experiment_name: str,
+          comparison: StoreComparison | None = None, report: dict[str, Path] | None = None) -> TrackingOutcome:
+    """Log ``scores`` (of ``scores.store``), its comparison and report to MLflow (SQLite in the store by default)
+    without ever raising.
 
     The results are in the store already, so a failed logging (full disk, locked or broken
     database, any MLflow error) does not fail the run: the outcome has ``uri=None`` and a
@@ -90,7 +119,8 @@ def track(scores: StoreScores, *, tracking_uri: str | None, experiment_name: str
     """
     from rolling_calib.tracking import safe_log_store
 
-    return safe_log_store(scores, tracking_uri=tracking_uri, experiment=experiment_name)
+    return safe_log_store(scores, comparison=comparison, report=report, tracking_uri=tracking_uri,
+                          experiment=experiment_name)
 
 
 def _untracked(store: Path, exc: Exception) -> TrackingOutcome:
@@ -135,8 +165,38 @@ def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentR
                 if options.score:
                     raise
                 tracked = _untracked(plan.store, exc)   # scores for tracking only: tracking never fails a run
+        comparison = _compare(scores, options.compare)
+        diagnosis, report = _report(plan.store, scores, comparison, options.report)
         if options.track and scores is not None:
-            tracked = track(scores, tracking_uri=options.tracking_uri, experiment_name=config.experiment_name)
+            tracked = track(scores, tracking_uri=options.tracking_uri, experiment_name=config.experiment_name,
+                            comparison=comparison, report=report)
     return ExperimentResult(config=config, plan=plan, summary=summary, scores=scores,
                             tracking_uri=tracked.uri if tracked else None,
-                            tracking_message=tracked.message if tracked else None)
+                            tracking_message=tracked.message if tracked else None,
+                            comparison=comparison, diagnosis=diagnosis, report=report)
+
+
+def _compare(scores: StoreScores | None, options: CompareOptions | None) -> StoreComparison | None:
+    """The comparison of the scored pipelines (None without scores or options)."""
+    if scores is None or options is None:
+        return None
+    return compare_store(scores, n_boot=options.n_boot, confidence=options.confidence, seed=options.seed)
+
+
+def _report(store: Path, scores: StoreScores | None, comparison: StoreComparison | None,
+            out: Path | None) -> tuple[object, dict[str, Path] | None]:
+    """``(diagnosis, report files)``: the report written into ``out`` (``(None, None)`` when not asked for).
+
+    The diagnosis (can calibration help?) needs a pipeline with two seeds; without one the
+    report goes without it.
+    """
+    if out is None or scores is None:
+        return None, None
+    if comparison is None:
+        raise ValueError("report: needs the comparison (RunOptions.compare)")
+    from rolling_calib.analysis.diagnostics import diagnose_store
+    from rolling_calib.reporting.document import write_report
+
+    enough = scores.runs.groupby("pipeline")["seed"].nunique().max() >= 2
+    diagnosis = diagnose_store(store, scores=scores) if enough else None
+    return diagnosis, write_report(scores, comparison, Path(out), diagnosis=diagnosis)

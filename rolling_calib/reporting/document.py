@@ -1,17 +1,23 @@
-"""The report: HTML (self-contained, PNGs embedded as base64) and Markdown (PNG files beside it).
+"""The report: ``report.html`` (self-contained, PNGs embedded) and ``report.md`` (PNG files beside it).
 
-Contents:
+It leads with the answer. In order:
 
-* per pipeline: mean and standard deviation of QL and CQL over seeds, std ratio, seed budget;
-* per pair: pairwise accuracy of QL and CQL with bootstrap intervals (direction by QL);
-* plots: the spread of QL and CQL across seeds for each pipeline, the monthly bias
-  ``c_k`` over time (mean over seeds, band = min..max), monthly QL and CQL;
-* the METHOD 4 caveat: CQL cannot see an improvement that is itself a calibration
-  improvement.
+1. title and one line of scope (store, runs, seeds, periods, label, calibration rule);
+2. the verdict per pair and metric (:meth:`StoreComparison.verdict_rows
+   <rolling_calib.analysis.comparison.StoreComparison.verdict_rows>`, the words ``compare`` prints);
+3. the guards' warnings, then "Can calibration help here?" (each pipeline's assessment);
+4. IC / Rank IC per pipeline, then QL and CQL per pipeline;
+5. the pairwise accuracies (only for pairs where they mean something, else the reason);
+6. the figures (:func:`rolling_calib.reporting.figures.make_figures`: probability of improvement,
+   paired per-seed differences, per-period loss differential, seed offsets, seed spread, bias);
+7. schedule and provenance, the CSV tables, and the definitions with the known limitation of
+   docs/method.md §4 at the end.
 
-Computing and drawing are separate: :func:`make_figures` (from
-:mod:`rolling_calib.reporting.figures`) returns matplotlib figures, :func:`render_markdown` /
-:func:`render_html` return text, and :func:`write_report` saves everything atomically.
+Computing and rendering are separate: :func:`report_context` returns plain values (strings,
+lists, dicts); the Jinja2 templates ``templates/report.html.j2`` (autoescaped: no Markdown in the
+HTML) and ``templates/report.md.j2`` render them; :func:`write_report` writes everything
+atomically. Paths in the report are relative to its directory: the store is named relative to the
+report, the CSVs and PNGs are beside it.
 
 Example
 -------
@@ -24,34 +30,294 @@ Example
 ...     paths = write_report(scores, compare_store(scores, n_boot=200), example_store / "report")
 >>> paths["html"].name, paths["html"].read_text().startswith("<!DOCTYPE html>")
 ('report.html', True)
+>>> sorted(k for k in paths if k.endswith("_csv"))
+['periods_csv', 'pipelines_csv', 'runs_csv', 'verdicts_csv', 'warnings_csv']
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import io
-import math
+import os
 import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import jinja2
+import pandas as pd
 from matplotlib.figure import Figure
 
-from rolling_calib.analysis.comparison import StoreComparison
+from rolling_calib.analysis.comparison import METRIC_TITLES, VERDICT_COLUMNS, StoreComparison
 from rolling_calib.analysis.scoring import StoreScores
 from rolling_calib.core.atomic import atomic_write_bytes, atomic_write_text
+from rolling_calib.core.tables import format_table, sig
 from rolling_calib.reporting.figures import make_figures
 
-__all__ = ["CAVEAT", "make_figures", "render_markdown", "render_html", "write_report"]
+__all__ = ["CAVEAT", "CSV_FILES", "render_html", "render_markdown", "report_context", "write_report"]
 
 CAVEAT = (
-    "Known limitation (METHOD 4): the calibrated loss removes each period's output bias before "
-    "scoring, so it cannot see an improvement that *is* a calibration improvement. If pipeline B's "
-    "only advantage is a better-calibrated output bias, CQL will rank A and B as equal (or reversed); "
-    "check the plain QL column and the monthly bias plot before trusting a CQL ranking in that case."
+    "Known limitation (docs/method.md §4): the calibrated loss removes each period's output bias before "
+    "scoring, so it cannot see an improvement that is itself a calibration improvement. If one pipeline's "
+    "only advantage is a better-calibrated output bias, CQL ranks the two as equal (or reversed): check the "
+    "plain QL rows of the verdict table and the bias figure before trusting a CQL ranking in that case."
 )
+#: The CSV tables written beside the report: file -> what one row is.
+CSV_FILES = {
+    "verdicts.csv": "one row per pair and metric: verdict, difference, interval, variance parts, Diebold-Mariano, "
+                    "seeds to decide",
+    "warnings.csv": "one row per guard that fired: kind, pipelines, message",
+    "pipelines.csv": "one row per pipeline: mean and std over seeds of every metric, std ratio, seed budget",
+    "runs.csv": "one row per run (pipeline, seed): QL, QL 2..K, CQL, IC, ICIR, Rank IC, rows",
+    "periods.csv": "one row per run and calibration period: rows, bias applied, QL, CQL, refit",
+}
+_FIGURES = {  # name prefix -> (title, caption)
+    "improvement": ("Probability of improvement per metric",
+                    "Per pair and metric: the share of (seed of A, seed of B) pairs in which A's run scores better, "
+                    "with its percentile bootstrap interval over seeds; 0.5 (dashed) is no preference."),
+    "paired": ("Paired per-seed differences",
+               "Seed i of one pipeline minus seed i of the other, QL over the scored periods and CQL; below 0 "
+               "(tinted in the first pipeline's colour) the first pipeline's run scored lower."),
+    "differential": ("Loss differential per period, refits marked",
+                     "Per calibration period, the mean over seeds of QL and CQL of the first pipeline minus the "
+                     "second, with a t-interval over seeds; the dashed line marks a refit (a new training window)."),
+    "offsets": ("Seed offsets per period, refits marked",
+                "Each seed's mean residual minus the seeds' mean, per period, one panel per pipeline (shades of the "
+                "pipeline's colour, one per seed). CQL corrects period k with period k-1's bias, so it narrows the "
+                "seeds only while offsets persist; they reset at refits."),
+    "spread": ("Seed spread of QL and CQL",
+               "One dot per seed, box = quartiles: QL over every period, QL over the periods CQL scores, and CQL."),
+    "bias": ("Bias applied each period",
+             "The shift c_k CQL applied in each period (mean over seeds, band min..max over seeds), refits marked."),
+}
+
+
+# --------------------------------------------------------------------------- plain values
+@dataclass(frozen=True)
+class Table:
+    """A table as plain strings: ``columns``, ``rows`` (cells), ``align`` (``left``/``right`` per column)."""
+
+    columns: list[str]
+    rows: list[list[str]]
+    align: list[str]
+
+    def markdown(self) -> str:
+        """The table in Markdown (the project's one table formatter)."""
+        return format_table(self.rows, self.columns, style="markdown", align=self.align)
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, left: int = 1) -> Table:
+    """Cells as text; the first ``left`` columns aligned left, the others right."""
+    return Table(list(columns), [["n/a" if c is None else str(c) for c in r] for r in rows],
+                 ["left"] * left + ["right"] * (len(columns) - left))
+
+
+def _relative(text: str, store: Path, out_dir: Path) -> str:
+    """``text`` with the store's absolute path replaced by its path relative to the report."""
+    rel = _store_name(store, out_dir)
+    for absolute in sorted({str(store.resolve()), str(store.absolute())}, key=len, reverse=True):
+        text = text.replace(absolute, rel)
+    return text
+
+
+def _store_name(store: Path, out_dir: Path) -> str:
+    """The store relative to the report's directory (``..`` for ``STORE/report``), or its name when it lies
+    more than two levels up (a long climb of ``../`` says nothing a reader can use).
+
+    >>> _store_name(Path("/r/demo/store"), Path("/r/demo/report")), _store_name(Path("/a/b/store"), Path("/x/y/z"))
+    ('../store', 'store')
+    """
+    rel = Path(os.path.relpath(store.resolve(), out_dir.resolve()))
+    return rel.as_posix() if rel.parts.count("..") <= 2 else store.resolve().name
+
+
+def _scope(scores: StoreScores, out_dir: Path) -> str:
+    seeds = scores.runs.groupby("pipeline")["seed"].nunique()
+    periods = sorted(scores.periods["period"].astype(str).unique())
+    span = f"{periods[0]}..{periods[-1]}" if periods else "none"
+    seed_text = str(int(seeds.iloc[0])) if seeds.nunique() == 1 else f"{int(seeds.min())}-{int(seeds.max())}"
+    return (f"Store {_store_name(scores.store, out_dir)}: {len(scores.runs)} runs of {len(scores.pipelines)} "
+            f"pipeline(s) ({', '.join(scores.pipelines)}), {seed_text} seeds each, {len(periods)} calibration "
+            f"periods ({span}). Scored against the {scores.label.describe()}; calibration: "
+            f"{scores.calibration.describe()}.")
+
+
+def _verdicts(comparison: StoreComparison) -> Table:
+    rows = [[r["pair"] if r["first"] else "", *(r[k] for k in list(VERDICT_COLUMNS)[1:])]
+            for r in comparison.verdict_rows()]
+    return Table(list(VERDICT_COLUMNS.values()), rows,
+                 ["left", "left", "left", "right", "left", "left", "left", "right", "left"])
+
+
+def _summary_table(comparison: StoreComparison, columns: Sequence[tuple[str, str]], digits: int) -> Table:
+    rows = [[r["pipeline"], *(sig(r.get(c), digits) if c != "runs" else str(r.get(c)) for c, _ in columns)]
+            for r in comparison.summary.to_dict(orient="records")]
+    return _table(["pipeline", *(h for _, h in columns)], rows)
+
+
+def _losses(comparison: StoreComparison) -> Table:
+    unit = comparison.label.loss_unit
+    cols = [("runs", "runs"), ("ql_mean", f"QL mean ({unit})"), ("ql_std", "QL std"),
+            ("ql_scored_mean", "QL 2..K mean"), ("ql_scored_std", "QL 2..K std"), ("cql_mean", "CQL mean"),
+            ("cql_std", "CQL std"), ("std_ratio", "std ratio CQL / QL 2..K"), ("seed_budget", "seed budget")]
+    return _summary_table(comparison, cols, 4)
+
+
+def _ic(comparison: StoreComparison) -> Table | None:
+    if "ic_mean" not in comparison.summary.columns:
+        return None
+    cols = [("ic_mean", "IC mean"), ("ic_std", "IC std"), ("icir_mean", "ICIR mean"), ("icir_std", "ICIR std"),
+            ("rank_ic_mean", "Rank IC mean"), ("rank_ic_std", "Rank IC std")]
+    return _summary_table(comparison, cols, 3)
+
+
+def _accuracies(comparison: StoreComparison) -> tuple[Table | None, list[str]]:
+    """The pairwise accuracies of the pairs where they mean something, and a reason per other pair."""
+    shown_pairs = [p for p in comparison.pairs if comparison.accuracies_shown(p) is None]
+    hidden = [f"{p.better} vs {p.worse}: not shown because {comparison.accuracies_shown(p)}."
+              for p in comparison.pairs if comparison.accuracies_shown(p) is not None]
+    if not shown_pairs:
+        return None, hidden
+    metrics = [m for m in ("ql", "cql", "ic", "icir", "rank_ic") if all(m in p.accuracies for p in shown_pairs)]
+    rows = [[p.better, p.worse, *(f"{p.accuracies[m].accuracy:.3f} [{p.accuracies[m].ci_low:.3f}, "
+                                  f"{p.accuracies[m].ci_high:.3f}]" for m in metrics)] for p in shown_pairs]
+    return _table(["better by QL", "other", *(f"Acc {METRIC_TITLES[m]}" for m in metrics)], rows, left=2), hidden
+
+
+def _provenance(scores: StoreScores) -> tuple[Table | None, str]:
+    """Schedule table (from the first scored pipeline) and a provenance line, read from the manifest."""
+    from rolling_calib.execution import store as st
+
+    try:
+        manifest = st.read_manifest(scores.store)
+    except st.NoManifestError as exc:  # a corrupt manifest raises: only an absent one is reported
+        warnings.warn(f"report without provenance: {exc}", stacklevel=3)
+        return None, "No provenance: the store has no manifest, so schedule, config hashes and versions are unknown."
+    entry = manifest["pipelines"].get(scores.pipelines[0], {}) if scores.pipelines else {}
+    if not entry.get("windows") or not manifest.get("versions"):
+        missing = ", ".join(n for n, ok in (("schedule", entry.get("windows")), ("versions", manifest.get("versions")))
+                            if not ok)
+        warnings.warn(f"report: the manifest of {scores.store.name} records no {missing}", stacklevel=3)
+
+    def seg(v: Any) -> str:  # dates only: the bars' times are in the manifest
+        return "none" if v is None else f"{str(v[0])[:10]} .. {str(v[1])[:10]}"
+
+    rows = [[str(w["index"]), seg(w.get("fit")), seg(w.get("train")), seg(w.get("valid")), seg(w.get("test"))]
+            for w in entry.get("windows", [])]
+    hashes = ", ".join(f"{name} {e.get('config_hash')}" for name, e in manifest["pipelines"].items()
+                       if name in scores.pipelines)
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(manifest.get("versions", {}).items()))
+    line = f"Mode: {entry.get('mode', '?')}. Config hashes: {hashes}. Versions: {versions or 'not recorded'}."
+    table = _table(["window", "fit", "train", "valid", "test"], rows) if rows else None
+    return table, line
+
+
+def _definitions(scores: StoreScores, comparison: StoreComparison) -> list[str]:
+    cal = scores.calibration
+    scored = ("scores every period (each window's bias comes from its own validation predictions)"
+              if cal.source == "validation" else "scores periods 2..K (period 1 only supplies the first bias)")
+    return [
+        f"QL: the plain quadratic loss of the {scores.label.describe()} ({scores.label.loss_unit}), over every "
+        "evaluation period. QL 2..K: the same loss on the rows CQL scores.",
+        f"CQL: each period's predictions shifted by a bias fitted elsewhere ({cal.describe()}); it {scored} "
+        "(docs/method.md §2.2).",
+        f"Verdict: at {comparison.confidence:.0%}, the difference of means (first pipeline minus second) with an "
+        "interval over seeds and blocks of market time (stationary bootstrap, Student t on both parts); better or "
+        "worse when the interval excludes 0, else undetermined (docs/method.md §5).",
+        "Uncertainty: the source that dominates the interval's variance (its share). Pairing: how much comparing "
+        "seed i with seed i narrowed the interval. DM p: Diebold-Mariano test of the daily loss differential (HAC "
+        "variance). Seeds to decide: seeds per pipeline the metric needs at this confidence.",
+        "IC, Rank IC: mean over test dates of the cross-sectional Pearson / Spearman correlation of prediction and "
+        "label; ICIR: mean / std of the daily IC. Higher is better.",
+        "Pairwise accuracy (probability of improvement): the share of (seed of A, seed of B) pairs ranked like the "
+        f"ground truth (QL means); {comparison.confidence:.0%} percentile bootstrap over seeds, {comparison.n_boot} "
+        f"resamples, seed {comparison.seed} (docs/method.md §1).",
+        "Std ratio: std over seeds of CQL / of QL 2..K (same rows). Seed budget: runs of QL 2..K needed to reach the "
+        "standard error CQL has with the runs at hand.",
+    ]
+
+
+def _figure_entries(names: Sequence[str], pairs: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    out = []
+    for name in names:
+        prefix, _, index = name.partition("_")
+        title, caption = _FIGURES[prefix]
+        if index:
+            a, b = pairs[int(index)]
+            title = f"{title}: {a} vs {b}"
+        out.append({"name": name, "file": f"{name}.png", "title": title, "caption": caption})
+    return out
+
+
+def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir: str | Path,
+                   figures: Sequence[str] = (), diagnosis: Any = None) -> dict[str, Any]:
+    """Everything the report says, as plain values (strings, lists, :class:`Table`), for the templates.
+
+    Parameters
+    ----------
+    scores, comparison :
+        What ``compare`` computed (the report never recomputes them).
+    out_dir : path
+        The report's directory: paths in the text are relative to it.
+    figures : sequence of str
+        Names of the figures written beside the report (``improvement``, ``paired_0``, ...).
+    diagnosis : StoreDiagnosis, optional
+        Adds each pipeline's "Can calibration help here?" assessment.
+    """
+    out = Path(out_dir)
+    store = Path(scores.store)
+
+    def rel(text: str) -> str:
+        return _relative(str(text), store, out)
+
+    accuracy, hidden = _accuracies(comparison)
+    schedule, provenance = _provenance(scores)
+    assessments = [] if diagnosis is None else [
+        {"pipeline": d.pipeline, "text": rel(d.assessment.text if d.assessment is not None else d.verdict)}
+        for d in diagnosis.pipelines]
+    return {
+        "title": f"rolling-calib report: {', '.join(scores.pipelines)}",
+        "scope": _scope(scores, out),
+        "verdict_heading": f"Verdicts at {comparison.confidence:.0%}",
+        "verdicts": _verdicts(comparison) if comparison.verdicts else None,
+        "warnings": [{"kind": w.kind, "message": rel(w.message)} for w in comparison.warnings],
+        "assessments": assessments,
+        "ic": _ic(comparison),
+        "losses": _losses(comparison),
+        "loss_unit": comparison.label.loss_unit,
+        "accuracies": accuracy,
+        "accuracies_hidden": hidden,
+        "accuracy_heading": (f"P(a run of the better-by-QL pipeline scores better than a run of the other), "
+                             f"{comparison.confidence:.0%} percentile bootstrap over seeds ({comparison.n_boot} "
+                             f"resamples, seed {comparison.seed})"),
+        "figures": _figure_entries(figures, [(p.better, p.worse) for p in comparison.pairs]),
+        "schedule": schedule,
+        "provenance": rel(provenance),
+        "csv": [{"file": name, "what": what} for name, what in CSV_FILES.items()],
+        "definitions": _definitions(scores, comparison),
+        "caveat": CAVEAT,
+        "notes": [rel(n) for n in comparison.notes],
+        "incomplete": [rel(s) for s in scores.incomplete],
+    }
+
+
+# --------------------------------------------------------------------------- rendering
+def _environment(*, html: bool) -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("rolling_calib.reporting", "templates"),
+                              autoescape=html, undefined=jinja2.StrictUndefined, trim_blocks=True,
+                              lstrip_blocks=True, keep_trailing_newline=True)
+
+
+def render_markdown(context: Mapping[str, Any]) -> str:
+    """``report.md`` from :func:`report_context` (figures referenced as the PNG files beside it)."""
+    return _environment(html=False).get_template("report.md.j2").render(**context)
+
+
+def render_html(context: Mapping[str, Any], *, pngs: Mapping[str, bytes]) -> str:
+    """``report.html`` from :func:`report_context`, self-contained: the figures embedded as base64 PNG."""
+    images = {name: base64.b64encode(data).decode("ascii") for name, data in pngs.items()}
+    return _environment(html=True).get_template("report.html.j2").render(**context, images=images)
 
 
 def _png(fig: Figure) -> bytes:
@@ -60,194 +326,48 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def _num(value: Any, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "n/a"
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    return f"{float(value):.{digits}f}"
-
-
-def _tables(scores: StoreScores, comparison: StoreComparison) -> tuple[list[str], list[list[str]], list[str], list[list[str]]]:
-    head1 = ["pipeline", "runs", "QL mean", "QL std", "QL 2..K mean", "QL 2..K std", "CQL mean", "CQL std",
-             "std ratio CQL / QL 2..K", "seed budget"]
-    rows1 = [
-        [
-            r["pipeline"], _num(r["runs"]), _num(r["ql_mean"]), _num(r["ql_std"]), _num(r["ql_scored_mean"]),
-            _num(r["ql_scored_std"]), _num(r["cql_mean"]), _num(r["cql_std"]), _num(r["std_ratio"], 3),
-            _num(r["seed_budget"], 1),
-        ]
-        for r in comparison.summary.to_dict(orient="records")
-    ]
-    head2 = ["better (by QL)", "worse", "QL gap", "Acc QL [CI]", "Acc QL periods 2..K [CI]", "Acc CQL [CI]"]
-    rows2 = []
-    for p in comparison.pairs:
-        cells = [p.better + (" (tie)" if p.tie else ""), p.worse, _num(p.ground_truth_gap)]
-        for m in ("ql", "ql_scored", "cql"):
-            a = p.accuracies[m]
-            cells.append(f"{a.accuracy:.3f} [{a.ci_low:.3f}, {a.ci_high:.3f}]")
-        rows2.append(cells)
-    return head1, rows1, head2, rows2
-
-
-def _details(scores: StoreScores) -> tuple[list[str], list[list[str]], str]:
-    """Schedule table (from the first scored pipeline) and a provenance line, read from the manifest."""
-    from rolling_calib.execution import store as st
-
-    try:
-        manifest = st.read_manifest(scores.store)
-    except st.NoManifestError as exc:  # a corrupt manifest raises: only an absent one is reported
-        warnings.warn(f"report without provenance: {exc}", stacklevel=2)
-        return [], [], f"**Warning: no provenance** ({exc}): schedule, config hashes and versions are unknown."
-    entry = manifest["pipelines"].get(scores.pipelines[0], {}) if scores.pipelines else {}
-    if not entry.get("windows") or not manifest.get("versions"):
-        missing = ", ".join(n for n, ok in (("schedule", entry.get("windows")), ("versions", manifest.get("versions")))
-                            if not ok)
-        warnings.warn(f"report: the manifest of {scores.store} records no {missing}", stacklevel=2)
-    head = ["window", "train", "valid", "test"]
+def _tables(scores: StoreScores, comparison: StoreComparison) -> dict[str, pd.DataFrame]:
+    """The CSV tables (:data:`CSV_FILES`) as frames, numbers unrounded."""
     rows = []
-    for w in entry.get("windows", []):
-        def seg(v):
-            return "none" if v is None else f"{v[0]} .. {v[1]}"
-
-        rows.append([str(w["index"]), seg(w.get("train")), seg(w.get("valid")), seg(w.get("test"))])
-    versions = manifest.get("versions", {})
-    hashes = ", ".join(f"{name} {e.get('config_hash')}" for name, e in manifest["pipelines"].items() if name in scores.pipelines)
-    line = (
-        f"Mode: {entry.get('mode', '?')}. Config hashes: {hashes}. Versions: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))
-        + "."
-    )
-    return head, rows, line
-
-
-def _calibration_words(scores: StoreScores) -> str:
-    """What CQL does under the scores' rule, in words."""
-    cal = scores.calibration
-    scored = ("scores every period (each window's bias comes from its own validation predictions)"
-              if cal.source == "validation" else "scores periods 2..K (period 1 only supplies the first bias)")
-    return f"CQL shifts each period's predictions by a bias fitted elsewhere ({cal.describe()}) and {scored}"
-
-
-def _intro(scores: StoreScores, comparison: StoreComparison) -> str:
-    n_runs = len(scores.runs)
-    return (
-        f"Store `{scores.store}`: {n_runs} run(s) of {len(scores.pipelines)} pipeline(s), scored against the "
-        f"{scores.label.describe()}. QL is the plain quadratic loss of that label ({scores.label.loss_unit}) over the "
-        f"whole evaluation span; {_calibration_words(scores)}. Pairwise accuracy = share of (seed of A, seed of B) pairs "
-        f"ranked like the ground truth (QL means); intervals: {comparison.confidence:.0%} percentile bootstrap "
-        f"over seeds, {comparison.n_boot} resamples, seed {comparison.seed}. "
-        f"QL 2..K is the plain loss on the rows CQL scores; the std ratio and the seed budget (runs of QL 2..K "
-        f"needed to reach the standard error CQL has with the runs at hand) compare those same rows."
-    )
-
-
-def _verdicts(diagnosis: Any) -> list[str]:
-    """One line per diagnosed pipeline: can a bias correction help its seed spread, and did CQL?"""
-    if diagnosis is None:
-        return []
-    return [f"{d.pipeline}: {d.verdict}" for d in diagnosis.pipelines]
-
-
-def render_markdown(scores: StoreScores, comparison: StoreComparison, *, images: dict[str, str],
-                    diagnosis: Any = None) -> str:
-    """Markdown report; ``images`` maps figure name -> relative PNG path; ``diagnosis`` adds the verdicts."""
-    head1, rows1, head2, rows2 = _tables(scores, comparison)
-
-    def table(head: list[str], rows: list[list[str]]) -> list[str]:
-        return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
-
-    lines = ["# rolling-calib report", "", _intro(scores, comparison), "", "## Pipelines", ""]
-    lines += table(head1, rows1)
-    if rows2:
-        lines += ["", "## Pairs", ""] + table(head2, rows2)
-    if _verdicts(diagnosis):
-        lines += ["", "## Can calibration help here?", ""] + [f"- {v}" for v in _verdicts(diagnosis)]
-        lines += ["", "(`rolling-calib diagnose STORE` splits each pipeline's seed variance into bias and spread.)"]
-    if comparison.notes:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in comparison.notes]
-    lines += ["", "## Spread across seeds", "", f"![QL and CQL across seeds]({images['spread']})"]
-    lines += ["", "## Monthly bias c_k", "", f"![bias over time]({images['bias']})"]
-    lines += ["", "## Monthly QL and CQL", "", f"![monthly QL and CQL]({images['monthly']})"]
-    lines += ["", "## Caveat", "", CAVEAT]
-    head3, rows3, provenance = _details(scores)
-    if rows3:
-        lines += ["", "## Schedule and provenance", ""] + table(head3, rows3) + ["", provenance]
-    if scores.incomplete:
-        lines += ["", "## Incomplete runs (left out)", ""] + [f"- {s}" for s in scores.incomplete]
-    return "\n".join(lines) + "\n"
-
-
-def render_html(scores: StoreScores, comparison: StoreComparison, *, pngs: dict[str, bytes],
-                diagnosis: Any = None) -> str:
-    """Self-contained HTML report (figures embedded as base64 PNG); ``diagnosis`` adds the verdicts."""
-    head1, rows1, head2, rows2 = _tables(scores, comparison)
-    esc = html.escape
-
-    def table(head: list[str], rows: list[list[str]]) -> str:
-        th = "".join(f"<th>{esc(h)}</th>" for h in head)
-        trs = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
-        return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
-
-    def img(name: str, alt: str) -> str:
-        data = base64.b64encode(pngs[name]).decode("ascii")
-        return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
-
-    parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>rolling-calib report</title>",
-        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.4}"
-        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
-        "td:first-child,th:first-child{text-align:left}img{max-width:100%}.caveat{background:#fff4e0;padding:.8em}</style>",
-        "</head><body><h1>rolling-calib report</h1>",
-        f"<p>{esc(_intro(scores, comparison))}</p>",
-        "<h2>Pipelines</h2>", table(head1, rows1),
-    ]
-    if rows2:
-        parts += ["<h2>Pairs</h2>", table(head2, rows2)]
-    if _verdicts(diagnosis):
-        parts += ["<h2>Can calibration help here?</h2><ul>"] + [f"<li>{esc(v)}</li>" for v in _verdicts(diagnosis)]
-        parts += ["</ul><p>(<code>rolling-calib diagnose STORE</code> splits each pipeline's seed variance "
-                  "into bias and spread.)</p>"]
-    if comparison.notes:
-        parts += ["<h2>Notes</h2><ul>"] + [f"<li>{esc(n)}</li>" for n in comparison.notes] + ["</ul>"]
-    parts += [
-        "<h2>Spread across seeds</h2>", img("spread", "QL and CQL across seeds"),
-        "<h2>Monthly bias c_k</h2>", img("bias", "bias over time"),
-        "<h2>Monthly QL and CQL</h2>", img("monthly", "monthly QL and CQL"),
-        f"<h2>Caveat</h2><p class='caveat'>{esc(CAVEAT)}</p>",
-    ]
-    head3, rows3, provenance = _details(scores)
-    if rows3:
-        parts += ["<h2>Schedule and provenance</h2>", table(head3, rows3), f"<p>{esc(provenance)}</p>"]
-    if scores.incomplete:
-        parts += ["<h2>Incomplete runs (left out)</h2><ul>"] + [f"<li>{esc(s)}</li>" for s in scores.incomplete] + ["</ul>"]
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    for pv in comparison.verdicts:
+        for metric, v in pv.verdicts.items():
+            d = v.to_dict()
+            rows.append({"better_by_ql": pv.better, "worse_by_ql": pv.worse, "metric": metric,
+                         "outcome": v.outcome, "winner": v.winner or "", "difference": v.difference,
+                         "ci_low": v.ci_low, "ci_high": v.ci_high,
+                         "unit": comparison.label.loss_unit if metric in ("ql", "cql") else "",
+                         "confidence": v.confidence, "dominant_uncertainty": v.dominant_uncertainty,
+                         "var_seeds": v.var_seeds, "var_time": v.var_time, "paired": v.paired,
+                         "pairing_narrowing": d["pairing_narrowing"], "block_size": v.block_size,
+                         "dm_statistic": v.diebold_mariano.statistic, "dm_p_value": v.diebold_mariano.p_value,
+                         "seeds_needed": v.seeds_needed.n, "n_times": v.n_times})
+    warn = [{"kind": w.kind, "pipelines": " ".join(w.pipelines), "message": w.message} for w in comparison.warnings]
+    return {"verdicts.csv": pd.DataFrame(rows), "warnings.csv": pd.DataFrame(warn, columns=["kind", "pipelines", "message"]),
+            "pipelines.csv": comparison.summary, "runs.csv": scores.runs, "periods.csv": scores.periods}
 
 
 def write_report(scores: StoreScores, comparison: StoreComparison, out_dir: str | Path, *,
                  diagnosis: Any = None) -> dict[str, Path]:
-    """Write ``report.html``, ``report.md``, the PNGs and the tables (CSV) into ``out_dir``.
+    """Write ``report.html``, ``report.md``, one PNG per figure and the CSV tables into ``out_dir``.
 
-    ``diagnosis`` (:func:`rolling_calib.analysis.diagnostics.diagnose_store`) adds each pipeline's verdict:
-    how much of its seed spread a bias correction can remove, and how much CQL removed.
+    ``diagnosis`` (:func:`rolling_calib.analysis.diagnostics.diagnose_store`) adds each pipeline's
+    assessment (can calibration help?), the seed offsets and the paired per-seed differences.
 
     Returns
     -------
     dict
-        ``{"html", "markdown", "runs_csv", "periods_csv", "<figure>_png"...}`` -> path.
+        ``{"html", "markdown", "<figure>_png"..., "verdicts_csv", "warnings_csv", "pipelines_csv",
+        "runs_csv", "periods_csv"}`` -> path.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    pngs = {name: _png(fig) for name, fig in make_figures(scores).items()}
+    pngs = {name: _png(fig) for name, fig in make_figures(scores, comparison, diagnosis=diagnosis).items()}
     paths: dict[str, Path] = {}
     for name, data in pngs.items():
         paths[f"{name}_png"] = atomic_write_bytes(out / f"{name}.png", data)
-    images = {n: f"{n}.png" for n in pngs}
-    paths["markdown"] = atomic_write_text(out / "report.md",
-                                          render_markdown(scores, comparison, images=images, diagnosis=diagnosis))
-    paths["html"] = atomic_write_text(out / "report.html", render_html(scores, comparison, pngs=pngs, diagnosis=diagnosis))
-    paths["runs_csv"] = atomic_write_text(out / "runs.csv", scores.runs.to_csv(index=False))
-    paths["periods_csv"] = atomic_write_text(out / "periods.csv", scores.periods.to_csv(index=False))
-    paths["summary_csv"] = atomic_write_text(out / "pipelines.csv", comparison.summary.to_csv(index=False))
+    for name, frame in _tables(scores, comparison).items():
+        paths[f"{name.removesuffix('.csv')}_csv"] = atomic_write_text(out / name, frame.to_csv(index=False))
+    context = report_context(scores, comparison, out_dir=out, figures=list(pngs), diagnosis=diagnosis)
+    paths["markdown"] = atomic_write_text(out / "report.md", render_markdown(context))
+    paths["html"] = atomic_write_text(out / "report.html", render_html(context, pngs=pngs))
     return paths

@@ -29,34 +29,48 @@ Example
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from matplotlib import dates as mdates
 from matplotlib.axes import Axes
+from matplotlib.colors import to_rgb, to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from scipy import stats
 
+from rolling_calib.analysis.comparison import METRIC_TITLES
 from rolling_calib.analysis.scoring import StoreScores
 from rolling_calib.core.atomic import atomic_write
 
 if TYPE_CHECKING:
+    from rolling_calib.analysis.comparison import StoreComparison
     from rolling_calib.core.ranking import PairwiseMatrix
     from rolling_calib.core.synthetic_experiments import SyntheticResult
 
 __all__ = [
+    "PALETTE",
+    "pipeline_colors",
     "plot_spread",
     "plot_bias",
-    "plot_monthly",
+    "plot_probability_of_improvement",
+    "plot_loss_differential",
     "make_figures",
     "plot_pairwise_heatmap",
     "plot_rounds",
     "save_figure",
 ]
+
+#: Pipeline colours, in store order: the Okabe-Ito palette (distinguishable with the common colour-vision
+#: deficiencies; its yellow left out, too pale on white), then four of matplotlib's tab10; cycled beyond 11.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000",
+           "#8c564b", "#7f7f7f", "#bcbd22", "#9467bd")
+#: Metric colours where a figure shows metrics, not pipelines (neutral greys: never mistaken for a pipeline).
+METRIC_SHADES = {"ql": "#404040", "ql_scored": "#404040", "cql": "#a0a0a0"}
 
 SPREAD_PANELS = (("ql", "QL, all periods"), ("ql_scored", "QL, periods 2..K"), ("cql", "CQL, periods 2..K"))
 SCORES = ("vanilla", "vanilla_remaining", "calibrated")  # as in rolling_calib.core.synthetic_experiments
@@ -86,7 +100,13 @@ def _panels(
 
 
 def _rotate_dates(fig: Figure, axes: Sequence[Axes], made_here: bool) -> None:
-    """Slant the date tick labels: the whole figure when it is ours, only our axes otherwise."""
+    """Month ticks (``2018-03``; at most about 16 labels) and slanted date labels: the whole figure when it is
+    ours, only our axes otherwise."""
+    for a in axes:
+        lo, hi = a.get_xlim()
+        months = max(1, int((hi - lo) / 30.4))
+        a.xaxis.set_major_locator(mdates.MonthLocator(interval=max(1, -(-months // 16))))
+        a.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m"))
     if made_here:
         fig.autofmt_xdate()
     else:
@@ -94,25 +114,83 @@ def _rotate_dates(fig: Figure, axes: Sequence[Axes], made_here: bool) -> None:
             a.tick_params(axis="x", labelrotation=30)
 
 
+# --------------------------------------------------------------------------- colours
+def pipeline_colors(pipelines: Sequence[str]) -> dict[str, str]:
+    """One colour per pipeline, by its position in ``pipelines`` (store order): the colour every figure uses.
+
+    Examples
+    --------
+    >>> pipeline_colors(["wd0", "wd1e-2"])
+    {'wd0': '#0072B2', 'wd1e-2': '#E69F00'}
+    >>> len(set(pipeline_colors([f"p{i}" for i in range(len(PALETTE))]).values())) == len(PALETTE)
+    True
+    """
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(dict.fromkeys(pipelines))}
+
+
+def _colors(colors: Mapping[str, str] | None, pipelines: Sequence[str]) -> Mapping[str, str]:
+    """The given mapping (the report's, over every pipeline of the store), else :func:`pipeline_colors`."""
+    return colors if colors is not None else pipeline_colors(pipelines)
+
+
+def _shades(color: str, n: int) -> list[tuple[float, float, float]]:
+    """``n`` shades of ``color`` from light to dark (one per seed: the pipeline stays recognisable)."""
+    base = np.array(to_rgb(color))
+    if n == 1:
+        return [tuple(base)]
+    out = []
+    for t in np.linspace(0.0, 1.0, n):
+        mix = 0.55 * (1 - t)  # towards white for the first seeds, towards the colour itself, then a little darker
+        rgb = base * (1 - mix) + mix if t < 0.75 else base * (1 - 0.35 * (t - 0.75) / 0.25)
+        out.append(tuple(np.clip(rgb, 0, 1)))
+    return out
+
+
+def _sides(a: Axes, lower: str, upper: str, colors: Mapping[str, str]) -> None:
+    """Tint the half below 0 with ``lower``'s colour and the half above with ``upper``'s, and say so."""
+    y0, y1 = a.get_ylim()
+    span = y1 - y0
+    lo, hi = min(y0, -0.12 * span), max(y1, 0.12 * span)  # room on both sides for the words
+    a.axhspan(lo, 0.0, color=colors[lower], alpha=0.07, lw=0)
+    a.axhspan(0.0, hi, color=colors[upper], alpha=0.07, lw=0)
+    a.set_ylim(lo, hi)
+    a.axhline(0.0, color="black", lw=0.8)
+    a.text(0.005, 0.02, f"below 0: {lower} lower (better)", transform=a.transAxes, color=colors[lower],
+           fontsize=8, va="bottom")
+    a.text(0.005, 0.98, f"above 0: {upper} lower (better)", transform=a.transAxes, color=colors[upper],
+           fontsize=8, va="top")
+
+
 # --------------------------------------------------------------------------- the report's figures
-def plot_spread(scores: StoreScores, *, ax: Axes | Sequence[Axes] | None = None) -> Figure:
+def plot_spread(scores: StoreScores, *, ax: Axes | Sequence[Axes] | None = None,
+                colors: Mapping[str, str] | None = None) -> Figure:
     """QL (all periods), QL (periods 2..K) and CQL of every pipeline across seeds: box plot + one dot per seed.
 
-    ``ax``: None, or three Axes (one per panel, in the order QL, QL 2..K, CQL).
+    ``ax``: None, or three Axes (one per panel, in the order QL, QL 2..K, CQL). ``colors``:
+    pipeline -> colour (default :func:`pipeline_colors` of the scored pipelines).
     """
     pipes = scores.pipelines
-    fig, axes, made_here = _panels(ax, len(SPREAD_PANELS), figsize=(max(9.0, 2.4 * len(pipes) + 6), 3.8))
+    colors = _colors(colors, pipes)
+    fig, axes, made_here = _panels(ax, len(SPREAD_PANELS), figsize=(max(10.0, 1.6 * len(pipes) * 3 + 3), 4.2))
     if made_here:
-        fig.suptitle("Spread across seeds (one dot per seed)")
+        fig.suptitle(f"Spread across seeds: one dot per seed, box = quartiles ({scores.label.loss_unit})")
     rng = np.random.default_rng(0)  # jitter only; fixed so the picture is reproducible
+    long_names = max((len(p) for p in pipes), default=0) > 8 or len(pipes) > 3
     for a, (metric, title) in zip(axes, SPREAD_PANELS):
         data = [scores.scores_of(p)[metric] for p in pipes]
-        a.boxplot(data, showfliers=False, widths=0.5)
-        for i, values in enumerate(data, start=1):
-            a.scatter(i + rng.uniform(-0.12, 0.12, values.size), values, s=14, alpha=0.8, zorder=3)
-        a.set_xticks(range(1, len(pipes) + 1), pipes, rotation=30, ha="right")
-        a.set_title(title)
+        boxes = a.boxplot(data, showfliers=False, widths=0.5, patch_artist=True)
+        for box, name in zip(boxes["boxes"], pipes):
+            box.set(facecolor=to_rgba(colors[name], 0.15), edgecolor=colors[name])
+        for median in boxes["medians"]:
+            median.set(color="black")
+        for i, (values, name) in enumerate(zip(data, pipes), start=1):
+            a.scatter(i + rng.uniform(-0.12, 0.12, values.size), values, s=16, alpha=0.85, zorder=3,
+                      color=colors[name])
+        a.set_xticks(range(1, len(pipes) + 1), pipes, rotation=30 if long_names else 0,
+                     ha="right" if long_names else "center")
+        a.set_title(title, fontsize=10)
         a.set_ylabel(f"loss ({scores.label.loss_unit})")
+        a.yaxis.get_major_formatter().set_useOffset(False)
         a.grid(axis="y", alpha=0.3)
     return fig
 
@@ -123,26 +201,43 @@ def _period_stats(scores: StoreScores, column: str) -> pd.DataFrame:
     return grouped.agg(["mean", "min", "max"]).reset_index()
 
 
-def _period_lines(a: Axes, scores: StoreScores, pipeline: str, column: str, style: str, label: str) -> None:
+def _period_lines(a: Axes, scores: StoreScores, pipeline: str, column: str, style: str, label: str,
+                  color: str) -> None:
     """One pipeline's per-period mean of ``column`` over seeds, with a min..max band."""
     stats = _period_stats(scores, column)
     stats = stats[(stats["pipeline"] == pipeline) & stats["mean"].notna()]
     if stats.empty:
         return
-    line = a.plot(stats["start"], stats["mean"], style, marker="o", ms=3, label=label)[0]
-    a.fill_between(stats["start"], stats["min"], stats["max"], color=line.get_color(), alpha=0.12)
+    a.plot(stats["start"], stats["mean"], style, marker="o", ms=3, label=label, color=color)
+    a.fill_between(stats["start"], stats["min"], stats["max"], color=color, alpha=0.12)
 
 
-def plot_bias(scores: StoreScores, *, ax: Axes | None = None) -> Figure:
-    """The bias ``c_k`` applied each period, per pipeline: mean over seeds, band = min..max.
+def _refit_starts(periods: pd.DataFrame) -> list[pd.Timestamp]:
+    """Starts of the periods whose first row comes from a new training window (the first period excluded)."""
+    if "refit_first" not in periods:
+        return []
+    first = periods["start"].min()
+    refits = periods.loc[periods["refit_first"].astype(bool) & (periods["start"] > first), "start"]
+    return sorted(pd.Timestamp(t) for t in refits.drop_duplicates())
+
+
+def _mark_refits(a: Axes, starts: Sequence[Any]) -> None:
+    for i, start in enumerate(starts):
+        a.axvline(start, color="grey", ls="--", lw=1.0, label="refit (new window)" if i == 0 else None)
+
+
+def plot_bias(scores: StoreScores, *, ax: Axes | None = None, colors: Mapping[str, str] | None = None) -> Figure:
+    """The bias ``c_k`` applied each period, per pipeline: mean over seeds, band = min..max; refits marked.
 
     One line per pipeline that has a bias.
     """
-    fig, (a,), made_here = _panels(ax, 1, figsize=(8, 3.8))
+    colors = _colors(colors, scores.pipelines)
+    fig, (a,), made_here = _panels(ax, 1, figsize=(9, 3.8))
     for pipeline in scores.pipelines:
-        _period_lines(a, scores, pipeline, "bias", "-", pipeline)
+        _period_lines(a, scores, pipeline, "bias", "-", pipeline, colors[pipeline])
+    _mark_refits(a, _refit_starts(scores.periods))
     a.set_title(f"Bias c_k applied each period ({scores.calibration.describe()})\n"
-                "(mean over seeds; band: min..max)", fontsize=10)
+                "mean over seeds; band: min..max over seeds", fontsize=10, loc="left")
     a.set_ylabel(f"c_k ({scores.label.unit})")
     a.grid(alpha=0.3)
     a.legend(fontsize=8)
@@ -150,33 +245,146 @@ def plot_bias(scores: StoreScores, *, ax: Axes | None = None) -> Figure:
     return fig
 
 
-def plot_monthly(scores: StoreScores, *, ax: Sequence[Axes] | None = None) -> Figure:
-    """Two panels: QL and CQL per period; CQL - QL per period (what calibration changed).
+def _period_differential(scores: StoreScores, a: str, b: str, column: str, confidence: float) -> pd.DataFrame:
+    """Per period: ``column`` of ``a`` minus ``b``, mean over seeds and its t-interval over seeds.
 
-    ``ax``: None, or two Axes (top: QL and CQL, bottom: CQL - QL).
+    Paired (seed ``i`` minus seed ``i``) when both ran the same seeds, else the difference of the means
+    with a Welch interval. Columns ``period, diff, low, high, n``.
     """
-    fig, (top, bottom), made_here = _panels(ax, 2, figsize=(8, 6), vertical=True, sharex=True)
-    periods = scores.periods.assign(gain=scores.periods["cql"] - scores.periods["ql"])
-    view = dataclasses.replace(scores, periods=periods)
-    for pipeline in scores.pipelines:
-        for column, style, a in (("ql", "-", top), ("cql", "--", top), ("gain", "-", bottom)):
-            label = pipeline if column == "gain" else f"{pipeline} {column.upper()}"
-            _period_lines(a, view, pipeline, column, style, label)
-    top.set_title(f"QL and CQL per period (mean over seeds; band: min..max)\n{scores.label.describe()}", fontsize=10)
-    top.set_ylabel(f"loss ({scores.label.loss_unit})")
-    bottom.axhline(0.0, color="grey", lw=0.8)
-    bottom.set_title("CQL - QL per period (below 0: calibration lowered the loss)")
-    bottom.set_ylabel(scores.label.loss_unit)
-    for a in (top, bottom):
-        a.grid(alpha=0.3)
-        a.legend(fontsize=8)
-    _rotate_dates(fig, [top, bottom], made_here)
+    table = scores.periods.pivot_table(index=["period", "seed"], columns="pipeline", values=column)
+    rows = []
+    for period, frame in table.groupby(level="period", sort=True):
+        left = frame[a].dropna() if a in frame else pd.Series(dtype=float)
+        right = frame[b].dropna() if b in frame else pd.Series(dtype=float)
+        if left.empty or right.empty:
+            continue
+        common = left.index.intersection(right.index)
+        if len(common) == len(left) == len(right):
+            d = (left - right).to_numpy(dtype=float)
+            diff, var, dof = float(d.mean()), (float(d.var(ddof=1)) / d.size if d.size > 1 else np.nan), d.size - 1
+        else:
+            va = float(left.var(ddof=1)) / left.size if left.size > 1 else np.nan
+            vb = float(right.var(ddof=1)) / right.size if right.size > 1 else np.nan
+            diff, var = float(left.mean() - right.mean()), va + vb
+            dof = min(left.size, right.size) - 1
+        half = float(stats.t.ppf(0.5 + confidence / 2, dof)) * np.sqrt(var) if dof >= 1 and np.isfinite(var) else np.nan
+        rows.append({"period": period[0] if isinstance(period, tuple) else period, "diff": diff,
+                     "low": diff - half, "high": diff + half, "n": int(min(left.size, right.size))})
+    return pd.DataFrame(rows, columns=["period", "diff", "low", "high", "n"])
+
+
+def plot_loss_differential(scores: StoreScores, a: str, b: str, *, ax: Axes | None = None,
+                           colors: Mapping[str, str] | None = None, confidence: float = 0.95) -> Figure:
+    """Per calibration period, QL and CQL of ``a`` minus ``b`` (mean over seeds, t-interval over seeds); refits marked.
+
+    Bars below 0: ``a`` had the lower loss that period. A dashed line separates the periods
+    before and after a refit (the first period of a new training window). CQL has no bar in
+    the periods it does not score. The interval is over seeds only (market time is the
+    verdict's business: the Diebold-Mariano test and the verdict table).
+    """
+    colors = _colors(colors, scores.pipelines)
+    ql, cql = (_period_differential(scores, a, b, c, confidence) for c in ("ql", "cql"))
+    periods = list(ql["period"])
+    fig, (axis,), made_here = _panels(ax, 1, figsize=(max(8.0, 0.55 * len(periods) + 4.0), 4.0))
+    x = np.arange(len(periods))
+    for offset, frame, metric, label in ((-0.2, ql, "ql", "QL"), (0.2, cql, "cql", "CQL")):
+        pos = x[[periods.index(p) for p in frame["period"]]] + offset if len(frame) else np.array([])
+        err = np.vstack([frame["diff"] - frame["low"], frame["high"] - frame["diff"]]) if len(frame) else None
+        axis.bar(pos, frame["diff"], width=0.4, color=METRIC_SHADES[metric], label=label,
+                 yerr=err, capsize=2, error_kw={"lw": 0.8})
+    refit_periods = set(scores.periods.loc[scores.periods["start"].isin(_refit_starts(scores.periods)), "period"])
+    for i, p in enumerate(p for p in periods if p in refit_periods):
+        axis.axvline(periods.index(p) - 0.5, color="grey", ls="--", lw=1.0, label="refit (new window)" if i == 0 else None)
+    axis.set_xticks(x, periods, rotation=45 if len(periods) > 12 else 0, ha="right" if len(periods) > 12 else "center")
+    axis.set_xlim(-0.6, len(periods) - 0.4)
+    axis.set_ylabel(f"{a} - {b} ({scores.label.loss_unit})")
+    axis.grid(axis="y", alpha=0.3)
+    _sides(axis, a, b, colors)
+    axis.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    axis.set_title(f"Loss differential per period: {a} minus {b} (mean over seeds; bars: {confidence:.0%} "
+                   f"t-interval over seeds)", fontsize=10, loc="left")
     return fig
 
 
-def make_figures(scores: StoreScores) -> dict[str, Figure]:
-    """The report's figures: ``{"spread", "bias", "monthly"}`` -> matplotlib Figure (each its own)."""
-    return {"spread": plot_spread(scores), "bias": plot_bias(scores), "monthly": plot_monthly(scores)}
+def _poi_rows(comparison: StoreComparison, metrics: Sequence[str]) -> list[tuple[Any, list[str], str | None]]:
+    """Per pair: the pair, the metrics it has accuracies of, and why it is not shown (None: shown)."""
+    return [(p, [m for m in metrics if m in p.accuracies], comparison.accuracies_shown(p)) for p in comparison.pairs]
+
+
+def plot_probability_of_improvement(comparison: StoreComparison, *, ax: Axes | None = None,
+                                    colors: Mapping[str, str] | None = None,
+                                    metrics: Sequence[str] = ("ql", "cql", "ic", "rank_ic")) -> Figure:
+    """Per pair and metric, P(a run of the better-by-QL pipeline scores better than a run of the other), with its
+    bootstrap interval over seeds (rliable's "probability of improvement"); 0.5 = no preference.
+
+    A point right of 0.5 favours the pair's first pipeline (drawn in its colour). Pairs whose
+    accuracies mean nothing (:meth:`~rolling_calib.analysis.comparison.StoreComparison.accuracies_shown`:
+    an undetermined ground truth, seeds without variance) are named with the reason instead.
+    """
+    names = list(comparison.summary["pipeline"]) if len(comparison.summary) else []
+    colors = _colors(colors, names)
+    rows = _poi_rows(comparison, metrics)
+    n = sum(len(ms) + 1 for _, ms, _ in rows) or 1
+    fig, (a,), made_here = _panels(ax, 1, figsize=(8.0, 0.32 * n + 1.6))
+    y, ticks, labels = 0.0, [], []
+    for pair, shown, why in rows:
+        header = f"P({pair.better} beats {pair.worse})"
+        a.text(0.0, y, header if why is None else f"{pair.better} vs {pair.worse}: not shown ({why})",
+               fontsize=9, fontweight="bold", va="center", ha="left", color=colors.get(pair.better, "black"),
+               transform=a.get_yaxis_transform())
+        y -= 1
+        if why is not None:
+            continue
+        for m in shown:
+            acc = pair.accuracies[m]
+            color = colors.get(pair.better, "black")
+            a.plot([acc.ci_low, acc.ci_high], [y, y], color=color, lw=5, alpha=0.35, solid_capstyle="butt")
+            a.plot([acc.accuracy], [y], "o", color=color, ms=6)
+            a.text(1.02, y, f"{acc.accuracy:.2f} [{acc.ci_low:.2f}, {acc.ci_high:.2f}]", fontsize=8, va="center",
+                   transform=a.get_yaxis_transform())
+            ticks.append(y)
+            labels.append(METRIC_TITLES.get(m, m))
+            y -= 1
+    a.axvline(0.5, color="grey", ls="--", lw=1.0)
+    a.set_xlim(0.0, 1.0)
+    a.set_ylim(y + 0.5, 0.7)
+    a.set_yticks(ticks, labels)
+    a.set_xlabel("probability of improvement (pairwise accuracy)")
+    a.grid(axis="x", alpha=0.3)
+    a.set_title(f"Probability of improvement, {comparison.confidence:.0%} percentile bootstrap over seeds "
+                f"({comparison.n_boot} resamples); 0.5: no preference", fontsize=10, loc="left")
+    return fig
+
+
+def make_figures(scores: StoreScores, comparison: StoreComparison | None = None, *,
+                 diagnosis: StoreDiagnosis | None = None) -> dict[str, Figure]:
+    """The report's figures, each its own Figure, every pipeline in the colour :func:`pipeline_colors` gives it.
+
+    ``"improvement"`` (with a comparison that has pairs), ``"differential_<i>"`` per compared pair,
+    ``"paired_<i>"`` per compared pair both pipelines of which were diagnosed, ``"offsets"`` (with a
+    diagnosis: one panel per pipeline), ``"spread"`` and ``"bias"``.
+    """
+    colors = pipeline_colors(scores.pipelines)
+    figs: dict[str, Figure] = {}
+    pairs = [(p.better, p.worse) for p in comparison.pairs] if comparison is not None else []
+    if pairs:
+        figs["improvement"] = plot_probability_of_improvement(comparison, colors=colors)
+    diagnosed = {d.pipeline for d in diagnosis.pipelines} if diagnosis is not None else set()
+    for i, (a, b) in enumerate(pairs):
+        if a in diagnosed and b in diagnosed:
+            figs[f"paired_{i}"] = plot_paired_differences(diagnosis, a, b, colors=colors)
+        figs[f"differential_{i}"] = plot_loss_differential(
+            scores, a, b, colors=colors, confidence=comparison.confidence)
+    if diagnosis is not None and diagnosis.pipelines:
+        k = len(diagnosis.pipelines)
+        fig = Figure(figsize=(9, 3.4 * k), layout="constrained")
+        axes = fig.subplots(k, 1, squeeze=False, sharex=True).ravel()
+        for a, d in zip(axes, diagnosis.pipelines):
+            plot_seed_offsets(d, ax=a, colors=colors)
+        figs["offsets"] = fig
+    figs["spread"] = plot_spread(scores, colors=colors)
+    figs["bias"] = plot_bias(scores, colors=colors)
+    return figs
 
 
 # --------------------------------------------------------------------------- sweeps
@@ -268,17 +476,20 @@ def _corr_text(value: float) -> str:
     return "n/a" if not np.isfinite(value) else f"{value:.2f}"
 
 
-def plot_seed_offsets(diagnosis: PipelineDiagnosis, *, ax: Axes | None = None) -> Figure:
+def plot_seed_offsets(diagnosis: PipelineDiagnosis, *, ax: Axes | None = None,
+                      colors: Mapping[str, str] | None = None) -> Figure:
     """Each seed's offset per period over time (mean residual minus the seeds' mean), refits marked.
 
     ``diagnosis``: one pipeline of :func:`rolling_calib.analysis.diagnostics.diagnose_store`.
     A dashed vertical line marks the start of every period whose first row comes from a new
     training window (a refit): CQL corrects that period with the previous model's bias.
     """
-    fig, (a,), made_here = _panels(ax, 1, figsize=(8, 3.8))
+    fig, (a,), made_here = _panels(ax, 1, figsize=(9, 3.8))
     offsets = diagnosis.offsets
-    for seed, rows in offsets.groupby("seed", sort=True):
-        a.plot(rows["start"], rows["offset"], marker="o", ms=3, lw=1.2, label=f"seed {seed}")
+    color = _colors(colors, [diagnosis.pipeline])[diagnosis.pipeline]
+    groups = list(offsets.groupby("seed", sort=True))
+    for (seed, rows), shade in zip(groups, _shades(color, len(groups))):
+        a.plot(rows["start"], rows["offset"], marker="o", ms=3, lw=1.2, label=f"seed {seed}", color=shade)
     for i, start in enumerate(offsets.loc[offsets["refit"], "start"].drop_duplicates()):
         a.axvline(start, color="grey", ls="--", lw=1.0, label="refit" if i == 0 else None)
     a.axhline(0.0, color="black", lw=0.6)
@@ -288,30 +499,34 @@ def plot_seed_offsets(diagnosis: PipelineDiagnosis, *, ax: Axes | None = None) -
                 f"across a refit {_corr_text(p.corr_across)}", fontsize=9, loc="left")
     a.set_ylabel(f"offset ({diagnosis.label.unit})")
     a.grid(alpha=0.3)
-    a.legend(fontsize=7, ncol=2 if len(diagnosis.seeds) > 6 else 1)
+    a.legend(fontsize=7, ncol=2 if len(diagnosis.seeds) > 6 else 1, loc="center left", bbox_to_anchor=(1.01, 0.5))
     _rotate_dates(fig, [a], made_here)
     return fig
 
 
-def plot_paired_differences(diagnosis: StoreDiagnosis, a: str, b: str, *, ax: Axes | None = None) -> Figure:
+def plot_paired_differences(diagnosis: StoreDiagnosis, a: str, b: str, *, ax: Axes | None = None,
+                            colors: Mapping[str, str] | None = None) -> Figure:
     """Per seed ``i``: QL2..K and CQL of seed ``i`` of pipeline ``a`` minus those of seed ``i`` of ``b``.
 
     ``diagnosis``: the result of :func:`rolling_calib.analysis.diagnostics.diagnose_store`
     (:meth:`~rolling_calib.analysis.diagnostics.StoreDiagnosis.paired_differences`). Bars
-    below 0: ``a``'s run of that seed scored lower (better).
+    below 0 (tinted in ``a``'s colour): ``a``'s run of that seed scored lower (better). The bars
+    are metrics, in neutral greys; the pipelines keep their colours in the tint.
     """
     diff = diagnosis.paired_differences(a, b)
-    fig, (axis,), _ = _panels(ax, 1, figsize=(max(6.0, 0.5 * len(diff) + 3.0), 3.8))
+    colors = _colors(colors, [p.pipeline for p in diagnosis.pipelines])
+    fig, (axis,), _ = _panels(ax, 1, figsize=(max(8.0, 0.5 * len(diff) + 4.0), 3.8))
     x = np.arange(len(diff))
-    for offset, column, label in ((-0.2, "ql_scored", "QL2..K"), (0.2, "cql", "CQL")):
+    for offset, column, label in ((-0.2, "ql_scored", "QL 2..K"), (0.2, "cql", "CQL")):
         values = diff[column].to_numpy(dtype=float)
         spread = f"{values.std(ddof=1):.3g}" if values.size > 1 else "n/a"
-        axis.bar(x + offset, values, width=0.4, label=f"{label} (mean {values.mean():.3g}, std {spread})")
-    axis.axhline(0.0, color="black", lw=0.6)
+        axis.bar(x + offset, values, width=0.4, color=METRIC_SHADES[column],
+                 label=f"{label} (mean {values.mean():.3g}, std {spread} {diagnosis.label.loss_unit})")
     axis.set_xticks(x, [str(s) for s in diff["seed"]])
     axis.set_xlabel("seed")
     axis.set_ylabel(f"{a} - {b} ({diagnosis.label.loss_unit})")
     axis.set_title(f"Paired per-seed differences: seed i of {a} minus seed i of {b}", fontsize=10, loc="left")
     axis.grid(axis="y", alpha=0.3)
-    axis.legend(fontsize=8)
+    _sides(axis, a, b, colors)
+    axis.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
     return fig

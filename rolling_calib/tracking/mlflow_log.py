@@ -1,46 +1,72 @@
-"""Log a result store to MLflow: one parent run per pipeline, nested runs per seed and window.
+"""Log a result store to MLflow: a comparison run, one parent run per pipeline, nested runs per seed and window.
 
 Layout in MLflow (experiment = the store's ``experiment_name`` unless given)::
 
-    <pipeline>                       parent run  params: resolved model / dataset / handler kwargs,
-    │                                            schedule; tags: config hash, store;
-    │                                            metrics: mean and std over seeds of QL and CQL
-    ├── <pipeline> seed<k>           nested run  params: pipeline, seed; metrics: ql, ql_scored,
-    │   │                                        cql, n_all, n_scored, and the per-month series
-    │   │                                        ql_month / cql_month / bias_month (step = month
-    │   │                                        index, 0-based over the evaluation period;
-    │   │                                        bias_month = the shift c_k applied in month k)
-    │   └── <pipeline> seed<k> w<NN> nested run  params: seed, window, fit/train/valid/test dates,
-    │                                            predictions (absolute Parquet path), checkpoint;
-    │                                            metrics: rows, ql, and ql_month / cql_month of
-    │                                            the months this window predicted
+    comparison: <pipelines>          run         what ``compare`` computed (when a comparison is given):
+    │                                            params: bootstrap settings, pairs; artifacts:
+    │                                            comparison.json (``compare --json``), report/ (HTML,
+    │                                            Markdown, PNGs, CSVs) when a report is given
+    <pipeline>                       parent run  params: the resolved configuration (``task.*``,
+    │                                            ``rolling.*``, ``data.*``: dotted keys; window dates and
+    │                                            the seed say "per window" / "per seed");
+    │                                            metrics: mean and std over seeds of QL, CQL, IC, ICIR,
+    │                                            Rank IC; per compared pipeline OTHER and metric M:
+    │                                            diff.OTHER.M, ci_low.OTHER.M, ci_high.OTHER.M, dm_p.OTHER.M,
+    │                                            seeds_needed.OTHER.M; tags: verdict.OTHER.M (better | worse |
+    │                                            undetermined, this pipeline against OTHER), warning.KIND
+    │                                            (the guard's message), config hash, store
+    ├── <pipeline> seed<k>           nested run  params: the resolved configuration with this seed;
+    │   │                                        metrics: ql, ql_scored, cql, ic, icir, rank_ic, n_all,
+    │   │                                        n_scored, and the per-period series ql_month /
+    │   │                                        cql_month / bias_month (step = period index, 0-based;
+    │   │                                        bias_month = the shift c_k applied in period k)
+    │   └── <pipeline> seed<k> w<NN> nested run  params: seed, window, its own fit/train/valid/test
+    │                                            dates, predictions and checkpoint (paths relative to
+    │                                            the store); metrics: rows, ql, seconds and the periods
+    │                                            this window predicted; the unit's Qlib recorder linked
+    │                                            (below)
 
-``ql`` is the plain quadratic loss over all months, ``ql_scored`` over months
-2..K (the rows CQL scores), ``cql`` the rolling calibrated quadratic loss
-(docs/method.md §2.2). A month's CQL is absent for the first month (it only supplies the bias).
+``ql`` is the plain quadratic loss over all periods, ``ql_scored`` over periods 2..K (the rows
+CQL scores), ``cql`` the rolling calibrated quadratic loss (docs/method.md §2.2). A period's CQL
+is absent for the first period (it only supplies the bias).
 
-Tracking logs the scores it is given (a :class:`~rolling_calib.analysis.scoring.StoreScores`,
-the ones ``run``, ``demo`` and ``compare`` computed): it never scores the store itself, so MLflow
-holds exactly the numbers the command printed, under the calibration rule and label they were
-computed with (tags ``rc.calibration`` and ``rc.label`` on the pipeline and seed runs; the
-runs' version includes them, so logging other scores updates the runs).
+**One run per unit.** On a daily store each unit also has the Qlib recorder its ``record``
+templates ran in (:mod:`rolling_calib.qlib_adapter.records`: experiment = the pipeline, run =
+the unit's slug, holding ``pred.pkl``, ``label.pkl`` and Qlib's analysis). The two are linked
+both ways rather than duplicated: the window run gets the tags ``rc.qlib_recorder_id``,
+``rc.qlib_experiment`` and ``rc.qlib_experiment_id``; the recorder (when it is in the same
+database) gets ``rc.window_run_id`` and ``rc.window_experiment``. A unit without such a recorder
+(minute stores: Qlib's record templates are daily tools) gets ``pred.pkl`` and ``label.pkl`` on
+its window run, written as Qlib's ``SignalRecord`` writes them (index ``(datetime, instrument)``;
+column ``score``; the raw label in column ``LABEL0``), so ``R.get_recorder(recorder_id=<window run
+id>, experiment_name=<experiment>).load_object("pred.pkl")`` works on every unit.
 
-The default tracking URI is ``sqlite:///<STORE>/mlflow.db``; any URI MLflow
-accepts works (``http://host:5000`` for a tracking server). MLflow 3 refuses a
-plain directory (file store) as URI, hence SQLite. Browse with
-``mlflow ui --backend-store-uri sqlite:///<STORE>/mlflow.db``.
+**Paths.** No absolute path is logged as a param or tag: ``rc.store`` is the store relative to
+``path_root`` (default: the directory that holds the store, so the store's name), and unit
+files are relative to the store.
 
-Idempotent: every run carries the tags ``rc.store_id`` (hash of the store's
-absolute path) and ``rc.key`` (pipeline, config hash, seed, window); re-logging
-finds the existing runs by those tags and adds only what is new (a seed whose
-set of completed windows changed is updated in place).
+Tracking logs the scores and the comparison it is given (the ones ``run``, ``demo`` and
+``compare`` computed): it never scores or compares on its own, so MLflow holds exactly the
+numbers the command printed, under the calibration rule and label they were computed with (tags
+``rc.calibration`` and ``rc.label``; the runs' version includes them, so logging other scores
+updates the runs).
 
-Crash-safe: a run gets its ``rc.version`` tag only once its params and metrics are
-logged, so a run left half-logged by a crash is deleted and logged again. A SQLite
-database whose schema creation was interrupted (``kill -9``, full disk) is repaired or
-moved aside before logging (:mod:`rolling_calib.tracking.sqlite_db`), under a lock
-file ``<db>.lock``. :func:`safe_log_store` never raises: the orchestration uses it so
-that tracking can never fail a run whose results are already in the store.
+The default tracking URI is ``sqlite:///<STORE>/mlflow.db``; any URI MLflow accepts works
+(``http://host:5000`` for a tracking server). MLflow 3 refuses a plain directory (file store) as
+URI, hence SQLite. Browse with ``mlflow ui --backend-store-uri sqlite:///<STORE>/mlflow.db``;
+MLflow 3 opens an experiment on its overview page: the runs are under the experiment's
+"Runs" tab (``#/experiments/<id>/runs``).
+
+Idempotent: every run carries the tags ``rc.store_id`` (hash of the store's absolute path) and
+``rc.key`` (pipeline, config hash, seed, window); re-logging finds the existing runs by those tags
+and adds only what is new (a run whose content changed is updated in place).
+
+Crash-safe: a run gets its ``rc.version`` tag only once its params, metrics and artifacts are
+logged, so a run left half-logged by a crash is deleted and logged again. A SQLite database whose
+schema creation was interrupted (``kill -9``, full disk) is repaired or moved aside before
+logging (:mod:`rolling_calib.tracking.sqlite_db`), under a lock file ``<db>.lock``.
+:func:`safe_log_store` never raises: the orchestration uses it so that tracking can never fail a
+run whose results are already in the store.
 
 Qlib's own recorder can share the database: ``qlib.init(..., exp_manager={"class":
 "MLflowExpManager", "module_path": "qlib.workflow.expm", "kwargs": {"uri":
@@ -51,35 +77,45 @@ Example
 -------
 >>> import tempfile, warnings
 >>> uri = f"sqlite:///{tempfile.mkdtemp()}/mlflow.db"
+>>> from rolling_calib.analysis.comparison import compare_store
 >>> from rolling_calib.analysis.scoring import score_store
+>>> scores = score_store(example_store)
 >>> with warnings.catch_warnings():
 ...     warnings.simplefilter("ignore")          # MLflow's own deprecation chatter
-...     log_store(score_store(example_store), tracking_uri=uri)
+...     log_store(scores, tracking_uri=uri, comparison=compare_store(scores, n_boot=200))
 >>> from mlflow.tracking import MlflowClient
 >>> client = MlflowClient(uri)
 >>> experiment = client.search_experiments()[0]
->>> len(client.search_runs([experiment.experiment_id]))   # 2 pipelines + 6 seeds + 12 windows
-20
+>>> len(client.search_runs([experiment.experiment_id]))   # 1 comparison + 2 pipelines + 6 seeds + 12 windows
+21
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import math
+import os
+import re
+import tempfile
 import time
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from rolling_calib.analysis.comparison import StoreComparison
 from rolling_calib.analysis.scoring import StoreScores
 from rolling_calib.core.fingerprint import stable_hash
+from rolling_calib.core.tables import format_table
 from rolling_calib.execution import store as st
+from rolling_calib.execution.reader import label_columns, read_unit
 from rolling_calib.execution.units import UnitKey
+from rolling_calib.qlib_adapter.training import HANDLER_TIME_KWARGS
 from rolling_calib.tracking.sqlite_db import (
     DbRepair,
     repair_tracking_db,
@@ -91,15 +127,27 @@ __all__ = [
     "TrackingOutcome",
     "TrackingRepairWarning",
     "TrackingSummary",
+    "config_params",
     "default_tracking_uri",
-    "flatten_task_params",
+    "flatten_config",
     "log_store",
     "safe_log_store",
     "track_store",
 ]
 
+#: Longer param values are cut here: MLflow allows 6000 characters, but 1000 once its SQL store is loaded in the process.
 PARAM_VALUE_LIMIT = 500
+#: MLflow's limit on a tag value; longer messages are cut.
+TAG_VALUE_LIMIT = 8000
+#: Part of every run's version: a change of what is logged per run updates runs logged before it.
+LAYOUT = "3"
+#: Param value of the keys that differ per window (dates) or per seed, on runs above them.
+PER_WINDOW = "per window: see the window runs"
+PER_SEED = "per seed: see the seed runs"
+#: Name of the raw label column in ``label.pkl`` (Qlib's handlers and ``MinuteTSDataset`` name it so).
+LABEL_COLUMN = "LABEL0"
 _BATCH = 900  # MLflow accepts at most 1000 metrics (100 params) per log_batch call
+_WINDOW_KEYS = tuple(f"task.dataset.kwargs.handler.kwargs.{k}" for k in HANDLER_TIME_KWARGS)
 
 
 def default_tracking_uri(store_dir: str | Path) -> str:
@@ -133,36 +181,64 @@ class TrackingRepairWarning(UserWarning):
 
 # --------------------------------------------------------------------------- params
 def _param_text(value: Any) -> str:
-    text = value if isinstance(value, str) else repr(value)
+    text = value if isinstance(value, str) else json.dumps(value) if isinstance(value, (list, type(None))) \
+        else repr(value) if not isinstance(value, (int, float, bool)) else str(value)
     return text if len(text) <= PARAM_VALUE_LIMIT else text[: PARAM_VALUE_LIMIT - 3] + "..."
 
 
-def flatten_task_params(task: Mapping[str, Any]) -> dict[str, str]:
-    """Resolved Qlib task as flat MLflow params (``model.hidden_size``, ``handler.instruments``, ...).
+def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """A nested configuration as MLflow params: dotted keys, values as text (cut at :data:`PARAM_VALUE_LIMIT`).
+
+    Mappings nest (``task.model.kwargs.lr``); a list of mappings is numbered (``task.record.0.class``);
+    any other list is one value (JSON).
 
     Examples
     --------
-    >>> flatten_task_params({"model": {"class": "LSTM", "kwargs": {"hidden_size": 64}},
-    ...                      "dataset": {"class": "D", "kwargs": {"step_len": 20, "handler": {"class": "H", "kwargs": {}}}}})
-    {'model.class': 'LSTM', 'model.hidden_size': '64', 'dataset.class': 'D', 'dataset.step_len': '20', 'handler.class': 'H'}
+    >>> flatten_config({"model": {"class": "LSTM", "kwargs": {"hidden_size": 64, "layers": [1, 2]}},
+    ...                 "record": [{"class": "SignalRecord"}], "x": None})
+    {'model.class': 'LSTM', 'model.kwargs.hidden_size': '64', 'model.kwargs.layers': '[1, 2]', 'record.0.class': 'SignalRecord', 'x': 'null'}
     """
     out: dict[str, str] = {}
-    model = task.get("model", {})
-    out["model.class"] = str(model.get("class", ""))
-    for key, value in model.get("kwargs", {}).items():
-        out[f"model.{key}"] = _param_text(value)
-    dataset = task.get("dataset", {})
-    out["dataset.class"] = str(dataset.get("class", ""))
-    dkw = dataset.get("kwargs", {})
-    for key, value in dkw.items():
-        if key not in ("handler", "segments"):
-            out[f"dataset.{key}"] = _param_text(value)
-    handler = dkw.get("handler", {})
-    if isinstance(handler, Mapping):
-        out["handler.class"] = str(handler.get("class", ""))
-        for key, value in handler.get("kwargs", {}).items():
-            out[f"handler.{key}"] = _param_text(value)
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten_config(value, f"{name}."))
+        elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+            for i, item in enumerate(value):
+                out.update(flatten_config(item, f"{name}.{i}."))
+        else:
+            out[name] = _param_text(value)
     return out
+
+
+def config_params(manifest: Mapping[str, Any], pipeline: str, *, seed: int | None = None) -> dict[str, str]:
+    """A pipeline's full resolved configuration as params: its Qlib task, its rolling section, the data's identity.
+
+    ``task.*`` is the pipeline's resolved Qlib task, ``rolling.*`` the experiment's rolling section
+    with the pipeline's own mode, calibration and label, ``data.*`` the data fingerprint (the data
+    path is left out: no machine paths). The task's window dates (handler times, segments) hold
+    :data:`PER_WINDOW` -- the window runs have each window's own -- and the model's ``seed`` the
+    run's ``seed``, or :data:`PER_SEED` without one.
+
+    Examples
+    --------
+    >>> manifest = {"pipelines": {"a": {"task": {"model": {"kwargs": {"seed": 0, "lr": 0.1}},
+    ...             "dataset": {"kwargs": {"segments": {"test": ["2018-01-02", "2018-03-29"]}}}}, "mode": "finetune"}},
+    ...             "experiment": {"rolling": {"step_months": 3}}, "data": {"path": "/abs", "features": "5f4b"}}
+    >>> config_params(manifest, "a", seed=3)
+    {'task.model.kwargs.seed': '3', 'task.model.kwargs.lr': '0.1', 'task.dataset.kwargs.segments.test': 'per window: see the window runs', 'rolling.step_months': '3', 'rolling.mode': 'finetune', 'data.features': '5f4b'}
+    """
+    entry = manifest["pipelines"][pipeline]
+    rolling = dict(manifest.get("experiment", {}).get("rolling") or {})
+    rolling.update({k: entry[k] for k in ("mode", "calibration", "label") if k in entry})
+    data = {k: v for k, v in (manifest.get("data") or {}).items() if k != "path"}
+    params = flatten_config({"task": entry.get("task", {}), "rolling": rolling, "data": data})
+    for key in params:
+        if key.startswith("task.dataset.kwargs.segments.") or key in _WINDOW_KEYS:
+            params[key] = PER_WINDOW
+    if "task.model.kwargs.seed" in params:
+        params["task.model.kwargs.seed"] = PER_SEED if seed is None else str(int(seed))
+    return {k[:250]: v for k, v in params.items()}
 
 
 # --------------------------------------------------------------------------- what to log
@@ -177,8 +253,13 @@ def _finite(value: Any) -> bool:
         return False
 
 
+def _key_part(name: str) -> str:
+    """A pipeline name as part of an MLflow metric or tag key (characters MLflow refuses become ``_``)."""
+    return re.sub(r"[^\w\-. /:]", "_", name)
+
+
 def _month_series(periods: pd.DataFrame) -> list[tuple[str, float, int]]:
-    """``(metric, value, step)`` of the per-month QL/CQL series (skips months without a value)."""
+    """``(metric, value, step)`` of the per-period QL/CQL series (skips periods without a value)."""
     out = []
     for row in periods.itertuples(index=False):
         if _finite(row.ql):
@@ -190,14 +271,30 @@ def _month_series(periods: pd.DataFrame) -> list[tuple[str, float, int]]:
     return out
 
 
-class _Logger:
-    """Creates or finds runs by ``rc.key`` and logs params/metrics/tags in batches."""
+@dataclass(frozen=True)
+class _Spec:
+    """One run to ensure: its key, name, level, parent, params, metrics, tags, version and artifacts."""
 
-    def __init__(self, client, experiment_id: str, store: Path, summary: TrackingSummary) -> None:
+    key: str
+    name: str
+    level: str
+    parent_id: str | None
+    params: Mapping[str, str]
+    metrics: Iterable[tuple[str, float, int]]
+    tags: Mapping[str, str]
+    version: str
+    artifacts: Callable[[Any, str], None] | None = None   # (client, run id), before the run is marked complete
+
+
+class _Logger:
+    """Creates or finds runs by ``rc.key`` and logs params/metrics/tags/artifacts in batches."""
+
+    def __init__(self, client, experiment_id: str, store: Path, summary: TrackingSummary, store_tag: str) -> None:
         self.client = client
         self.experiment_id = experiment_id
         self.store = store
         self.store_id = _store_id(store)
+        self.store_tag = store_tag
         self.summary = summary
         self.existing: dict[str, Any] = {}
         token = None
@@ -216,22 +313,12 @@ class _Logger:
             if not token:
                 break
 
-    def ensure(
-        self,
-        key: str,
-        *,
-        name: str,
-        level: str,
-        parent_id: str | None,
-        params: Mapping[str, str],
-        metrics: Iterable[tuple[str, float, int]],
-        tags: Mapping[str, str],
-        version: str,
-    ) -> str:
-        """The run for ``key``: created, updated (when ``version`` changed) or left alone."""
+    def ensure(self, spec: _Spec) -> str:
+        """The run of ``spec.key``: created, updated (when ``spec.version`` changed) or left alone."""
         from mlflow.entities import Metric, Param, RunTag
 
-        run = self.existing.get(key)
+        run = self.existing.get(spec.key)
+        version = f"{spec.version}|L{LAYOUT}"
         if run is not None and "rc.version" not in run.data.tags:
             # created, but the process died (or the disk filled) before it was complete
             self.client.delete_run(run.info.run_id)
@@ -239,39 +326,33 @@ class _Logger:
             run = None
         if run is not None and run.data.tags.get("rc.version") == version:
             self.summary.unchanged += 1
-            self.summary.run_ids[key] = run.info.run_id
+            self.summary.run_ids[spec.key] = run.info.run_id
             return run.info.run_id
-        all_tags = {
-            "rc.key": key,
-            "rc.store_id": self.store_id,
-            "rc.store": str(self.store),
-            "rc.level": level,
-            "rc.version": version,
-            "mlflow.runName": name,
-            **tags,
-        }
-        if parent_id is not None:
-            all_tags["mlflow.parentRunId"] = parent_id
-        if run is None:  # rc.version last: it marks the run complete
-            first_tags = {k: v for k, v in all_tags.items() if k != "rc.version"}
-            run_id = self.client.create_run(self.experiment_id, tags=first_tags, run_name=name).info.run_id
-            new_params = [Param(k, v) for k, v in params.items()]
+        all_tags = {"rc.key": spec.key, "rc.store_id": self.store_id, "rc.store": self.store_tag,
+                    "rc.level": spec.level, "mlflow.runName": spec.name, **spec.tags}
+        if spec.parent_id is not None:
+            all_tags["mlflow.parentRunId"] = spec.parent_id
+        if run is None:
+            run_id = self.client.create_run(self.experiment_id, tags=all_tags, run_name=spec.name).info.run_id
+            new_params = [Param(k, v) for k, v in spec.params.items()]
             self.summary.created += 1
         else:
             run_id = run.info.run_id
-            new_params = [Param(k, v) for k, v in params.items() if k not in run.data.params]
+            new_params = [Param(k, v) for k, v in spec.params.items() if k not in run.data.params]
             self.summary.updated += 1
+            for i in range(0, len(all_tags), 100):
+                self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in list(all_tags.items())[i:i + 100]])
         now = int(time.time() * 1000)
-        metric_list = [Metric(k, float(v), now, int(step)) for k, v, step in metrics]
-        tag_list = [RunTag(k, str(v)) for k, v in all_tags.items()] if run is not None else [
-            RunTag("rc.version", version)]
+        metric_list = [Metric(k, float(v), now, int(step)) for k, v, step in spec.metrics]
         for i in range(0, len(new_params), 100):  # MLflow: at most 100 params per batch
             self.client.log_batch(run_id, params=new_params[i : i + 100])
         for i in range(0, len(metric_list), _BATCH):
             self.client.log_batch(run_id, metrics=metric_list[i : i + _BATCH])
+        if spec.artifacts is not None:
+            spec.artifacts(self.client, run_id)
         self.client.set_terminated(run_id, "FINISHED")
-        self.client.log_batch(run_id, tags=tag_list)  # rc.version: the run is complete
-        self.summary.run_ids[key] = run_id
+        self.client.set_tag(run_id, "rc.version", version)  # last: the run is complete
+        self.summary.run_ids[spec.key] = run_id
         return run_id
 
 
@@ -283,19 +364,288 @@ def _experiment_id(client, name: str, store: Path) -> str:
 
 
 def _window_of(periods: pd.DataFrame, window: Mapping[str, Any]) -> pd.DataFrame:
-    """The periods (months) that overlap the window's test segment."""
+    """The periods that overlap the window's test segment."""
     start, end = (pd.Timestamp(t) for t in window["test"])
     p_start = pd.to_datetime(periods["start"])
     p_end = pd.to_datetime(periods["end"]) if "end" in periods else p_start
     return periods[(p_start <= end) & (p_end >= start)]
 
 
+# --------------------------------------------------------------------------- the comparison
+def _verdict_entries(comparison: StoreComparison, pipeline: str) -> tuple[dict[str, str], list[tuple[str, float, int]]]:
+    """Tags ``verdict.OTHER.M`` and metrics ``diff/ci_low/ci_high/dm_p/seeds_needed.OTHER.M`` of ``pipeline``.
+
+    Seen from ``pipeline``: the difference is ``mean(pipeline) - mean(OTHER)``, so for the pair's
+    second pipeline the difference and interval of ``compare --json`` are negated (exactly).
+    """
+    tags: dict[str, str] = {}
+    metrics: list[tuple[str, float, int]] = []
+    for pv in comparison.verdicts:
+        if pipeline not in (pv.better, pv.worse):
+            continue
+        first = pipeline == pv.better
+        other = _key_part(pv.worse if first else pv.better)
+        for metric, v in pv.verdicts.items():
+            tags[f"verdict.{other}.{metric}"] = ("undetermined" if v.winner is None else
+                                                 "better" if v.winner == pipeline else "worse")
+            diff, low, high = (v.difference, v.ci_low, v.ci_high) if first else (-v.difference, -v.ci_high, -v.ci_low)
+            values = {"diff": diff, "ci_low": low, "ci_high": high, "dm_p": v.diebold_mariano.p_value,
+                      "seeds_needed": v.seeds_needed.n}
+            metrics += [(f"{name}.{other}.{metric}", float(value), 0) for name, value in values.items() if _finite(value)]
+    return tags, metrics
+
+
+def _warning_tags(comparison: StoreComparison, pipeline: str) -> dict[str, str]:
+    mine = [w for w in comparison.warnings if pipeline in w.pipelines]
+    tags = {f"warning.{w.kind}": w.message[:TAG_VALUE_LIMIT] for w in mine}
+    tags["rc.warnings"] = ",".join(dict.fromkeys(w.kind for w in mine)) or "none"
+    return tags
+
+
+def _verdict_note(comparison: StoreComparison, pipeline: str | None = None) -> str:
+    """The verdict table in Markdown (MLflow shows ``mlflow.note.content`` as the run's description)."""
+    rows = [r for r in comparison.verdict_rows() if pipeline is None or pipeline in r["pair"].split(" vs ")]
+    if not rows:
+        return ""
+    table = format_table([[r["pair"], r["metric"], r["verdict"], r["difference"], r["interval"], r["dm_p"]]
+                          for r in rows], ["pair", "metric", "verdict", "difference", "interval", "DM p"],
+                         style="markdown")
+    return f"Verdicts at {comparison.confidence:.0%} (difference = first minus second pipeline):\n\n{table}"
+
+
+def _summary_metrics(scores: StoreScores, comparison: StoreComparison | None, pipeline: str,
+                     p_runs: pd.DataFrame) -> list[tuple[str, float, int]]:
+    """Mean and std over seeds per metric: ``compare``'s summary when given (the numbers it printed), else the runs'."""
+    out = [("n_seeds", float(len(p_runs)), 0)]
+    if comparison is not None:
+        row = comparison.summary[comparison.summary["pipeline"] == pipeline]
+        if not row.empty:
+            rec = row.iloc[0].to_dict()
+            return out + [(k, float(v), 0) for k, v in rec.items()
+                          if k.endswith(("_mean", "_std")) or k in ("std_ratio", "seed_budget") if _finite(v)]
+    for metric in ("ql", "ql_scored", "cql", "ic", "icir", "rank_ic"):
+        values = p_runs[metric].astype(float)
+        out.append((f"{metric}_mean", float(values.mean()), 0))
+        if len(values) > 1:
+            out.append((f"{metric}_std", float(values.std(ddof=1)), 0))
+    return [m for m in out if _finite(m[1])]
+
+
+def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | None,
+                     scoring: tuple[dict[str, str], str]) -> _Spec:
+    """The experiment-level run of the comparison: its settings, ``comparison.json`` and the report files."""
+    names = list(comparison.summary["pipeline"])
+    data = comparison.to_dict()
+    files = sorted({Path(p) for p in (report or {}).values() if Path(p).is_file()})
+    settings = {"n_boot": comparison.n_boot, "confidence": comparison.confidence, "seed": comparison.seed,
+                "block_size": comparison.block_size}
+    content = stable_hash({"comparison": data, "files": [(f.name, hashlib.sha256(f.read_bytes()).hexdigest())
+                                                         for f in files]})
+
+    def artifacts(client: Any, run_id: str) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "comparison.json"
+            path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+            client.log_artifact(run_id, str(path))
+        for f in files:
+            client.log_artifact(run_id, str(f), artifact_path="report")
+
+    tags, key = scoring
+    pairs = [f"{p.better} vs {p.worse}" for p in comparison.pairs]
+    return _Spec(
+        key=f"comparison|{stable_hash({'pipelines': names, **settings})[:12]}|{key}",
+        name=f"comparison: {', '.join(names)}" if len(names) <= 4 else f"comparison: {len(names)} pipelines",
+        level="comparison", parent_id=None,
+        params={**{f"compare.{k}": _param_text(v) for k, v in settings.items()},
+                "compare.pipelines": _param_text(names), "compare.pairs": _param_text(pairs)},
+        metrics=[], version=content,
+        tags={**tags, "rc.warnings": ",".join(dict.fromkeys(w.kind for w in comparison.warnings)) or "none",
+              "mlflow.note.content": _verdict_note(comparison)[:TAG_VALUE_LIMIT]},
+        artifacts=artifacts)
+
+
+# --------------------------------------------------------------------------- units
+def _signal_frames(store: Path, key: UnitKey, side: Mapping[str, Any], manifest: Mapping[str, Any]
+                   ) -> dict[str, pd.DataFrame]:
+    """``pred.pkl`` and ``label.pkl`` of a unit as Qlib's ``SignalRecord`` writes them (label only when raw is stored)."""
+    frame = read_unit(store, key)
+    index = pd.MultiIndex.from_arrays([pd.DatetimeIndex(frame["datetime"]), frame["instrument"].astype(str)],
+                                      names=["datetime", "instrument"])
+    out = {"pred.pkl": pd.DataFrame({"score": frame["prediction"].to_numpy()}, index=index)}
+    raw = label_columns(side, manifest).get("raw")
+    if raw is not None:
+        column = frame[raw] if raw in frame else read_unit(store, key, column=raw)["label"]
+        out["label.pkl"] = pd.DataFrame({LABEL_COLUMN: column.to_numpy()}, index=index)
+    return out
+
+
+def _recorder_link(side: Mapping[str, Any]) -> dict[str, str]:
+    """Tags naming the unit's Qlib recorder when it holds the unit's ``pred.pkl`` (its SignalRecord ran)."""
+    rec = side.get("qlib_recorder") or {}
+    if not rec.get("recorder_id") or "SignalRecord" not in (rec.get("records") or []):
+        return {}
+    return {"rc.qlib_recorder_id": str(rec["recorder_id"]), "rc.qlib_experiment": str(rec.get("experiment_name", "")),
+            "rc.qlib_experiment_id": str(rec.get("experiment_id", ""))}
+
+
+def _unit_artifacts(store: Path, key: UnitKey, side: Mapping[str, Any], manifest: Mapping[str, Any],
+                    link: Mapping[str, str], same_db: bool, experiment: str) -> Callable[[Any, str], None]:
+    """What a window run carries: a link to the unit's Qlib recorder (and back), else ``pred.pkl`` / ``label.pkl``."""
+    def log(client: Any, run_id: str) -> None:
+        if link:
+            if same_db:
+                try:
+                    client.set_tag(link["rc.qlib_recorder_id"], "rc.window_run_id", run_id)
+                    client.set_tag(link["rc.qlib_recorder_id"], "rc.window_experiment", experiment)
+                except Exception as exc:  # noqa: BLE001 - a recorder deleted by hand must not stop tracking
+                    warnings.warn(f"tracking: could not tag the Qlib recorder {link['rc.qlib_recorder_id']} of "
+                                  f"{key.slug()}: {type(exc).__name__}: {exc}", stacklevel=2)
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, frame in _signal_frames(store, key, side, manifest).items():
+                frame.to_pickle(Path(tmp) / name)
+                client.log_artifact(run_id, str(Path(tmp) / name))
+    return log
+
+
+def _window_spec(ctx: _Context, pipeline: str, config_hash: str, seed: int, window: Mapping[str, Any],
+                 periods: pd.DataFrame, parent_id: str) -> _Spec:
+    index = int(window["index"])
+    key = UnitKey(pipeline, seed, index)
+    side = st.read_sidecar(ctx.store, key) or {}
+    predictions = st.unit_paths(ctx.store, key).parquet.relative_to(ctx.store).as_posix()
+    params = {"pipeline": pipeline, "seed": str(seed), "window": str(index), "predictions": predictions}
+    for segment in ("fit", "train", "valid", "test"):
+        bounds = window.get(segment)
+        if bounds is None:  # e.g. no validation segment (valid_months: 0)
+            params[f"{segment}_start"] = params[f"{segment}_end"] = "none"
+            continue
+        params[f"{segment}_start"], params[f"{segment}_end"] = str(bounds[0]), str(bounds[1])
+    if side.get("checkpoint"):
+        params["checkpoint"] = Path(side["checkpoint"]).as_posix()   # the sidecar records it relative to the store
+    metrics = [(m, float(side[m]), 0) for m in ("rows", "ql") if _finite(side.get(m))]
+    if _finite(side.get("timings", {}).get("total_s")):
+        metrics.append(("seconds", float(side["timings"]["total_s"]), 0))
+    link = _recorder_link(side)
+    same_db = link != {} and sqlite_path(str((side.get("qlib_recorder") or {}).get("uri", ""))) == sqlite_path(ctx.uri)
+    return _Spec(
+        key=f"{pipeline}|{config_hash}|seed{seed}|w{index:02d}", name=f"{pipeline} seed{seed} w{index:02d}",
+        level="window", parent_id=parent_id, params=params,
+        metrics=metrics + _month_series(_window_of(periods, window)),
+        tags={"rc.pipeline": pipeline, "rc.config_hash": config_hash, "rc.seed": str(seed), "rc.window": str(index),
+              "rc.predictions": predictions, **link},
+        version=f"{side.get('finished_at', '')}|{ctx.scoring_key}",
+        artifacts=_unit_artifacts(ctx.store, key, side, ctx.manifest, link, same_db, ctx.experiment))
+
+
+# --------------------------------------------------------------------------- pipelines and seeds
+@dataclass(frozen=True)
+class _Context:
+    """What every run of one logging shares."""
+
+    store: Path
+    manifest: Mapping[str, Any]
+    uri: str
+    experiment: str
+    scores: StoreScores
+    comparison: StoreComparison | None
+    periods: pd.DataFrame
+    scoring_tags: dict[str, str]
+    scoring_key: str
+
+
+def _pipeline_spec(ctx: _Context, pipeline: str, entry: Mapping[str, Any], p_runs: pd.DataFrame) -> _Spec:
+    config_hash = str(entry.get("config_hash"))
+    tags = {"rc.pipeline": pipeline, "rc.config_hash": config_hash, **ctx.scoring_tags}
+    metrics = _summary_metrics(ctx.scores, ctx.comparison, pipeline, p_runs)
+    judged = ""
+    if ctx.comparison is not None:
+        verdict_tags, verdict_metrics = _verdict_entries(ctx.comparison, pipeline)
+        tags.update({**verdict_tags, **_warning_tags(ctx.comparison, pipeline)})
+        note = _verdict_note(ctx.comparison, pipeline)
+        if note:
+            tags["mlflow.note.content"] = note[:TAG_VALUE_LIMIT]
+        metrics += verdict_metrics
+        judged = stable_hash({"tags": tags, "metrics": metrics})[:8]
+    params = config_params(ctx.manifest, pipeline)
+    params.update({"schedule.mode": str(entry.get("mode")), "schedule.windows": str(len(entry.get("windows", [])))})
+    seeds = [int(s) for s in p_runs["seed"]]
+    return _Spec(key=f"{pipeline}|{config_hash}", name=pipeline, level="pipeline", parent_id=None, params=params,
+                 metrics=metrics, tags=tags, version=",".join(map(str, seeds)) + f"|{ctx.scoring_key}|{judged}")
+
+
+def _seed_spec(ctx: _Context, pipeline: str, config_hash: str, row: Any, done: list, parent_id: str) -> _Spec:
+    seed = int(row.seed)
+    s_periods = ctx.periods[(ctx.periods["pipeline"] == pipeline) & (ctx.periods["seed"] == seed)]
+    seed_metrics = [(m, float(getattr(row, m)), 0) for m in ("ql", "ql_scored", "cql", "ic", "icir", "rank_ic",
+                                                              "n_all", "n_scored") if _finite(getattr(row, m, None))]
+    params = {"pipeline": pipeline, "seed": str(seed), **config_params(ctx.manifest, pipeline, seed=seed)}
+    return _Spec(
+        key=f"{pipeline}|{config_hash}|seed{seed}", name=f"{pipeline} seed{seed}", level="seed", parent_id=parent_id,
+        params=params, metrics=seed_metrics + _month_series(s_periods),
+        tags={"rc.pipeline": pipeline, "rc.config_hash": config_hash, "rc.seed": str(seed), **ctx.scoring_tags},
+        version=",".join(str(w["index"]) for w in done) + f"|{ctx.scoring_key}")
+
+
+def _log_pipeline(ctx: _Context, logger: _Logger, pipeline: str, entry: Mapping[str, Any]) -> None:
+    config_hash = str(entry.get("config_hash"))
+    p_runs = ctx.scores.runs[ctx.scores.runs["pipeline"] == pipeline].sort_values("seed")
+    if p_runs.empty:
+        return
+    parent_id = logger.ensure(_pipeline_spec(ctx, pipeline, entry, p_runs))
+    windows = entry.get("windows", [])
+    complete = set(st.complete_units(ctx.store, ctx.manifest, pipeline)[0])
+    for row in p_runs.itertuples(index=False):
+        seed = int(row.seed)
+        done = [w for w in windows if UnitKey(pipeline, seed, int(w["index"])) in complete]
+        seed_id = logger.ensure(_seed_spec(ctx, pipeline, config_hash, row, done, parent_id))
+        s_periods = ctx.periods[(ctx.periods["pipeline"] == pipeline) & (ctx.periods["seed"] == seed)]
+        for window in done:
+            _log_window(ctx, logger, pipeline, config_hash, seed, window, s_periods, seed_id)
+
+
+def _log_window(ctx: _Context, logger: _Logger, pipeline: str, config_hash: str, seed: int,
+                window: Mapping[str, Any], periods: pd.DataFrame, parent_id: str) -> None:
+    logger.ensure(_window_spec(ctx, pipeline, config_hash, seed, window, periods, parent_id))
+
+
+def _scoring_tags(scores: StoreScores) -> tuple[dict[str, str], str]:
+    """Tags naming the rule and label of ``scores``, and a short key of both (part of the runs' version)."""
+    tags = {"rc.calibration": scores.calibration.describe(), "rc.label": scores.label.describe()}
+    key = stable_hash({"calibration": scores.calibration.to_dict(), "label": scores.label.to_dict()})[:8]
+    return tags, key
+
+
+def _store_tag(store: Path, path_root: str | os.PathLike | None) -> str:
+    """The store as logged: relative to ``path_root`` (default: the directory holding it, i.e. its name)."""
+    root = Path(path_root).resolve() if path_root is not None else store.parent
+    return Path(os.path.relpath(store, root)).as_posix()
+
+
+def _log_scores(ctx: _Context, report: Mapping[str, Path] | None, path_root: str | os.PathLike | None,
+                repair: DbRepair | None) -> TrackingSummary:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=ctx.uri)
+    summary = TrackingSummary(tracking_uri=ctx.uri, experiment_id=_experiment_id(client, ctx.experiment, ctx.store),
+                              repair=repair)
+    logger = _Logger(client, summary.experiment_id, ctx.store, summary, _store_tag(ctx.store, path_root))
+    if ctx.comparison is not None and len(ctx.comparison.summary):
+        logger.ensure(_comparison_spec(ctx.comparison, report, (ctx.scoring_tags, ctx.scoring_key)))
+    for pipeline, entry in ctx.manifest["pipelines"].items():
+        _log_pipeline(ctx, logger, pipeline, entry)
+    return summary
+
+
 # --------------------------------------------------------------------------- entry points
 def track_store(
     scores: StoreScores,
     *,
+    comparison: StoreComparison | None = None,
+    report: Mapping[str, Path] | None = None,
     tracking_uri: str | None = None,
     experiment: str | None = None,
+    path_root: str | os.PathLike | None = None,
     lock_timeout: float = 300.0,
 ) -> TrackingSummary:
     """Log the scored runs of a store (and their complete units) to MLflow and say what was created.
@@ -308,10 +658,19 @@ def track_store(
     scores : StoreScores
         The scores a command computed (:func:`~rolling_calib.analysis.scoring.score_store`);
         ``scores.store`` is the store (it needs ``manifest.json``). Logged as they are.
+    comparison : StoreComparison, optional
+        What ``compare`` computed from these scores (:func:`~rolling_calib.analysis.comparison.compare_store`):
+        the verdicts, intervals, IC and warnings go on the pipeline runs, ``comparison.json`` on a
+        comparison run. Logged as it is, never recomputed.
+    report : mapping, optional
+        The files :func:`~rolling_calib.reporting.document.write_report` wrote (name -> path): artifacts of
+        the comparison run, under ``report/``.
     tracking_uri : str, optional
         MLflow tracking URI; default :func:`default_tracking_uri` of the store.
     experiment : str, optional
         MLflow experiment name; default the store's ``experiment_name``.
+    path_root : path, optional
+        ``rc.store`` is the store relative to this directory (default: the directory holding the store).
     lock_timeout : float
         Seconds to wait for another process logging into the same SQLite database.
 
@@ -319,11 +678,13 @@ def track_store(
     -------
     TrackingSummary
     """
-    return _track(scores, tracking_uri=tracking_uri, experiment=experiment, lock_timeout=lock_timeout, repairs=[])
+    return _track(scores, comparison=comparison, report=report, tracking_uri=tracking_uri, experiment=experiment,
+                  path_root=path_root, lock_timeout=lock_timeout, repairs=[])
 
 
-def _track(scores: StoreScores, *, tracking_uri: str | None, experiment: str | None, lock_timeout: float,
-           repairs: list[DbRepair]) -> TrackingSummary:
+def _track(scores: StoreScores, *, comparison: StoreComparison | None, report: Mapping[str, Path] | None,
+           tracking_uri: str | None, experiment: str | None, path_root: str | os.PathLike | None,
+           lock_timeout: float, repairs: list[DbRepair]) -> TrackingSummary:
     """:func:`track_store`; a repair of the database is appended to ``repairs`` before logging starts."""
     store = Path(scores.store).resolve()
     manifest = st.read_manifest(store)
@@ -331,114 +692,21 @@ def _track(scores: StoreScores, *, tracking_uri: str | None, experiment: str | N
     name = experiment or manifest.get("experiment", {}).get("experiment_name") or "rolling-calib"
     periods = scores.periods.sort_values(["pipeline", "seed", "start"], kind="stable").reset_index(drop=True)
     periods["step"] = periods.groupby(["pipeline", "seed"]).cumcount()
-
+    tags, key = _scoring_tags(scores)
+    ctx = _Context(store=store, manifest=manifest, uri=uri, experiment=name, scores=scores, comparison=comparison,
+                   periods=periods, scoring_tags=tags, scoring_key=key)
     db = sqlite_path(uri)
     with tracking_db_lock(db, timeout=lock_timeout) if db is not None else contextlib.nullcontext():
         repair = repair_tracking_db(db) if db is not None else None
         if repair is not None:
             repairs.append(repair)
-        return _log_scores(store, manifest, uri, name, scores, periods, repair)
+        return _log_scores(ctx, report, path_root, repair)
 
 
-def _scoring_tags(scores: StoreScores) -> tuple[dict[str, str], str]:
-    """Tags naming the rule and label of ``scores``, and a short key of both (part of the runs' version)."""
-    tags = {"rc.calibration": scores.calibration.describe(), "rc.label": scores.label.describe()}
-    key = stable_hash({"calibration": scores.calibration.to_dict(), "label": scores.label.to_dict()})[:8]
-    return tags, key
-
-
-def _log_scores(store: Path, manifest: Mapping[str, Any], uri: str, name: str, scores: StoreScores,
-                periods: pd.DataFrame, repair: DbRepair | None) -> TrackingSummary:
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=uri)
-    summary = TrackingSummary(tracking_uri=uri, experiment_id=_experiment_id(client, name, store), repair=repair)
-    logger = _Logger(client, summary.experiment_id, store, summary)
-    runs = scores.runs
-    scoring_tags, scoring_key = _scoring_tags(scores)
-    for pipeline, entry in manifest["pipelines"].items():
-        config_hash = str(entry.get("config_hash"))
-        p_runs = runs[runs["pipeline"] == pipeline].sort_values("seed")
-        if p_runs.empty:
-            continue
-        seeds = [int(s) for s in p_runs["seed"]]
-        parent_metrics = [("n_seeds", float(len(p_runs)), 0)]
-        for metric in ("ql", "ql_scored", "cql"):
-            values = p_runs[metric].astype(float)
-            parent_metrics.append((f"{metric}_mean", float(values.mean()), 0))
-            if len(values) > 1:
-                parent_metrics.append((f"{metric}_std", float(values.std(ddof=1)), 0))
-        parent_params = flatten_task_params(entry.get("task", {}))
-        parent_params.update(
-            {"schedule.mode": str(entry.get("mode")), "schedule.windows": str(len(entry.get("windows", [])))}
-        )
-        parent_id = logger.ensure(
-            f"{pipeline}|{config_hash}",
-            name=pipeline,
-            level="pipeline",
-            parent_id=None,
-            params=parent_params,
-            metrics=parent_metrics,
-            tags={"rc.pipeline": pipeline, "rc.config_hash": config_hash, **scoring_tags},
-            version=",".join(map(str, seeds)) + f"|{scoring_key}",
-        )
-        windows = entry.get("windows", [])
-        complete = set(st.complete_units(store, manifest, pipeline)[0])
-        for row in p_runs.itertuples(index=False):
-            seed = int(row.seed)
-            s_periods = periods[(periods["pipeline"] == pipeline) & (periods["seed"] == seed)]
-            done = [w for w in windows if UnitKey(pipeline, seed, int(w["index"])) in complete]
-            seed_metrics = [(m, float(getattr(row, m)), 0) for m in ("ql", "ql_scored", "cql", "n_all", "n_scored")
-                            if _finite(getattr(row, m))]
-            seed_id = logger.ensure(
-                f"{pipeline}|{config_hash}|seed{seed}",
-                name=f"{pipeline} seed{seed}",
-                level="seed",
-                parent_id=parent_id,
-                params={"pipeline": pipeline, "seed": str(seed)},
-                metrics=seed_metrics + _month_series(s_periods),
-                tags={"rc.pipeline": pipeline, "rc.config_hash": config_hash, "rc.seed": str(seed), **scoring_tags},
-                version=",".join(str(w["index"]) for w in done) + f"|{scoring_key}",
-            )
-            for window in done:
-                _log_window(logger, store, pipeline, config_hash, seed, window, s_periods, seed_id, scoring_key)
-    return summary
-
-
-def _log_window(logger: _Logger, store: Path, pipeline: str, config_hash: str, seed: int,
-                window: Mapping[str, Any], periods: pd.DataFrame, parent_id: str, scoring_key: str) -> None:
-    index = int(window["index"])
-    key = UnitKey(pipeline, seed, index)
-    side = st.read_sidecar(store, key) or {}
-    paths = st.unit_paths(store, key)
-    params = {"pipeline": pipeline, "seed": str(seed), "window": str(index), "predictions": str(paths.parquet)}
-    for segment in ("fit", "train", "valid", "test"):
-        bounds = window.get(segment)
-        if bounds is None:  # e.g. no validation segment (valid_months: 0)
-            params[f"{segment}_start"] = params[f"{segment}_end"] = "none"
-            continue
-        start, end = bounds
-        params[f"{segment}_start"], params[f"{segment}_end"] = str(start), str(end)
-    if side.get("checkpoint"):
-        params["checkpoint"] = str(store / side["checkpoint"])
-    metrics = [(m, float(side[m]), 0) for m in ("rows", "ql") if _finite(side.get(m))]
-    if _finite(side.get("timings", {}).get("total_s")):
-        metrics.append(("seconds", float(side["timings"]["total_s"]), 0))
-    logger.ensure(
-        f"{pipeline}|{config_hash}|seed{seed}|w{index:02d}",
-        name=f"{pipeline} seed{seed} w{index:02d}",
-        level="window",
-        parent_id=parent_id,
-        params=params,
-        metrics=metrics + _month_series(_window_of(periods, window)),
-        tags={"rc.pipeline": pipeline, "rc.config_hash": config_hash, "rc.seed": str(seed),
-              "rc.window": str(index), "rc.predictions": str(paths.parquet)},
-        version=f"{side.get('finished_at', '')}|{scoring_key}",
-    )
-
-
-def log_store(scores: StoreScores, *, tracking_uri: str, experiment: str | None = None) -> None:
-    """Log a store's scores to MLflow (see the module docstring); re-logging adds only what is new.
+def log_store(scores: StoreScores, *, tracking_uri: str, experiment: str | None = None,
+              comparison: StoreComparison | None = None, report: Mapping[str, Path] | None = None,
+              path_root: str | os.PathLike | None = None) -> None:
+    """Log a store's scores (and comparison, report) to MLflow (see the module docstring); re-logging adds only what is new.
 
     Parameters
     ----------
@@ -448,6 +716,8 @@ def log_store(scores: StoreScores, *, tracking_uri: str, experiment: str | None 
         E.g. ``sqlite:///runs/demo/mlflow.db`` (see :func:`default_tracking_uri`).
     experiment : str, optional
         MLflow experiment name (default: the store's experiment name).
+    comparison, report, path_root :
+        See :func:`track_store`.
 
     Warns
     -----
@@ -455,7 +725,8 @@ def log_store(scores: StoreScores, *, tracking_uri: str, experiment: str | None 
         The SQLite database was unusable (e.g. its creation was interrupted) and was moved
         aside or upgraded before logging; the message names both files.
     """
-    summary = track_store(scores, tracking_uri=tracking_uri, experiment=experiment)
+    summary = track_store(scores, comparison=comparison, report=report, tracking_uri=tracking_uri,
+                          experiment=experiment, path_root=path_root)
     if summary.repair is not None:
         warnings.warn(summary.repair.message, TrackingRepairWarning, stacklevel=2)
 
@@ -479,11 +750,14 @@ class TrackingOutcome:
 def safe_log_store(
     scores: StoreScores,
     *,
+    comparison: StoreComparison | None = None,
+    report: Mapping[str, Path] | None = None,
     tracking_uri: str | None = None,
     experiment: str | None = None,
+    path_root: str | os.PathLike | None = None,
     lock_timeout: float = 300.0,
 ) -> TrackingOutcome:
-    """:func:`track_store` of ``scores`` that never raises: tracking can never fail a run.
+    """:func:`track_store` of ``scores`` (and ``comparison``, ``report``) that never raises: tracking can never fail a run.
 
     The results are in the store already; when logging fails (full disk, locked database,
     any MLflow error, MLflow not installed) the outcome says so and how to log them later.
@@ -507,7 +781,8 @@ def safe_log_store(
     uri = tracking_uri or default_tracking_uri(store)
     repairs: list[DbRepair] = []
     try:
-        summary = _track(scores, tracking_uri=uri, experiment=experiment, lock_timeout=lock_timeout, repairs=repairs)
+        summary = _track(scores, comparison=comparison, report=report, tracking_uri=uri, experiment=experiment,
+                         path_root=path_root, lock_timeout=lock_timeout, repairs=repairs)
     except Exception as exc:  # noqa: BLE001 - tracking must not fail the run; the message carries the error
         if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == "mlflow":
             failure = (f"tracking skipped: MLflow is not installed (pip install 'rolling-calib[mlflow]', or pass "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import matplotlib
 import numpy as np
+from matplotlib.colors import to_rgb
 import pandas as pd
 import pytest
 from matplotlib import _pylab_helpers
@@ -90,33 +91,82 @@ def test_spread_without_ax(scores):
 def test_bias_draws_into_given_axes(scores):
     _, (ax,) = _axes(1)
     assert F.plot_bias(scores, ax=ax) is ax.figure
-    assert len(ax.lines) == len(PIPES) and len(ax.collections) == len(PIPES)  # mean line + min..max band
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(PIPES)
+    assert len(ax.lines) == len(PIPES) + 1 and len(ax.collections) == len(PIPES)  # mean line + band, refit line
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [*PIPES, "refit (new window)"]
     assert ax.get_ylabel() == "c_k (bp)"
 
 
 def test_bias_without_ax(scores):
     fig = F.plot_bias(scores)
-    assert isinstance(fig, Figure) and len(fig.axes) == 1 and len(fig.axes[0].lines) == len(PIPES)
+    assert isinstance(fig, Figure) and len(fig.axes) == 1 and len(fig.axes[0].lines) == len(PIPES) + 1
 
 
-def test_monthly_draws_into_given_axes(scores):
-    fig, (top, bottom) = _axes(2)
-    assert F.plot_monthly(scores, ax=[top, bottom]) is fig
-    assert len(top.lines) == 2 * len(PIPES)  # QL and CQL per pipeline
-    assert len(bottom.lines) == len(PIPES) + 1  # CQL - QL per pipeline, plus the zero line
-    assert {t.get_text() for t in top.get_legend().get_texts()} == {f"{p} {m}" for p in PIPES for m in ("QL", "CQL")}
+@pytest.fixture(scope="module")
+def compared(scores):
+    from rolling_calib.analysis.comparison import compare_store
+    from rolling_calib.analysis.diagnostics import diagnose_store
+
+    return compare_store(scores, n_boot=100), diagnose_store(scores.store, scores=scores)
 
 
-def test_monthly_without_ax(scores):
-    fig = F.plot_monthly(scores)
-    assert isinstance(fig, Figure) and len(fig.axes) == 2
+def test_loss_differential_per_period_with_refits(scores):
+    _, (ax,) = _axes(1)
+    assert F.plot_loss_differential(scores, "calm", "wild", ax=ax) is ax.figure
+    periods = sorted(scores.periods["period"].unique())
+    assert [t.get_text() for t in ax.get_xticklabels()] == periods
+    ql = [b for b in ax.patches if b.get_facecolor()[:3] == to_rgb(F.METRIC_SHADES["ql"]) and b.get_width() == 0.4]
+    table = scores.periods.pivot_table(index=["period", "seed"], columns="pipeline", values="ql")
+    expected = (table["calm"] - table["wild"]).groupby(level="period").mean()
+    assert [round(b.get_height(), 9) for b in ql] == [round(v, 9) for v in expected]
+    assert any(line.get_linestyle() == "--" for line in ax.lines)       # the refit is marked
+    assert "calm - wild" in ax.get_ylabel()
 
 
-def test_make_figures_returns_three_separate_figures(scores):
+def test_probability_of_improvement_per_pair_and_metric(compared):
+    comparison, _ = compared
+    fig = F.plot_probability_of_improvement(comparison)
+    ax = fig.axes[0]
+    pair = comparison.pairs[0]
+    if comparison.accuracies_shown(pair) is None:
+        assert [t.get_text() for t in ax.get_yticklabels()] == ["QL", "CQL", "IC", "Rank IC"]
+        points = [line.get_xdata()[0] for line in ax.lines if line.get_marker() == "o"]
+        assert points == [pair.accuracies[m].accuracy for m in ("ql", "cql", "ic", "rank_ic")]
+    else:
+        assert any("not shown" in t.get_text() for t in ax.texts)
+    assert any(list(line.get_xdata()) == [0.5, 0.5] for line in ax.lines)   # the no-preference line
+
+
+def test_pipeline_colors_are_one_mapping_used_by_every_figure(scores, compared):
+    """Each pipeline has one colour in every figure of the report: the one pipeline_colors gives it."""
+    comparison, diagnosis = compared
+    colors = F.pipeline_colors(scores.pipelines)
+    assert list(colors) == scores.pipelines and len(set(colors.values())) == len(colors)
+    assert F.pipeline_colors(["b", "a", "b"]) == {"b": F.PALETTE[0], "a": F.PALETTE[1]}
+    figs = F.make_figures(scores, comparison, diagnosis=diagnosis)
+    assert {"spread", "bias", "offsets", "differential_0", "paired_0", "improvement"} == set(figs)
+    rgb = {name: to_rgb(c) for name, c in colors.items()}
+    spread = figs["spread"].axes[0]
+    assert [tuple(c.get_facecolor()[0][:3]) for c in spread.collections] == [rgb[p] for p in scores.pipelines]
+    bias = figs["bias"].axes[0]
+    assert {line.get_label(): to_rgb(line.get_color()) for line in bias.lines if line.get_label() in colors} == rgb
+    for ax, d in zip(figs["offsets"].axes, diagnosis.pipelines):   # one shade of the pipeline's colour per seed
+        shades = [to_rgb(line.get_color()) for line in ax.lines if line.get_label().startswith("seed")]
+        assert len(shades) == len(d.seeds) == len(set(shades))
+        assert F._shades(colors[d.pipeline], len(d.seeds)) == shades
+    a, b = comparison.pairs[0].better, comparison.pairs[0].worse
+    for name in ("differential_0", "paired_0"):
+        tints = [tuple(p.get_facecolor()[:3]) for p in figs[name].axes[0].patches if p.get_facecolor()[3] < 0.1]
+        assert tints == [rgb[a], rgb[b]]                 # below 0 in a's colour, above 0 in b's
+        texts = {t.get_text(): to_rgb(t.get_color()) for t in figs[name].axes[0].texts}
+        assert texts[f"below 0: {a} lower (better)"] == rgb[a] and texts[f"above 0: {b} lower (better)"] == rgb[b]
+    improvement = figs["improvement"].axes[0]
+    assert all(to_rgb(line.get_color()) == rgb[a] for line in improvement.lines if line.get_marker() == "o")
+
+
+def test_make_figures_without_a_comparison(scores):
     figs = F.make_figures(scores)
-    assert set(figs) == {"spread", "bias", "monthly"}
-    assert all(isinstance(f, Figure) for f in figs.values()) and len({id(f) for f in figs.values()}) == 3
+    assert set(figs) == {"spread", "bias"}
+    assert all(isinstance(f, Figure) for f in figs.values()) and len({id(f) for f in figs.values()}) == 2
 
 
 def test_wrong_number_of_axes_is_a_clear_error(scores, rounds):

@@ -5,13 +5,17 @@ from __future__ import annotations
 import base64
 import json
 import re
+from html import unescape
 
+import pandas as pd
 import pytest
 
 from rolling_calib.cli import main
 from rolling_calib.analysis.comparison import compare_store
 from rolling_calib.analysis.scoring import score_store
-from rolling_calib.reporting.document import CAVEAT, write_report
+from rolling_calib.analysis.comparison import VERDICT_COLUMNS
+from rolling_calib.core.tables import sig
+from rolling_calib.reporting.document import CAVEAT, CSV_FILES, report_context, write_report
 
 from runner_helpers import write_fake_store
 
@@ -25,27 +29,97 @@ def fake_store(tmp_path_factory):
     return store
 
 
-def test_write_report_is_self_contained_and_holds_the_numbers(fake_store, tmp_path):
+@pytest.fixture(scope="module")
+def written(fake_store, tmp_path_factory):
+    """The report of the fake store with its diagnosis, as ``rolling-calib report`` writes it."""
+    from rolling_calib.analysis.diagnostics import diagnose_store
+
     scores = score_store(fake_store)
     comparison = compare_store(scores, n_boot=200)
-    paths = write_report(scores, comparison, tmp_path / "rep")
-    html = paths["html"].read_text()
-    md = paths["markdown"].read_text()
+    out = tmp_path_factory.mktemp("rep") / "report"
+    paths = write_report(scores, comparison, out, diagnosis=diagnose_store(fake_store, scores=scores))
+    return {"scores": scores, "comparison": comparison, "paths": paths, "out": out,
+            "html": paths["html"].read_text(), "md": paths["markdown"].read_text()}
+
+
+def test_write_report_is_self_contained_and_holds_the_numbers(written):
+    html, md, comparison = written["html"], written["md"], written["comparison"]
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
-    assert len(images) == 3
+    figures = [k.removesuffix("_png") for k in written["paths"] if k.endswith("_png")]
+    assert set(figures) == {"improvement", "paired_0", "differential_0", "offsets", "spread", "bias"}
+    assert len(images) == len(figures)
     assert all(base64.b64decode(i)[:8] == b"\x89PNG\r\n\x1a\n" for i in images)
     assert "<img" in html and 'src="http' not in html and "<script" not in html
-    for name in ("spread.png", "bias.png", "monthly.png"):
-        assert f"]({name})" in md and (tmp_path / "rep" / name).stat().st_size > 1000
+    for name in figures:
+        assert f"]({name}.png)" in md and (written["out"] / f"{name}.png").stat().st_size > 1000
     summary = comparison.summary.set_index("pipeline")
     for pipeline in PIPES:
-        for column in ("ql_mean", "cql_mean", "cql_std"):
-            value = f"{summary.loc[pipeline, column]:.4f}"
+        for column in ("ql_mean", "cql_mean", "cql_std", "ic_mean"):
+            value = sig(summary.loc[pipeline, column], 3 if column.startswith("ic") else 4)
             assert value in html and value in md
-    acc = comparison.pairs[0].accuracies["cql"]
-    assert f"{acc.accuracy:.3f} [{acc.ci_low:.3f}, {acc.ci_high:.3f}]" in md
-    assert "METHOD 4" in md and "METHOD 4" in html and CAVEAT.split(":")[0] in html
-    assert paths["runs_csv"].read_text().startswith("pipeline,seed,ql,ql_scored,cql,n_all,n_scored")
+    pair = comparison.pairs[0]
+    acc = pair.accuracies["cql"]
+    shown = f"{acc.accuracy:.3f} [{acc.ci_low:.3f}, {acc.ci_high:.3f}]" in md
+    assert shown == (comparison.accuracies_shown(pair) is None)
+    assert shown or f"not shown because {comparison.accuracies_shown(pair)}" in md
+    assert "docs/method.md §4" in md and CAVEAT in md and CAVEAT in unescape(html)
+    assert written["paths"]["runs_csv"].read_text().startswith("pipeline,seed,ql,ql_scored,cql,n_all,n_scored")
+
+
+def _html_tables(html: str) -> list[list[str]]:
+    """Every table of the HTML as its header cells, in document order."""
+    return [re.findall(r"<th(?:\s[^>]*)?>(.*?)</th>", t, flags=re.S) for t in re.findall(r"<table.*?</table>", html, flags=re.S)]
+
+
+def test_the_report_opens_with_the_verdict_table(written):
+    html, md, comparison = written["html"], written["md"], written["comparison"]
+    assert _html_tables(html)[0] == list(VERDICT_COLUMNS.values())
+    body = html[html.index("<body>"):]
+    assert body.index("<h1>") < body.index("<table") < body.index("<h2>Warnings") if comparison.warnings else True
+    first = comparison.verdict_rows()[0]
+    first_row = re.search(r"<tbody>\s*<tr>(.*?)</tr>", html, flags=re.S).group(1)
+    assert re.findall(r"<td(?:\s[^>]*)?>(.*?)</td>", first_row) == [first[k] for k in VERDICT_COLUMNS]
+    # Markdown: the first table after the title is the verdicts too, with the label's unit on QL and CQL
+    md_tables = [line for line in md.splitlines() if line.startswith("|")]
+    assert [c.strip() for c in md_tables[0].strip("|").split("|")] == list(VERDICT_COLUMNS.values())
+    assert md.index("## Verdicts") < md.index("## Losses per pipeline") < md.index("## Definitions")
+    assert f"{first['difference']}" in md and first["difference"].endswith(comparison.label.loss_unit)
+    assert md.index("## Ranking skill: IC and Rank IC") < md.index("## Losses per pipeline")
+
+
+def test_no_markdown_and_no_absolute_path_in_the_html(written, fake_store):
+    html = written["html"]
+    text = re.sub(r'src="data:image/png;base64,[^"]+"', "", html)
+    for marker in ("`", "**", "](", "## ", "*is*"):
+        assert marker not in text, marker
+    for absolute in (str(fake_store), str(fake_store.resolve()), str(written["out"]), "/tmp/"):
+        assert absolute not in text and absolute not in written["md"]
+    assert not re.search(r"(?<![\w.])/(?:home|tmp|work|root|usr|var)/", text)
+
+
+def test_csv_links_exist_and_point_to_files_beside_the_report(written):
+    html, md, out = written["html"], written["md"], written["out"]
+    links = re.findall(r'<a href="([^"]+)">', html)
+    assert links == list(CSV_FILES)
+    for name in links:
+        assert (out / name).is_file() and f"]({name})" in md
+    verdicts = pd.read_csv(out / "verdicts.csv")
+    pv = written["comparison"].verdicts[0]
+    ql = verdicts[verdicts["metric"] == "ql"].iloc[0]
+    assert ql["difference"] == pytest.approx(pv.verdicts["ql"].difference, rel=1e-12)
+    assert ql["outcome"] == pv.verdicts["ql"].outcome and ql["unit"] == "bp²"
+    assert list(pd.read_csv(out / "warnings.csv").columns) == ["kind", "pipelines", "message"]
+
+
+def test_accuracies_are_replaced_by_the_reason_when_they_mean_nothing(written):
+    comparison = written["comparison"]
+    context = report_context(written["scores"], comparison, out_dir=written["out"])
+    pair = comparison.pairs[0]
+    why = comparison.accuracies_shown(pair)
+    if why is None:
+        assert context["accuracies"].rows[0][:2] == [pair.better, pair.worse] and not context["accuracies_hidden"]
+    else:
+        assert context["accuracies"] is None and why in context["accuracies_hidden"][0]
 
 
 def test_compare_command_json(fake_store, capsys):
@@ -82,6 +156,8 @@ def test_report_says_whether_calibration_can_help(fake_store, tmp_path):
     assert main(["report", str(fake_store), "--out", str(out), "--n-boot", "50"]) == 0
     md = (out / "report.md").read_text()
     assert "## Can calibration help here?" in md
+    html = (out / "report.html").read_text()
     for d in diagnose_store(fake_store).pipelines:
-        assert f"- {d.pipeline}: {d.verdict}" in md
-    assert "Can calibration help here?" in (out / "report.html").read_text()
+        assert f"- {d.pipeline}: {d.assessment.text}" in md
+        assert f"<strong>{d.pipeline}</strong>: {d.assessment.text}" in html.replace("&#39;", "'")
+    assert "Can calibration help here?" in html

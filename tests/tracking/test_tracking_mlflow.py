@@ -16,7 +16,15 @@ from rolling_calib.analysis.scoring import score_store
 from rolling_calib.execution.executors import LocalExecutor
 from rolling_calib.execution.runner import plan_run, run_plan
 from rolling_calib.execution.store import unit_paths
-from rolling_calib.tracking.mlflow_log import default_tracking_uri, flatten_task_params, log_store, track_store
+from rolling_calib.tracking.mlflow_log import (
+    PER_SEED,
+    PER_WINDOW,
+    _recorder_link,
+    default_tracking_uri,
+    flatten_config,
+    log_store,
+    track_store,
+)
 
 mlflow = pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
@@ -37,7 +45,7 @@ def run_store(tmp_path_factory):
 
 def runs_by_level(client, experiment_id):
     runs = client.search_runs([experiment_id], max_results=1000)
-    out = {"pipeline": [], "seed": [], "window": []}
+    out = {"comparison": [], "pipeline": [], "seed": [], "window": []}
     for run in runs:
         out[run.data.tags["rc.level"]].append(run)
     return runs, out
@@ -58,19 +66,33 @@ def test_parent_and_nested_runs_with_metrics_equal_to_the_scores(run_store):
     scores = score_store(store)
     periods = scores.periods.sort_values(["pipeline", "seed", "start"])
 
-    # parent: resolved kwargs as params, config hash as tag, seed mean of the metrics
+    # parent: the resolved configuration as params (window dates and seed "per window/seed"), config hash as tag,
+    # seed mean of the metrics
     wd = parents["wd1e-3"]
-    assert wd.data.params["model.weight_decay"] == "0.001" and wd.data.params["model.hidden_size"] == "8"
-    assert wd.data.params["handler.instruments"] == "us25"
+    assert wd.data.params["task.model.kwargs.weight_decay"] == "0.001"
+    assert wd.data.params["task.model.kwargs.hidden_size"] == "8"
+    assert wd.data.params["task.dataset.kwargs.handler.kwargs.instruments"] == "us25"
+    dated = [k for k in wd.data.params if k.startswith("task.dataset.kwargs.segments.") or k.endswith(
+        ("kwargs.start_time", "kwargs.end_time", "kwargs.fit_start_time", "kwargs.fit_end_time"))]
+    assert all(wd.data.params[k] == PER_WINDOW for k in dated)   # not window 0's dates
+    assert wd.data.params.get("task.model.kwargs.seed", PER_SEED) == PER_SEED
+    assert wd.data.params["rolling.step_months"] == "1" and wd.data.params["rolling.calibration.period"] == "month"
     assert wd.data.tags["rc.config_hash"] == __import__("json").loads((store / "manifest.json").read_text())[
         "pipelines"]["wd1e-3"]["config_hash"]
     mine = scores.runs[scores.runs.pipeline == "wd1e-3"]
     assert wd.data.metrics["cql_mean"] == pytest.approx(mine["cql"].mean(), rel=1e-12)
     assert wd.data.metrics["ql_std"] == pytest.approx(mine["ql"].std(ddof=1), rel=1e-12)
 
-    # seed runs: nested under their pipeline, overall metrics and per-month series
+    # seed runs: nested under their pipeline, the full resolved configuration with their seed, overall metrics
+    # and per-month series
     for run in level["seed"]:
         pipeline, seed = run.data.tags["rc.pipeline"], int(run.data.params["seed"])
+        assert run.data.params.get("task.model.kwargs.seed", str(seed)) == str(seed)
+        config = {k: v for k, v in parents[pipeline].data.params.items() if k.startswith(("task.", "rolling.", "data."))}
+        own = {"task.model.kwargs.seed": str(seed)} if "task.model.kwargs.seed" in config else {}
+        assert {k: run.data.params[k] for k in config} == {**config, **own}
+        assert run.data.metrics["ic"] == pytest.approx(
+            scores.runs.set_index(["pipeline", "seed"]).loc[(pipeline, seed), "ic"], rel=1e-12)
         assert run.data.tags["mlflow.parentRunId"] == parents[pipeline].info.run_id
         row = scores.runs[(scores.runs.pipeline == pipeline) & (scores.runs.seed == seed)].iloc[0]
         for metric in ("ql", "ql_scored", "cql"):
@@ -89,9 +111,16 @@ def test_parent_and_nested_runs_with_metrics_equal_to_the_scores(run_store):
         from rolling_calib.execution.executors import UnitKey
 
         key = UnitKey(run.data.tags["rc.pipeline"], int(run.data.params["seed"]), int(run.data.params["window"]))
-        assert path == unit_paths(store.resolve(), key).parquet and path.is_file()
+        assert not path.is_absolute() and store / path == unit_paths(store, key).parquet and (store / path).is_file()
         assert run.data.params["test_start"].startswith(("2018-02-01", "2018-03-01"))
         assert len(client.get_metric_history(run.info.run_id, "ql_month")) == 1  # one month per window
+        names = {a.path for a in client.list_artifacts(run.info.run_id)}   # a minute store: no Qlib recorder
+        assert names == {"pred.pkl", "label.pkl"} and "rc.qlib_recorder_id" not in run.data.tags
+    # no machine path in any param or tag
+    for run in runs:
+        for value in (*run.data.params.values(), *run.data.tags.values()):
+            assert str(store.resolve()) not in value and str(run_store["root"]) not in value
+        assert run.data.tags["rc.store"] == "store"
 
 
 def test_relogging_is_idempotent_and_adds_new_seeds(run_store, tmp_path):
@@ -114,12 +143,21 @@ def test_relogging_is_idempotent_and_adds_new_seeds(run_store, tmp_path):
     assert parent.data.metrics["n_seeds"] == 3
 
 
-def test_flatten_task_params():
+def test_flatten_config():
     task = {"model": {"class": "M", "kwargs": {"lr": 0.01, "layers": [1, 2]}},
-            "dataset": {"class": "D", "kwargs": {"segments": {"x": 1}, "handler": {"class": "H", "kwargs": {"w": "x" * 900}}}}}
-    params = flatten_task_params(task)
-    assert params["model.lr"] == "0.01" and params["model.layers"] == "[1, 2]"
-    assert "dataset.segments" not in params and len(params["handler.w"]) == 500
+            "dataset": {"class": "D", "kwargs": {"segments": {"x": 1}, "handler": {"class": "H", "kwargs": {"w": "x" * 9000}}}}}
+    params = flatten_config(task)
+    assert params["model.kwargs.lr"] == "0.01" and params["model.kwargs.layers"] == "[1, 2]"
+    assert params["dataset.kwargs.segments.x"] == "1" and len(params["dataset.kwargs.handler.kwargs.w"]) == 500
+
+
+def test_recorder_link_names_the_qlib_recorder_only_when_it_holds_pred_pkl():
+    side = {"qlib_recorder": {"experiment_name": "h64", "experiment_id": "3", "recorder_id": "abc",
+                              "records": ["SignalRecord", "SigAnaRecord"]}}
+    assert _recorder_link(side) == {"rc.qlib_recorder_id": "abc", "rc.qlib_experiment": "h64",
+                                    "rc.qlib_experiment_id": "3"}
+    minute = {"qlib_recorder": {"records": [], "skipped": [{"class": "SignalRecord", "reason": "1min"}]}}
+    assert _recorder_link(minute) == {} and _recorder_link({}) == {}
 
 
 def test_missing_store_is_a_clear_error(tmp_path):
@@ -132,6 +170,11 @@ def test_qlib_recorder_writes_to_the_same_database(run_store):
     qlib.init is process-global)."""
     uri = default_tracking_uri(run_store["store"])
     log_store(score_store(run_store["store"]), tracking_uri=uri)
+    client = MlflowClient(tracking_uri=uri)
+    ours = client.get_experiment_by_name("tiny-sweep")
+    windows = [r for r in client.search_runs([ours.experiment_id], max_results=1000)
+               if r.data.tags["rc.level"] == "window"]
+    window_ids = [r.info.run_id for r in windows]
     script = textwrap.dedent(
         f"""
         import qlib
@@ -143,6 +186,13 @@ def test_qlib_recorder_writes_to_the_same_database(run_store):
             R.log_params(model="RollingLSTM")
             R.log_metrics(ic=0.125, step=0)
             R.set_tags(source="qlib")
+        # our window runs, read as Qlib recorders: pred.pkl / label.pkl as SignalRecord writes them
+        import json, pickle
+        out = {{}}
+        for run_id in {window_ids!r}:
+            rec = R.get_recorder(recorder_id=run_id, experiment_name="tiny-sweep")
+            out[run_id] = (rec.load_object("pred.pkl"), rec.load_object("label.pkl"))
+        pickle.dump(out, open({str(run_store["root"] / "loaded.pkl")!r}, "wb"))
         """
     )
     # cwd: Qlib creates its experiments with MLflow's default artifact root, ./mlruns
@@ -150,7 +200,23 @@ def test_qlib_recorder_writes_to_the_same_database(run_store):
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=run_store["root"]
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    client = MlflowClient(tracking_uri=uri)
+    import pickle
+
+    import numpy as np
+
+    from rolling_calib.execution.reader import read_unit
+    from rolling_calib.execution.units import UnitKey
+
+    loaded = pickle.loads((run_store["root"] / "loaded.pkl").read_bytes())
+    for run in windows:
+        pred, label = loaded[run.info.run_id]
+        key = UnitKey(run.data.tags["rc.pipeline"], int(run.data.tags["rc.seed"]), int(run.data.tags["rc.window"]))
+        unit = read_unit(run_store["store"], key)
+        assert list(pred.columns) == ["score"] and list(pred.index.names) == ["datetime", "instrument"]
+        assert list(label.columns) == ["LABEL0"] and label.index.equals(pred.index)
+        assert np.array_equal(pred["score"].to_numpy(), unit["prediction"].to_numpy())
+        assert np.array_equal(label["LABEL0"].to_numpy(), unit["label"].to_numpy())   # the raw label (bp)
+        assert (pred.index.get_level_values("datetime") == unit["datetime"].to_numpy()).all()
     qexp = client.get_experiment_by_name("qlib-recorder")
     assert qexp is not None
     (qrun,) = client.search_runs([qexp.experiment_id])
@@ -199,7 +265,7 @@ def test_tracking_failure_never_fails_run_experiment_and_the_next_run_logs(run_s
     assert done.tracking_uri == uri and done.tracking_message is None
     client = MlflowClient(tracking_uri=uri)
     runs = client.search_runs([client.get_experiment_by_name("tiny-sweep").experiment_id], max_results=1000)
-    assert len(runs) == len(done.scores.runs) * 3 + 2  # 2 parents, and per seed: 1 seed run + 2 windows
+    assert len(runs) == len(done.scores.runs) * 3 + 3  # comparison, 2 parents, per seed: 1 seed run + 2 windows
     assert all("rc.version" in r.data.tags and r.info.status == "FINISHED" for r in runs)
 
 
@@ -215,3 +281,48 @@ def test_cli_run_repairs_a_broken_tracking_database_and_says_so(run_store, tmp_p
     assert f"MLflow: sqlite:///{db}" in out
     assert (f"tracking database {db} was not a complete MLflow database (not a readable SQLite database: file is "
             f"not a database); moved it aside to {moved} and logging into a fresh {db}") in out
+
+
+def test_pipeline_runs_log_the_verdicts_exactly_as_compare_prints_them(run_store, tmp_path, capsys):
+    """``run`` compares after scoring and tracking logs that comparison: the verdicts, intervals, IC and warnings
+    on the pipeline runs, ``compare --json`` itself on the comparison run (real run, real SQLite, no mocks)."""
+    import json
+
+    from rolling_calib.cli import main
+
+    uri = f"sqlite:///{tmp_path / 'verdicts.db'}"
+    assert main(["run", str(run_store["yaml"]), "--store", str(run_store["store"]), "--tracking-uri", uri,
+                 "--json"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(run_store["store"]), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    client = MlflowClient(tracking_uri=uri)
+    runs, level = runs_by_level(client, client.get_experiment_by_name("tiny-sweep").experiment_id)
+    parents = {r.data.tags["rc.pipeline"]: r.data for r in level["pipeline"]}
+    assert printed["pairs"]
+    for pair in printed["pairs"]:
+        a, b = pair["better"], pair["worse"]
+        for metric, v in pair["verdicts"].items():
+            first, second = parents[a], parents[b]
+            assert first.metrics[f"diff.{b}.{metric}"] == v["difference"]          # exactly
+            assert (first.metrics[f"ci_low.{b}.{metric}"], first.metrics[f"ci_high.{b}.{metric}"]) == (v["ci_low"],
+                                                                                                      v["ci_high"])
+            assert second.metrics[f"diff.{a}.{metric}"] == -v["difference"]         # seen from the other side
+            assert (second.metrics[f"ci_low.{a}.{metric}"], second.metrics[f"ci_high.{a}.{metric}"]) == (
+                -v["ci_high"], -v["ci_low"])
+            word = {None: ("undetermined", "undetermined"), a: ("better", "worse"), b: ("worse", "better")}[v["winner"]]
+            assert (first.tags[f"verdict.{b}.{metric}"], second.tags[f"verdict.{a}.{metric}"]) == word
+            if v["diebold_mariano"]["p_value"] is not None:
+                assert first.metrics[f"dm_p.{b}.{metric}"] == v["diebold_mariano"]["p_value"]
+    for row in printed["pipelines"]:
+        for key in ("ic_mean", "ic_std", "rank_ic_mean", "rank_ic_std", "cql_mean", "ql_std"):
+            assert parents[row["pipeline"]].metrics[key] == row[key]
+    for warning in printed["warnings"]:
+        for name in warning["pipelines"]:
+            assert parents[name].tags[f"warning.{warning['kind']}"] == warning["message"]
+            assert warning["kind"] in parents[name].tags["rc.warnings"].split(",")
+    (comparison,) = level["comparison"]
+    logged = json.loads(Path(client.download_artifacts(comparison.info.run_id, "comparison.json", str(tmp_path)))
+                        .read_text())
+    assert logged == printed
+    assert comparison.data.params["compare.n_boot"] == "2000"
