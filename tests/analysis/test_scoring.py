@@ -27,7 +27,7 @@ def _hand_cql(frame: pd.DataFrame) -> tuple[float, float, float]:
     month = frame["datetime"].dt.to_period("M")
     months = sorted(month.unique())
     resid = frame["label"] - frame["prediction"]
-    sq, sq_cal, n = [], [], 0
+    sq, sq_cal, _n = [], [], 0
     for prev, cur in zip(months, months[1:]):
         c = resid[month == prev].mean()
         rows = month == cur

@@ -118,7 +118,7 @@ def test_a_full_temporary_directory_names_the_spill_file_and_tmpdir(tmp_path, mo
 def test_other_os_errors_are_one_line_with_what_happened_and_the_fix(tmp_path, code, what, fix):
     problem = qlib_store.describe_os_error(OSError(code, "x"), tmp_path / "f.bin")
     assert problem.head.startswith(f"{tmp_path / 'f.bin'}: cannot write: {what} (x; ") and problem.fix == fix
-    assert problem.errno == code and problem.free is not None and f"free on its file system)" in problem.head
+    assert problem.errno == code and problem.free is not None and "free on its file system)" in problem.head
 
 
 def test_an_os_error_outside_a_write_is_translated_too(tmp_path, monkeypatch):

@@ -68,7 +68,7 @@ def test_a_path_like_symbol_option_is_refused_and_nothing_is_written(world, prob
     before = _tree(tmp_path)
     code = main(["data", "ingest", str(src), "--symbol", probe, "--out", str(base / "store"), "--no-progress"])
     err = capsys.readouterr().err
-    assert code == 1 and err.startswith(f"error: --symbol: expected a symbol") and repr(probe) in err
+    assert code == 1 and err.startswith("error: --symbol: expected a symbol") and repr(probe) in err
     assert _tree(tmp_path) == before and not (base / "store").exists()
     with pytest.raises(ValueError, match=r"--symbol: expected a symbol"):  # the API refuses it too
         ingest([src], base / "store", options=IngestOptions(mode="repair", symbol=probe))
