@@ -39,7 +39,8 @@ into three parts::
 
 Each part's share of the seed variance is ``Cov(part, QL) / Var(QL)``; the shares add up to 1 (a
 share can be negative, or above 1, when parts move against each other). A bias correction can
-only remove the offset part.
+only remove the offset part; what it leaves, ``T + N``, is split the same way into the shares of
+co-movement and noise scale of *its* seed variance (what :meth:`VarianceComponents.cause` reports).
 
 Examples
 --------
@@ -333,39 +334,50 @@ def skill_check(*, ql: Sequence[float], baseline_ql: float, ic: Sequence[float] 
 # --------------------------------------------------------------------------- variance components
 @dataclass(frozen=True)
 class VarianceComponents:
-    """Result of :func:`seed_variance_components`: shares of the seed variance of QL (they add up to 1)."""
+    """Result of :func:`seed_variance_components`.
+
+    ``offset``, ``comovement``, ``scale``: shares of the seed variance of QL (they add up to 1).
+    ``residual_comovement``, ``residual_scale``: shares of the seed variance of what a per-period
+    bias correction leaves (``T + N``, the residual spread), from co-movement and noise scale (they
+    add up to 1; NaN when the residual spread does not vary).
+    """
 
     offset: float
     scale: float
     comovement: float
     var_ql: float
     n_seeds: int
+    residual_comovement: float = math.nan
+    residual_scale: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         return {k: _plain(getattr(self, k)) for k in self.__dataclass_fields__}
 
     @property
     def dominant(self) -> str:
-        """``"offset"``, ``"scale"`` or ``"comovement"``: the largest share."""
+        """``"offset"``, ``"scale"`` or ``"comovement"``: the largest share of the seed variance of QL."""
         shares = {"offset": self.offset, "scale": self.scale, "comovement": self.comovement}
         return max(shares, key=lambda k: shares[k])
 
     def cause(self) -> str:
-        """The measured sources in words: "mostly" only when one share is above one half and none is
-        negative or above one (shares that offset each other are reported as such)."""
-        words = {"offset": "their offset (mean residual, what a bias correction removes)",
-                 "scale": "the scale of their prediction noise", "comovement": "how their predictions co-move with the label"}
+        """What a bias correction cannot remove, and where its seed variance comes from, in words.
+
+        "Mostly" only when one share is above one half and neither is outside [-10%, 110%] (shares
+        that offset each other are reported as such; a few percent either way is sampling noise).
+        """
+        if not (math.isfinite(self.residual_comovement) and math.isfinite(self.residual_scale)):
+            return "what a bias correction leaves does not vary between seeds"
+        words = {"residual_comovement": "how their predictions co-move with the label",
+                 "residual_scale": "the scale of their prediction noise"}
         shares = {k: getattr(self, k) for k in words}
-        order = sorted(shares, key=lambda k: -shares[k])
-        listed = ", ".join(f"{words[k]} {shares[k]:.0%}" for k in order)
-        if any(v < -0.05 or v > 1.05 for v in shares.values()):   # a few percent either way is sampling noise
-            return (f"the sources of the seed variance of QL offset each other (shares: {listed}; a share above 100% "
-                    f"or below 0 moves against the others)")
-        top = order[0]
+        top, other = sorted(shares, key=lambda k: -shares[k])
+        head = "what a bias correction cannot remove (each seed's residual spread around its period bias) varies"
+        if any(v < -0.1 or v > 1.1 for v in shares.values()):
+            return (f"{head} with {words[top]} ({shares[top]:.0%}) and {words[other]} ({shares[other]:.0%}), "
+                    f"which move against each other")
         if shares[top] > 0.5:
-            rest = " or ".join(f"{words[k]} ({shares[k]:.0%})" for k in order[1:])
-            return f"seeds differ mostly in {words[top]} ({shares[top]:.0%} of the seed variance of QL), not {rest}"
-        return f"the seed variance of QL comes from {listed}"
+            return f"{head} mostly with {words[top]} ({shares[top]:.0%}), not {words[other]} ({shares[other]:.0%})"
+        return f"{head} with {words[top]} ({shares[top]:.0%}) and {words[other]} ({shares[other]:.0%})"
 
 
 def seed_variance_components(runs: Sequence[Sequence[Moments]]) -> VarianceComponents:
@@ -407,5 +419,13 @@ def seed_variance_components(runs: Sequence[Sequence[Moments]]) -> VarianceCompo
         return VarianceComponents(math.nan, math.nan, math.nan, var, len(runs))
     centred = ql - ql.mean()
     shares = (terms - terms.mean(axis=0)).T @ centred / (len(runs) - 1) / var
+    residual = terms[:, 1] + terms[:, 2]
+    var_r = float(np.var(residual, ddof=1))
+    if var_r > 1e-12 * float(np.mean(residual) ** 2 + var):   # beyond rounding: the residual spread varies
+        rc = residual - residual.mean()
+        r_shares = (terms[:, 1:] - terms[:, 1:].mean(axis=0)).T @ rc / (len(runs) - 1) / var_r
+    else:
+        r_shares = np.array([math.nan, math.nan])
     return VarianceComponents(offset=float(shares[0]), comovement=float(shares[1]), scale=float(shares[2]),
-                              var_ql=var, n_seeds=len(runs))
+                              var_ql=var, n_seeds=len(runs), residual_comovement=float(r_shares[0]),
+                              residual_scale=float(r_shares[1]))
