@@ -145,14 +145,19 @@ class StoreComparison:
         }
 
     # ----------------------------------------------------------------------- text
-    def format(self) -> str:
-        """Plain-text report for the terminal: verdicts, warnings, then the tables behind them."""
-        unit = self.label.loss_unit
+    def format_headline(self) -> str:
+        """The answer alone, for the terminal: what was scored, the verdict table, the warnings."""
         lines = [f"Scored against the {self.label.describe()}; calibration: {self.calibration.describe()}."]
         if self.verdicts:
             lines += ["", self._verdict_table()]
         if self.warnings:
             lines += ["", "Warnings:"] + [f"- [{w.kind}] {w.message}" for w in self.warnings]
+        return "\n".join(lines)
+
+    def format(self) -> str:
+        """Plain-text report for the terminal: verdicts, warnings, then the tables behind them."""
+        unit = self.label.loss_unit
+        lines = [self.format_headline()]
         lines += ["", f"Per pipeline (losses in {unit}; mean and std over seeds, ddof=1)", self._summary_table()]
         if "ic_mean" in self.summary.columns:
             lines += ["", "Ranking skill (mean over test dates of the cross-sectional correlation; higher is better)",

@@ -11,38 +11,68 @@ from pathlib import Path
 
 def handle(args: argparse.Namespace) -> int:
     from rolling_calib.config.experiment import ConfigError
-    from rolling_calib.experiment.demo import DEMO_CONFIG, run_demo
+    from rolling_calib.experiment.demo import DEMO_CASES, DemoCase, run_demo
 
+    cases = DEMO_CASES if args.config is None else (DemoCase("custom", f"The experiment of {args.config}",
+                                                             Path(args.config), "store", "report"),)
     try:
         with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
-            result = run_demo(args.out, workers=args.workers, seeds=args.seeds, config=args.config or DEMO_CONFIG,
+            result = run_demo(args.out, workers=args.workers, seeds=args.seeds, cases=cases,
                               n_boot=args.n_boot, progress=not args.json, track=not args.no_tracking)
     except (ConfigError, ValueError) as exc:
         print(f"rolling-calib demo: error: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        data = result.comparison.to_dict()
-        data.update(store=str(result.store), report={k: str(v) for k, v in result.report.items()},
-                    seconds=round(result.seconds, 1), tracking_uri=result.tracking_uri,
-                    tracking_message=result.tracking_message, diagnosis=result.diagnosis.to_dict())
-        print(json.dumps(data, indent=2))
+        print(json.dumps(_json(result), indent=2))
         return 0
-    print()
-    print(result.comparison.format())
-    print()
-    print("Can calibration help here? (rolling-calib diagnose STORE for the full seed-variance split)")
-    for diagnosis in result.diagnosis.pipelines:
-        print(f"  {diagnosis.pipeline}: {diagnosis.verdict}")
-    print()
+    for case in result.cases:
+        _print_case(case)
     print(f"data:   {result.data_dir}{' (generated)' if result.data_built else ' (reused)'}")
-    print(f"store:  {result.store}")
-    print(f"report: {result.report['html']}  (Markdown: {result.report['markdown']})")
-    if result.tracking_uri is not None:
-        print(f"MLflow: {result.tracking_uri} (browse: mlflow ui --backend-store-uri {result.tracking_uri})")
-    if result.tracking_message:  # a repaired tracking database, or why tracking failed
-        print(result.tracking_message)
-    print(f"wall time: {result.seconds:.1f} s")
+    print(f"wall time: {result.seconds:.1f} s ({', '.join(f'{c.case.name} {c.seconds:.0f} s' for c in result.cases)})")
     return 0
+
+
+def _json(result) -> dict:
+    """The first case's comparison at the top (as ``compare --json``), every case under ``cases``."""
+    data = result.comparison.to_dict()
+    data.update(store=str(result.store), report={k: str(v) for k, v in result.report.items()},
+                seconds=round(result.seconds, 1), tracking_uri=result.tracking_uri,
+                tracking_message=result.tracking_message,
+                diagnosis=None if result.diagnosis is None else result.diagnosis.to_dict())
+    data["cases"] = [{
+        "name": c.case.name, "title": c.case.title, "store": str(c.store), "seconds": round(c.seconds, 1),
+        "report": {k: str(v) for k, v in c.report.items()}, "comparison": c.comparison.to_dict(),
+        "diagnosis": None if c.diagnosis is None else c.diagnosis.to_dict(),
+        "learned_label": None if c.learned is None else c.learned.to_dict(),
+        "learned_diagnosis": None if c.learned_diagnosis is None else c.learned_diagnosis.to_dict(),
+    } for c in result.cases]
+    return data
+
+
+def _print_case(case) -> None:
+    """One case: its verdicts and warnings, whether calibration can help, the learned-label re-score, its files."""
+    print(f"\n=== {case.case.title} ===\n")
+    print(case.comparison.format_headline())
+    _print_assessment(case.diagnosis)
+    if case.learned is not None:
+        print("\nRe-scored against the label the models learned (both labels are stored: nothing retrained):\n")
+        print(case.learned.format_headline())
+        _print_assessment(case.learned_diagnosis)
+    print(f"\nstore:  {case.store}  (rolling-calib compare {case.store} for every table"
+          f"{'; --label learn for the learned label' if case.learned is not None else ''})")
+    print(f"report: {case.report['html']}  (Markdown: {case.report['markdown']})")
+    if case.tracking_uri is not None:
+        print(f"MLflow: {case.tracking_uri} (browse: mlflow ui --backend-store-uri {case.tracking_uri})")
+    if case.tracking_message:  # a repaired tracking database, or why tracking failed
+        print(case.tracking_message)
+
+
+def _print_assessment(diagnosis) -> None:
+    if diagnosis is None:
+        return
+    print("\nCan calibration help here? (rolling-calib diagnose STORE for the seed-variance split)")
+    for d in diagnosis.pipelines:
+        print(f"- {d.pipeline}: {d.verdict}")
 
 
 def register(subparsers) -> None:
@@ -56,10 +86,13 @@ def register(subparsers) -> None:
         "demo",
         help="run the whole method on a synthetic market in a few minutes (start here)",
         description=(
-            "Generate the synthetic 25-stock minute market if absent, train a reduced but real rolling "
-            "schedule (2 pipelines x SEEDS seeds x 2 windows, 6 evaluation months, fine-tuning between "
-            "windows) on a local process pool, print the QL-vs-CQL comparison and write the HTML report. "
-            "Re-running reuses the data and completed units."
+            "Generate the synthetic 25-stock minute market if absent and run two cases of a reduced but real "
+            "rolling schedule (2 pipelines x SEEDS seeds x 2 windows, 6 evaluation months, fine-tuning between "
+            "windows) on a local process pool: (1) trained and scored on the raw 10-minute return; (2) trained on "
+            "CSRankNorm labels as Qlib's benchmarks train, scored against the raw return (the scale-mismatch "
+            "warning) and re-scored against the learned label without retraining. Each case prints its verdicts "
+            "(better, worse or undetermined, over seeds and blocks of market time), the warnings and whether "
+            "calibration can help, and writes its HTML report. Re-running reuses the data and completed units."
         ),
         epilog=(f"The experiment files (the repository's workflows/) are installed in {workflows}. "
                 f"Scale up: rolling-calib run {workflows / 'method33.yaml'} --store runs/m33 --workers 8 "
@@ -71,8 +104,11 @@ def register(subparsers) -> None:
                         help="seeds per pipeline (default: the file's rolling.seeds, 10 in the demo file, "
                              "as in docs/method.md §3.3)")
     parser.add_argument("--config", default=None, metavar="YAML",
-                        help=f"experiment file (default {workflows / 'demo.yaml'})")
+                        help=f"run one experiment file instead of the two cases ({workflows / 'demo.yaml'} and "
+                             f"{workflows / 'demo_csrank.yaml'})")
     parser.add_argument("--n-boot", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
     parser.add_argument("--no-tracking", action="store_true", help="do not log the store to MLflow")
-    parser.add_argument("--json", action="store_true", help="print the comparison as JSON (no progress bars)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the comparisons as JSON (the first case's at the top, every case under 'cases'; "
+                             "no progress bars)")
     parser.set_defaults(func=handle)

@@ -1,51 +1,115 @@
-"""The demo: synthetic market -> rolling grid -> comparison -> report, in minutes on a laptop.
+"""The demo: synthetic market -> rolling grid -> verdicts -> report, in minutes on a laptop, in two cases.
 
 :func:`run_demo` does what ``rolling-calib demo`` (the README's main command) does:
 
 1. build the synthetic 25-stock minute market into ``OUT/qlib_data`` if it is absent
    (exactly the months ``workflows/demo.yaml``'s schedule needs);
-2. run the reduced but real schedule of ``workflows/demo.yaml`` (the copy installed with the
-   package, :data:`DEMO_CONFIG`) -- two pipelines x 10 seeds (the file's ``rolling.seeds``)
-   x two 3-month windows (window 1 fine-tunes window 0's model on the new
-   months), six evaluation months -- on a local process pool, into ``OUT/store``;
-3. score it (QL and monthly rolling CQL), compare the pipelines, write the report into
-   ``OUT/report`` and log everything, the report included, to MLflow (``OUT/store/mlflow.db``).
+2. for each of :data:`DEMO_CASES`, run the reduced but real schedule of its workflow -- two
+   pipelines (weight decay 0 vs 1e-2) x 10 seeds (the file's ``rolling.seeds``) x two 3-month
+   windows (window 1 fine-tunes window 0's model on the new months), six evaluation months -- on a
+   local process pool, into its store; score it, give the verdicts and write its report:
 
-Re-running resumes: completed units are reused (the store's config hashes match).
+   * case 1 (``workflows/demo.yaml``, ``OUT/store``, ``OUT/report``): trained and scored on the raw
+     10-minute return (bp);
+   * case 2 (``workflows/demo_csrank.yaml``, ``OUT/store_csrank``, ``OUT/report_csrank``): the same
+     pair trained on Qlib's CSRankNorm label and scored against the raw return, as Qlib's benchmark
+     workflows do -- the scale-mismatch guard names it -- then re-scored against the label the models
+     learned (both labels are stored: no retraining), the honest figure.
+
+Re-running resumes: completed units are reused (the stores' config hashes match).
 
 Usage (minutes of training; ``tests/cli/test_demo_command.py`` runs it at tiny size)::
 
     result = run_demo("demo_out", workers=2)
-    result.report["html"]       # PosixPath('demo_out/report/report.html')
+    [case.store.name for case in result.cases]      # ['store', 'store_csrank']
+    result.cases[1].learned.warnings                 # the learned-label comparison: no scale mismatch
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rolling_calib.config.workflows import packaged_workflow
 
-__all__ = ["DEMO_CONFIG", "DemoResult", "ensure_demo_data", "run_demo"]
+__all__ = ["DEMO_CASES", "DEMO_CONFIG", "CaseResult", "DemoCase", "DemoResult", "ensure_demo_data", "run_demo"]
 
-#: The demo's experiment file: ``workflows/demo.yaml`` as installed with the package (importlib.resources).
+#: The demo's first experiment file: ``workflows/demo.yaml`` as installed with the package (importlib.resources).
 DEMO_CONFIG = packaged_workflow("demo.yaml")
+
+
+@dataclass(frozen=True)
+class DemoCase:
+    """One case of the demo: its workflow file and where its store and report go (under the demo's directory)."""
+
+    name: str
+    title: str
+    config: Path
+    store: str
+    report: str
+
+
+#: The demo's two cases (see the module docstring).
+DEMO_CASES = (
+    DemoCase("raw_label", "Case 1: trained and scored on the raw 10-minute return (bp)", DEMO_CONFIG, "store", "report"),
+    DemoCase("normalised_label", "Case 2: trained on CSRankNorm labels (as Qlib's benchmarks), scored against the raw "
+             "return", packaged_workflow("demo_csrank.yaml"), "store_csrank", "report_csrank"),
+)
+
+
+@dataclass
+class CaseResult:
+    """What one case produced: its store, comparison, diagnosis and report, and (when the models learned a
+    processed label) the comparison re-scored against that learned label."""
+
+    case: DemoCase
+    store: Path
+    comparison: object  # rolling_calib.analysis.comparison.StoreComparison
+    report: dict[str, Path]
+    diagnosis: object = None  # rolling_calib.analysis.diagnostics.StoreDiagnosis
+    learned: object = None  # StoreComparison against the learned label, when it differs from the raw one
+    learned_diagnosis: object = None
+    tracking_uri: str | None = None
+    tracking_message: str | None = None
+    seconds: float = 0.0
 
 
 @dataclass
 class DemoResult:
-    """What the demo produced."""
+    """What the demo produced: its data and one :class:`CaseResult` per case (``store``, ``comparison``,
+    ``report``, ``diagnosis``, ``tracking_uri`` and ``tracking_message`` are the first case's)."""
 
     data_dir: Path
-    store: Path
-    comparison: object  # rolling_calib.analysis.comparison.StoreComparison
-    report: dict[str, Path]
+    cases: list[CaseResult]
     seconds: float
     data_built: bool
-    tracking_uri: str | None = None
-    tracking_message: str | None = None
-    diagnosis: object = None  # rolling_calib.analysis.diagnostics.StoreDiagnosis
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def store(self) -> Path:
+        return self.cases[0].store
+
+    @property
+    def comparison(self) -> object:
+        return self.cases[0].comparison
+
+    @property
+    def report(self) -> dict[str, Path]:
+        return self.cases[0].report
+
+    @property
+    def diagnosis(self) -> object:
+        return self.cases[0].diagnosis
+
+    @property
+    def tracking_uri(self) -> str | None:
+        return self.cases[0].tracking_uri
+
+    @property
+    def tracking_message(self) -> str | None:
+        return self.cases[0].tracking_message
 
 
 def ensure_demo_data(data_dir: Path, *, config: Path = DEMO_CONFIG, seed: int = 0, progress: bool = True) -> bool:
@@ -69,7 +133,7 @@ def run_demo(
     *,
     workers: int = 2,
     seeds: int | None = None,
-    config: str | Path = DEMO_CONFIG,
+    cases: Sequence[DemoCase] = DEMO_CASES,
     n_boot: int = 2000,
     progress: bool = True,
     track: bool = True,
@@ -79,40 +143,67 @@ def run_demo(
     Parameters
     ----------
     out_dir : path
-        Receives ``qlib_data/``, ``store/`` and ``report/``.
+        Receives ``qlib_data/`` and each case's store and report.
     workers : int
         Local worker processes (one torch thread each).
     seeds : int, optional
         Seeds per pipeline, >= 2 for a standard deviation (default: the file's ``rolling.seeds``,
         10 in ``workflows/demo.yaml`` as in docs/method.md §3.3).
-    config : path
-        The experiment file (default :data:`DEMO_CONFIG`, the packaged ``workflows/demo.yaml``).
+    cases : sequence of DemoCase
+        The cases to run (default :data:`DEMO_CASES`); the first case's file sizes the data.
     n_boot : int
-        Bootstrap resamples of the pairwise-accuracy intervals.
+        Bootstrap resamples of the intervals.
     progress : bool
         Progress bars for data generation and units.
     track : bool
-        Log the store to MLflow (``OUT/store/mlflow.db``).
+        Log each store to MLflow (``STORE/mlflow.db``).
     """
+    if seeds is not None and seeds < 2:
+        raise ValueError(f"seeds: expected >= 2 (a spread needs two runs), found {seeds}")
+    if not cases:
+        raise ValueError("cases: expected at least one demo case, found none")
+    t0 = time.perf_counter()
+    out = Path(out_dir).resolve()
+    data_dir = out / "qlib_data"
+    built = ensure_demo_data(data_dir, config=Path(cases[0].config), progress=progress)
+    results = [_run_case(case, out, data_dir, workers=workers, seeds=seeds, n_boot=n_boot, progress=progress,
+                         track=track) for case in cases]
+    return DemoResult(data_dir=data_dir, cases=results, seconds=time.perf_counter() - t0, data_built=built,
+                      settings={"workers": workers, "n_boot": n_boot, "seeds": seeds})
+
+
+def _run_case(case: DemoCase, out: Path, data_dir: Path, *, workers: int, seeds: int | None, n_boot: int,
+              progress: bool, track: bool) -> CaseResult:
+    """Train, score, compare and report one case; re-score against the learned label when it differs."""
     from rolling_calib.config import load_experiment
     from rolling_calib.execution.factory import ExecutorOptions
     from rolling_calib.experiment.flow import CompareOptions, RunOptions, run_experiment
 
-    if seeds is not None and seeds < 2:
-        raise ValueError(f"seeds: expected >= 2 (a spread needs two runs), found {seeds}")
     t0 = time.perf_counter()
-    out = Path(out_dir).resolve()
-    data_dir = out / "qlib_data"
-    built = ensure_demo_data(data_dir, config=Path(config), progress=progress)
-    experiment = load_experiment(config, overrides={"qlib_init.provider_uri": str(data_dir)})
+    experiment = load_experiment(case.config, overrides={"qlib_init.provider_uri": str(data_dir)})
     if seeds is None and len(experiment.rolling.seeds) < 2:
-        raise ValueError(f"{config}: rolling.seeds: expected >= 2 seeds (a spread needs two runs), "
+        raise ValueError(f"{case.config}: rolling.seeds: expected >= 2 seeds (a spread needs two runs), "
                          f"found {len(experiment.rolling.seeds)}")
     outcome = run_experiment(experiment, RunOptions(
-        store=out / "store", seeds=seeds, progress=progress, track=track, compare=CompareOptions(n_boot=n_boot),
-        report=out / "report", executor=ExecutorOptions(workers=workers, threads=1)))
-    return DemoResult(
-        data_dir=data_dir, store=outcome.plan.store, comparison=outcome.comparison, report=outcome.report or {},
-        seconds=time.perf_counter() - t0, data_built=built, tracking_uri=outcome.tracking_uri,
-        tracking_message=outcome.tracking_message, diagnosis=outcome.diagnosis,
-    )
+        store=out / case.store, seeds=seeds, progress=progress, track=track, compare=CompareOptions(n_boot=n_boot),
+        report=out / case.report, executor=ExecutorOptions(workers=workers, threads=1)))
+    learned, learned_diagnosis = _learned(outcome, n_boot=n_boot, progress=progress)
+    return CaseResult(case=case, store=outcome.plan.store, comparison=outcome.comparison, report=outcome.report or {},
+                      diagnosis=outcome.diagnosis, learned=learned, learned_diagnosis=learned_diagnosis,
+                      tracking_uri=outcome.tracking_uri, tracking_message=outcome.tracking_message,
+                      seconds=time.perf_counter() - t0)
+
+
+def _learned(outcome, *, n_boot: int, progress: bool) -> tuple[object, object]:
+    """The comparison and diagnosis against the learned label, when the models learned a processed one."""
+    from rolling_calib.analysis.comparison import compare_store
+    from rolling_calib.analysis.diagnostics import diagnose_store
+    from rolling_calib.analysis.scoring import score_store
+
+    scores = outcome.scores
+    if scores is None or scores.label.kind == "learn" or all(
+            lab.unit != "normalised" for lab in scores.learned_labels.values()):
+        return None, None
+    learned = score_store(outcome.plan.store, calibration=scores.calibration, label="learn",
+                          pipelines=scores.pipelines, progress=progress)
+    return compare_store(learned, n_boot=n_boot), diagnose_store(outcome.plan.store, scores=learned, n_boot=n_boot)

@@ -38,7 +38,8 @@ def test_demo_generates_data_runs_two_workers_and_reports(tmp_path, capsys):
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "(generated)" in text and "wall time:" in text
-    assert "Acc CQL" in text and "wd0" in text and "wd1e-2" in text
+    assert text.index("Verdicts at 95%") < text.index("Can calibration help here?")   # the answer first
+    assert "wd0" in text and "wd1e-2" in text
     assert "Can calibration help here?" in text and "CQL's seed std is" in text  # the assessment, per pipeline
     assert (out / "qlib_data" / "calendars" / "1min.txt").read_text().startswith("2018-01-02 09:30:00")
     html = (out / "report" / "report.html").read_text()
@@ -53,8 +54,9 @@ def test_demo_generates_data_runs_two_workers_and_reports(tmp_path, capsys):
     assert main(args[:-2] + ["--n-boot", "100", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert {p["pipeline"] for p in again["pipelines"]} == {"wd0", "wd1e-2"}
-    for row in again["pipelines"]:
-        assert sig(row["cql_mean"]) in text
+    for pair in again["pairs"]:
+        assert sig(pair["verdicts"]["ql"]["difference"]) in text       # the same verdicts, the units reused
+    assert [c["name"] for c in again["cases"]] == ["custom"]
 
 
 def test_demo_help_reads_well(capsys):
@@ -62,3 +64,26 @@ def test_demo_help_reads_well(capsys):
         main(["demo", "--help"])
     out = capsys.readouterr().out
     assert "--workers" in out and "--seeds" in out and "synthetic" in out
+
+
+@pytest.mark.slow
+def test_the_two_cases_name_the_scale_mismatch_and_rescore_the_learned_label(tmp_path):
+    """Case 2 trains on CSRankNorm labels: scored raw, the guard fires; re-scored learned (no retraining), it does not."""
+    from rolling_calib.experiment.demo import DemoCase, run_demo
+
+    tiny = _tiny_demo_config(tmp_path)
+    doc = yaml.safe_load(tiny.read_text())
+    doc["task"]["dataset"]["kwargs"]["handler"]["kwargs"]["learn_processors"] = [
+        {"class": "DropnaLabel"}, {"class": "CSRankNorm", "kwargs": {"fields_group": "label"}}]
+    rank = tmp_path / "tiny_rank.yaml"
+    rank.write_text(yaml.safe_dump(doc))
+    cases = (DemoCase("raw_label", "case 1", tiny, "store", "report"),
+             DemoCase("normalised_label", "case 2", rank, "store_csrank", "report_csrank"))
+    result = run_demo(tmp_path / "out", workers=1, seeds=2, cases=cases, n_boot=100, progress=False, track=False)
+    first, second = result.cases
+    kinds = [{w.kind for w in c.comparison.warnings} for c in result.cases]
+    assert "scale_mismatch" not in kinds[0] and "scale_mismatch" in kinds[1]
+    assert first.learned is None                        # learned == raw: nothing to re-score
+    assert second.learned is not None and second.learned.label.kind == "learn"
+    assert "scale_mismatch" not in {w.kind for w in second.learned.warnings}
+    assert (tmp_path / "out" / "report_csrank" / "report.html").is_file()

@@ -354,11 +354,11 @@ def test_cli_run_exits_2_on_a_feature_learn_processor(tiny_data, tmp_path, capsy
     assert not (tmp_path / "store").exists(), "nothing may be written before the config is valid"
 
 
-def test_minute_csranknorm_workflow_is_the_demo_on_rank_labels(tiny_data):
+def test_demo_csrank_workflow_is_the_demo_on_rank_labels(tiny_data):
     over = {"qlib_init.provider_uri": str(tiny_data)}
-    cfg = load_experiment(WORKFLOWS / "minute_csranknorm.yaml", overrides=over, check_store=False)
+    cfg = load_experiment(WORKFLOWS / "demo_csrank.yaml", overrides=over, check_store=False)
     demo = load_experiment(WORKFLOWS / "demo.yaml", overrides=over, check_store=False)
-    assert list(cfg.pipelines) == list(demo.pipelines) and cfg.rolling.label == "learn"
+    assert list(cfg.pipelines) == list(demo.pipelines) and cfg.rolling.label == "raw"   # scored raw, as Qlib keeps it
     handler = cfg.pipeline_task("wd0")["dataset"]["kwargs"]["handler"]["kwargs"]
     assert handler["learn_processors"] == [{"class": "DropnaLabel"},
                                            {"class": "CSRankNorm", "kwargs": {"fields_group": "label"}}]
