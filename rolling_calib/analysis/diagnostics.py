@@ -497,13 +497,30 @@ def _order_check(store: Path, scores: StoreScores, names: Sequence[str], pairs: 
             where = "the learned label"
         except MissingLabelError:
             notes.append("the store holds no learned label: the held-out ordering check uses the raw label")
+    determined = _determined_pairs(learned, pairs, seed=seed)
+    if not determined:
+        return None, (f"the ground truth (QL on {where}) does not separate the compared pair(s) at 95%: there is no "
+                      f"ordering to keep")
     values = {n: learned.scores_of(n) for n in names}
-    table = split_seed_agreement(values, list(pairs), metrics=["ql_scored", "cql"], ground_truth="ql", seed=seed)
+    table = split_seed_agreement(values, determined, metrics=["ql_scored", "cql"], ground_truth="ql", seed=seed)
     conc = dict(zip(table["metric"], table["split_concordance"]))
     keeps = bool(conc["cql"] >= conc["ql_scored"])
     detail = (f"on held-out seeds ({where}, {int(table['n_splits'].iloc[0])} random halves) CQL orders the "
-              f"{len(pairs)} pair(s) like the ground truth {conc['cql']:.0%} of the time, QL 2..K {conc['ql_scored']:.0%}")
+              f"{len(determined)} pair(s) the ground truth separates like it {conc['cql']:.0%} of the time, "
+              f"QL 2..K {conc['ql_scored']:.0%}")
     return keeps, detail
+
+
+def _determined_pairs(scores: StoreScores, pairs: Sequence[tuple[str, str]], *, seed: int) -> list[tuple[str, str]]:
+    """The pairs whose QL verdict (seeds and blocks of time, 95%) is determined on these scores."""
+    from rolling_calib.analysis.verdicts import decide_pair
+
+    out = []
+    for a, b in pairs:
+        verdicts = decide_pair(scores.days, a, b, label=scores.label, n_boot=500, seed=seed, metrics=("ql",))
+        if verdicts.ground_truth_determined:
+            out.append((a, b))
+    return out
 
 
 def diagnose_store(
@@ -570,7 +587,8 @@ def diagnose_store(
     keeps, detail = _order_check(store, scores, diagnosed, pairs or scores.compare, seed=seed, notes=notes)
     scale = {n: text for n, (_, text) in scale_findings(scores.days, diagnosed, scores.label,
                                                            scores.learned_labels).items()}
-    checks = _StoreChecks(keeps, detail if keeps is not None else "", scale, confidence, n_boot, seed)
+    checks = _StoreChecks(keeps, detail if keeps is not None else f"the ordering was not checked: {detail}", scale,
+                          confidence, n_boot, seed)
     if keeps is None:
         notes.append(f"calibration's ordering on held-out seeds was not checked: {detail}")
     done = [_diagnose_pipeline(store, name, scores, manifest, notes, checks) for name in diagnosed]

@@ -608,8 +608,8 @@ def assess_calibration(*, removable: float, removed: float, ratio: StdRatio, kee
             "Calibration does not clearly help here"
         return CalibrationAssessment(False, head, reasons, narrows, keeps_order)
     if keeps_order is None:
-        return CalibrationAssessment(None, "Calibration narrows the seed spread here; whether it keeps the ground "
-                                     "truth's ordering is not checked", reasons, narrows, keeps_order)
+        return CalibrationAssessment(None, "Calibration narrows the seed spread here, but whether it keeps the ground "
+                                     "truth's ordering cannot be checked on these runs", reasons, narrows, keeps_order)
     if not keeps_order:
         return CalibrationAssessment(False, "Calibration narrows the seed spread but orders the pipelines worse than "
                                      "QL on held-out seeds", reasons, narrows, keeps_order)

@@ -51,27 +51,36 @@ def _month_table(frame: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def test_a_large_seed_bias_is_removed_but_so_is_the_only_difference(diagnosis):
-    """'wild' differs from 'flat' only by its seeds' output bias: CQL removes the seed spread *and* the
-    difference the ground truth sees (docs/method.md §4), and the held-out check says so."""
+def test_a_large_seed_bias_is_removed_but_the_order_cannot_be_checked(diagnosis):
+    """5 seeds with a bias sd of 3: CQL removes most of the seed spread; QL cannot tell wild from flat at 95%,
+    so there is no ordering to keep, and the assessment says so instead of claiming a gain."""
     wild = diagnosis.of("wild")
     assert wild.removable > 0.9 and wild.removed > 0.9
     assert wild.split.frac_bias > 0.9
     assert wild.assessment.narrows and wild.std_ratio.ci_high < 1
-    assert wild.assessment.keeps_order is False and wild.assessment.helps is False
-    assert wild.verdict.startswith("Calibration narrows the seed spread but orders the pipelines worse than QL")
-    assert f"it removed {wild.removed * 100:.0f}%" in wild.verdict
-    assert "CQL orders the 1 pair(s) like the ground truth 0% of the time, QL 2..K 100%" in wild.verdict
+    assert wild.assessment.keeps_order is None and wild.assessment.helps is None
+    assert "cannot be checked on these runs" in wild.verdict and "there is no ordering to keep" in wild.verdict
     assert wild.components.dominant == "offset" and "could remove at most 9" in wild.verdict
     assert wild.persistence.corr_within > 0.9 and wild.persistence.corr_across > 0.9
     assert wild.persistence.previous_predicts
 
 
-def test_calibration_helps_when_the_pipelines_differ_beyond_their_bias(tmp_path):
-    """Seeds with a large output bias, pipelines that differ in their noise: CQL narrows and keeps the order."""
+def test_calibration_erases_a_difference_that_is_only_a_bias(tmp_path):
+    """'biased' differs from 'plain' only by its seeds' output bias (16 seeds: QL separates them): CQL narrows the
+    seeds and erases the very difference the ground truth sees (docs/method.md §4); the held-out check says so."""
     store = tmp_path / "store"
-    write_fake_store(store, pipelines={"sharp": {"bias_sd": 3.0, "noise": 1.0}, "blunt": {"bias_sd": 3.0, "noise": 2.0}},
-                     seeds=6, rng_seed=1)
+    write_fake_store(store, pipelines={"plain": {"bias_sd": 0.0, "noise": 1.0}, "biased": {"bias_sd": 2.0, "noise": 1.0}},
+                     seeds=16, rng_seed=0)
+    d = diagnose_store(store, n_boot=500).of("biased")
+    assert d.assessment.narrows and d.assessment.keeps_order is False and d.assessment.helps is False
+    assert d.verdict.startswith("Calibration narrows the seed spread but orders the pipelines worse than QL")
+
+
+def test_calibration_helps_when_the_pipelines_differ_beyond_their_bias(tmp_path):
+    """Seeds with an output bias, pipelines that differ in their noise: CQL narrows and keeps the order."""
+    store = tmp_path / "store"
+    write_fake_store(store, pipelines={"sharp": {"bias_sd": 1.0, "noise": 1.0}, "blunt": {"bias_sd": 1.0, "noise": 2.0}},
+                     seeds=8, rng_seed=1)
     d = diagnose_store(store, n_boot=500)
     for p in d.pipelines:
         assert p.assessment.helps is True, p.verdict

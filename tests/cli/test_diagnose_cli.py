@@ -31,9 +31,9 @@ def test_diagnose_json(store, capsys):
     by_name = {p["pipeline"]: p for p in out["pipelines"]}
     assert set(by_name) == {"wild", "flat"}
     wild, flat = by_name["wild"], by_name["flat"]
-    # wild differs from flat only by its seeds' output bias: CQL narrows the seeds and erases the difference
-    assert wild["verdict"].startswith("Calibration narrows the seed spread but orders the pipelines worse than QL")
-    assert wild["assessment"]["narrows"] is True and wild["assessment"]["keeps_order"] is False
+    # wild differs from flat only by its seeds' output bias; with 5 seeds QL cannot order them at 95%
+    assert wild["verdict"].startswith("Calibration narrows the seed spread here, but whether it keeps")
+    assert wild["assessment"]["narrows"] is True and wild["assessment"]["keeps_order"] is None
     assert flat["verdict"].startswith("Calibration does not") and flat["assessment"]["helps"] is False
     assert wild["removable"] > 0.9 and flat["removable"] < 0.25
     split = wild["variance_split"]
