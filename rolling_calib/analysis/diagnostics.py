@@ -585,8 +585,8 @@ def diagnose_store(
         raise ValueError(f"{store}: no pipeline has 2 complete runs to diagnose ({'; '.join(skipped) or 'none scored'})")
     pairs = _diagnosed_pairs(scores, diagnosed, pairs)
     keeps, detail = _order_check(store, scores, diagnosed, pairs or scores.compare, seed=seed, notes=notes)
-    scale = {n: text for n, (_, text) in scale_findings(scores.days, diagnosed, scores.label,
-                                                           scores.learned_labels).items()}
+    scale = {n: text.split(": ", 1)[0] + " (the scale_mismatch warning has the measurements)"
+             for n, (_, text) in scale_findings(scores.days, diagnosed, scores.label, scores.learned_labels).items()}
     checks = _StoreChecks(keeps, detail if keeps is not None else f"the ordering was not checked: {detail}", scale,
                           confidence, n_boot, seed)
     if keeps is None:

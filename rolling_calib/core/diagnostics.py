@@ -596,7 +596,8 @@ def assess_calibration(*, removable: float, removed: float, ratio: StdRatio, kee
     if order_detail:
         reasons.append(order_detail)
     if scale_mismatch:
-        reasons.insert(0, f"{scale_mismatch}; CQL's narrower spread there is a units artefact, not evidence")
+        reasons.insert(0, f"{scale_mismatch}; whatever CQL does to the seed spread there is a units artefact, not "
+                          f"evidence")
         return CalibrationAssessment(False, "Calibration cannot be shown to help here: predictions and labels are "
                                      "on different scales", reasons, narrows, keeps_order)
     if narrows is None:
