@@ -136,6 +136,9 @@ def analyse(cell: Cell, store: Path, *, n_boot: int) -> list[dict]:
                                  "ci_low": v.ci_low, "ci_high": v.ci_high, "dominant": v.dominant_uncertainty}
                              for m, v in pv.verdicts.items()},
                 "ground_truth_determined": pv.ground_truth_determined,
+                "in_sample": {m: {"accuracy": pair.accuracies[m].accuracy, "low": pair.accuracies[m].ci_low,
+                                  "high": pair.accuracies[m].ci_high} for m in ("ql", "cql")},
+                "accuracies_hidden": comparison.accuracies_shown(pair),
                 "ic": {n: float(summary.loc[n, "ic_mean"]) for n in (pair.better, pair.worse)},
                 "warnings": sorted({w.kind for w in comparison.warnings}),
             })
@@ -170,13 +173,41 @@ def markdown(rows: list[dict]) -> str:
                                "CQL verdict", "IC", "guards", "calibration helps"], style="markdown")
 
 
-def _write_doc(doc: Path, table: str) -> None:
+#: The source's reported pairwise accuracies, QL -> CQL (docs/method.md §3.3), by our pipeline names.
+SOURCE_REPORTED = {("h32", "h64"): ("hidden 32 vs 64", "69%", "76%"), ("h64", "h32"): ("hidden 32 vs 64", "69%", "76%"),
+                   ("h64", "l3"): ("layers 3 vs 2", "93%", "99%"), ("l3", "h64"): ("layers 3 vs 2", "93%", "99%")}
+
+
+def source_table(rows: list[dict]) -> str:
+    """The source's reported accuracies beside ours for the same pairs (the source cells only)."""
+    from rolling_calib.core.tables import format_table
+
+    body = []
+    for r in rows:
+        key = tuple(r["pair"])
+        if not r["cell"].startswith("source_") or key not in SOURCE_REPORTED:
+            continue
+        name, src_ql, src_cql = SOURCE_REPORTED[key]
+        ins, held = r["in_sample"], r["held_out"]
+        hidden = r.get("accuracies_hidden")
+        acc = ("not shown (" + hidden + ")") if hidden else \
+            f"{_f(ins['ql']['accuracy'])} -> {_f(ins['cql']['accuracy'])}"
+        body.append([r["frequency"], r["normalisation"], r["label"], name, f"{src_ql} -> {src_cql}", acc,
+                     f"{_f(held['ql']['accuracy'])} -> {_f(held['cql']['accuracy'])}",
+                     r["verdicts"].get("ql", {}).get("winner") or "undetermined",
+                     "; ".join(f"{n} {_f(v['ratio'])}" for n, v in r["std_ratio"].items())])
+    return format_table(body, ["frequency", "label normalisation", "label scored", "pair", "source: Acc QL -> CQL",
+                               "ours: Acc QL -> CQL (all seeds)", "ours: held-out QL -> CQL", "QL verdict",
+                               "CQL/QL seed std"], style="markdown")
+
+
+def _write_doc(doc: Path, table: str, begin: str = BEGIN, end: str = END) -> None:
     text = doc.read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{doc}: expected the markers {BEGIN} and {END}")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    doc.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}", encoding="utf-8")
+    if begin not in text or end not in text:
+        raise SystemExit(f"{doc}: expected the markers {begin} and {end}")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    doc.write_text(f"{head}{begin}\n{table}\n{end}{tail}", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,9 +251,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = [r for c in CELLS for r in results["cells"].get(c.name, {}).get("rows", [])]
     table = markdown(rows)
     (args.out / "regime_map.md").write_text(table + "\n")
+    sources = source_table(rows)
+    (args.out / "source_table.md").write_text(sources + "\n")
     if args.doc is not None:
         _write_doc(args.doc, table)
+        _write_doc(args.doc, sources, "<!-- source-table:begin -->", "<!-- source-table:end -->")
     print(table)
+    print()
+    print(sources)
     return 0
 
 
