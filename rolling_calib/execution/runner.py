@@ -30,6 +30,7 @@ import copy
 import dataclasses
 import hashlib
 import os
+import sys
 import time
 import warnings
 from collections.abc import Sequence
@@ -45,10 +46,21 @@ from rolling_calib.execution import store as st
 from rolling_calib.execution.lock import StoreLock, clean_orphan_temporaries
 from rolling_calib.config.experiment import ExperimentConfig
 from rolling_calib.core.fingerprint import stable_hash
-from rolling_calib.qlib_adapter.session import store_calendar
+from rolling_calib.core.validation import ConfigError
+from rolling_calib.qlib_adapter.session import store_calendar, store_freq
 from rolling_calib.qlib_adapter.records import RecorderSpec
-from rolling_calib.qlib_adapter.training import check_runner_contract, train_window, train_window_stack, window_task
+from rolling_calib.qlib_adapter.task_spec import import_class
+from rolling_calib.qlib_adapter.training import (
+    base_model_path,
+    check_runner_contract,
+    train_window,
+    train_window_stack,
+    unit_task,
+    window_task,
+)
+from rolling_calib.qlib_adapter.zoo import check_validation_rows, check_zoo_task, model_traits, pretrained_base
 from rolling_calib.execution.executors import Executor, UnitKey, UnitTask
+from rolling_calib.execution.unit_log import attach_log, unit_log
 from rolling_calib.execution.units import StackKey
 from rolling_calib.core.schedule import CoverageError, Window, check_coverage
 
@@ -98,7 +110,10 @@ class RunPlan:
     experiment : dict
         The validated experiment (recorded in the manifest).
     data : dict
-        Data identity of the minute store.
+        Data identity of the store (and of a second-frequency store, ``other_stores``).
+    notes : tuple of str
+        What the runner decided for this plan: a workflow's own seed taken as seed 0, a
+        compatibility class, a pretrained base model, extra segments (printed before the run).
     """
 
     store: Path
@@ -112,6 +127,7 @@ class RunPlan:
     data: dict
     label: str = "raw"  # rolling.label: test labels raw (DK_R) or learn-processed (DK_L)
     stack_seeds: int = 1  # rolling.stack_seeds: seeds of a window trained as one stack (fixed groups of seeds)
+    notes: tuple[str, ...] = ()  # what the runner decided for this plan (printed before the run, kept in its summary)
 
     def pipeline(self, name: str) -> PipelinePlan:
         """The plan of pipeline ``name``."""
@@ -161,11 +177,13 @@ class RunSummary:
     stale_moved: int
     seconds: float
     results: dict[UnitKey, UnitResult] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # the plan's notes (:attr:`RunPlan.notes`)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly summary (for ``rolling-calib run --json``)."""
         return {
             "store": str(self.store),
+            "notes": list(self.notes),
             "units_ran": self.ran,
             "units_skipped": self.skipped,
             "stale_units_moved": self.stale_moved,
@@ -252,28 +270,26 @@ def plan_run(
         raise ValueError(f"--pipelines: unknown pipeline(s) {', '.join(unknown)}; known: {', '.join(config.pipelines)}")
     if not names:
         raise ValueError("--pipelines: expected at least one pipeline")
-    if seeds is None:
-        seed_list = tuple(config.rolling.seeds)
-    elif isinstance(seeds, int):
-        if seeds < 1:
-            raise ValueError(f"--seeds: expected a count >= 1, found {seeds}")
-        seed_list = tuple(range(seeds))
-    else:
-        seed_list = tuple(int(s) for s in seeds)
-        if not seed_list or min(seed_list) < 0 or len(set(seed_list)) != len(seed_list):
-            raise ValueError(f"seeds: expected distinct non-negative seeds, found {list(seeds)}")
+    where = str(config.path) if config.path else "experiment"
+    seed_list, notes = _seed_list(config, names, seeds, where)
     if n_threads < 1:
         raise ValueError(f"n_threads: expected >= 1, found {n_threads}")
     label = getattr(config.rolling, "label", "raw")
     stack_seeds = int(getattr(config.rolling, "stack_seeds", 1))
-    where = str(config.path) if config.path else "experiment"
     for name in dict.fromkeys(names):  # before the calendar is read: refusals come in well under a second
         check_runner_contract(config.pipeline_task(name), mode=config.rolling.mode, label=label,
                               stack_seeds=stack_seeds, where=f"{where}: pipelines.{name}")
+        notes += [f"{name}: {note}" for note in check_zoo_task(config.pipeline_task(name), f"{where}: pipelines.{name}")]
     calendar = store_calendar(config.qlib_init)
     windows = tuple(config.rolling.windows(calendar))
+    for name in dict.fromkeys(names):  # knowable before training: each window's task, validation rows vs a batch
+        task = config.pipeline_task(name)
+        applied = [unit_task(task, w, seed=seed_list[0], n_threads=n_threads, where=f"{where}: pipelines.{name}")[1]
+                   for w in windows]
+        notes += [f"{name}: {applied[0]['compat']}"] if "compat" in applied[0] else []
+        check_validation_rows(task, windows, freq=store_freq(config.qlib_init), where=f"{where}: pipelines.{name}")
     market = config.task["dataset"].get("kwargs", {}).get("handler", {}).get("kwargs", {}).get("instruments")
-    data = st.data_identity(config.store_dir, instruments=[market] if isinstance(market, str) else ())
+    data = _data_identity(config, market)
     experiment = config.to_dict()
     plans = []
     for name in dict.fromkeys(names):
@@ -291,7 +307,62 @@ def plan_run(
         data=data,
         label=label,
         stack_seeds=stack_seeds,
+        notes=tuple(dict.fromkeys(notes)),
     )
+
+
+def _data_identity(config: ExperimentConfig, market: Any) -> dict:
+    """The store's data identity; a multi-frequency ``provider_uri``'s other stores under ``other_stores``."""
+    instruments = [market] if isinstance(market, str) else ()
+    data = st.data_identity(config.store_dir, instruments=instruments)
+    others = {freq: path for freq, path in config.qlib_init["provider_uri"].items() if Path(path) != config.store_dir}
+    if others:
+        data["other_stores"] = {freq: st.data_identity(Path(path), instruments=instruments)
+                                for freq, path in others.items()}
+    return data
+
+
+def _written_seed(task: dict, where: str) -> tuple[str, int] | None:
+    """``(argument, value)`` of the seed a task's model writes itself (TabNet's ``seed: 993``), or ``None``."""
+    param = model_traits(import_class(dict(task["model"]), "task.model", where)).seed_param
+    value = task["model"].get("kwargs", {}).get(param) if param else None
+    return (param, value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _seed_list(config: ExperimentConfig, names: Sequence[str], seeds: int | Sequence[int] | None,
+               where: str) -> tuple[tuple[int, ...], list[str]]:
+    """The run's seeds and a note on the workflow's own seed.
+
+    ``N`` seeds (``rolling.seeds: N`` or ``--seeds N``) are ``0..N-1``, or ``S..S+N-1`` when the
+    workflow's model writes its own seed ``S`` (seed 0 of the rolling seeds is the workflow's own:
+    TabNet's ``seed: 993`` gives 993, 994, ...). An explicit list is used as given, and replaces the
+    written seed (said in the note). Pipelines that write different seeds are refused: the rolling
+    seeds replace the model's seed in every unit.
+    """
+    if seeds is None:
+        seed_list = tuple(config.rolling.seeds)
+    elif isinstance(seeds, int):
+        if seeds < 1:
+            raise ValueError(f"--seeds: expected a count >= 1, found {seeds}")
+        seed_list = tuple(range(seeds))
+    else:
+        seed_list = tuple(int(s) for s in seeds)
+        if not seed_list or min(seed_list) < 0 or len(set(seed_list)) != len(seed_list):
+            raise ValueError(f"seeds: expected distinct non-negative seeds, found {list(seeds)}")
+    written = {name: _written_seed(config.pipeline_task(name), where) for name in dict.fromkeys(names)}
+    if len(set(written.values())) > 1:
+        raise ConfigError(f"{where}: pipelines write different model seeds ({', '.join(f'{n}: {w}' for n, w in written.items())}); "
+                          "every unit's seed is a rolling seed: set rolling.seeds (or --seeds) instead")
+    own = next(iter(written.values()), None)
+    if own is None:
+        return seed_list, []
+    param, value = own
+    if seed_list == tuple(range(len(seed_list))):
+        seed_list = tuple(value + i for i in range(len(seed_list)))
+        return seed_list, [f"the workflow's own seed (task.model.kwargs.{param}: {value}) is seed 0 of the rolling "
+                           f"seeds: {', '.join(map(str, seed_list))}"]
+    return seed_list, [f"the workflow's own seed (task.model.kwargs.{param}: {value}) is replaced by the rolling seeds "
+                       f"{', '.join(map(str, seed_list))}"]
 
 
 # --------------------------------------------------------------------------- one unit
@@ -367,11 +438,16 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
     t0 = time.perf_counter()
     paths = st.unit_paths(plan.store, key)
     warm_start, start_from = _warm_start(plan, key)
-    task = window_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
-                       n_threads=plan.n_threads)
-    trained = train_window(plan.qlib_init, task, warm_start=warm_start, checkpoint=paths.checkpoint, seed=key.seed,
-                           label=plan.label, recorder=_recorder_spec(plan, key))
-    return _store_unit(plan, key, task=task, trained=trained, start_from=start_from, t0=t0)
+    task, applied = unit_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
+                              n_threads=plan.n_threads)
+    try:
+        with unit_log(paths.log):
+            trained = train_window(plan.qlib_init, task, warm_start=warm_start, checkpoint=paths.checkpoint,
+                                   seed=key.seed, label=plan.label, recorder=_recorder_spec(plan, key),
+                                   threads=plan.n_threads)
+    except Exception as exc:
+        raise attach_log(exc, paths.log)
+    return _store_unit(plan, key, task=task, trained=trained, start_from=start_from, t0=t0, applied=applied)
 
 
 def execute_stack(plan: RunPlan, stack: StackKey) -> tuple[UnitResult, ...]:
@@ -384,18 +460,25 @@ def execute_stack(plan: RunPlan, stack: StackKey) -> tuple[UnitResult, ...]:
     t0 = time.perf_counter()
     keys = stack.units()
     starts = [_warm_start(plan, key) for key in keys]
-    tasks = [window_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
-                         n_threads=plan.n_threads) for key in keys]
-    trained = train_window_stack(
-        plan.qlib_init, tasks,
-        warm_starts=[warm for warm, _ in starts],
-        checkpoints=[st.unit_paths(plan.store, key).checkpoint for key in keys],
-        seeds=list(stack.seeds),
-        label=plan.label,
-        recorders=[_recorder_spec(plan, key) for key in keys],
-    )
-    results = [_store_unit(plan, key, task=task, trained=one, start_from=start_from, t0=t0, seed_stack=stack.seeds)
-               for key, task, one, (_, start_from) in zip(keys, tasks, trained, starts)]
+    units = [unit_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
+                       n_threads=plan.n_threads) for key in keys]
+    log = st.unit_paths(plan.store, keys[0]).log  # the stack's output: one log, beside its first unit
+    try:
+        with unit_log(log):
+            trained = train_window_stack(
+                plan.qlib_init, [task for task, _ in units],
+                warm_starts=[warm for warm, _ in starts],
+                checkpoints=[st.unit_paths(plan.store, key).checkpoint for key in keys],
+                seeds=list(stack.seeds),
+                label=plan.label,
+                recorders=[_recorder_spec(plan, key) for key in keys],
+                threads=plan.n_threads,
+            )
+    except Exception as exc:
+        raise attach_log(exc, log)
+    results = [_store_unit(plan, key, task=task, trained=one, start_from=start_from, t0=t0, seed_stack=stack.seeds,
+                           applied=applied, log=log)
+               for key, (task, applied), one, (_, start_from) in zip(keys, units, trained, starts)]
     return _split_time(results, time.perf_counter() - t0)
 
 
@@ -421,7 +504,7 @@ def _recorder_spec(plan: RunPlan, key: UnitKey) -> RecorderSpec:
 
 
 def _store_unit(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, start_from: dict | None, t0: float,
-                seed_stack: tuple[int, ...] | None = None) -> UnitResult:
+                applied: dict, seed_stack: tuple[int, ...] | None = None, log: Path | None = None) -> UnitResult:
     """Write one trained unit (predictions, validation predictions, sidecar last); its result."""
     window = plan.windows[key.window]
     paths = st.unit_paths(plan.store, key)
@@ -446,7 +529,7 @@ def _store_unit(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, start_
     if seed_stack is not None:
         timings["shared_by_stack"] = ["build_s", "fit_s", "total_s"]
     sidecar = _sidecar(plan, key, task=task, trained=trained, frame=frame, dropped=dropped, valid=valid, ql=ql,
-                       start_from=start_from, timings=timings)
+                       start_from=start_from, timings=timings, applied=applied, log=log or paths.log)
     if seed_stack is not None:
         sidecar["seed_stack"] = list(seed_stack)
     st.atomic_write_json(paths.sidecar, sidecar)  # last: marks the unit complete
@@ -468,8 +551,15 @@ def _warm_start(plan: RunPlan, key: UnitKey) -> tuple[Path | None, dict | None]:
 
 
 def _sidecar(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, frame: pd.DataFrame, dropped: int,
-             valid: pd.DataFrame | None, ql: float, start_from: dict | None, timings: dict) -> dict:
-    """The unit's sidecar record (written last: its presence marks the unit complete)."""
+             valid: pd.DataFrame | None, ql: float, start_from: dict | None, timings: dict, applied: dict,
+             log: Path) -> dict:
+    """The unit's sidecar record (written last: its presence marks the unit complete).
+
+    ``seed_param``: the model's argument that carried the unit's seed (``None``: the model takes no
+    seed, so its seeds differ only through the global generators); ``threads``: the thread settings
+    applied (``torch`` and the model's own thread arguments); ``compat``: the compatibility class
+    used instead of Qlib's, and why; ``pretrained_base``: the base network trained for this unit.
+    """
     window, paths = plan.windows[key.window], st.unit_paths(plan.store, key)
     return {
         "pipeline": key.pipeline,
@@ -488,6 +578,11 @@ def _sidecar(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, frame: pd
         "started_from": start_from,
         "n_threads": plan.n_threads,
         "seeds": {"global": trained.seeds, "model_kwarg": task["model"].get("kwargs", {}).get("seed")},
+        "seed_param": applied["seed_param"],
+        "threads": applied["threads"],
+        "compat": applied.get("compat"),
+        "pretrained_base": _pretrained_record(plan, task, paths),
+        "log": os.path.relpath(log, plan.store),
         "label": plan.label,
         "qlib_recorder": trained.recorder,  # the task's records in a Qlib recorder (None: the task has none)
         "pid": os.getpid(),
@@ -495,6 +590,16 @@ def _sidecar(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, frame: pd
         "timings": timings,
         "finished_at": pd.Timestamp.now(tz="UTC").isoformat(),
     }
+
+
+def _pretrained_record(plan: RunPlan, task: dict, paths: st.UnitPaths) -> dict | None:
+    """The sidecar's ``pretrained_base``: the base network this unit trained first (GATs, IGMTF), or ``None``."""
+    base = pretrained_base(task)
+    path = base_model_path(paths.checkpoint)
+    if base is None or not path.is_file():
+        return None
+    return {"class": f"{base['model']['module_path']}.{base['model']['class']}", "kwargs": base["model"]["kwargs"],
+            "file": os.path.relpath(path, plan.store), "sha256": _sha256(path), "replaces": base["model_path"]}
 
 
 # --------------------------------------------------------------------------- the grid
@@ -610,6 +715,9 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
         warnings.warn(f"{plan.store}: removed {len(orphans)} temporary file(s) left by an interrupted write "
                       f"(e.g. {orphans[0]})", stacklevel=3)
     _write_manifest(plan)
+    if progress:
+        for note in plan.notes:
+            print(f"note: {note}", file=sys.stderr)
     pending, skipped, stale = pending_units(plan)
     tasks = _tasks(plan, pending)
     n_units = sum(len(t.key.units()) if isinstance(t.key, StackKey) else 1 for t in tasks)
@@ -634,6 +742,7 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
         stale_moved=stale,
         seconds=time.perf_counter() - t0,
         results=dict(results),
+        notes=plan.notes,
     )
     _record_history(plan, summary, executor)
     return summary

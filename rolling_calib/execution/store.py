@@ -108,6 +108,11 @@ class UnitPaths:
         """Checkpoint path relative to the store (as recorded in sidecars)."""
         return os.path.relpath(self.checkpoint, store)
 
+    @property
+    def log(self) -> Path:
+        """The unit's library output (Qlib's, LightGBM's, torch's; ``wNN.log`` beside the sidecar)."""
+        return self.sidecar.with_suffix(".log")
+
 
 def unit_paths(store: str | os.PathLike, key: UnitKey) -> UnitPaths:
     """Where unit ``key`` lives in ``store``.
@@ -240,7 +245,10 @@ def move_stale(store: str | os.PathLike, key: UnitKey, config_hash: str) -> Path
     paths = unit_paths(store, key)
     dest = store / "stale" / key.pipeline / str(side.get("config_hash", "unknown")) / f"seed{key.seed}"
     dest.mkdir(parents=True, exist_ok=True)
-    for path in (paths.parquet, paths.valid_parquet, paths.checkpoint, paths.sidecar):  # sidecar last: the commit marker
+    from rolling_calib.qlib_adapter.training import base_model_path
+
+    for path in (paths.parquet, paths.valid_parquet, paths.checkpoint, base_model_path(paths.checkpoint), paths.log,
+                 paths.sidecar):  # sidecar last: the commit marker
         if path.exists():
             shutil.move(str(path), str(dest / path.name))
     return dest
