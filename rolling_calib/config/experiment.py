@@ -582,6 +582,7 @@ def _missing_rolling(raw: Mapping[str, Any], path: Path) -> ConfigError:
             months = found  # type: ignore[assignment]
     except (KeyError, TypeError, IndexError):
         pass
+    mode = _snippet_mode(raw)
     return ConfigError(
         f"{path}: rolling: missing section. rolling-calib runs the workflow's task on a rolling schedule, "
         "and this file gives none: add a rolling: section to it, or write a small file next to it "
@@ -592,8 +593,23 @@ def _missing_rolling(raw: Mapping[str, Any], path: Path) -> ConfigError:
         f"    start: {months['start']}                 # first evaluated month\n"
         f"    end: {months['end']}                   # last evaluated month\n"
         "    step_months: 6                 # months one model predicts before it is fine-tuned\n"
-        "    seeds: 3"
+        + (f"    mode: scratch                  # {mode}\n" if mode else "")
+        + "    seeds: 3"
     )
+
+
+def _snippet_mode(raw: Mapping[str, Any]) -> str | None:
+    """Why the snippet must say ``mode: scratch`` (a model that cannot continue from the previous window), or None."""
+    from rolling_calib.qlib_adapter.task_spec import import_class
+    from rolling_calib.qlib_adapter.training import warm_start_kind
+
+    try:
+        cls = import_class(raw["task"]["model"], "task.model", "snippet")
+    except (KeyError, TypeError, ConfigError):
+        return None
+    if warm_start_kind(cls) is not None:
+        return None
+    return f"{cls.__qualname__} can neither load_state nor finetune: it is retrained every window"
 
 
 def _apply_sys_section(section: Any, path: Path) -> None:

@@ -77,6 +77,7 @@ __all__ = [
     "check_store_coverage",
     "default_threads",
     "pending_units",
+    "unit_task",
 ]
 
 

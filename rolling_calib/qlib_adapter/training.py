@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import pickle
 import random
 import time
@@ -47,6 +48,7 @@ from rolling_calib.qlib_adapter.zoo import (
     predict_segment,
     pretrain_base,
     pretrained_base,
+    saved_params,
     set_unit_threads,
     window_segments,
 )
@@ -362,15 +364,16 @@ def train_window(
     if threads is not None:
         set_unit_threads(threads)
     task, dataset = _with_pretrained_base(task, checkpoint=Path(checkpoint), seed=seed, threads=threads)
+    scratch = _ScratchFiles(Path(checkpoint))
     seeding = set_global_seeds(seed) if seed is not None else {}
-    model = init_instance_by_config(copy.deepcopy(dict(task["model"])))
+    model = init_instance_by_config(scratch.model_spec(task["model"]))
     if dataset is None:
         dataset = init_instance_by_config(copy.deepcopy(dict(task["dataset"])))
     t_built = time.perf_counter()
     kind = warm_start_kind(type(model))
-    with _no_recorder_logging():
+    with _no_recorder_logging(), scratch:
         if warm_start is None:
-            model.fit(dataset)
+            scratch.fit(model, dataset)
         elif kind == "state":
             model.load_state(warm_start)
             model.fit(dataset)
@@ -417,6 +420,48 @@ def _with_pretrained_base(task: Mapping[str, Any], *, checkpoint: Path, seed: in
     out = copy.deepcopy(dict(task))
     out["model"].setdefault("kwargs", {})["model_path"] = str(path)
     return out, dataset
+
+
+class _ScratchFiles:
+    """Files a Qlib model writes for itself during ``fit``, put beside the unit's checkpoint instead of ``~/tmp``.
+
+    Qlib's torch models save their best parameters to ``fit(save_path=None)`` (a new file in
+    ``~/tmp``); TabNet also its pretrained network to ``pretrain_file``. Here they go to
+    ``.wNN.<name>.tmp`` beside the checkpoint (same content, so the same numbers) and are removed
+    when the fit ends (a killed run's leftovers are swept as orphan temporaries).
+    """
+
+    def __init__(self, checkpoint: Path) -> None:
+        self._checkpoint, self._paths = checkpoint, []
+
+    def _path(self, name: str) -> str:
+        path = self._checkpoint.with_name(f".{self._checkpoint.stem}.{name}.tmp")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._paths.append(path)
+        return str(path)
+
+    def model_spec(self, spec: Mapping[str, Any]) -> dict:
+        """The model spec with every unset self-written file argument pointed beside the checkpoint."""
+        out = copy.deepcopy(dict(spec))
+        kwargs = out.setdefault("kwargs", {})
+        for name in saved_params(import_class(out, "task.model", "train_window")):
+            if kwargs.get(name) is None:
+                kwargs[name] = self._path(name)
+        return out
+
+    def fit(self, model: Any, dataset: Any) -> None:
+        """``model.fit(dataset)``, with ``save_path`` beside the checkpoint where ``fit`` takes one."""
+        if "save_path" in inspect.signature(model.fit).parameters:
+            model.fit(dataset, save_path=self._path("fit"))
+        else:
+            model.fit(dataset)
+
+    def __enter__(self) -> _ScratchFiles:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for path in self._paths:
+            Path(path).unlink(missing_ok=True)
 
 
 def _predict_segments(model: Any, dataset: Any) -> tuple[Any, Any]:

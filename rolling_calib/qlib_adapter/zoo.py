@@ -40,13 +40,14 @@ import sys
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rolling_calib.core.validation import ConfigError
 from rolling_calib.qlib_adapter.task_spec import accepted_kwargs, import_class
 
-__all__ = ["BOOSTERS", "ModelTraits", "apply_unit_settings", "check_validation_rows", "check_zoo_task", "file_reads",
-           "partial_batch_evidence", "segment_rows", "set_unit_threads",
+__all__ = ["BOOSTERS", "BOOSTER_DEFAULTS", "ModelTraits", "apply_unit_settings", "check_validation_rows", "check_zoo_task", "file_reads",
+           "partial_batch_evidence", "saved_params", "segment_rows", "set_unit_threads",
            "model_traits", "predict_segment", "pretrain_base", "pretrained_base", "segment_view",
            "window_segments"]
 
@@ -58,6 +59,9 @@ BOOSTERS: dict[str, dict[str, tuple[str, ...]]] = {
     "xgboost": {"seed": ("seed", "random_state"), "threads": ("nthread", "n_jobs")},
     "catboost": {"seed": ("random_seed", "random_state"), "threads": ("thread_count",)},
 }
+#: Settings a unit gives a booster unless the task writes them: CatBoost writes its training logs
+#: into ``./catboost_info`` (outside the store) unless told not to.
+BOOSTER_DEFAULTS: dict[str, dict[str, Any]] = {"catboost": {"allow_writing_files": False}}
 #: Segments the schedule sets in every window; any other is an *extra* segment (:func:`window_segments`).
 ROLLED_SEGMENTS = ("train", "valid", "test")
 
@@ -106,6 +110,8 @@ class ModelTraits:
         ``"n_jobs"`` of Qlib's torch models (DataLoader worker processes), capped at the threads.
     takes_segment : bool
         Whether ``predict`` takes a ``segment`` argument.
+    library : str or None
+        The boosting library its ``**kwargs`` go to (:func:`booster_library`).
     """
 
     name: str
@@ -114,6 +120,7 @@ class ModelTraits:
     thread_params: tuple[str, ...] = ()
     loader_param: str | None = None
     takes_segment: bool = True
+    library: str | None = None
 
 
 @functools.cache
@@ -137,7 +144,7 @@ def model_traits(cls: type) -> ModelTraits:
         takes = predict is not None and "segment" in inspect.signature(predict).parameters
     except (TypeError, ValueError):
         takes = True
-    return ModelTraits(_dotted(cls), seeds[0] if seeds else None, seeds[1:], threads, loader, takes)
+    return ModelTraits(_dotted(cls), seeds[0] if seeds else None, seeds[1:], threads, loader, takes, library)
 
 
 def apply_unit_settings(model_spec: dict, *, seed: int, threads: int) -> dict:
@@ -165,6 +172,8 @@ def apply_unit_settings(model_spec: dict, *, seed: int, threads: int) -> dict:
             kwargs[name] = applied[name] = int(threads)
     if traits.loader_param is not None and traits.loader_param in kwargs:
         kwargs[traits.loader_param] = applied[traits.loader_param] = min(int(kwargs[traits.loader_param]), int(threads))
+    for name, value in BOOSTER_DEFAULTS.get(traits.library or "", {}).items():
+        kwargs.setdefault(name, value)
     return {"seed_param": traits.seed_param, "threads": applied}
 
 
@@ -267,16 +276,8 @@ def _self_attr(node: ast.AST) -> str | None:
         and node.value.id == "self" else None
 
 
-@functools.cache
-def file_reads(cls: type) -> dict[str, str]:
-    """``{attribute: "downloads" | "loads"}`` of the path attributes a model class reads in its methods.
-
-    ``"loads"``: ``torch.load(self.X)`` / ``np.load(self.X)`` of a file the class does not write
-    itself (TabNet's ``pretrain_file`` is saved by its own pretraining first); ``"downloads"``: a
-    download (``urlretrieve``/``urlopen``) guarded by ``os.path.exists(self.X)`` (HIST's
-    ``stock2concept``). Qlib's models store each such argument under its own name
-    (``self.model_path = model_path``).
-    """
+def _path_uses(cls: type) -> tuple[dict[str, str], set[str]]:
+    """``({attribute: "downloads" | "loads"}, names written by torch.save)`` read from the class source."""
     out: dict[str, str] = {}
     written: set[str] = set()
     for _, tree in _class_sources(cls):
@@ -294,7 +295,31 @@ def file_reads(cls: type) -> dict[str, str]:
             elif isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.save" and len(node.args) > 1:
                 target = node.args[1]
                 written.add(_self_attr(target) or (target.id if isinstance(target, ast.Name) else ""))
-    return {name: how for name, how in out.items() if how == "downloads" or name not in written}
+    return out, written
+
+
+@functools.cache
+def file_reads(cls: type) -> dict[str, str]:
+    """``{attribute: "downloads" | "loads"}`` of the path attributes a model class reads in its methods.
+
+    ``"loads"``: ``torch.load(self.X)`` / ``np.load(self.X)`` of a file the class does not write
+    itself (TabNet's ``pretrain_file`` is saved by its own pretraining first); ``"downloads"``: a
+    download (``urlretrieve``/``urlopen``) guarded by ``os.path.exists(self.X)`` (HIST's
+    ``stock2concept``). Qlib's models store each such argument under its own name
+    (``self.model_path = model_path``).
+    """
+    reads, written = _path_uses(cls)
+    return {name: how for name, how in reads.items() if how == "downloads" or name not in written}
+
+
+@functools.cache
+def saved_params(cls: type) -> tuple[str, ...]:
+    """Constructor arguments naming a file the model writes itself with ``torch.save`` (TabNet's ``pretrain_file``).
+
+    Left unset, Qlib puts such a file in ``~/tmp``; the runner points it beside the unit instead.
+    """
+    named = accepted_kwargs(cls).params
+    return tuple(sorted(name for name in _path_uses(cls)[1] if name in named))
 
 
 def _downloads(node: ast.If) -> bool:
@@ -373,7 +398,14 @@ def pretrain_base(base: Mapping[str, Any], dataset: Any, *, seed: int, threads: 
     spec = copy.deepcopy(dict(base["model"]))
     settings = apply_unit_settings(spec, seed=seed, threads=threads)
     trainer = init_instance_by_config(spec)
-    trainer.fit(dataset)
+    scratch = Path(path).with_name(f".{Path(path).name}.fit.tmp")  # Qlib's best-params file, not in ~/tmp
+    try:
+        if "save_path" in inspect.signature(trainer.fit).parameters:
+            trainer.fit(dataset, save_path=str(scratch))
+        else:
+            trainer.fit(dataset)
+    finally:
+        scratch.unlink(missing_ok=True)
     network = next(v for v in vars(trainer).values() if isinstance(v, torch.nn.Module))
     torch.save(network.state_dict(), os.fspath(path))
     return {"class": f"{spec['module_path']}.{spec['class']}", "kwargs": spec["kwargs"], "file": os.fspath(path),
