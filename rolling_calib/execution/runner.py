@@ -58,7 +58,13 @@ from rolling_calib.qlib_adapter.training import (
     unit_task,
     window_task,
 )
-from rolling_calib.qlib_adapter.zoo import check_validation_rows, check_zoo_task, model_traits, pretrained_base
+from rolling_calib.qlib_adapter.zoo import (
+    ZOO_RULES_VERSION,
+    check_validation_rows,
+    check_zoo_task,
+    model_traits,
+    pretrained_base,
+)
 from rolling_calib.execution.executors import Executor, UnitKey, UnitTask
 from rolling_calib.execution.unit_log import attach_log, unit_log
 from rolling_calib.execution.units import StackKey
@@ -219,7 +225,10 @@ def _pipeline_hash(task: dict, windows: Sequence[Window], rolling: dict, data: d
 
     The resolved task, the exact windows and mode, the data identity (not its path)
     and the torch thread count: threads change the floating-point summation order,
-    so 1 and 2 threads give predictions that differ in the 6th digit.
+    so 1 and 2 threads give predictions that differ in the 6th digit. For a model of Qlib's
+    zoo also the version of the rules that write seeds and threads into its unit task
+    (:data:`~rolling_calib.qlib_adapter.zoo.ZOO_RULES_VERSION`): units trained under other rules
+    are recomputed, not mixed in.
     """
     schedule = {
         "windows": [w.to_dict() for w in windows],
@@ -230,6 +239,8 @@ def _pipeline_hash(task: dict, windows: Sequence[Window], rolling: dict, data: d
         schedule["label"] = rolling["label"]
     if rolling.get("stack_seeds", 1) != 1:  # stacked fits agree with single ones to rounding, not to the bit
         schedule["stack_seeds"] = rolling["stack_seeds"]
+    if not str(task["model"].get("module_path", "")).startswith("rolling_calib"):  # Qlib's zoo: its unit rules
+        schedule["zoo_rules"] = ZOO_RULES_VERSION  # (our models' hashes, and so existing stores, unchanged)
     data_id = {k: v for k, v in data.items() if k != "path"}
     return stable_hash({"task": task, "schedule": schedule, "data": data_id, "n_threads": int(n_threads)})
 

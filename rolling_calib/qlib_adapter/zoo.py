@@ -46,7 +46,7 @@ from typing import Any
 from rolling_calib.core.validation import ConfigError
 from rolling_calib.qlib_adapter.task_spec import accepted_kwargs, import_class
 
-__all__ = ["BOOSTERS", "BOOSTER_DEFAULTS", "ModelTraits", "apply_unit_settings", "check_validation_rows", "check_zoo_task", "file_reads",
+__all__ = ["BOOSTERS", "BOOSTER_DEFAULTS", "ZOO_RULES_VERSION", "ModelTraits", "apply_unit_settings", "check_validation_rows", "check_zoo_task", "file_reads",
            "partial_batch_evidence", "saved_params", "segment_rows", "set_unit_threads",
            "model_traits", "predict_segment", "pretrain_base", "pretrained_base", "segment_view",
            "window_segments"]
@@ -62,6 +62,11 @@ BOOSTERS: dict[str, dict[str, tuple[str, ...]]] = {
 #: Settings a unit gives a booster unless the task writes them: CatBoost writes its training logs
 #: into ``./catboost_info`` (outside the store) unless told not to.
 BOOSTER_DEFAULTS: dict[str, dict[str, Any]] = {"catboost": {"allow_writing_files": False}}
+#: Version of the rules above (what a unit writes into a Qlib model's task: seed and thread arguments,
+#: torch threads, scratch files). Part of the pipeline hash of Qlib's models, so a store trained
+#: under other rules is recomputed, not mixed in. 1: the unit's seed in every model that has one, and
+#: the unit's threads everywhere (before: only a named ``seed``, and torch's default threads).
+ZOO_RULES_VERSION = 1
 #: Segments the schedule sets in every window; any other is an *extra* segment (:func:`window_segments`).
 ROLLED_SEGMENTS = ("train", "valid", "test")
 
