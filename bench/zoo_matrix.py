@@ -17,6 +17,7 @@ and run (the daily store: ``rolling-calib data ingest ../shared/data/us-equities
 
     nice -n 15 python bench/zoo_matrix.py --qlib-repo qlib --store qlib_data/us25_day --out bench_out/zoo
     python bench/zoo_matrix.py ... --only workflow_config_tcts_Alpha360   # re-run some rows
+    python bench/zoo_matrix.py ... --table-only                           # rewrite the table from OUT/matrix.json
 
 Every row runs the same schedule: 1 seed, 1 window (train 2014-01..2016-12, validation
 2017-01..06, test 2017-07..12), the universe ``all`` (the store's 25 stocks; the workflows say
@@ -267,8 +268,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these workflows (file stems); others kept")
     p.add_argument("--timeout", type=int, default=3600, help="seconds per workflow (default 3600)")
     p.add_argument("--readme", type=Path, default=README, help="README whose generated section is rewritten")
+    p.add_argument("--table-only", action="store_true", help="only rewrite the README's table from OUT/matrix.json")
     args = p.parse_args(argv)
     out = args.out.resolve()
+    if args.table_only:
+        done = json.loads((out / "matrix.json").read_text())
+        write_readme(table(done["rows"], done["commit"]), args.readme)
+        return 0
     (out / "logs").mkdir(parents=True, exist_ok=True)
     commit, files = benchmark_files(args.qlib_repo.resolve(), out / "qlib")
     results_path = out / "matrix.json"

@@ -292,6 +292,7 @@ def plan_run(
         check_runner_contract(config.pipeline_task(name), mode=config.rolling.mode, label=label,
                               stack_seeds=stack_seeds, where=f"{where}: pipelines.{name}")
         notes += [f"{name}: {note}" for note in check_zoo_task(config.pipeline_task(name), f"{where}: pipelines.{name}")]
+        notes += _seedless_note(name, config.pipeline_task(name), seed_list, where)
     calendar = store_calendar(config.qlib_init)
     windows = tuple(config.rolling.windows(calendar))
     for name in dict.fromkeys(names):  # knowable before training: each window's task, validation rows vs a batch
@@ -332,6 +333,15 @@ def _data_identity(config: ExperimentConfig, market: Any) -> dict:
         data["other_stores"] = {freq: st.data_identity(Path(path), instruments=instruments)
                                 for freq, path in others.items()}
     return data
+
+
+def _seedless_note(name: str, task: dict, seeds: Sequence[int], where: str) -> list[str]:
+    """A note naming a model that takes no seed when the run has several seeds (its seeds are the same run)."""
+    traits = model_traits(import_class(dict(task["model"]), "task.model", where))
+    if traits.seed_param is not None or len(seeds) < 2:
+        return []
+    return [f"{name}: {traits.name} takes no seed (seed_param: null in its sidecars): its {len(seeds)} seeds differ "
+            "only through the global random generators, which it may not use"]
 
 
 def _written_seed(task: dict, where: str) -> tuple[str, int] | None:
