@@ -24,7 +24,9 @@ Every row runs the same schedule: 1 seed, 1 window (train 2014-01..2016-12, vali
 csi300/csi500), ``mode: scratch``, and minimal training set with ``--set`` (named per row in
 the table: ``n_epochs=2``, ``num_boost_round=50``, ...). A model whose validation pass drops an
 incomplete batch gets ``batch_size=2048`` when its own batch exceeds the validation rows (else
-the run refuses it before training, as it should). The two ``multi_freq`` workflows need a day
+the run refuses it before training, as it should); on a machine without a GPU CatBoost's
+``bootstrap_type: Poisson`` (GPU-only, refused before training on CPU) becomes ``Bernoulli``
+(named in the row). The two ``multi_freq`` workflows need a day
 and a one-minute store of the same market: no real minute bars overlap the real daily store,
 so they run on a synthetic market at both frequencies (``data synth`` minutes for the same 25
 symbols, and day bars aggregated from those same minutes, ingested with ``data ingest``), so
@@ -56,6 +58,9 @@ MINIMAL = {"n_epochs": 2, "pretrain_n_epochs": 2, "max_steps": 40, "num_boost_ro
            # TCTS retrains with a new seed until its validation loss beats this (0.993 in Qlib: never, in 2 epochs)
            "lowest_valid_performance": 10.0}
 SMALL_BATCH = 2048
+#: Written values this machine's libraries refuse, with the replacement the refusal names (CatBoost's Poisson
+#: bootstrap is GPU-only: the run refuses it before training on CPU; the row runs Bernoulli and says so).
+CPU_FIXES = {"bootstrap_type": ("Poisson", "Bernoulli")}
 
 
 # --------------------------------------------------------------------------- the benchmark files
@@ -138,10 +143,19 @@ def row_settings(path: Path) -> dict[str, object]:
     for name, value in MINIMAL.items():
         if name in named or name in kwargs:
             out[f"task.model.kwargs.{name}"] = value
+    for name, (written, replacement) in CPU_FIXES.items():
+        if kwargs.get(name) == written and not _has_gpu():
+            out[f"task.model.kwargs.{name}"] = replacement
     batch = kwargs.get("batch_size", getattr(named.get("batch_size"), "default", None))
     if isinstance(batch, int) and batch > SMALL_BATCH and partial_batch_evidence(cls):
         out["task.model.kwargs.batch_size"] = SMALL_BATCH
     return out
+
+
+def _has_gpu() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def wrapper(path: Path, stores: dict[str, Path]) -> Path:

@@ -60,6 +60,7 @@ from rolling_calib.qlib_adapter.training import (
 )
 from rolling_calib.qlib_adapter.zoo import (
     ZOO_RULES_VERSION,
+    check_booster_params,
     check_validation_rows,
     check_zoo_task,
     model_traits,
@@ -293,6 +294,7 @@ def plan_run(
                               stack_seeds=stack_seeds, where=f"{where}: pipelines.{name}")
         notes += [f"{name}: {note}" for note in check_zoo_task(config.pipeline_task(name), f"{where}: pipelines.{name}")]
         notes += _seedless_note(name, config.pipeline_task(name), seed_list, where)
+        check_booster_params(config.pipeline_task(name), f"{where}: pipelines.{name}")
     calendar = store_calendar(config.qlib_init)
     windows = tuple(config.rolling.windows(calendar))
     for name in dict.fromkeys(names):  # knowable before training: each window's task, validation rows vs a batch
@@ -380,6 +382,8 @@ def _seed_list(config: ExperimentConfig, names: Sequence[str], seeds: int | Sequ
         return seed_list, []
     param, value = own
     if seed_list == tuple(range(len(seed_list))):
+        if value == 0:  # seeds 0..N-1 either way: nothing to say (workflows/base.yaml writes seed: 0)
+            return seed_list, []
         seed_list = tuple(value + i for i in range(len(seed_list)))
         return seed_list, [f"the workflow's own seed (task.model.kwargs.{param}: {value}) is seed 0 of the rolling "
                            f"seeds: {', '.join(map(str, seed_list))}"]

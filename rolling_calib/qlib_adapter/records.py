@@ -147,6 +147,10 @@ class _Predicted:
     def predict(self, dataset: Any, segment: Any = "test", **kwargs):
         if dataset is self._dataset and segment == "test" and not kwargs:
             return self._predictions.copy()
+        if isinstance(segment, str) and not kwargs:  # as qrun calls it (Qlib's _ts models take no segment)
+            from rolling_calib.qlib_adapter.zoo import predict_segment
+
+            return predict_segment(self._model, dataset, segment)
         return self._model.predict(dataset, segment=segment, **kwargs)
 
     def __getattr__(self, name: str):

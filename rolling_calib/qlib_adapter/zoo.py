@@ -24,9 +24,10 @@ rules:
 * **pretrained base** (:func:`pretrained_base`): a model that copies a pretrained LSTM/GRU into
   itself from ``model_path`` (GATs, IGMTF, HIST) gets one trained by the unit first, on its own
   window, when the file is missing (:func:`pretrain_base`).
-* **plan-time checks** (:func:`check_zoo_task`, :func:`check_validation_rows`): files a model loads
-  or downloads, and a validation segment with fewer rows than one batch where the model's
-  validation pass drops incomplete batches.
+* **plan-time checks** (:func:`check_zoo_task`, :func:`check_validation_rows`,
+  :func:`check_booster_params`): files a model loads or downloads, a validation segment with fewer
+  rows than one batch where the model's validation pass drops incomplete batches, and booster
+  parameters the library rejects on this machine.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ from typing import Any
 from rolling_calib.core.validation import ConfigError
 from rolling_calib.qlib_adapter.task_spec import accepted_kwargs, import_class
 
-__all__ = ["BOOSTERS", "BOOSTER_DEFAULTS", "ZOO_RULES_VERSION", "ModelTraits", "apply_unit_settings", "check_validation_rows", "check_zoo_task", "file_reads",
+__all__ = ["BOOSTERS", "BOOSTER_DEFAULTS", "ZOO_RULES_VERSION", "ModelTraits", "apply_unit_settings",
+           "check_booster_params", "check_validation_rows", "check_zoo_task", "file_reads",
            "partial_batch_evidence", "saved_params", "segment_rows", "set_unit_threads",
            "model_traits", "predict_segment", "pretrain_base", "pretrained_base", "segment_view",
            "window_segments"]
@@ -540,3 +542,60 @@ def check_validation_rows(task: Mapping[str, Any], windows: Any, *, freq: str, w
             f"has at most {rows} rows ({months} month(s)), fewer than one batch (batch_size {batch}); {evidence}, so early "
             f"stopping would score no batch and the model would fail after training or keep untrained weights. Fix: "
             f"rolling.valid_months >= {need}, or task.model.kwargs.batch_size <= {rows}")
+
+
+# --------------------------------------------------------------------------- booster parameters, tried before training
+def _params_of(model: Any, seed_param: str) -> dict | None:
+    """The parameter dict a Qlib booster model hands its library (``LGBModel.params``, ``XGBModel._params``, ...)."""
+    return next((v for v in vars(model).values() if isinstance(v, dict) and seed_param in v), None)
+
+
+def _one_round(library: str, params: dict) -> None:
+    """Train ``library`` for one round on 32 random rows with ``params`` (raises what the library raises)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(32, 3)), rng.normal(size=32)
+    if library == "lightgbm":
+        import lightgbm as lgb
+
+        lgb.train({**params, "verbosity": -1}, lgb.Dataset(x, label=y), num_boost_round=1)
+    elif library == "xgboost":
+        import xgboost as xgb
+
+        xgb.train({**params, "verbosity": 0}, xgb.DMatrix(x, label=y), num_boost_round=1)
+    elif library == "catboost":
+        from catboost import CatBoost, Pool
+        from catboost.utils import get_gpu_device_count
+
+        task_type = "GPU" if get_gpu_device_count() > 0 else "CPU"  # as Qlib's CatBoostModel.fit chooses
+        CatBoost({**params, "iterations": 1, "task_type": task_type, "verbose": False,
+                  "allow_writing_files": False}).fit(Pool(x, label=y))
+
+
+def check_booster_params(task: Mapping[str, Any], where: str) -> None:
+    """Refuse, before training, booster parameters the library rejects on this machine.
+
+    The Qlib model is built from the task (with a unit's seed and one thread) and its library
+    trains one round on 32 random rows with the model's own parameters: what it rejects there
+    (CatBoost's ``bootstrap_type: Poisson``, which Qlib's CatBoost workflows write, is GPU-only and
+    fails on CPU) would otherwise fail every unit after its data were loaded.
+    """
+    from qlib.utils import init_instance_by_config
+
+    spec = copy.deepcopy(dict(task["model"]))
+    traits = model_traits(import_class(spec, "task.model", where))
+    if traits.library is None or traits.seed_param is None:
+        return
+    apply_unit_settings(spec, seed=0, threads=1)
+    params = _params_of(init_instance_by_config(spec), traits.seed_param)
+    if params is None:
+        return
+    try:
+        _one_round(traits.library, params)
+    except Exception as exc:  # noqa: BLE001 -- whatever the library raises is the reason
+        text = " ".join(str(exc).split())
+        raise ConfigError(f"{where}: task.model.kwargs: {traits.library} rejects the parameters of {traits.name} on "
+                          f"this machine (one round on random rows, as each unit would train): {type(exc).__name__}: "
+                          f"{text}. Fix: change the parameter it names (e.g. CatBoost's Poisson bootstrap needs a GPU: "
+                          f"bootstrap_type: Bernoulli on CPU)") from exc

@@ -4,6 +4,7 @@
   incomplete batch (Qlib's TCN: it would fail on ``best_param`` after training);
 * a model class whose package is missing (XGBoost hidden here): the extra to install;
 * HIST, which downloads another market's concept data at fit time and loads a missing file;
+* booster parameters the library rejects on this machine (CatBoost's GPU-only Poisson bootstrap on CPU);
 * a missing pretrained base the runner cannot train, an extra segment that stands for none of
   train/valid/test, pipelines that write different model seeds.
 """
@@ -99,3 +100,18 @@ def test_pipelines_writing_different_model_seeds_are_refused(tmp_path, daily):
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(ConfigError, match="pipelines write different model seeds"):
         plan_run(load_experiment(path), store=tmp_path / "store")
+
+
+def test_booster_parameters_the_library_rejects_here_are_refused(tmp_path, daily):
+    from catboost.utils import get_gpu_device_count
+
+    if get_gpu_device_count() > 0:
+        pytest.skip("CatBoost's Poisson bootstrap runs on a GPU")
+    catboost = {"class": "CatBoostModel", "module_path": "qlib.contrib.model.catboost_model",
+                "kwargs": {"loss": "RMSE", "subsample": 0.88, "thread_count": 20, "bootstrap_type": "Poisson"}}
+    config = load_experiment(experiment(tmp_path, daily, catboost, name="cb"))
+    with pytest.raises(ConfigError) as err:  # before the calendar is read: no unit, no store
+        plan_run(config, store=tmp_path / "store")
+    assert "poisson bootstrap is not supported on CPU" in str(err.value)
+    assert "bootstrap_type: Bernoulli on CPU" in str(err.value)
+    assert not (tmp_path / "store").exists()
