@@ -300,8 +300,8 @@ def plan_run(
     for name in dict.fromkeys(names):  # knowable before training: each window's task, validation rows vs a batch
         task = config.pipeline_task(name)
         applied = [unit_task(task, w, seed=seed_list[0], n_threads=n_threads, where=f"{where}: pipelines.{name}")[1]
-                   for w in windows]
-        notes += [f"{name}: {applied[0]['compat']}"] if "compat" in applied[0] else []
+                   for w in windows][0]  # every window's task is built once here: its segments are checked
+        notes += [f"{name}: {applied['compat']}"] if "compat" in applied else []
         check_validation_rows(task, windows, freq=store_freq(config.qlib_init), where=f"{where}: pipelines.{name}")
     market = config.task["dataset"].get("kwargs", {}).get("handler", {}).get("kwargs", {}).get("instruments")
     data = _data_identity(config, market)
@@ -603,7 +603,8 @@ def _sidecar(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, frame: pd
         "checkpoint_sha256": _sha256(paths.checkpoint),
         "started_from": start_from,
         "n_threads": plan.n_threads,
-        "seeds": {"global": trained.seeds, "model_kwarg": task["model"].get("kwargs", {}).get("seed")},
+        "seeds": {"global": trained.seeds,  # the seed the model's own argument (seed_param) received
+                  "model_kwarg": task["model"].get("kwargs", {}).get(applied["seed_param"] or "seed")},
         "seed_param": applied["seed_param"],
         "threads": applied["threads"],
         "compat": applied.get("compat"),

@@ -45,6 +45,7 @@ from rolling_calib.qlib_adapter.session import init_qlib_once, store_freq
 from rolling_calib.qlib_adapter.task_spec import accepted_kwargs, import_class
 from rolling_calib.qlib_adapter.zoo import (
     apply_unit_settings,
+    extra_segment_rule,
     predict_segment,
     pretrain_base,
     pretrained_base,
@@ -53,8 +54,9 @@ from rolling_calib.qlib_adapter.zoo import (
     window_segments,
 )
 
-__all__ = ["HANDLER_REQUIRED_TIME_KWARGS", "HANDLER_TIME_KWARGS", "LABEL_SOURCES", "TrainedWindow", "check_runner_contract", "set_global_seeds",
-           "train_window", "train_window_stack", "unit_task", "warm_start_kind", "window_task"]
+__all__ = ["HANDLER_REQUIRED_TIME_KWARGS", "HANDLER_TIME_KWARGS", "LABEL_SOURCES", "TrainedWindow",
+           "base_model_path", "check_runner_contract", "set_global_seeds", "train_window", "train_window_stack",
+           "unit_task", "warm_start_kind", "window_task"]
 
 #: ``rolling.label``: score against the handler's raw label (``DK_R``) or its learn-processed label (``DK_L``).
 LABEL_SOURCES = ("raw", "learn")
@@ -207,6 +209,7 @@ def check_runner_contract(task: Mapping[str, Any], *, mode: str, label: str = "r
     if not _accepts(dataset_cls, "segments"):
         raise ConfigError(f"{where}: task.dataset: {dname} takes no 'segments' argument; the runner sets each "
                           "window's train/valid/test segments through it")
+    extra_segment_rule(task["dataset"].get("kwargs", {}).get("segments") or {}, where)
     handler = task["dataset"].get("kwargs", {}).get("handler")
     if isinstance(handler, dict):
         handler_cls = import_class(handler, "task.dataset.kwargs.handler", where)

@@ -48,7 +48,7 @@ from rolling_calib.core.validation import ConfigError
 from rolling_calib.qlib_adapter.task_spec import accepted_kwargs, import_class
 
 __all__ = ["BOOSTERS", "BOOSTER_DEFAULTS", "ZOO_RULES_VERSION", "ModelTraits", "apply_unit_settings",
-           "check_booster_params", "check_validation_rows", "check_zoo_task", "file_reads",
+           "check_booster_params", "check_validation_rows", "check_zoo_task", "extra_segment_rule", "file_reads",
            "partial_batch_evidence", "saved_params", "segment_rows", "set_unit_threads",
            "model_traits", "predict_segment", "pretrain_base", "pretrained_base", "segment_view",
            "window_segments"]
