@@ -91,7 +91,8 @@ def synthetic_stores(out: Path, symbols: list[str]) -> tuple[Path, Path]:
     """A synthetic minute store and the day store aggregated from its bars (built once, reused)."""
     minute, day = out / "synth_1min", out / "synth_day"
     if not (minute / "COMMITTED").exists():
-        _cli("data", "synth", "--out", str(minute), "--start", "2013-06-01", "--end", "2017-12-31",
+        # to 2018-03: the labels of the last test sessions (Ref($close, -2)) need bars after the test ends
+        _cli("data", "synth", "--out", str(minute), "--start", "2013-06-01", "--end", "2018-03-31",
              "--symbols", ",".join(symbols), "--no-progress")
     if not (day / "COMMITTED").exists():
         csv = out / "synth_day_csv"
@@ -218,9 +219,9 @@ def _outcome(code: int, stdout: str, stderr: str, store: Path) -> dict:
     at = stderr.rfind(marker)
     message = stderr[at + len(marker):] if at >= 0 else (stderr.strip().splitlines() or [f"exit {code}"])[-1]
     message = " ".join(message.split())
-    if code == 2:
+    if code == 2 and not any(store.glob("units/*/seed*/w*.log")):  # no unit started: refused by the plan
         return {"validates": False, "runs": False, "outcome": "refused before training", "reason": message}
-    return {"validates": True, "runs": False, "outcome": "failed after the plan" if code == 1 else f"killed ({code})",
+    return {"validates": True, "runs": False, "outcome": "failed after the plan" if code in (1, 2) else f"killed ({code})",
             "reason": message[-600:]}
 
 

@@ -356,7 +356,8 @@ _BASE_TRAINERS = {
     ("GRU", True): ("qlib.contrib.model.pytorch_gru_ts", "GRU"),
 }
 #: Arguments a pretrained base model shares with the model that loads it (when both take them).
-_BASE_SHARED = ("d_feat", "hidden_size", "num_layers", "dropout", "n_epochs", "lr", "metric", "batch_size",
+#: (Not ``metric``: IGMTF's ``ic`` is one Qlib's LSTM does not know; the base stops early on its loss.)
+_BASE_SHARED = ("d_feat", "hidden_size", "num_layers", "dropout", "n_epochs", "lr", "batch_size",
                 "early_stop", "loss", "optimizer", "GPU", "n_jobs")
 
 

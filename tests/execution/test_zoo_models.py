@@ -162,6 +162,7 @@ def test_gats_loads_a_base_lstm_the_unit_trained_first_on_its_own_window(tmp_pat
     base = side["pretrained_base"]
     assert base["class"] == "qlib.contrib.model.pytorch_lstm_ts.LSTM"
     assert base["kwargs"]["hidden_size"] == 8 and base["kwargs"]["batch_size"] == 64
+    assert "metric" not in base["kwargs"]  # GATs' metric is its own (IGMTF's "ic" is unknown to Qlib's LSTM)
     assert (plan.store / base["file"]).is_file()
     import torch
 
