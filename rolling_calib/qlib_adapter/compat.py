@@ -1,4 +1,4 @@
-"""Compatibility subclasses for Qlib models that are broken under the installed torch.
+"""Compatibility subclasses for Qlib models that are broken under the installed torch / NumPy or on our data.
 
 Each one is the Qlib class with the smallest fix, selected automatically for a task that names
 the Qlib class, and only when the installed versions provably hit the defect
@@ -14,15 +14,22 @@ the Qlib class, and only when the installed versions provably hit the defect
   every day is skipped (a universe of 25 stocks), calls ``ipdb.set_trace()``; the subclass logs
   ``nan`` instead. Nothing else differs (the same seeding, network, optimiser, training and
   predictions).
+* :class:`IGMTF` (``qlib.contrib.model.pytorch_igmtf.IGMTF``): to look up similar training days
+  it keeps each day's hidden states in ``np.asarray(list_of_tensors, dtype=object)``, meant as a
+  1-D array of tensors. When every training day has the same number of stocks (any balanced
+  universe, such as 25 stocks listed throughout) NumPy builds a 3-D array of numbers instead, and
+  ``torch.cat`` of its rows fails after the first epoch's training. The subclass builds the 1-D
+  array of tensors Qlib meant; where Qlib's works (days of different sizes) both are the same.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from qlib.contrib.model import pytorch_nn
+from qlib.contrib.model import pytorch_igmtf, pytorch_nn
 
-__all__ = ["COMPAT", "DNNModelPytorch", "compat_substitute", "qlib_dnn_scheduler_broken"]
+__all__ = ["COMPAT", "DNNModelPytorch", "IGMTF", "compat_substitute", "numpy_stacks_equal_tensors",
+           "qlib_dnn_scheduler_broken"]
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -78,9 +85,48 @@ class DNNModelPytorch(pytorch_nn.DNNModelPytorch):
         return super().get_metric(pred, target, index)
 
 
+def numpy_stacks_equal_tensors() -> str | None:
+    """Why Qlib's ``IGMTF`` fails on a balanced universe with the installed NumPy and torch, or ``None``.
+
+    >>> numpy_stacks_equal_tensors() is None or "3-D" in numpy_stacks_equal_tensors()
+    True
+    """
+    import numpy as np
+    import torch
+
+    stacked = np.asarray([torch.zeros(2, 3), torch.zeros(2, 3)], dtype=object)
+    if stacked.ndim == 1:
+        return None
+    return (f"np.asarray of equal-shaped tensors with dtype=object is a {stacked.ndim}-D array of numbers (NumPy "
+            f"{np.__version__}), not the 1-D array of tensors IGMTF indexes, when every day has the same number of "
+            "stocks")
+
+
+class IGMTF(pytorch_igmtf.IGMTF):
+    """Qlib's ``IGMTF`` whose per-day hidden states are a 1-D array of tensors (see the module docstring)."""
+
+    def get_train_hidden(self, x_train: Any) -> tuple[Any, Any]:
+        """Each training day's hidden states (1-D object array of tensors) and their daily means (a tensor)."""
+        import numpy as np
+        import torch
+
+        values = x_train.values
+        starts, counts = self.get_daily_inter(x_train, shuffle=True)  # the same draws as Qlib's
+        self.igmtf_model.eval()
+        days = []
+        for start, count in zip(starts, counts):
+            feature = torch.from_numpy(values[start : start + count]).float().to(self.device)
+            days.append(self.igmtf_model(feature, get_hidden=True).detach().cpu())
+        hidden = np.empty(len(days), dtype=object)
+        for i, day in enumerate(days):
+            hidden[i] = day
+        return hidden, torch.cat([day.mean(dim=0).unsqueeze(dim=0) for day in days])
+
+
 #: Qlib class (dotted) -> (our module, our class, the check that says why it is needed).
 COMPAT = {
     "qlib.contrib.model.pytorch_nn.DNNModelPytorch": (__name__, "DNNModelPytorch", qlib_dnn_scheduler_broken),
+    "qlib.contrib.model.pytorch_igmtf.IGMTF": (__name__, "IGMTF", numpy_stacks_equal_tensors),
 }
 
 

@@ -69,3 +69,27 @@ def test_a_subclass_of_portanarecord_is_an_optional_backtest():
     module = "qlib.workflow.record_temp"
     assert _is_backtest({"class": "MultiPassPortAnaRecord", "module_path": module})
     assert _is_backtest({"class": "PortAnaRecord"}) and not _is_backtest({"class": "SigAnaRecord", "module_path": module})
+
+
+def test_igmtf_compat_keeps_a_balanced_universes_days_as_tensors():
+    import numpy as np
+    import pandas as pd
+    import torch
+    from qlib.contrib.model.pytorch_igmtf import IGMTF as QlibIGMTF
+
+    from rolling_calib.qlib_adapter.compat import IGMTF, compat_substitute
+
+    index = pd.MultiIndex.from_product([pd.date_range("2020-01-01", periods=4), ["A", "B", "C"]],
+                                       names=["datetime", "instrument"])  # 3 stocks every day
+    x = pd.DataFrame(np.random.default_rng(0).normal(size=(len(index), 360)), index=index)
+    ours, qlibs = (cls_(d_feat=6, hidden_size=4, num_layers=1, seed=1) for cls_ in (IGMTF, QlibIGMTF))
+    np.random.seed(5)
+    hidden, per_day = ours.get_train_hidden(x)
+    np.random.seed(5)
+    q_hidden, q_per_day = qlibs.get_train_hidden(x)
+    assert hidden.shape == (4,) and all(isinstance(h, torch.Tensor) and h.shape == (3, 4) for h in hidden)
+    assert q_hidden.ndim == 3  # Qlib's: numbers, which its forward pass cannot torch.cat
+    assert torch.equal(per_day, q_per_day)  # same shuffle, same network: the same hidden states
+    assert all(np.array_equal(h.numpy(), q.astype(np.float32)) for h, q in zip(hidden, q_hidden))
+    spec, note = compat_substitute({"class": "IGMTF", "module_path": "qlib.contrib.model.pytorch_igmtf", "kwargs": {}})
+    assert spec["module_path"] == "rolling_calib.qlib_adapter.compat" and "same number of stocks" in note
