@@ -213,7 +213,8 @@ def _child_cpu() -> float:
 def _outcome(code: int, stdout: str, stderr: str, store: Path) -> dict:
     if code == 0:
         summary = json.loads(stdout)
-        return {"validates": True, "runs": True, "outcome": "ran end to end", "ic": _ic(store),
+        ic, spread = _ic(store)
+        return {"validates": True, "runs": True, "outcome": "ran end to end", "ic": ic, "prediction_std": spread,
                 "units": summary["units_ran"], "notes": summary.get("notes", [])}
     marker = "rolling-calib run: error: "
     at = stderr.rfind(marker)
@@ -225,15 +226,28 @@ def _outcome(code: int, stdout: str, stderr: str, store: Path) -> dict:
             "reason": message[-600:]}
 
 
-def _ic(store: Path) -> float | None:
-    """Mean daily Pearson correlation of prediction and label over the test units of the row's store."""
+def _ic(store: Path) -> tuple[float | None, float | None]:
+    """Mean daily Pearson correlation of prediction and label over the row's test units, and the predictions' std.
+
+    ``(None, std)`` when the predictions are constant (the correlation is undefined).
+    """
     frames = [pd.read_parquet(p) for p in sorted(store.glob("units/*/seed*/w[0-9][0-9].parquet"))]
     if not frames:
-        return None
+        return None, None
     frame = pd.concat(frames)
+    spread = float(frame["prediction"].std())
+    if not spread > 0:
+        return None, spread
     daily = frame.groupby("datetime")[["prediction", "label"]].apply(
-        lambda g: g["prediction"].corr(g["label"]) if len(g) > 2 else np.nan)
-    return round(float(daily.mean()), 4)
+        lambda g: g["prediction"].corr(g["label"]) if len(g) > 2 and g["prediction"].std() > 0 else np.nan)
+    return round(float(daily.mean()), 4), spread
+
+
+def refresh_metrics(rows: dict[str, dict], out: Path) -> None:
+    """IC and prediction spread of every row that ran, read again from its store."""
+    for name, row in rows.items():
+        if row["runs"]:
+            row["ic"], row["prediction_std"] = _ic(out / "stores" / name)
 
 
 # --------------------------------------------------------------------------- the table
@@ -254,13 +268,24 @@ def table(rows: dict[str, dict], commit: str) -> str:
     for name in sorted(rows, key=str.lower):
         r = rows[name]
         ic = "" if r.get("ic") is None else f"{r['ic']:+.4f}"
-        outcome = r["outcome"] + (f": {_cell(r['reason'])}" if r.get("reason") else "")
+        if r["runs"] and r.get("prediction_std") == 0:
+            ic = "n/a: constant predictions"
+        outcome = r["outcome"] + (f": {_cell(_short(r['reason'], name))}" if r.get("reason") else "")
         if r.get("notes"):
-            outcome += " (" + "; ".join(_cell(n.split(": ", 1)[-1]) for n in r["notes"]) + ")"
+            outcome += " (" + "; ".join(_cell(_short(n, name)) for n in r["notes"]) + ")"
         sets = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in r["settings"].items())
         lines.append(f"| `{r['dir']}/{name}` | {'yes' if r['validates'] else 'no'} | {'yes' if r['runs'] else 'no'} "
                      f"| {r['cpu_s']:.0f} | {ic} | {outcome} | {sets} |")
     return "\n".join(lines)
+
+
+def _short(text: str, name: str) -> str:
+    """A message without the wrapper's path and pipeline name (``.../rc_NAME.yaml: pipelines.rc_NAME: ``)."""
+    for prefix in (f"rc_{name}.yaml: ", f"pipelines.rc_{name}: ", f"rc_{name}: "):
+        at = text.find(prefix)
+        if at >= 0:
+            text = text[at + len(prefix):]
+    return text
 
 
 def _cell(text: str) -> str:
@@ -288,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve()
     if args.table_only:
         done = json.loads((out / "matrix.json").read_text())
+        refresh_metrics(done["rows"], out)
         write_readme(table(done["rows"], done["commit"]), args.readme)
         return 0
     (out / "logs").mkdir(parents=True, exist_ok=True)
