@@ -30,13 +30,15 @@ each holding ``pipelines:`` and optionally ``compare:``.
 
 A Qlib workflow is read as ``qrun`` reads it: Qlib's ``examples/benchmarks/*/workflow_config*.yaml``
 validate unchanged once a ``rolling:`` section is added (e.g. by a small file with
-``BASE_CONFIG_PATH``; ``tests/config/qlib_benchmarks`` holds four of them). Not yet followed:
-qrun's ``sys:`` section (``sys.path`` additions) and a ``module_path`` naming a ``.py`` file.
+``BASE_CONFIG_PATH``; ``tests/config/qlib_benchmarks`` holds four of them). qrun's ``sys:``
+section is followed (``path`` and ``rel_path``, relative to the file, appended to ``sys.path``),
+and a ``module_path`` naming a ``.py`` file is found in the current directory, as ``qrun``
+finds it, else beside the file (:func:`rolling_calib.qlib_adapter.task_spec.resolve_module_files`).
 In detail:
 
 * top-level keys other than :data:`TOP_LEVEL_KEYS` (``market``, ``benchmark``,
-  ``data_handler_config``, ``port_analysis_config``: YAML anchors; ``sys``: qrun's
-  ``sys.path`` additions) are ignored, as ``qrun`` ignores them, and listed in a debug log.
+  ``data_handler_config``, ``port_analysis_config``: YAML anchors) are ignored, as ``qrun``
+  ignores them, and listed in a debug log.
   Only a near miss of one of our own keys (``rollin``, ``pipeline``, ``Compare``) is refused,
   since it is almost certainly a typo that would otherwise drop a section silently;
 * without ``pipelines:`` the file is one configuration, its task unchanged, named after
@@ -94,7 +96,7 @@ from rolling_calib.qlib_adapter.session import (
     store_calendar,
     store_path,
 )
-from rolling_calib.qlib_adapter.task_spec import merge_base_config, validate_task
+from rolling_calib.qlib_adapter.task_spec import merge_base_config, resolve_module_files, validate_task
 
 __all__ = [
     "ConfigError",
@@ -132,7 +134,9 @@ _LOG = logging.getLogger(__name__)
 def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, source: str = "overrides") -> dict:
     """Return a deep copy of ``cfg`` with dotted-path ``overrides`` applied.
 
-    Every path must already exist in ``cfg``, except that a new leaf may be added
+    Every path must already exist in ``cfg``; inside a list (``task.record``) a part names an item
+    by its 0-based index or, for a list of ``{class: ...}`` items, by its class name
+    (``task.record.2.kwargs...`` or ``task.record.PortAnaRecord.kwargs...``). A new leaf may be added
     directly under a ``kwargs`` mapping (it is checked against the class signature
     by :func:`load_experiment`), and an option of ``rolling:`` or ``rolling.calibration:``
     that the file leaves at its default may be set (``rolling.stack_seeds``). A value
@@ -163,6 +167,9 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, sou
     {'task': {'model': {'kwargs': {'lr': 0.01}}}}
     >>> apply_overrides({"rolling": {"seeds": 3}}, {"rolling.stack_seeds": 3})
     {'rolling': {'seeds': 3, 'stack_seeds': 3}}
+    >>> apply_overrides({"task": {"record": [{"class": "SignalRecord"}, {"class": "PortAnaRecord", "kwargs": {"b": "X"}}]}},
+    ...                 {"task.record.PortAnaRecord.kwargs.b": "AAPL"})["task"]["record"][1]
+    {'class': 'PortAnaRecord', 'kwargs': {'b': 'AAPL'}}
     >>> apply_overrides({"task": {}}, {"task.modle.kwargs.lr": 1})
     Traceback (most recent call last):
     ...
@@ -178,11 +185,18 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, sou
         node: Any = out
         for depth, part in enumerate(parts):
             where = ".".join(parts[:depth]) or "<root>"
+            last = depth == len(parts) - 1
+            if isinstance(node, list):
+                index = _list_index(node, part, dotted=dotted, where=where, source=source)
+                if last:
+                    node[index] = copy.deepcopy(value)
+                else:
+                    node = node[index]
+                continue
             if not isinstance(node, dict):
                 raise ConfigError(
                     f"{source}: unknown key '{dotted}' ('{where}' is a {type(node).__name__}, not a mapping)"
                 )
-            last = depth == len(parts) - 1
             optional = parts[depth - 1 : depth] == ["kwargs"] or part in _optional_leaves().get(where, ())
             if part not in node and not (last and optional):
                 known = ", ".join(sorted(map(str, node))) or "none"
@@ -192,6 +206,35 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, sou
             else:
                 node = node[part]
     return out
+
+
+def _list_index(items: list, part: str, *, dotted: str, where: str, source: str) -> int:
+    """The item of a list a dotted key names: a 0-based index, or the class name of one ``{class: ...}`` item.
+
+    >>> records = [{"class": "SignalRecord"}, {"class": "SigAnaRecord"}, {"class": "PortAnaRecord"}]
+    >>> [_list_index(records, part, dotted=f"task.record.{part}", where="task.record", source="--set")
+    ...  for part in ("2", "PortAnaRecord")]
+    [2, 2]
+    >>> _list_index(records, "3", dotted="task.record.3.kwargs", where="task.record", source="--set")
+    Traceback (most recent call last):
+    ...
+    rolling_calib.core.validation.ConfigError: --set: unknown key 'task.record.3.kwargs' ('task.record' is a list of 3 items, 0..2: 0 SignalRecord, 1 SigAnaRecord, 2 PortAnaRecord)
+    """
+    names = [item.get("class") if isinstance(item, dict) else None for item in items]
+    contents = ", ".join(f"{i} {name if name is not None else type(item).__name__}"
+                         for i, (name, item) in enumerate(zip(names, items))) or "empty"
+    span = f"0..{len(items) - 1}" if items else "none"
+    if part.lstrip("-").isdigit():
+        index = int(part)
+        if 0 <= index < len(items):
+            return index
+        raise ConfigError(f"{source}: unknown key '{dotted}' ('{where}' is a list of {len(items)} items, {span}: "
+                          f"{contents})")
+    matches = [i for i, name in enumerate(names) if name == part]
+    if len(matches) == 1:
+        return matches[0]
+    problem = f"two or more items are {part}: name one by its index" if matches else f"no item has class {part}"
+    raise ConfigError(f"{source}: unknown key '{dotted}' ('{where}' is a list: {problem}; it has {contents})")
 
 
 # --------------------------------------------------------------------------- typed sections
@@ -470,6 +513,7 @@ def _missing_rolling(raw: Mapping[str, Any], path: Path) -> ConfigError:
             months = found  # type: ignore[assignment]
     except (KeyError, TypeError, IndexError):
         pass
+    mode = _snippet_mode(raw)
     return ConfigError(
         f"{path}: rolling: missing section. rolling-calib runs the workflow's task on a rolling schedule, "
         "and this file gives none: add a rolling: section to it, or write a small file next to it "
@@ -480,12 +524,41 @@ def _missing_rolling(raw: Mapping[str, Any], path: Path) -> ConfigError:
         f"    start: {months['start']}                 # first evaluated month\n"
         f"    end: {months['end']}                   # last evaluated month\n"
         "    step_months: 6                 # months one model predicts before it is fine-tuned\n"
-        "    seeds: 3"
+        + (f"    mode: scratch                  # {mode}\n" if mode else "")
+        + "    seeds: 3"
     )
 
 
-#: The name of a file's one configuration when its stem cannot name it (e.g. ``.yaml``).
-SINGLE_PIPELINE = "base"
+def _snippet_mode(raw: Mapping[str, Any]) -> str | None:
+    """Why the snippet must say ``mode: scratch`` (a model that cannot continue from the previous window), or None."""
+    from rolling_calib.qlib_adapter.task_spec import import_class
+    from rolling_calib.qlib_adapter.training import warm_start_kind
+
+    try:
+        cls = import_class(raw["task"]["model"], "task.model", "snippet")
+    except (KeyError, TypeError, ConfigError):
+        return None
+    if warm_start_kind(cls) is not None:
+        return None
+    return f"{cls.__qualname__} can neither load_state nor finetune: it is retrained every window"
+
+
+def _apply_sys_section(section: Any, path: Path) -> None:
+    """qrun's ``sys:`` section: ``path`` entries and ``rel_path`` entries (relative to ``path``'s directory)
+    appended to ``sys.path``, as ``qlib.cli.run.sys_config`` does (once each)."""
+    import sys
+
+    if section is None:
+        return
+    expect(section, dict, "sys", "a mapping with path and/or rel_path", str(path))
+    reject_unknown(section, {"path", "rel_path"}, "sys.", str(path))
+    entries = []
+    for key, base in (("path", None), ("rel_path", path.parent)):
+        value = section.get(key, [])
+        for item in [value] if isinstance(value, str) else list(value):
+            entries.append(str(base / item) if base is not None else str(item))
+    sys.path.extend(entry for entry in entries if entry not in sys.path)
+
 
 
 def _single_pipeline(path: Path) -> dict[str, dict[str, Any]]:
@@ -560,6 +633,8 @@ def load_experiment(
     if "rolling" not in raw:
         raise _missing_rolling(raw, path)
     qlib_init = resolve_qlib_init(raw["qlib_init"], where)
+    _apply_sys_section(raw.get("sys"), path)
+    raw["task"] = resolve_module_files(raw["task"], bases=(path.parent,))
     validate_task(raw["task"], where)
     rolling = _parse_rolling(raw["rolling"], where)
     if "pipelines" in raw:

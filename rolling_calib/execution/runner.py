@@ -55,12 +55,30 @@ from rolling_calib.config.bounds import check_pipeline_name, check_unit_count, c
 from rolling_calib.config.experiment import ExperimentConfig
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.core.label import Label
+from rolling_calib.core.validation import ConfigError
 from rolling_calib.qlib_adapter.labels import describe_labels
 from rolling_calib.qlib_adapter.memory import UnitMemory, unit_memory
-from rolling_calib.qlib_adapter.session import store_calendar
+from rolling_calib.qlib_adapter.session import store_calendar, store_freq
 from rolling_calib.qlib_adapter.records import RecorderSpec
-from rolling_calib.qlib_adapter.training import check_runner_contract, train_window, train_window_stack, window_task
+from rolling_calib.qlib_adapter.task_spec import import_class
+from rolling_calib.qlib_adapter.training import (
+    base_model_path,
+    check_runner_contract,
+    train_window,
+    train_window_stack,
+    unit_task,
+    window_task,
+)
+from rolling_calib.qlib_adapter.zoo import (
+    ZOO_RULES_VERSION,
+    check_booster_params,
+    check_validation_rows,
+    check_zoo_task,
+    model_traits,
+    pretrained_base,
+)
 from rolling_calib.execution.executors import Executor, UnitKey, UnitTask
+from rolling_calib.execution.unit_log import attach_log, unit_log
 from rolling_calib.execution.units import StackKey
 from rolling_calib.core.schedule import CoverageError, Window, check_coverage
 
@@ -78,6 +96,7 @@ __all__ = [
     "default_threads",
     "pending_units",
     "CorruptMove",
+    "unit_task",
 ]
 
 
@@ -112,7 +131,10 @@ class RunPlan:
     experiment : dict
         The validated experiment (recorded in the manifest).
     data : dict
-        Data identity of the minute store.
+        Data identity of the store (and of a second-frequency store, ``other_stores``).
+    notes : tuple of str
+        What the runner decided for this plan: a workflow's own seed taken as seed 0, a
+        compatibility class, a pretrained base model, extra segments (printed before the run).
     """
 
     store: Path
@@ -126,6 +148,7 @@ class RunPlan:
     data: dict
     label: str = "raw"  # rolling.label: test labels raw (DK_R) or learn-processed (DK_L)
     stack_seeds: int = 1  # rolling.stack_seeds: seeds of a window trained as one stack (fixed groups of seeds)
+    notes: tuple[str, ...] = ()  # what the runner decided for this plan (printed before the run, kept in its summary)
 
     def pipeline(self, name: str) -> PipelinePlan:
         """The plan of pipeline ``name``."""
@@ -176,11 +199,13 @@ class RunSummary:
     seconds: float
     results: dict[UnitKey, UnitResult] = field(default_factory=dict)
     corrupt_moved: list[UnitKey] = field(default_factory=list)  # damaged units moved to STORE/corrupt/, recomputed
+    notes: tuple[str, ...] = ()  # the plan's notes (:attr:`RunPlan.notes`)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly summary (for ``rolling-calib run --json``)."""
         return {
             "store": str(self.store),
+            "notes": list(self.notes),
             "units_ran": self.ran,
             "units_skipped": self.skipped,
             "stale_units_moved": self.stale_moved,
@@ -216,7 +241,10 @@ def _pipeline_hash(task: dict, windows: Sequence[Window], rolling: dict, data: d
 
     The resolved task, the exact windows and mode, the data identity (not its path)
     and the torch thread count: threads change the floating-point summation order,
-    so 1 and 2 threads give predictions that differ in the 6th digit.
+    so 1 and 2 threads give predictions that differ in the 6th digit. For a model of Qlib's
+    zoo also the version of the rules that write seeds and threads into its unit task
+    (:data:`~rolling_calib.qlib_adapter.zoo.ZOO_RULES_VERSION`): units trained under other rules
+    are recomputed, not mixed in.
     """
     schedule = {
         "windows": [w.to_dict() for w in windows],
@@ -227,6 +255,8 @@ def _pipeline_hash(task: dict, windows: Sequence[Window], rolling: dict, data: d
         schedule["label"] = rolling["label"]
     if rolling.get("stack_seeds", 1) != 1:  # stacked fits agree with single ones to rounding, not to the bit
         schedule["stack_seeds"] = rolling["stack_seeds"]
+    if not str(task["model"].get("module_path", "")).startswith("rolling_calib"):  # Qlib's zoo: its unit rules
+        schedule["zoo_rules"] = ZOO_RULES_VERSION  # (our models' hashes, and so existing stores, unchanged)
     data_id = {k: v for k, v in data.items() if k != "path"}
     return stable_hash({"task": task, "schedule": schedule, "data": data_id, "n_threads": int(n_threads)})
 
@@ -275,20 +305,29 @@ def plan_run(
         raise ValueError(f"--pipelines: unknown pipeline(s) {', '.join(unknown)}; known: {', '.join(config.pipelines)}")
     if not names:
         raise ValueError("--pipelines: expected at least one pipeline")
-    seed_list = tuple(config.rolling.seeds) if seeds is None else parse_seeds(seeds, "--seeds", "command line")
+    where = str(config.path) if config.path else "experiment"
+    seed_list, notes = _seed_list(config, names, seeds, where)
     if n_threads < 1:
         raise ValueError(f"n_threads: expected >= 1, found {n_threads}")
     label = getattr(config.rolling, "label", "raw")
     stack_seeds = int(getattr(config.rolling, "stack_seeds", 1))
-    where = str(config.path) if config.path else "experiment"
     for name in dict.fromkeys(names):  # before the calendar is read: refusals come in well under a second
         check_runner_contract(config.pipeline_task(name), mode=config.rolling.mode, label=label,
                               stack_seeds=stack_seeds, where=f"{where}: pipelines.{name}")
+        notes += [f"{name}: {note}" for note in check_zoo_task(config.pipeline_task(name), f"{where}: pipelines.{name}")]
+        notes += _seedless_note(name, config.pipeline_task(name), seed_list, where)
+        check_booster_params(config.pipeline_task(name), f"{where}: pipelines.{name}")
     calendar = store_calendar(config.qlib_init)
     windows = tuple(config.rolling.windows(calendar))
     _check_bounds(config, list(dict.fromkeys(names)), n_seeds=len(seed_list), calendar=calendar, windows=windows,
                   workers=workers, where=where)
-    data = st.data_identity(config.store_dir, instruments=st.task_universe(config.task))
+    for name in dict.fromkeys(names):  # knowable before training: each window's task, validation rows vs a batch
+        task = config.pipeline_task(name)
+        applied = [unit_task(task, w, seed=seed_list[0], n_threads=n_threads, where=f"{where}: pipelines.{name}")[1]
+                   for w in windows][0]  # every window's task is built once here: its segments are checked
+        notes += [f"{name}: {applied['compat']}"] if "compat" in applied else []
+        check_validation_rows(task, windows, freq=store_freq(config.qlib_init), where=f"{where}: pipelines.{name}")
+    data = _data_identity(config, st.task_universe(config.task))
     experiment = config.to_dict()
     plans = []
     for name in dict.fromkeys(names):
@@ -307,6 +346,7 @@ def plan_run(
         data=data,
         label=label,
         stack_seeds=stack_seeds,
+        notes=tuple(dict.fromkeys(notes)),
     )
 
 
@@ -340,6 +380,61 @@ def _universe_size(provider: Path, name: str) -> int:
     if not path.is_file():
         return 1
     return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+
+
+def _data_identity(config: ExperimentConfig, instruments: Sequence[str]) -> dict:
+    """The store's data identity; a multi-frequency ``provider_uri``'s other stores under ``other_stores``."""
+    data = st.data_identity(config.store_dir, instruments=instruments)
+    others = {freq: path for freq, path in config.qlib_init["provider_uri"].items() if Path(path) != config.store_dir}
+    if others:
+        data["other_stores"] = {freq: st.data_identity(Path(path), instruments=instruments)
+                                for freq, path in others.items()}
+    return data
+
+
+def _seedless_note(name: str, task: dict, seeds: Sequence[int], where: str) -> list[str]:
+    """A note naming a model that takes no seed when the run has several seeds (its seeds are the same run)."""
+    traits = model_traits(import_class(dict(task["model"]), "task.model", where))
+    if traits.seed_param is not None or len(seeds) < 2:
+        return []
+    return [f"{name}: {traits.name} takes no seed (seed_param: null in its sidecars): its {len(seeds)} seeds differ "
+            "only through the global random generators, which it may not use"]
+
+
+def _written_seed(task: dict, where: str) -> tuple[str, int] | None:
+    """``(argument, value)`` of the seed a task's model writes itself (TabNet's ``seed: 993``), or ``None``."""
+    param = model_traits(import_class(dict(task["model"]), "task.model", where)).seed_param
+    value = task["model"].get("kwargs", {}).get(param) if param else None
+    return (param, value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _seed_list(config: ExperimentConfig, names: Sequence[str], seeds: int | Sequence[int] | None,
+               where: str) -> tuple[tuple[int, ...], list[str]]:
+    """The run's seeds and a note on the workflow's own seed.
+
+    ``N`` seeds (``rolling.seeds: N`` or ``--seeds N``) are ``0..N-1``, or ``S..S+N-1`` when the
+    workflow's model writes its own seed ``S`` (seed 0 of the rolling seeds is the workflow's own:
+    TabNet's ``seed: 993`` gives 993, 994, ...). An explicit list is used as given, and replaces the
+    written seed (said in the note). Pipelines that write different seeds are refused: the rolling
+    seeds replace the model's seed in every unit.
+    """
+    seed_list = tuple(config.rolling.seeds) if seeds is None else parse_seeds(seeds, "--seeds", "command line")
+    written = {name: _written_seed(config.pipeline_task(name), where) for name in dict.fromkeys(names)}
+    if len(set(written.values())) > 1:
+        raise ConfigError(f"{where}: pipelines write different model seeds ({', '.join(f'{n}: {w}' for n, w in written.items())}); "
+                          "every unit's seed is a rolling seed: set rolling.seeds (or --seeds) instead")
+    own = next(iter(written.values()), None)
+    if own is None:
+        return seed_list, []
+    param, value = own
+    if seed_list == tuple(range(len(seed_list))):
+        if value == 0:  # seeds 0..N-1 either way: nothing to say (workflows/base.yaml writes seed: 0)
+            return seed_list, []
+        seed_list = tuple(value + i for i in range(len(seed_list)))
+        return seed_list, [f"the workflow's own seed (task.model.kwargs.{param}: {value}) is seed 0 of the rolling "
+                           f"seeds: {', '.join(map(str, seed_list))}"]
+    return seed_list, [f"the workflow's own seed (task.model.kwargs.{param}: {value}) is replaced by the rolling seeds "
+                       f"{', '.join(map(str, seed_list))}"]
 
 
 # --------------------------------------------------------------------------- one unit
@@ -415,12 +510,18 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
     t0 = time.perf_counter()
     paths = st.unit_paths(plan.store, key)
     warm_start, start_from = _warm_start(plan, key)
-    task = window_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
-                       n_threads=plan.n_threads)
-    with _checkpoint_writes(paths.checkpoint):
-        trained = train_window(plan.qlib_init, task, warm_start=warm_start, checkpoint=paths.checkpoint,
-                               seed=key.seed, label=plan.label, recorder=_recorder_spec(plan, key))
-    return _store_unit(plan, key, task=task, trained=trained, start_from=start_from, t0=t0)
+    task, applied = unit_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
+                              n_threads=plan.n_threads)
+    try:
+        with unit_log(paths.log), _checkpoint_writes(paths.checkpoint):
+            trained = train_window(plan.qlib_init, task, warm_start=warm_start, checkpoint=paths.checkpoint,
+                                   seed=key.seed, label=plan.label, recorder=_recorder_spec(plan, key),
+                                   threads=plan.n_threads)
+    except st.StoreWriteError:
+        raise   # one line naming the file already: the library output is beside the point
+    except Exception as exc:
+        raise attach_log(exc, paths.log)
+    return _store_unit(plan, key, task=task, trained=trained, start_from=start_from, t0=t0, applied=applied)
 
 
 def execute_stack(plan: RunPlan, stack: StackKey) -> tuple[UnitResult, ...]:
@@ -433,19 +534,27 @@ def execute_stack(plan: RunPlan, stack: StackKey) -> tuple[UnitResult, ...]:
     t0 = time.perf_counter()
     keys = stack.units()
     starts = [_warm_start(plan, key) for key in keys]
-    tasks = [window_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
-                         n_threads=plan.n_threads) for key in keys]
-    with _checkpoint_writes(st.unit_paths(plan.store, keys[0]).checkpoint):
-        trained = train_window_stack(
-            plan.qlib_init, tasks,
-            warm_starts=[warm for warm, _ in starts],
-            checkpoints=[st.unit_paths(plan.store, key).checkpoint for key in keys],
-            seeds=list(stack.seeds),
-            label=plan.label,
-            recorders=[_recorder_spec(plan, key) for key in keys],
-        )
-    results = [_store_unit(plan, key, task=task, trained=one, start_from=start_from, t0=t0, seed_stack=stack.seeds)
-               for key, task, one, (_, start_from) in zip(keys, tasks, trained, starts)]
+    units = [unit_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
+                       n_threads=plan.n_threads) for key in keys]
+    log = st.unit_paths(plan.store, keys[0]).log  # the stack's output: one log, beside its first unit
+    try:
+        with unit_log(log), _checkpoint_writes(st.unit_paths(plan.store, keys[0]).checkpoint):
+            trained = train_window_stack(
+                plan.qlib_init, [task for task, _ in units],
+                warm_starts=[warm for warm, _ in starts],
+                checkpoints=[st.unit_paths(plan.store, key).checkpoint for key in keys],
+                seeds=list(stack.seeds),
+                label=plan.label,
+                recorders=[_recorder_spec(plan, key) for key in keys],
+                threads=plan.n_threads,
+            )
+    except st.StoreWriteError:
+        raise
+    except Exception as exc:
+        raise attach_log(exc, log)
+    results = [_store_unit(plan, key, task=task, trained=one, start_from=start_from, t0=t0, seed_stack=stack.seeds,
+                           applied=applied, log=log)
+               for key, (task, applied), one, (_, start_from) in zip(keys, units, trained, starts)]
     return _split_time(results, time.perf_counter() - t0)
 
 
@@ -487,7 +596,7 @@ def _recorder_spec(plan: RunPlan, key: UnitKey) -> RecorderSpec:
 
 
 def _store_unit(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, start_from: dict | None, t0: float,
-                seed_stack: tuple[int, ...] | None = None) -> UnitResult:
+                applied: dict, seed_stack: tuple[int, ...] | None = None, log: Path | None = None) -> UnitResult:
     """Write one trained unit (predictions, validation predictions, sidecar last); its result."""
     window = plan.windows[key.window]
     paths = st.unit_paths(plan.store, key)
@@ -513,7 +622,7 @@ def _store_unit(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, start_
     if seed_stack is not None:
         timings["shared_by_stack"] = ["build_s", "fit_s", "total_s"]
     sidecar = _sidecar(plan, key, task=task, trained=trained, frame=frame, dropped=dropped, valid=valid, ql=ql,
-                       start_from=start_from, timings=timings)
+                       start_from=start_from, timings=timings, applied=applied, log=log or paths.log)
     sidecar["label_columns"] = label_columns
     sidecar.update(checksums)  # the SHA-256 of the Parquet bytes: every reader checks them
     sidecar["labels"] = {kind: lab.to_dict() for kind, lab in plan.pipeline(key.pipeline).labels.items()}
@@ -579,8 +688,15 @@ def _warm_start(plan: RunPlan, key: UnitKey) -> tuple[Path | None, dict | None]:
 
 
 def _sidecar(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, frame: pd.DataFrame, dropped: int,
-             valid: pd.DataFrame | None, ql: float, start_from: dict | None, timings: dict) -> dict:
-    """The unit's sidecar record (written last: its presence marks the unit complete)."""
+             valid: pd.DataFrame | None, ql: float, start_from: dict | None, timings: dict, applied: dict,
+             log: Path) -> dict:
+    """The unit's sidecar record (written last: its presence marks the unit complete).
+
+    ``seed_param``: the model's argument that carried the unit's seed (``None``: the model takes no
+    seed, so its seeds differ only through the global generators); ``threads``: the thread settings
+    applied (``torch`` and the model's own thread arguments); ``compat``: the compatibility class
+    used instead of Qlib's, and why; ``pretrained_base``: the base network trained for this unit.
+    """
     window, paths = plan.windows[key.window], st.unit_paths(plan.store, key)
     return {
         "pipeline": key.pipeline,
@@ -598,7 +714,13 @@ def _sidecar(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, frame: pd
         "checkpoint_sha256": _sha256(paths.checkpoint),
         "started_from": start_from,
         "n_threads": plan.n_threads,
-        "seeds": {"global": trained.seeds, "model_kwarg": task["model"].get("kwargs", {}).get("seed")},
+        "seeds": {"global": trained.seeds,  # the seed the model's own argument (seed_param) received
+                  "model_kwarg": task["model"].get("kwargs", {}).get(applied["seed_param"] or "seed")},
+        "seed_param": applied["seed_param"],
+        "threads": applied["threads"],
+        "compat": applied.get("compat"),
+        "pretrained_base": _pretrained_record(plan, task, paths),
+        "log": os.path.relpath(log, plan.store),
         "label": plan.label,
         "qlib_recorder": trained.recorder,  # the task's records in a Qlib recorder (None: the task has none)
         "pid": os.getpid(),
@@ -606,6 +728,16 @@ def _sidecar(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, frame: pd
         "timings": timings,
         "finished_at": pd.Timestamp.now(tz="UTC").isoformat(),
     }
+
+
+def _pretrained_record(plan: RunPlan, task: dict, paths: st.UnitPaths) -> dict | None:
+    """The sidecar's ``pretrained_base``: the base network this unit trained first (GATs, IGMTF), or ``None``."""
+    base = pretrained_base(task)
+    path = base_model_path(paths.checkpoint)
+    if base is None or not path.is_file():
+        return None
+    return {"class": f"{base['model']['module_path']}.{base['model']['class']}", "kwargs": base["model"]["kwargs"],
+            "file": os.path.relpath(path, plan.store), "sha256": _sha256(path), "replaces": base["model_path"]}
 
 
 # --------------------------------------------------------------------------- the grid
@@ -762,6 +894,9 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
         warnings.warn(f"{plan.store}: removed {len(orphans)} temporary file(s) left by an interrupted write "
                       f"(e.g. {orphans[0]})", stacklevel=3)
     _write_manifest(plan)
+    if progress:
+        for note in plan.notes:
+            print(f"note: {note}", file=sys.stderr)
     pending, skipped, stale, corrupt = pending_units(plan)
     for move in corrupt:
         print(f"rolling-calib run: {move.line()}", file=sys.stderr)
@@ -789,6 +924,7 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
         seconds=time.perf_counter() - t0,
         results=dict(results),
         corrupt_moved=[move.key for move in corrupt],
+        notes=plan.notes,
     )
     _record_history(plan, summary, executor)
     return summary

@@ -223,6 +223,16 @@ class UnitPaths:
         """Checkpoint path relative to the store (as recorded in sidecars)."""
         return os.path.relpath(self.checkpoint, store)
 
+    @property
+    def log(self) -> Path:
+        """The unit's library output (Qlib's, LightGBM's, torch's; ``wNN.log`` beside the sidecar)."""
+        return self.sidecar.with_suffix(".log")
+
+    @property
+    def base_model(self) -> Path:
+        """A pretrained base network the unit trained first (GATs, IGMTF: ``wNN.base.pt`` beside its checkpoint)."""
+        return self.checkpoint.with_name(self.checkpoint.stem + ".base.pt")
+
 
 def unit_paths(store: str | os.PathLike, key: UnitKey) -> UnitPaths:
     """Where unit ``key`` lives in ``store``.
@@ -530,7 +540,8 @@ def _move_unit(store: Path, key: UnitKey, dest: Path) -> Path:
     """Move the unit's files (Parquet, validation Parquet, checkpoint, sidecar last) into ``dest``."""
     paths = unit_paths(store, key)
     dest.mkdir(parents=True, exist_ok=True)
-    for path in (paths.parquet, paths.valid_parquet, paths.checkpoint, paths.sidecar):  # sidecar last: the commit marker
+    for path in (paths.parquet, paths.valid_parquet, paths.checkpoint, paths.base_model, paths.log,
+                 paths.sidecar):  # sidecar last: the commit marker
         if path.exists():
             shutil.move(str(path), str(dest / path.name))
     return dest

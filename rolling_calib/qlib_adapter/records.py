@@ -29,7 +29,8 @@ Decisions
 * **Daily stores only**: Qlib's record templates are daily tools (``SigAnaRecord``'s daily IC with
   ``ann_scaler: 252``, ``PortAnaRecord``'s day-step backtest); on a minute store they are not run
   and the sidecar says so (the predictions are in the result store; ``compare`` scores them).
-* **PortAnaRecord is optional**: it needs its benchmark in the store and a daily store; when
+* **PortAnaRecord (and its subclasses, ``MultiPassPortAnaRecord``) is optional**: it needs its
+  benchmark in the store and a daily store; when
   either is missing, or the backtest raises, it is skipped with the reason recorded (sidecar
   ``qlib_recorder.skipped`` and a warning); the unit does not fail. Every other record's
   failure fails the unit.
@@ -102,6 +103,20 @@ def _class_name(config: Mapping[str, Any] | Any) -> str:
     return type(config).__name__
 
 
+def _is_backtest(config: Mapping[str, Any]) -> bool:
+    """Whether a record template is Qlib's backtest: ``PortAnaRecord`` or a subclass (``MultiPassPortAnaRecord``)."""
+    from qlib.utils import get_callable_kwargs
+    from qlib.workflow.record_temp import PortAnaRecord
+
+    if _class_name(config) == "PortAnaRecord":
+        return True
+    try:
+        cls, _ = get_callable_kwargs(dict(config), default_module=_DEFAULT_MODULE)
+    except (AttributeError, ImportError, ValueError, TypeError):
+        return False
+    return isinstance(cls, type) and issubclass(cls, PortAnaRecord)
+
+
 @contextlib.contextmanager
 def _db_lock(db: Path, *, timeout: float = 600.0) -> Iterator[None]:
     """Exclusive ``flock`` on ``<db>.lock`` (the lock :mod:`rolling_calib.tracking.sqlite_db` takes)."""
@@ -147,6 +162,10 @@ class _Predicted:
     def predict(self, dataset: Any, segment: Any = "test", **kwargs):
         if dataset is self._dataset and segment == "test" and not kwargs:
             return self._predictions.copy()
+        if isinstance(segment, str) and not kwargs:  # as qrun calls it (Qlib's _ts models take no segment)
+            from rolling_calib.qlib_adapter.zoo import predict_segment
+
+            return predict_segment(self._model, dataset, segment)
         return self._model.predict(dataset, segment=segment, **kwargs)
 
     def __getattr__(self, name: str):
@@ -218,22 +237,23 @@ def run_records(
             R.save_objects(**{"params.pkl": model})
             for config in fill_placeholder(copy.deepcopy(configs), {"<MODEL>": proxy, "<DATASET>": dataset}):
                 name = _class_name(config)
-                if name == "PortAnaRecord":
+                backtest = _is_backtest(config)
+                if backtest:
                     blocker = _benchmark_blocker(config, freq)
                     if blocker is not None:
                         skipped.append({"class": name, "reason": blocker})
-                        _LOG.warning("%s: PortAnaRecord skipped: %s", spec.recorder_name, blocker)
+                        _LOG.warning("%s: %s skipped: %s", spec.recorder_name, name, blocker)
                         continue
                 record = init_instance_by_config(config, recorder=rec, default_module=_DEFAULT_MODULE,
                                                  try_kwargs={"model": proxy, "dataset": dataset})
                 try:
                     record.generate()
                 except Exception as exc:  # noqa: BLE001 -- the backtest is optional, every other record is not
-                    if name != "PortAnaRecord":
+                    if not backtest:
                         raise
                     reason = f"the backtest failed: {type(exc).__name__}: {exc}"
                     skipped.append({"class": name, "reason": reason[:500]})
-                    _LOG.warning("%s: PortAnaRecord skipped: %s", spec.recorder_name, reason)
+                    _LOG.warning("%s: %s skipped: %s", spec.recorder_name, name, reason)
                     continue
                 done.append(name)
         # after R.start ends: Qlib logs metrics asynchronously and flushes them when the run ends

@@ -32,13 +32,39 @@ def resolve_qlib_init(section: Any, where: str) -> dict:
         raise ConfigError(f"{where}: qlib_init.provider_uri: missing (expected a Qlib store directory: "
                           f"minute bars, calendars/{FREQ}.txt, or daily bars, calendars/day.txt)")
     uri = section["provider_uri"]
+    if isinstance(uri, dict) and len(uri) > 1:  # Qlib's multi-frequency provider_uri: {day: DIR, 1min: DIR}
+        reject_unknown(uri, set(FREQS), "qlib_init.provider_uri.", where)
+        if "day" not in uri:
+            raise ConfigError(f"{where}: qlib_init.provider_uri: several stores need a 'day' store (the schedule's "
+                              f"calendar); found {', '.join(map(str, uri))}")
+        stores = {freq: str(_checked_store(path, freq, where)) for freq, path in uri.items()}
+        stores = {"day": stores.pop("day"), **stores}  # the schedule's store first (see store_freq)
+        return _with_defaults(section, stores)
     freq = None
     if isinstance(uri, dict):
         reject_unknown(uri, set(FREQS), "qlib_init.provider_uri.", where)
         if len(uri) != 1:
             raise ConfigError(f"{where}: qlib_init.provider_uri: expected one store keyed by its frequency "
-                              f"({' or '.join(FREQS)}), found {', '.join(map(str, uri)) or 'none'}")
+                              f"({' or '.join(FREQS)}), or a day store and a minute store, found none")
         freq, uri = next(iter(uri.items()))
+    store = _checked_store(uri, freq, where)
+    if freq is None:  # a plain path: the store's own calendar says its frequency
+        freq = next(f for f in FREQS if (store / "calendars" / f"{f}.txt").is_file())
+    return _with_defaults(section, {freq: str(store)})
+
+
+def _with_defaults(section: Mapping[str, Any], stores: dict[str, str]) -> dict:
+    out = dict(section)
+    out["provider_uri"] = stores
+    out.setdefault("region", "us")
+    out.setdefault("expression_cache", None)
+    out.setdefault("dataset_cache", None)
+    out.setdefault("kernels", 1)
+    return out
+
+
+def _checked_store(uri: Any, freq: str | None, where: str) -> Path:
+    """A committed Qlib store directory holding ``calendars/<freq>.txt`` (any frequency when ``freq`` is None)."""
     expect(uri, str, "qlib_init.provider_uri" + (f".{freq}" if freq else ""), "a directory path", where)
     store = Path(uri).expanduser().resolve()
     from data_prep.qlib_store import check_committed
@@ -53,24 +79,16 @@ def resolve_qlib_init(section: Any, where: str) -> dict:
             "(build it with 'rolling-calib data synth' or 'rolling-calib data ingest')"
         )
     present = [f for f in FREQS if (store / "calendars" / f"{f}.txt").is_file()]
-    if freq is None:  # a plain path: the store's own calendar says its frequency
-        if not present:
-            raise ConfigError(f"{where}: qlib_init.provider_uri: {store} is not a Qlib store "
-                              f"(no calendars/{FREQ}.txt nor calendars/day.txt)")
-        freq = present[0]
-    elif freq not in present:
+    if freq is None and not present:
+        raise ConfigError(f"{where}: qlib_init.provider_uri: {store} is not a Qlib store "
+                          f"(no calendars/{FREQ}.txt nor calendars/day.txt)")
+    if freq is not None and freq not in present:
         raise ConfigError(
             f"{where}: qlib_init.provider_uri.{freq}: {store} is not a Qlib "
             f"{'minute' if freq == FREQ else 'daily'} store (no calendars/{freq}.txt"
             + (f"; it has calendars/{present[0]}.txt: key it by {present[0]!r}" if present else "") + ")"
         )
-    out = dict(section)
-    out["provider_uri"] = {freq: str(store)}
-    out.setdefault("region", "us")
-    out.setdefault("expression_cache", None)
-    out.setdefault("dataset_cache", None)
-    out.setdefault("kernels", 1)
-    return out
+    return store
 
 
 
@@ -92,13 +110,17 @@ def init_qlib_once(qlib_init: Mapping[str, Any]) -> None:
 
 
 def store_freq(qlib_init: Mapping[str, Any]) -> str:
-    """Frequency of a resolved ``qlib_init``'s store: ``"1min"`` or ``"day"`` (its ``provider_uri`` key)."""
+    """Frequency of a resolved ``qlib_init``'s store: ``"1min"`` or ``"day"`` (its ``provider_uri`` key).
+
+    With several stores (Qlib's multi-frequency ``provider_uri``: ``{day: DIR, 1min: DIR}``) the
+    ``day`` store's (listed first by :func:`resolve_qlib_init`): it gives the schedule's calendar.
+    """
     uri = qlib_init["provider_uri"]
     return next(iter(uri)) if isinstance(uri, Mapping) else FREQ
 
 
 def store_path(qlib_init: Mapping[str, Any]) -> Path:
-    """The store directory of a resolved ``qlib_init``."""
+    """The store directory of a resolved ``qlib_init`` (the ``day`` store when there are several)."""
     uri = qlib_init["provider_uri"]
     return Path(next(iter(uri.values())) if isinstance(uri, Mapping) else uri)
 

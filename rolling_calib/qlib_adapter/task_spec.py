@@ -16,6 +16,7 @@ from rolling_calib.core.validation import ConfigError, check, expect, reject_unk
 
 __all__ = [
     "CLASS_SPEC_KEYS",
+    "OPTIONAL_PACKAGES",
     "STRICT_PACKAGES",
     "TASK_KEYS",
     "AcceptedKwargs",
@@ -24,12 +25,20 @@ __all__ = [
     "check_kwargs",
     "import_class",
     "merge_base_config",
+    "resolve_module_files",
     "validate_task",
 ]
 
 _LOG = logging.getLogger(__name__)
 
 TASK_KEYS = frozenset({"model", "dataset", "record"})
+#: Packages some of Qlib's model classes import that rolling-calib's core install lacks: what to do.
+OPTIONAL_PACKAGES = {
+    "catboost": "install the model zoo's extra: pip install 'rolling-calib[zoo]' (CatBoost, XGBoost)",
+    "xgboost": "install the model zoo's extra: pip install 'rolling-calib[zoo]' (CatBoost, XGBoost)",
+    "tensorflow": ("this model needs TensorFlow 1.x (Qlib's TFT: tensorflow-gpu 1.15, Python <= 3.7), which cannot "
+                   "be installed beside torch 2.x on Python >= 3.10: it cannot run under rolling-calib"),
+}
 CLASS_SPEC_KEYS = frozenset({"class", "module_path", "kwargs"})
 
 
@@ -38,6 +47,43 @@ def merge_base_config(base: dict, override: dict) -> dict:
     from qlib.utils.data import update_config
 
     return update_config(base, override)
+
+
+def _import_module(module_path: str) -> Any:
+    """A module by dotted name, or by ``.py`` file path as ``qrun`` takes it (Qlib's ``get_module_by_module_path``)."""
+    if not module_path.endswith(".py"):
+        return importlib.import_module(module_path)
+    import os
+
+    if not os.path.isfile(module_path):
+        raise FileNotFoundError(module_path)
+    from qlib.utils import get_module_by_module_path
+
+    return get_module_by_module_path(module_path)
+
+
+def resolve_module_files(node: Any, *, bases: tuple[Any, ...]) -> Any:
+    """``node`` with every relative ``module_path: something.py`` made absolute (a copy; anything else unchanged).
+
+    ``qrun`` imports such a file relative to the current directory; here the current directory is
+    tried first, then each of ``bases`` (the workflow file's directory), so a benchmark workflow
+    that names ``multi_freq_handler.py`` beside it runs from anywhere and in worker processes.
+    """
+    import os
+
+    if isinstance(node, list):
+        return [resolve_module_files(item, bases=bases) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: resolve_module_files(value, bases=bases) for key, value in node.items()}
+    path = out.get("module_path")
+    if isinstance(path, str) and path.endswith(".py") and not os.path.isabs(os.path.expanduser(path)):
+        for base in (os.getcwd(), *map(str, bases)):
+            candidate = os.path.join(base, path)
+            if os.path.isfile(candidate):
+                out["module_path"] = os.path.abspath(candidate)
+                break
+    return out
 
 
 def import_class(spec: Any, key: str, where: str) -> type:
@@ -50,9 +96,13 @@ def import_class(spec: Any, key: str, where: str) -> type:
     if not isinstance(spec.get("kwargs", {}), dict):
         raise ConfigError(f"{where}: {key}.kwargs: expected a mapping, found {type(spec['kwargs']).__name__}")
     try:
-        module = importlib.import_module(spec["module_path"])
+        module = _import_module(spec["module_path"])
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{where}: {key}.module_path: file not found: {spec['module_path']}") from exc
     except ImportError as exc:
-        raise ConfigError(f"{where}: {key}.module_path: cannot import {spec['module_path']!r}: {exc}") from exc
+        hint = OPTIONAL_PACKAGES.get((getattr(exc, "name", None) or "").split(".")[0])
+        raise ConfigError(f"{where}: {key}.module_path: cannot import {spec['module_path']!r}: {exc}"
+                          + (f"; {hint}" if hint else "")) from exc
     cls = getattr(module, spec["class"], None)
     if cls is None:
         raise ConfigError(f"{where}: {key}.class: {spec['module_path']} has no class {spec['class']!r}")

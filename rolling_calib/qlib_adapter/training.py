@@ -3,7 +3,10 @@
 Any Qlib model and dataset run here (``RollingLSTM`` + ``MinuteTSDataset``, Qlib's ``LGBModel`` +
 ``Alpha158``, ``LSTM`` + ``Alpha360``, ...)::
 
-    task   = the pipeline's Qlib task with this window's dates (and the model's seed, if it takes one)
+    task   = the pipeline's Qlib task with this window's dates, segments (extra ones too), the unit's
+             seed and threads in the model's own arguments (:func:`unit_task`, :mod:`.zoo`)
+    torch.set_num_threads(threads)                                 # every unit, whatever the model
+    pretrained base network (GATs, IGMTF with a missing model_path): trained first on this window
     random.seed(s); numpy.random.seed(s); torch.manual_seed(s)     # every unit, whatever the model
     model  = init_instance_by_config(task["model"])
     data   = init_instance_by_config(task["dataset"])
@@ -11,7 +14,8 @@ Any Qlib model and dataset run here (``RollingLSTM`` + ``MinuteTSDataset``, Qlib
         load_state/save_state  -> model.load_state(checkpoint k-1); model.fit(data)   (ours)
         finetune(dataset)      -> model = unpickle(checkpoint k-1); model.finetune(data)   (LGBModel)
         neither                -> refused at plan time (:func:`check_runner_contract`)
-    p = model.predict(data, "test")     (and "valid" when the window has one: stored beside the unit)
+    p = model.predict(data, "test")     (and "valid" when the window has one: stored beside the unit);
+        a model whose predict takes no segment (Qlib's _ts models) is called predict(data), as qrun does
     y = data.prepare("test", col_set="label", data_key=DK_R or DK_L)   # rolling.label: raw | learn
     y' = the other of the two (a DataHandlerLP has both), stored beside y where it differs
     checkpoint: model.save_state(path) if it has one, else the pickled model
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import pickle
 import random
 import time
@@ -40,14 +45,27 @@ from rolling_calib.core.validation import ConfigError
 from rolling_calib.qlib_adapter.records import RecorderSpec, record_configs, run_records
 from rolling_calib.qlib_adapter.session import init_qlib_once, store_freq
 from rolling_calib.qlib_adapter.task_spec import accepted_kwargs, import_class
+from rolling_calib.qlib_adapter.zoo import (
+    apply_unit_settings,
+    extra_segment_rule,
+    predict_segment,
+    pretrain_base,
+    pretrained_base,
+    saved_params,
+    set_unit_threads,
+    window_segments,
+)
 
-__all__ = ["HANDLER_TIME_KWARGS", "LABEL_SOURCES", "TrainedWindow", "check_runner_contract", "set_global_seeds",
-           "train_window", "train_window_stack", "warm_start_kind", "window_task"]
+__all__ = ["HANDLER_REQUIRED_TIME_KWARGS", "HANDLER_TIME_KWARGS", "LABEL_SOURCES", "TrainedWindow",
+           "base_model_path", "check_runner_contract", "set_global_seeds", "train_window", "train_window_stack",
+           "unit_task", "warm_start_kind", "window_task"]
 
 #: ``rolling.label``: score against the handler's raw label (``DK_R``) or its learn-processed label (``DK_L``).
 LABEL_SOURCES = LABEL_KINDS
-#: Handler arguments :func:`window_task` sets for every window.
+#: Handler arguments :func:`window_task` sets for every window (the ``fit_*`` ones where the handler takes them).
 HANDLER_TIME_KWARGS = ("start_time", "end_time", "fit_start_time", "fit_end_time")
+#: Of :data:`HANDLER_TIME_KWARGS`, those every handler must take (a plain ``DataHandlerLP`` takes no ``fit_*``).
+HANDLER_REQUIRED_TIME_KWARGS = ("start_time", "end_time")
 
 
 @dataclass(frozen=True)
@@ -69,38 +87,62 @@ class TrainedWindow:
     valid_other_labels: pd.Series | pd.DataFrame | None = None
 
 
-def _named_params(spec: Mapping[str, Any]) -> set[str]:
-    """Named keyword parameters of the class a ``{class, module_path}`` spec names (``**kwargs`` sinks excluded)."""
-    return set(accepted_kwargs(import_class(dict(spec), "task.model", "window_task")).params)
-
-
 def window_task(task: dict, window: Window, *, seed: int, n_threads: int) -> dict:
-    """The Qlib task of one unit: the pipeline's task with this window's dates and seed.
+    """The Qlib task of one unit: the pipeline's task with this window's dates, seed and threads.
 
-    Sets the handler's ``start_time``/``end_time`` (fit start to test end) and
-    ``fit_start_time``/``fit_end_time`` (the window's fit span), the dataset's
-    ``segments`` (exact first/last bars) and the model's ``seed`` and ``n_threads``
-    where its signature names them (``RollingLSTM`` takes both, Qlib's ``LSTM`` only
-    ``seed``, ``LGBModel`` neither: LightGBM settings stay the task's own).
+    See :func:`unit_task`, which also returns what was applied.
     """
-    out = copy.deepcopy(task)
-    model_kwargs = out["model"].setdefault("kwargs", {})
-    named = _named_params(out["model"])
-    if "seed" in named:
-        model_kwargs["seed"] = int(seed)
-    if "n_threads" in named:
-        model_kwargs["n_threads"] = int(n_threads)
+    return unit_task(task, window, seed=seed, n_threads=n_threads)[0]
+
+
+def unit_task(task: Mapping[str, Any], window: Window, *, seed: int, n_threads: int,
+              where: str = "task") -> tuple[dict, dict]:
+    """The Qlib task of one unit, and what the runner applied to it (kept in the unit's sidecar).
+
+    * the handler's ``start_time``/``end_time`` (fit start to test end) and, where it takes them,
+      ``fit_start_time``/``fit_end_time`` (the window's fit span; also in the handler's processors
+      that name them, e.g. a plain ``DataHandlerLP``'s ``RobustZScoreNorm``);
+    * the dataset's ``segments``: train/valid/test of the window (exact first/last bars), and every
+      extra segment the dataset declares, following the rolled segment whose written dates it repeats
+      (:func:`rolling_calib.qlib_adapter.zoo.window_segments`; TabNet's ``pretrain`` = train);
+    * the unit's seed in the model's seed argument and its threads in the thread arguments
+      (:func:`rolling_calib.qlib_adapter.zoo.apply_unit_settings`);
+    * a compatibility class where Qlib's is broken under the installed torch
+      (:func:`rolling_calib.qlib_adapter.compat.compat_substitute`).
+
+    Returns ``(task, applied)``: ``applied`` holds ``seed_param``, ``threads`` and, when used, ``compat``.
+    """
+    from rolling_calib.qlib_adapter.compat import compat_substitute
+
+    out = copy.deepcopy(dict(task))
+    applied = apply_unit_settings(out["model"], seed=seed, threads=n_threads)
+    out["model"], note = compat_substitute(out["model"])
+    if note is not None:
+        applied["compat"] = note
     dkw = out["dataset"].setdefault("kwargs", {})
-    hkw = dkw["handler"].setdefault("kwargs", {})
-    start = min(window.fit.start, window.train.start)
-    hkw["start_time"] = start.isoformat(sep=" ")
+    _set_handler_times(dkw["handler"], window)
+    spans = {"train": window.train.as_tuple(), "valid": window.valid.as_tuple() if window.valid is not None else None,
+             "test": window.test.as_tuple()}  # no valid segment: the model keeps its last epoch
+    dkw["segments"] = window_segments(dkw.get("segments") or {}, spans, where)
+    return out, applied
+
+
+def _set_handler_times(handler: dict, window: Window) -> None:
+    """Set the handler's window times (:func:`unit_task`), each where the handler (or a processor) takes it."""
+    handler_cls = import_class(dict(handler), "task.dataset.kwargs.handler", "window_task")
+    hkw = handler.setdefault("kwargs", {})
+    fit = {"fit_start_time": window.fit.start.isoformat(sep=" "), "fit_end_time": window.fit.end.isoformat(sep=" ")}
+    hkw["start_time"] = min(window.fit.start, window.train.start).isoformat(sep=" ")
     hkw["end_time"] = window.test.end.isoformat(sep=" ")
-    hkw["fit_start_time"] = window.fit.start.isoformat(sep=" ")
-    hkw["fit_end_time"] = window.fit.end.isoformat(sep=" ")
-    dkw["segments"] = {"train": list(window.train.as_tuple()), "test": list(window.test.as_tuple())}
-    if window.valid is not None:  # no valid segment: the model keeps its last epoch
-        dkw["segments"]["valid"] = list(window.valid.as_tuple())
-    return out
+    for name, value in fit.items():
+        if _accepts(handler_cls, name):
+            hkw[name] = value
+    for key, processors in hkw.items():
+        if key.endswith("processors") and isinstance(processors, list):
+            for proc in processors:
+                kwargs = proc.get("kwargs") if isinstance(proc, dict) else None
+                if isinstance(kwargs, dict):
+                    kwargs.update({name: value for name, value in fit.items() if name in kwargs})
 
 
 def warm_start_kind(model_cls: type) -> str | None:
@@ -137,8 +179,9 @@ def check_runner_contract(task: Mapping[str, Any], *, mode: str, label: str = "r
     * the model has ``fit`` and ``predict``; in ``mode="finetune"`` it can continue from the
       previous window (:func:`warm_start_kind`): a model that cannot is refused, named, with
       ``mode: scratch`` suggested;
-    * the dataset has Qlib's ``prepare`` and takes ``segments``; the handler takes the window
-      times :func:`window_task` sets (:data:`HANDLER_TIME_KWARGS`);
+    * the dataset has Qlib's ``prepare`` and takes ``segments``; its extra segments follow a rolled
+      one (:func:`rolling_calib.qlib_adapter.zoo.extra_segment_rule`); the handler takes ``start_time``
+      and ``end_time`` (:data:`HANDLER_REQUIRED_TIME_KWARGS`);
     * ``label`` is one of :data:`LABEL_SOURCES`; ``"learn"`` needs a ``DataHandlerLP`` handler;
     * ``stack_seeds > 1`` needs a model class the seed stack trains
       (:func:`rolling_calib.qlib_adapter.stacked.can_stack`: :class:`~rolling_calib.qlib_adapter.model.RollingLSTM`).
@@ -152,7 +195,7 @@ def check_runner_contract(task: Mapping[str, Any], *, mode: str, label: str = "r
     for method in ("fit", "predict"):
         if not callable(getattr(model_cls, method, None)):
             raise ConfigError(f"{where}: task.model: {name} has no {method}() method; the runner needs a Qlib model "
-                              "with fit(dataset) and predict(dataset, segment)")
+                              "with fit(dataset) and predict(dataset[, segment])")
     if mode == "finetune" and warm_start_kind(model_cls) is None:
         raise ConfigError(
             f"{where}: rolling.mode: finetune needs a model that continues from the previous window, but {name} "
@@ -174,14 +217,16 @@ def check_runner_contract(task: Mapping[str, Any], *, mode: str, label: str = "r
     if not _accepts(dataset_cls, "segments"):
         raise ConfigError(f"{where}: task.dataset: {dname} takes no 'segments' argument; the runner sets each "
                           "window's train/valid/test segments through it")
+    extra_segment_rule(task["dataset"].get("kwargs", {}).get("segments") or {}, where)
     handler = task["dataset"].get("kwargs", {}).get("handler")
     if isinstance(handler, dict):
         handler_cls = import_class(handler, "task.dataset.kwargs.handler", where)
         hname = f"{handler_cls.__module__}.{handler_cls.__qualname__}"
-        missing = [k for k in HANDLER_TIME_KWARGS if not _accepts(handler_cls, k)]
+        missing = [k for k in HANDLER_REQUIRED_TIME_KWARGS if not _accepts(handler_cls, k)]
         if missing:
             raise ConfigError(f"{where}: task.dataset.kwargs.handler: {hname} takes no {', '.join(missing)}; the runner "
-                              f"sets {', '.join(HANDLER_TIME_KWARGS)} for every window")
+                              f"sets {', '.join(HANDLER_REQUIRED_TIME_KWARGS)} (and fit_start_time/fit_end_time where "
+                              "the handler takes them) for every window")
         if label == "learn" and not issubclass(handler_cls, DataHandlerLP):
             raise ConfigError(f"{where}: rolling.label: learn needs a DataHandlerLP handler (learn-processed labels); "
                               f"{hname} is not one: use label: raw")
@@ -293,6 +338,7 @@ def train_window(
     seed: int | None = None,
     label: str = "raw",
     recorder: RecorderSpec | None = None,
+    threads: int | None = None,
 ) -> TrainedWindow:
     """Build the task's model and dataset, fit (from ``warm_start`` if given), predict the test segment.
 
@@ -314,19 +360,31 @@ def train_window(
     recorder : RecorderSpec, optional
         When given and the task has ``record`` templates, they run after the checkpoint is
         written, inside a Qlib recorder (:func:`rolling_calib.qlib_adapter.records.run_records`).
+    threads : int, optional
+        ``torch.set_num_threads(threads)`` before anything is built (every model; the model's own
+        thread arguments are set by :func:`unit_task`).
+
+    A model that loads a pretrained base network from a missing ``model_path`` (GATs, IGMTF:
+    :func:`rolling_calib.qlib_adapter.zoo.pretrained_base`) first gets one trained here, on this
+    window, with the same seed; it is saved beside the checkpoint (``wNN.base.pt``).
     """
     from qlib.utils import init_instance_by_config
 
     t0 = time.perf_counter()
     init_qlib_once(qlib_init)
+    if threads is not None:
+        set_unit_threads(threads)
+    task, dataset = _with_pretrained_base(task, checkpoint=Path(checkpoint), seed=seed, threads=threads)
+    scratch = _ScratchFiles(Path(checkpoint))
     seeding = set_global_seeds(seed) if seed is not None else {}
-    model = init_instance_by_config(copy.deepcopy(dict(task["model"])))
-    dataset = init_instance_by_config(copy.deepcopy(dict(task["dataset"])))
+    model = init_instance_by_config(scratch.model_spec(task["model"]))
+    if dataset is None:
+        dataset = init_instance_by_config(copy.deepcopy(dict(task["dataset"])))
     t_built = time.perf_counter()
     kind = warm_start_kind(type(model))
-    with _no_recorder_logging():
+    with _no_recorder_logging(), scratch:
         if warm_start is None:
-            model.fit(dataset)
+            scratch.fit(model, dataset)
         elif kind == "state":
             model.load_state(warm_start)
             model.fit(dataset)
@@ -349,10 +407,84 @@ def train_window(
                          valid_other_labels=valid_other)
 
 
+def base_model_path(checkpoint: Path) -> Path:
+    """Where a unit's pretrained base network is saved: beside its checkpoint (``wNN.base.pt``)."""
+    return Path(checkpoint).with_name(Path(checkpoint).stem + ".base.pt")
+
+
+def _with_pretrained_base(task: Mapping[str, Any], *, checkpoint: Path, seed: int | None,
+                          threads: int | None) -> tuple[Mapping[str, Any], Any]:
+    """``task`` with ``model_path`` pointing at a base network pretrained on this window, where it needs one.
+
+    Returns ``(task, dataset)``: the dataset the pretraining built (the unit's model uses the same
+    one), or ``None`` when nothing was pretrained.
+    """
+    from qlib.utils import init_instance_by_config
+
+    base = pretrained_base(task)
+    if base is None:
+        return task, None
+    path = base_model_path(checkpoint)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    set_global_seeds(seed if seed is not None else 0)
+    dataset = init_instance_by_config(copy.deepcopy(dict(task["dataset"])))
+    with _no_recorder_logging():
+        pretrain_base(base, dataset, seed=seed if seed is not None else 0, threads=threads or 1, path=path)
+    out = copy.deepcopy(dict(task))
+    out["model"].setdefault("kwargs", {})["model_path"] = str(path)
+    return out, dataset
+
+
+class _ScratchFiles:
+    """Files a Qlib model writes for itself during ``fit``, put beside the unit's checkpoint instead of ``~/tmp``.
+
+    Qlib's torch models save their best parameters to ``fit(save_path=None)`` (a new file in
+    ``~/tmp``); TabNet also its pretrained network to ``pretrain_file``. Here they go to
+    ``.wNN.<name>.tmp`` beside the checkpoint (same content, so the same numbers) and are removed
+    when the fit ends (a killed run's leftovers are swept as orphan temporaries).
+    """
+
+    def __init__(self, checkpoint: Path) -> None:
+        self._checkpoint, self._paths = checkpoint, []
+
+    def _path(self, name: str) -> str:
+        path = self._checkpoint.with_name(f".{self._checkpoint.stem}.{name}.tmp")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._paths.append(path)
+        return str(path)
+
+    def model_spec(self, spec: Mapping[str, Any]) -> dict:
+        """The model spec with every unset self-written file argument pointed beside the checkpoint."""
+        out = copy.deepcopy(dict(spec))
+        kwargs = out.setdefault("kwargs", {})
+        for name in saved_params(import_class(out, "task.model", "train_window")):
+            if kwargs.get(name) is None:
+                kwargs[name] = self._path(name)
+        return out
+
+    def fit(self, model: Any, dataset: Any) -> None:
+        """``model.fit(dataset)``, with ``save_path`` beside the checkpoint where ``fit`` takes one."""
+        if "save_path" in inspect.signature(model.fit).parameters:
+            model.fit(dataset, save_path=self._path("fit"))
+        else:
+            model.fit(dataset)
+
+    def __enter__(self) -> _ScratchFiles:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for path in self._paths:
+            Path(path).unlink(missing_ok=True)
+
+
 def _predict_segments(model: Any, dataset: Any) -> tuple[Any, Any]:
-    """Test predictions, and the valid segment's when the dataset has one (``source: validation`` calibrates with them)."""
+    """Test predictions, and the valid segment's when the dataset has one (``source: validation`` calibrates with them).
+
+    Each through :func:`rolling_calib.qlib_adapter.zoo.predict_segment`: as ``qrun`` calls the model.
+    """
     has_valid = "valid" in (getattr(dataset, "segments", None) or {})
-    return model.predict(dataset, segment="test"), model.predict(dataset, segment="valid") if has_valid else None
+    return (predict_segment(model, dataset, "test"),
+            predict_segment(model, dataset, "valid") if has_valid else None)
 
 
 def _segment_labels(dataset: Any, label: str) -> tuple[Any, Any]:
@@ -392,6 +524,7 @@ def train_window_stack(
     seeds: Sequence[int],
     label: str = "raw",
     recorders: Sequence[RecorderSpec | None] | None = None,
+    threads: int | None = None,
 ) -> list[TrainedWindow]:
     """:func:`train_window` for several seeds of one window, their models fitted as one seed stack.
 
@@ -414,6 +547,8 @@ def train_window_stack(
     recorders = list(recorders) if recorders is not None else [None] * n
     t0 = time.perf_counter()
     init_qlib_once(qlib_init)
+    if threads is not None:
+        set_unit_threads(threads)
     models, seedings = [], []
     for task, seed, warm_start in zip(tasks, seeds, warm_starts):
         seedings.append(set_global_seeds(seed))

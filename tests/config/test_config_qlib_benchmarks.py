@@ -110,6 +110,8 @@ def test_missing_rolling_says_how_to_add_it(tiny_data):
     # a snippet to paste, dated from the workflow's own segments (train 2008-..., test 2017-01..2020-08)
     assert "BASE_CONFIG_PATH: workflow_config_lstm_Alpha360.yaml\n  rolling:\n" in message
     assert "initial_train_start: 2008-01" in message and "start: 2017-01" in message and "end: 2020-08" in message
+    # Qlib's LSTM can neither load_state nor finetune: the snippet says mode: scratch (why, in a comment)
+    assert "    mode: scratch                  # LSTM can neither load_state nor finetune" in message
     with pytest.raises(ConfigError, match=r"rolling: missing section"):
         read_rolling(bench)
 
@@ -125,6 +127,7 @@ def test_the_snippet_of_the_message_is_a_working_wrapper(tiny_data, tmp_path):
     wrapper.write_text("\n".join(line[2:] for line in snippet.splitlines()) + "\n")
     rolling = read_rolling(wrapper)
     assert (rolling.initial_train_start, rolling.start, rolling.end, rolling.step_months) == ("2008-01", "2017-01", "2020-08", 6)
+    assert rolling.mode == "scratch"  # Qlib's GRU cannot fine-tune: the snippet's mode runs as it is
     cfg = load_experiment(wrapper, overrides={"qlib_init.provider_uri": str(tiny_data), UNIVERSE: "all"},
                           check_store=False)
     assert list(cfg.pipelines) == ["gru_rolling"]

@@ -17,11 +17,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 import yaml
 
-from data_prep.ingest import IngestOptions
 from rolling_calib.analysis.comparison import compare_store
 from rolling_calib.analysis.scoring import score_store
 from rolling_calib.config.experiment import load_experiment
@@ -35,43 +33,7 @@ from runner_helpers import REPO
 
 pytestmark = pytest.mark.slow
 
-DAILY = Path("/work/shared/data/us-equities-daily-2013-2018")
-SYMBOLS = ("AAPL", "BAC", "F", "GE", "MSFT", "XOM")
-FIELDS = ("open", "high", "low", "close", "volume")
-
-
-# --------------------------------------------------------------------------- a daily Qlib store
-def _bars(symbol: str, rng: np.random.Generator, days: pd.DatetimeIndex) -> pd.DataFrame:
-    """One symbol's daily OHLCV: the real file when present, else a random walk on ``days``."""
-    path = DAILY / f"{symbol}.csv"
-    if path.is_file():
-        frame = pd.read_csv(path, dtype=str)
-        return frame[(frame["date"] >= f"{days[0]:%Y-%m-%d}") & (frame["date"] <= f"{days[-1]:%Y-%m-%d}")]
-    close = 50 * np.exp(np.cumsum(rng.normal(0, 0.015, len(days))))
-    spread = np.abs(rng.normal(0, 0.01, len(days))) * close
-    opens = close * (1 + rng.normal(0, 0.003, len(days)))
-    return pd.DataFrame({"date": days.strftime("%Y-%m-%d"), "open": opens,
-                         "high": np.maximum(close + spread, opens), "low": np.minimum(close - spread, opens),
-                         "close": close, "volume": rng.integers(100_000, 1_000_000, len(days))})
-
-
-def build_daily_store(root: Path, *, start: str = "2013-02-01", end: str = "2015-03-31") -> Path:
-    """A Qlib ``day`` store written by ``rolling-calib data ingest`` (daily bars detected from the date column).
-
-    ``calendars/day.txt`` (the NYSE sessions), ``instruments/all.txt``, ``features/<symbol>/<field>.day.bin``;
-    ``vwap`` is the typical price (H+L+C)/3 and ``factor`` is 1 (the prices are split-adjusted).
-    """
-    from data_prep.ingest import ingest
-
-    rng = np.random.default_rng(0)
-    days = pd.DatetimeIndex([d for d in pd.bdate_range(start, end)])
-    src = root.with_name(root.name + "_csv")
-    src.mkdir(parents=True)
-    for sym in SYMBOLS:
-        _bars(sym, rng, days).to_csv(src / f"{sym}.csv", index=False)
-    result = ingest([src], root, options=IngestOptions(mode="repair"))  # repair: a random walk may hit a holiday
-    assert result.freq == "day"
-    return root
+from daily_helpers import SYMBOLS, build_daily_store
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +87,9 @@ def test_day_store_resolves_and_windows_use_its_sessions(lgb_run, daily_store):
     assert w1.test.as_tuple() == ("2014-10-01 00:00:00", "2014-12-31 00:00:00")
     assert w0.valid.as_tuple() == ("2014-06-02 00:00:00", "2014-06-30 00:00:00")
     task = window_task(plan.pipeline("lr10").task, w1, seed=1, n_threads=1)
-    assert "seed" not in task["model"]["kwargs"] and "n_threads" not in task["model"]["kwargs"]  # LGBModel takes neither
+    # LGBModel hands its kwargs to LightGBM: the unit's seed goes to LightGBM's seed, its threads to num_threads
+    assert task["model"]["kwargs"]["seed"] == 1 and task["model"]["kwargs"]["num_threads"] == 1
+    assert "n_threads" not in task["model"]["kwargs"]
     assert task["dataset"]["kwargs"]["handler"]["kwargs"]["fit_end_time"] == "2014-08-29 00:00:00"
 
 
@@ -143,7 +107,8 @@ def test_lgb_alpha158_scratch_run_fills_the_store(lgb_run):
         assert set(frame["instrument"]) == set(SYMBOLS)
         side = st.read_sidecar(plan.store, key)
         assert side["seeds"] == {"global": {"random": key.seed, "numpy": key.seed, "torch": key.seed},
-                                 "model_kwarg": None}
+                                 "model_kwarg": key.seed}
+        assert side["seed_param"] == "seed" and side["threads"] == {"torch": 1, "num_threads": 1}
         assert side["label"] == "raw" and side["started_from"] is None
         with open(st.unit_paths(plan.store, key).checkpoint, "rb") as fh:  # scratch: the pickled model is kept
             assert type(pickle.load(fh)).__name__ == "LGBModel"
