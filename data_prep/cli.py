@@ -19,6 +19,26 @@ import sys
 _DEFAULT_START = "2012-01-01"
 _DEFAULT_END = "2018-12-31"
 
+#: The words of ``--json`` and ``--no-progress``, the same for every ``rolling-calib`` command. Declared here
+#: because ``data_prep`` may not import ``rolling_calib``; ``rolling_calib.cli.options`` uses these.
+JSON_HELP = "print the result as JSON on stdout, and nothing else there (implies --no-progress)"
+NO_PROGRESS_HELP = "hide the progress bars (they go to stderr)"
+
+
+def add_output_options(container) -> None:
+    """``--json`` and ``--no-progress`` on a parser or an argument group: every command takes both, in the same words."""
+    container.add_argument("--json", action="store_true", help=JSON_HELP)
+    container.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """Progress bars unless ``--no-progress`` or ``--json`` was given.
+
+    >>> show_progress(argparse.Namespace(json=True, no_progress=False))
+    False
+    """
+    return not (args.json or args.no_progress)
+
 
 def register(subparsers) -> None:
     """Add the ``data`` command group to the top-level ``rolling-calib`` parser."""
@@ -61,8 +81,7 @@ def _register_synth(sub) -> None:
         help="comma-separated symbols (default: the 25 of docs/method.md §3.3)",
     )
     p.add_argument("--seed", type=int, metavar="N", default=0, help="random seed; recorded in DIR/meta.json (default 0)")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.add_argument("--json", action="store_true", help="print the store summary as JSON")
+    add_output_options(p)
     p.set_defaults(func=_synth)
 
 
@@ -74,7 +93,7 @@ def _synth(args: argparse.Namespace) -> int:
     try:
         out = build_synthetic_store(
             args.out, start=args.start, end=args.end, symbols=[s.strip() for s in symbols], seed=args.seed,
-            progress=not args.no_progress,
+            progress=show_progress(args),
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -144,8 +163,7 @@ def _register_ingest(sub) -> None:
     p.add_argument("--end", metavar="DATE", default=None, help="last date of the store calendar (default: last date in the data)")
     _add_column_mapping(p)
     _add_check_options(p)
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_output_options(p)
     p.set_defaults(func=_ingest)
 
 
@@ -190,7 +208,7 @@ def _ingest(args: argparse.Namespace) -> int:
 
     try:
         options = ingest.IngestOptions.from_namespace(args)
-        result = ingest.ingest(args.src, args.out, options=options, progress=not args.no_progress)
+        result = ingest.ingest(args.src, args.out, options=options, progress=show_progress(args))
     except ingest.ValidationFailed as exc:
         print(exc.report.summary_text(), file=sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
@@ -228,12 +246,13 @@ def _register_info(sub) -> None:
         "info",
         help="summarise a Qlib store (minute or daily)",
         description=("Print a store's frequency (from its calendar file: calendars/1min.txt or calendars/day.txt), "
-                     "calendar span, instruments, fields and how it was made (meta.json)."),
+                     "calendar span, instruments, fields and how it was made (meta.json). It reads a few small "
+                     "files: no progress bar (--no-progress has nothing to hide)."),
     )
-    p.add_argument("store", metavar="DIR", help="store directory")
+    p.add_argument("store", metavar="DIR", help="Qlib store directory")
     p.add_argument("--plot", metavar="FILE", default=None,
                    help="also draw price paths and the intraday shapes of volatility and volume (PNG/PDF/SVG)")
-    p.add_argument("--json", action="store_true", help="print as JSON")
+    add_output_options(p)
     p.set_defaults(func=_info)
 
 
@@ -281,14 +300,15 @@ def _register_facts(sub) -> None:
             "returns, Spearman corr(volume, |return|), the 10:00-10:30 / 12:00-14:00 volatility ratio, the "
             "max/min and P95/P5 of the daily cross-stock mean realised volatility, and the drift of the "
             "label mean (mean over months of the squared monthly mean of the 10-minute forward return over "
-            "its variance). Returns never span a session close. Formulas: data_prep/facts.py."
+            "its variance). Returns never span a session close. Formulas: data_prep/facts.py. "
+            "No progress bar (--no-progress has nothing to hide); --json prints one object, a list for several stores."
         ),
         epilog="example: rolling-calib data facts qlib_data/synth qlib_data/real --start 2018-02-16 --end 2018-04-20",
     )
-    p.add_argument("store", nargs="+", metavar="STORE", help="store directory (several: one column each)")
+    p.add_argument("store", nargs="+", metavar="DIR", help="Qlib store directory (several: one column each)")
     p.add_argument("--start", metavar="DATE", default=None, help="first calendar date (default: the store's first)")
     p.add_argument("--end", metavar="DATE", default=None, help="last calendar date, inclusive (default: the store's last)")
-    p.add_argument("--json", action="store_true", help="print as JSON (one object; a list for several stores)")
+    add_output_options(p)
     p.set_defaults(func=_facts)
 
 

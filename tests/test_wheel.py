@@ -116,7 +116,7 @@ def test_installed_wheel_runs_the_demo_outside_the_checkout(wheel, tmp_path):
     assert version.stdout.strip() == f"rolling-calib {rolling_calib.__version__}"
     helped = _run([cli, "demo", "--help"], work)
     assert helped.returncode == 0, helped.stderr
-    assert "--seeds" in helped.stdout and f"(default {demo_yaml})" in helped.stdout
+    assert "--seeds" in helped.stdout and f"({demo_yaml} and " in helped.stdout   # --config names the installed files
 
     (work / "tiny.yaml").write_text(TINY_DEMO.format(base=demo_yaml))
     ran = _run([cli, "demo", "--out", "out", "--config", "tiny.yaml", "--seeds", "2", "--workers", "1",

@@ -3,7 +3,9 @@
 Every sub-command lives in its own module that exposes ``register(subparsers)``;
 that function adds one parser (with ``set_defaults(func=handler)``) and must not
 import heavy libraries (Qlib, torch, Ray, MLflow) at module level: handlers import
-them when they run, so ``rolling-calib --help`` stays fast.
+them when they run, so ``rolling-calib --help`` stays fast. Options shared by several
+commands come from :mod:`rolling_calib.cli.options` (one grammar: ``--store DIR``,
+``--json`` and ``--no-progress`` everywhere, the same words for the same option).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from rolling_calib import __version__
+from rolling_calib.cli.options import CommandParser
 
 #: Modules that contribute sub-commands, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -35,13 +38,15 @@ _EXTRAS: dict[str, str] = {"qlib": "qlib", "torch": "qlib", "ray": "ray", "mlflo
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every sub-command registered."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(   # its sub-parsers are CommandParsers too: they run the checks across options
         prog="rolling-calib",
         description=(
             "Compare model configurations under training randomness and concept drift "
             "with the calibrated quadratic loss (monthly bias-corrected MSE) beside plain MSE."
         ),
-        epilog="Run 'rolling-calib COMMAND --help' for the options of one command.",
+        epilog=("Run 'rolling-calib COMMAND --help' for the options of one command. One grammar: the result store "
+                "is --store DIR, every command takes --json and --no-progress, and an option several commands take "
+                "means the same in each."),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")

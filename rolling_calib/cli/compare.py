@@ -1,4 +1,4 @@
-"""``rolling-calib compare STORE``: QL vs CQL per pipeline and pairwise accuracies per pair."""
+"""``rolling-calib compare --store DIR``: QL vs CQL per pipeline and pairwise accuracies per pair."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import contextlib
 import json
 import sys
 
-from rolling_calib.cli.options import add_scoring_arguments, score_and_compare
+from rolling_calib.cli.options import add_output_arguments, add_scoring_arguments, add_store_argument, score_and_compare
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -34,9 +34,9 @@ def register(subparsers) -> None:
             "of both and the seed budget, and per pair the pairwise accuracy of QL and CQL with "
             "bootstrap intervals (direction decided by QL, the ground truth)."
         ),
-        epilog="Example: rolling-calib compare runs/demo --pipelines wd0 wd1e-4 --json",
+        epilog="Example: rolling-calib compare --store runs/demo --pipelines wd0 wd1e-4 --json",
     )
-    parser.add_argument("store", metavar="STORE", help="result store written by 'rolling-calib run'")
+    add_store_argument(parser, positional_alias=True)
     add_scoring_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_output_arguments(parser, json_prints="the comparison (what the tables show)")
     parser.set_defaults(func=handle)

@@ -8,6 +8,16 @@ import json
 import sys
 from pathlib import Path
 
+from rolling_calib.cli.options import (
+    add_bootstrap_arguments,
+    add_out_argument,
+    add_output_arguments,
+    add_seeds_argument,
+    add_tracking_arguments,
+    add_workers_argument,
+    show_progress,
+)
+
 
 def handle(args: argparse.Namespace) -> int:
     from rolling_calib.config.experiment import ConfigError
@@ -18,7 +28,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
             result = run_demo(args.out, workers=args.workers, seeds=args.seeds, cases=cases,
-                              n_boot=args.n_boot, progress=not args.json, track=not args.no_tracking)
+                              n_boot=args.n_boot, progress=show_progress(args), track=not args.no_tracking)
     except (ConfigError, ValueError) as exc:
         print(f"rolling-calib demo: error: {exc}", file=sys.stderr)
         return 2
@@ -58,7 +68,7 @@ def _print_case(case) -> None:
         print("\nRe-scored against the label the models learned (both labels are stored: nothing retrained):\n")
         print(case.learned.format_headline())
         _print_assessment(case.learned_diagnosis)
-    print(f"\nstore:  {case.store}  (rolling-calib compare {case.store} for every table"
+    print(f"\nstore:  {case.store}  (rolling-calib compare --store {case.store} for every table"
           f"{'; --label learn for the learned label' if case.learned is not None else ''})")
     print(f"report: {case.report['html']}  (Markdown: {case.report['markdown']})")
     if case.tracking_uri is not None:
@@ -70,7 +80,7 @@ def _print_case(case) -> None:
 def _print_assessment(diagnosis) -> None:
     if diagnosis is None:
         return
-    print("\nCan calibration help here? (rolling-calib diagnose STORE for the seed-variance split)")
+    print("\nCan calibration help here? (rolling-calib diagnose --store STORE for the seed-variance split)")
     for d in diagnosis.pipelines:
         print(f"- {d.pipeline}: {d.verdict}")
 
@@ -92,23 +102,23 @@ def register(subparsers) -> None:
             "CSRankNorm labels as Qlib's benchmarks train, scored against the raw return (the scale-mismatch "
             "warning) and re-scored against the learned label without retraining. Each case prints its verdicts "
             "(better, worse or undetermined, over seeds and blocks of market time), the warnings and whether "
-            "calibration can help, and writes its HTML report. Re-running reuses the data and completed units."
+            "calibration can help, and writes its HTML report. Re-running reuses the data and completed units. "
+            "Everything goes under --out: the data (qlib_data/), each case's result store and its report. "
+            "The demo files train 10 seeds per pipeline (docs/method.md §3.3) unless --seeds says otherwise."
         ),
         epilog=(f"The experiment files (the repository's workflows/) are installed in {workflows}. "
                 f"Scale up: rolling-calib run {workflows / 'method33.yaml'} --store runs/m33 --workers 8 "
                 "(see README)."),
     )
-    parser.add_argument("--out", default="demo_out", metavar="DIR", help="output directory (default demo_out)")
-    parser.add_argument("--workers", type=int, default=2, metavar="K", help="worker processes (default 2)")
-    parser.add_argument("--seeds", type=int, default=None, metavar="N",
-                        help="seeds per pipeline (default: the file's rolling.seeds, 10 in the demo file, "
-                             "as in docs/method.md §3.3)")
+    add_out_argument(parser, what="output directory, holding the data, the result stores and the reports",
+                     default="demo_out")
+    add_workers_argument(parser)
+    add_seeds_argument(parser)
     parser.add_argument("--config", default=None, metavar="YAML",
                         help=f"run one experiment file instead of the two cases ({workflows / 'demo.yaml'} and "
                              f"{workflows / 'demo_csrank.yaml'})")
-    parser.add_argument("--n-boot", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
-    parser.add_argument("--no-tracking", action="store_true", help="do not log the store to MLflow")
-    parser.add_argument("--json", action="store_true",
-                        help="print the comparisons as JSON (the first case's at the top, every case under 'cases'; "
-                             "no progress bars)")
+    add_bootstrap_arguments(parser, only=("n_boot",))
+    add_tracking_arguments(parser, uri=False)
+    add_output_arguments(parser, json_prints="the comparisons (the first case's at the top, every case under "
+                                             "'cases')")
     parser.set_defaults(func=handle)

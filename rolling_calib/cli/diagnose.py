@@ -1,4 +1,4 @@
-"""``rolling-calib diagnose STORE``: can calibration help on these runs? Seed-variance diagnostics per pipeline."""
+"""``rolling-calib diagnose --store DIR``: can calibration help on these runs? Seed-variance diagnostics per pipeline."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ import json
 import sys
 from pathlib import Path
 
-from rolling_calib.cli.options import add_calibration_arguments
+from rolling_calib.cli.options import (
+    add_calibration_arguments,
+    add_output_arguments,
+    add_store_argument,
+    score_with_options,
+    show_progress,
+)
 
 
 def _slug(name: str) -> str:
@@ -30,12 +36,12 @@ def _write_figures(diagnosis, directory: Path) -> list[Path]:
 
 def handle(args: argparse.Namespace) -> int:
     from rolling_calib.analysis.diagnostics import diagnose_store
-    from rolling_calib.cli.options import score_with_options
 
     try:
         with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
-            scores = score_with_options(args, progress=not args.json)  # the rule and label options as compare
-            diagnosis = diagnose_store(args.store, pipelines=args.pipelines, scores=scores, progress=not args.json)
+            scores = score_with_options(args, progress=show_progress(args))  # the rule and label options as compare
+            diagnosis = diagnose_store(args.store, pipelines=args.pipelines, scores=scores,
+                                       progress=show_progress(args))
     except ValueError as exc:
         print(f"rolling-calib diagnose: error: {exc}", file=sys.stderr)
         return 2
@@ -71,12 +77,12 @@ def register(subparsers) -> None:
             "and a one-line verdict: how much of the seed std a bias correction can remove, and how much "
             "CQL removed."
         ),
-        epilog="Example: rolling-calib diagnose runs/demo --json",
+        epilog="Example: rolling-calib diagnose --store runs/demo --json",
     )
-    parser.add_argument("store", metavar="STORE", help="result store written by 'rolling-calib run'")
+    add_store_argument(parser, positional_alias=True)
     add_calibration_arguments(parser)
     parser.add_argument("--figures", metavar="DIR", default=None,
                         help="also write PNG figures to DIR: each pipeline's offsets per seed over time "
                              "(refits marked) and each pair's per-seed differences")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_output_arguments(parser, json_prints="the diagnosis (and the figures written)")
     parser.set_defaults(func=handle)

@@ -1,4 +1,4 @@
-"""``rolling-calib metaeval STORE``: which metric variant ranks the store's pipelines like the ground truth."""
+"""``rolling-calib metaeval --store DIR``: which metric variant ranks the store's pipelines like the ground truth."""
 
 from __future__ import annotations
 
@@ -7,9 +7,17 @@ import contextlib
 import json
 import sys
 
-from rolling_calib.cli.options import add_rule_arguments, calibration_from_args, checked
+from rolling_calib.cli.options import (
+    add_bootstrap_arguments,
+    add_calibration_arguments,
+    add_output_arguments,
+    add_store_argument,
+    calibration_from_args,
+    checked,
+    show_progress,
+)
 from rolling_calib.core.calibration import Calibration
-from rolling_calib.core.validation import CONFIDENCE, N_BOOT, POSITIVE_INT, SEED
+from rolling_calib.core.validation import POSITIVE_INT, SEED
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -21,7 +29,7 @@ def handle(args: argparse.Namespace) -> int:
             result = metaeval_store(args.store, calibration=base, label=args.label, pipelines=args.pipelines,
                                     variants=args.variants, n_boot=args.n_boot, confidence=args.confidence,
                                     seed=args.boot_seed, n_splits=args.splits, split_seed=args.split_seed,
-                                    progress=not args.json)
+                                    progress=show_progress(args))
     except ValueError as exc:
         print(f"rolling-calib metaeval: error: {exc}", file=sys.stderr)
         return 2
@@ -42,22 +50,17 @@ def register(subparsers) -> None:
             "half of the seeds and by QL on the other half (Kendall tau, fraction of pairs ordered alike), "
             "averaged over random half-splits."
         ),
-        epilog="Example: rolling-calib metaeval runs/demo --json",
+        epilog="Example: rolling-calib metaeval --store runs/demo --json",
     )
-    parser.add_argument("store", metavar="STORE", help="result store written by 'rolling-calib run'")
-    parser.add_argument("--pipelines", nargs="+", metavar="NAME", help="pipelines to include (default: all)")
-    add_rule_arguments(parser, paper_defaults=True)   # the base rule the CQL variants change
+    add_store_argument(parser, positional_alias=True)
+    add_calibration_arguments(parser, paper_defaults=True)   # the base rule the CQL variants change
     parser.add_argument("--variants", nargs="+", default=None, metavar="NAME",
                         help="metric variants (default: all: ql ql_scored cql cql_per_instrument cql_week cql_20d "
                              "cql_validation cql_validation_per_instrument)")
-    parser.add_argument("--n-boot", type=checked(N_BOOT, int), default=2000, metavar="N",
-                        help="bootstrap resamples for the intervals (default 2000)")
-    parser.add_argument("--confidence", type=checked(CONFIDENCE, float), default=0.95, help="interval level (default 0.95)")
-    parser.add_argument("--boot-seed", type=checked(SEED, int), default=0, metavar="SEED",
-                        help="bootstrap seed, recorded in the output (default 0)")
+    add_bootstrap_arguments(parser)
     parser.add_argument("--splits", type=checked(POSITIVE_INT, int), default=200, metavar="N",
                         help="random half-splits of the seeds (default 200)")
     parser.add_argument("--split-seed", type=checked(SEED, int), default=0, metavar="SEED",
                         help="seed of the half-splits, recorded in the output (default 0)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_output_arguments(parser, json_prints="the meta-evaluation (what the tables show)")
     parser.set_defaults(func=handle)

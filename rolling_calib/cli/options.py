@@ -1,16 +1,28 @@
-"""Argument groups shared by the commands that run experiments (``run``, ``sweep``, ``demo``).
+"""The options of the ``rolling-calib`` commands, each declared once: one grammar for every command.
 
-Each option is declared once here, and turned into the library's option objects
-(:class:`~rolling_calib.execution.factory.ExecutorOptions`, ``--set`` overrides) by
-one function, so the commands cannot drift apart.
+* ``--store DIR`` is the result store of every command that reads or writes one (``run``, ``sweep``,
+  ``compare``, ``report``, ``diagnose``, ``metaeval``); ``compare``, ``report``, ``diagnose`` and
+  ``metaeval`` still accept it as the old positional ``STORE`` (hidden from ``--help``; both at once are
+  refused). ``demo`` writes everything under ``--out DIR``; the ``data`` commands take Qlib data directories.
+* Every command takes ``--json`` (the result as JSON on stdout, nothing else there) and ``--no-progress``.
+* An option shared by several commands (``--workers``, ``--seeds``, ``--pipelines``, the calibration rule, the
+  bootstrap, ``--set``, ``--device``, tracking ...) is added by one function here, so its name, default and help
+  are the same wherever it appears (``tests/cli/test_cli_grammar.py`` compares every command's ``--help``).
+
+The functions that turn the parsed options into the library's option objects
+(:class:`~rolling_calib.execution.factory.ExecutorOptions`, ``--set`` overrides, a
+:class:`~rolling_calib.core.calibration.Calibration`) live here too, so the commands cannot drift apart.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import contextlib
+import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from data_prep.cli import JSON_HELP, NO_PROGRESS_HELP, add_output_options, show_progress
 from rolling_calib.config.overrides import parse_set
 from rolling_calib.core.calibration import CALIBRATION_FIELDS, Calibration
 from rolling_calib.core.label import LABEL_KINDS
@@ -22,6 +34,8 @@ from rolling_calib.core.validation import (
     CONFIDENCE,
     FALLBACKS,
     N_BOOT,
+    NON_NEGATIVE_INT,
+    POSITIVE_INT,
     SEED,
     TRADING_DAYS,
     Constraint,
@@ -29,9 +43,127 @@ from rolling_calib.core.validation import (
 )
 from rolling_calib.execution.factory import EXECUTORS, ExecutorOptions
 
-__all__ = ["add_calibration_arguments", "add_execution_arguments", "add_overrides_argument", "add_rule_arguments",
-           "add_scoring_arguments", "add_tracking_arguments", "calibration_from_args", "checked", "executor_options",
-           "overrides", "score_and_compare", "score_with_options"]
+__all__ = ["CommandParser", "DEFAULT_WORKERS", "JSON_HELP", "NO_PROGRESS_HELP", "STORE_HELP",
+           "add_bootstrap_arguments", "add_calibration_arguments", "add_execution_arguments", "add_out_argument",
+           "add_output_arguments", "add_output_options", "add_overrides_argument", "add_pipelines_argument",
+           "add_rule_arguments", "add_scoring_arguments", "add_seeds_argument", "add_store_argument",
+           "add_tracking_arguments", "add_workers_argument", "calibration_from_args", "checked",
+           "executor_options", "overrides", "score_and_compare", "score_with_options", "show_progress"]
+
+#: Units run at once by default, by every command that runs units (``run``, ``sweep``, ``demo``): two
+#: (this project's CI machines have two cores), fewer on a one-core machine.
+DEFAULT_WORKERS: int = min(2, os.cpu_count() or 1)
+
+#: The help of ``--store``, the same for every command that takes a result store.
+STORE_HELP = ("result store directory: run and sweep write the units into it (created if absent); "
+              "compare, report, diagnose and metaeval read them")
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An :class:`argparse.ArgumentParser` that runs its command's checks across options after parsing.
+
+    argparse checks one option at a time; a check in :attr:`checks` sees the whole namespace (``--store``
+    against the old positional store), may complete it, and returns what is wrong or ``None``. Options in
+    :attr:`shown_required` are shown as required in the usage line although argparse does not enforce them
+    (a check does). ``add_subparsers`` builds sub-parsers of the parent's class, so every parser of the
+    ``rolling-calib`` tree is one.
+
+    Examples
+    --------
+    >>> parser = CommandParser(prog="compare")
+    >>> add_store_argument(parser, positional_alias=True)
+    >>> parser.format_usage().strip()
+    'usage: compare [-h] --store DIR'
+    >>> parser.parse_args(["runs/demo"]).store
+    'runs/demo'
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.checks: list[Callable[[argparse.Namespace], str | None]] = []
+        self.shown_required: list[argparse.Action] = []
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - argparse's
+        namespace, extras = super().parse_known_args(args, namespace)
+        for check in self.checks:
+            problem = check(namespace)
+            if problem is not None:
+                self.error(problem)
+        return namespace, extras
+
+    def format_usage(self) -> str:  # noqa: D102 - argparse's
+        with self._required_shown():
+            return super().format_usage()
+
+    def format_help(self) -> str:  # noqa: D102 - argparse's
+        with self._required_shown():
+            return super().format_help()
+
+    @contextlib.contextmanager
+    def _required_shown(self) -> Iterator[None]:
+        saved = [action.required for action in self.shown_required]
+        for action in self.shown_required:
+            action.required = True
+        try:
+            yield
+        finally:
+            for action, required in zip(self.shown_required, saved):
+                action.required = required
+
+
+def add_store_argument(parser: CommandParser, *, required: bool = True, positional_alias: bool = False) -> None:
+    """``--store DIR``, the result store (``required`` unless the command has a default, as ``sweep``).
+
+    ``positional_alias``: also accept the store as a positional argument, the old form of ``compare``,
+    ``report``, ``diagnose`` and ``metaeval`` (hidden from ``--help``); both at once are refused.
+    """
+    action = parser.add_argument("--store", metavar="DIR", default=None, required=required and not positional_alias,
+                                 help=STORE_HELP)
+    if positional_alias:
+        parser.add_argument("old_store", nargs="?", default=None, metavar="STORE", help=argparse.SUPPRESS)
+        parser.shown_required.append(action)
+        parser.checks.append(_one_store)
+
+
+def _one_store(args: argparse.Namespace) -> str | None:
+    """Move the old positional store to ``args.store``; what is wrong when it is given twice or not at all.
+
+    >>> ns = argparse.Namespace(store=None, old_store="runs/a")
+    >>> _one_store(ns), ns.store
+    (None, 'runs/a')
+    >>> _one_store(argparse.Namespace(store="runs/a", old_store="runs/b"))
+    'the store is given twice (--store runs/a and runs/b): give it once, as --store DIR'
+    """
+    old = vars(args).pop("old_store", None)
+    if old is not None and args.store is not None:
+        return f"the store is given twice (--store {args.store} and {old}): give it once, as --store DIR"
+    if old is not None:
+        args.store = old
+    return "the following arguments are required: --store" if args.store is None else None
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, *, json_prints: str):
+    """The "output" group with ``--json`` and ``--no-progress``; its description says what ``--json`` prints."""
+    group = parser.add_argument_group("output", f"With --json: {json_prints}.")
+    add_output_options(group)
+    return group
+
+
+def add_out_argument(parser, *, what: str, default: str | None = None, default_words: str | None = None) -> None:
+    """``--out DIR``: where a command writes ``what``; its default (``default``, or ``default_words`` where it
+    depends on other options) differs by command and is said in its help."""
+    parser.add_argument("--out", metavar="DIR", default=default, help=f"{what} (default: {default_words or default})")
+
+
+def add_pipelines_argument(container) -> None:
+    """``--pipelines NAME ...``."""
+    container.add_argument("--pipelines", nargs="+", metavar="NAME", help="only these pipelines (default: all)")
+
+
+def add_seeds_argument(container) -> None:
+    """``--seeds N``: seeds ``0..N-1`` of every pipeline."""
+    container.add_argument("--seeds", type=checked(POSITIVE_INT, int), default=None, metavar="N",
+                           help="seeds 0..N-1 of every pipeline (default: the config's rolling.seeds)")
 
 
 def add_overrides_argument(parser: argparse.ArgumentParser) -> None:
@@ -52,18 +184,25 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def add_execution_arguments(parser: argparse.ArgumentParser, *, workers_help: str,
-                            workers_default: int | None) -> None:
+def add_workers_argument(container) -> None:
+    """``--workers K``: units at once, the same default for every command that runs units."""
+    container.add_argument(
+        "--workers", type=checked(POSITIVE_INT, int), default=DEFAULT_WORKERS, metavar="K",
+        help=f"units run at once: processes of the local pool, or the CPUs of a Ray runtime started here "
+             f"(default {DEFAULT_WORKERS} = min(2, CPU cores); a Ray cluster joined with --address ignores it)")
+
+
+def add_execution_arguments(parser: argparse.ArgumentParser) -> None:
     """Executor, workers, threads and the Ray options (cluster address, retries, GPUs per unit)."""
     group = parser.add_argument_group("execution")
     group.add_argument("--executor", choices=EXECUTORS, default="local", help="local process pool (default) or Ray")
-    group.add_argument("--workers", type=int, default=workers_default, metavar="K", help=workers_help)
-    group.add_argument("--threads", type=int, default=1, metavar="T",
+    add_workers_argument(group)
+    group.add_argument("--threads", type=checked(POSITIVE_INT, int), default=1, metavar="T",
                        help="torch threads per unit (default 1; scale with --workers instead). Part of the config "
                             "hash: a different count changes the last digits, so units are recomputed")
     group.add_argument("--address", default=None, metavar="ADDR",
                        help="Ray cluster to join ('auto', 'host:6379', 'ray://host:10001'); default: start a local one")
-    group.add_argument("--max-retries", type=int, default=2, metavar="N",
+    group.add_argument("--max-retries", type=checked(NON_NEGATIVE_INT, int), default=2, metavar="N",
                        help="Ray: retries of a failed unit before the run stops (default 2)")
     group.add_argument("--gpus-per-unit", type=float, default=0.0, metavar="G",
                        help="Ray: GPUs reserved per unit with --device cuda (e.g. 0.25 packs 4 units per GPU)")
@@ -76,12 +215,13 @@ def executor_options(args: argparse.Namespace, *, quiet: bool) -> ExecutorOption
                            log_to_driver=not quiet)
 
 
-def add_tracking_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--tracking-uri`` / ``--no-tracking``."""
+def add_tracking_arguments(parser: argparse.ArgumentParser, *, uri: bool = True) -> None:
+    """``--tracking-uri`` (``uri``) / ``--no-tracking``."""
     group = parser.add_argument_group("tracking (MLflow)").add_mutually_exclusive_group()
-    group.add_argument("--tracking-uri", default=None, metavar="URI",
-                       help="MLflow tracking URI to log the store to (default sqlite:///STORE/mlflow.db)")
-    group.add_argument("--no-tracking", action="store_true", help="do not log the store to MLflow")
+    if uri:
+        group.add_argument("--tracking-uri", default=None, metavar="URI",
+                           help="MLflow tracking URI to log the store to (default sqlite:///STORE/mlflow.db)")
+    group.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
 
 
 def checked(constraint: Constraint, convert: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -120,46 +260,55 @@ def _bias_window(text: str) -> int | str:
     return checked(TRADING_DAYS, int)(text)
 
 
+#: Where a rule option left out comes from: the store's recorded rule (compare, report, diagnose), or the
+#: default rule whatever the store recorded (metaeval, whose variants each change one thing of it).
+_RULE_BASE = {
+    False: "An option left out keeps the store's recorded value: its config's rolling.label and rolling.calibration, "
+           "which is the default rule (the paper's) unless the config changed it.",
+    True: "The base rule the metric variants change: an option left out is the default rule (the paper's), whatever "
+          "the store recorded, so that each variant means what its name says; --label left out is the store's "
+          "rolling.label.",
+}
+
+
 def add_rule_arguments(parser: argparse.ArgumentParser, *, paper_defaults: bool = False) -> None:
     """``--label`` and the calibration rule (``--period --bias --source --bias-window --missing-instrument``).
 
-    Each option left out keeps the store's recorded value (``paper_defaults``: the paper's rule, for
-    ``metaeval``, whose variants change it); :func:`calibration_from_args` builds the rule.
+    Each option left out keeps the store's recorded value (``paper_defaults``: the default rule, the paper's, for
+    ``metaeval``, whose variants change it; the group's description says which); :func:`calibration_from_args`
+    builds the rule. The options read the same in every command: "default rule" is the paper's.
     """
-    def default(value: str) -> str:
-        return f"default: {value}" if paper_defaults else f"default: the store's config, else {value}"
-
-    group = parser.add_argument_group("calibration rule and label")
+    group = parser.add_argument_group("calibration rule and label", _RULE_BASE[paper_defaults])
     group.add_argument(
         "--label", choices=LABEL_KINDS, default=None,
         help="score against the handler's raw label or its learn-processed one (units store both where they "
-        "differ, so no retraining; default: the store's rolling.label)")
+        "differ, so no retraining)")
     group.add_argument(
         "--period", type=_period, default=None, metavar="PERIOD",
-        help=f"calibration period: {', '.join(CALIBRATION_PERIODS)} or N trading days (docs/method.md §2.2: month; "
-        f"{default('month')})")
+        help=f"calibration period: {', '.join(CALIBRATION_PERIODS)} or N trading days (docs/method.md §2.2; "
+        "default rule: month)")
     group.add_argument(
         "--bias", choices=BIAS_MODES, default=None,
-        help=f"one bias per period for all instruments (pooled, the paper) or one per instrument ({default('pooled')})")
+        help="one bias per period for all instruments (pooled) or one per instrument (default rule: pooled)")
     group.add_argument(
         "--source", choices=CALIBRATION_SOURCES, default=None,
-        help="where each period's bias comes from: the previous period (previous, the paper) or each window's "
+        help="where each period's bias comes from: the previous period (previous) or each window's "
         "own predictions over its validation segment (validation: no period is corrected with another "
-        f"model's bias; needs a store that kept them) ({default('previous')})")
+        "model's bias; needs a store that kept them) (default rule: previous)")
     group.add_argument(
         "--bias-window", type=_bias_window, default=None, metavar="N",
         help="fit each period's bias on the N trading days before it instead of the whole previous period "
-        f"('none': the previous period; source previous only) ({default('none')})")
+        "('none': the previous period; source previous only) (default rule: none)")
     group.add_argument(
         "--missing-instrument", choices=FALLBACKS, default=None,
         help="per-instrument bias, an instrument without rows to fit on: stop with an error, or use the pooled "
-        f"bias for it ({default('error')})")
+        "bias for it (default rule: error)")
 
 
-def add_calibration_arguments(parser: argparse.ArgumentParser) -> None:
+def add_calibration_arguments(parser: argparse.ArgumentParser, *, paper_defaults: bool = False) -> None:
     """``--pipelines`` with the rule and label options: which runs of a store, scored with which rule and label."""
-    parser.add_argument("--pipelines", nargs="+", metavar="NAME", help="pipelines to include (default: all in the store)")
-    add_rule_arguments(parser)
+    add_pipelines_argument(parser)
+    add_rule_arguments(parser, paper_defaults=paper_defaults)
 
 
 def calibration_from_args(args: argparse.Namespace, recorded: Calibration) -> Calibration:
@@ -174,14 +323,29 @@ def calibration_from_args(args: argparse.Namespace, recorded: Calibration) -> Ca
     return recorded.replace(**changes)
 
 
+#: The bootstrap options: name -> (flag, keyword arguments of ``add_argument``).
+_BOOTSTRAP: dict[str, tuple[str, dict[str, Any]]] = {
+    "n_boot": ("--n-boot", dict(type=checked(N_BOOT, int), default=2000, metavar="N",
+                                help="bootstrap resamples of every interval (default 2000)")),
+    "confidence": ("--confidence", dict(type=checked(CONFIDENCE, float), default=0.95, metavar="LEVEL",
+                                        help="interval level (default 0.95)")),
+    "boot_seed": ("--boot-seed", dict(type=checked(SEED, int), default=0, metavar="SEED",
+                                      help="bootstrap seed, recorded in the output (default 0)")),
+}
+
+
+def add_bootstrap_arguments(parser: argparse.ArgumentParser, *, only: tuple[str, ...] = tuple(_BOOTSTRAP)) -> None:
+    """``--n-boot``, ``--confidence``, ``--boot-seed`` (``only``: a subset, by destination name)."""
+    group = parser.add_argument_group("bootstrap")
+    for name in only:
+        flag, kwargs = _BOOTSTRAP[name]
+        group.add_argument(flag, **kwargs)
+
+
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options shared by ``compare`` and ``report``: the calibration rule and the bootstrap."""
+    """Options shared by ``compare`` and ``report``: the pipelines, the calibration rule and the bootstrap."""
     add_calibration_arguments(parser)
-    parser.add_argument("--n-boot", type=checked(N_BOOT, int), default=2000, metavar="N",
-                        help="bootstrap resamples for the intervals (default 2000)")
-    parser.add_argument("--confidence", type=checked(CONFIDENCE, float), default=0.95, help="interval level (default 0.95)")
-    parser.add_argument("--boot-seed", type=checked(SEED, int), default=0, metavar="SEED",
-                        help="bootstrap seed, recorded in the output (default 0)")
+    add_bootstrap_arguments(parser)
 
 
 def score_with_options(args: argparse.Namespace, *, progress: bool):
@@ -198,6 +362,6 @@ def score_and_compare(args: argparse.Namespace):
     """Score the store and compare pipelines with the scoring options of ``args`` (``compare``, ``report``)."""
     from rolling_calib.analysis.comparison import compare_store
 
-    scores = score_with_options(args, progress=not args.json)
+    scores = score_with_options(args, progress=show_progress(args))
     comparison = compare_store(scores, n_boot=args.n_boot, confidence=args.confidence, seed=args.boot_seed)
     return scores, comparison

@@ -1,4 +1,4 @@
-"""``rolling-calib report STORE``: self-contained HTML (and Markdown) report with tables and plots."""
+"""``rolling-calib report --store DIR``: self-contained HTML (and Markdown) report with tables and plots."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ import json
 import sys
 from pathlib import Path
 
-from rolling_calib.cli.options import add_scoring_arguments, score_and_compare
+from rolling_calib.cli.options import (
+    add_out_argument,
+    add_output_arguments,
+    add_scoring_arguments,
+    add_store_argument,
+    score_and_compare,
+)
 
 
 def _diagnosis(store: str, scores):
@@ -53,10 +59,10 @@ def register(subparsers) -> None:
             "accuracies, and the figures: probability of improvement, paired per-seed differences, the loss "
             "differential per period and the seed offsets (refits marked), the seed spread and the bias."
         ),
-        epilog="Example: rolling-calib report runs/demo --out runs/demo/report",
+        epilog="Example: rolling-calib report --store runs/demo --out runs/demo/report",
     )
-    parser.add_argument("store", metavar="STORE", help="result store written by 'rolling-calib run'")
-    parser.add_argument("--out", metavar="DIR", help="output directory (default: STORE/report)")
+    add_store_argument(parser, positional_alias=True)
+    add_out_argument(parser, what="report directory", default_words="STORE/report")
     add_scoring_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print the written paths as JSON")
+    add_output_arguments(parser, json_prints="the paths of the written files")
     parser.set_defaults(func=handle)

@@ -9,10 +9,15 @@ import sys
 
 from rolling_calib.cli.options import (
     add_execution_arguments,
+    add_output_arguments,
     add_overrides_argument,
+    add_pipelines_argument,
+    add_seeds_argument,
+    add_store_argument,
     add_tracking_arguments,
     executor_options,
     overrides,
+    show_progress,
 )
 
 
@@ -37,7 +42,7 @@ def _run(args: argparse.Namespace) -> tuple[int, object]:
         config = load_experiment(args.config, overrides=overrides(args))
         options = RunOptions(store=args.store, pipelines=args.pipelines, seeds=args.seeds, executor=executor,
                              tracking_uri=args.tracking_uri, track=not args.no_tracking, score=False,
-                             progress=not args.json)
+                             progress=show_progress(args))
     except (ConfigError, ValueError) as exc:
         print(f"rolling-calib run: error: {exc}", file=sys.stderr)
         return 2, None
@@ -66,7 +71,7 @@ def _run(args: argparse.Namespace) -> tuple[int, object]:
         f"done: {summary.ran} unit(s) ran, {summary.skipped} already complete, {summary.stale_moved} stale moved aside, "
         f"{corrupt}"
         f"{result['rows_dropped_unlabelled']} prediction(s) without a label dropped, {summary.seconds:.1f} s.\n"
-        f"Next: rolling-calib compare {outcome.plan.store}"
+        f"Next: rolling-calib compare --store {outcome.plan.store}"
     )
     if outcome.tracking_uri is not None:
         text += f"\nMLflow: {outcome.tracking_uri}"
@@ -108,13 +113,11 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("config", metavar="CONFIG", help="experiment YAML (e.g. workflows/demo.yaml)")
-    parser.add_argument("--store", required=True, metavar="DIR", help="result store directory (created if absent)")
-    parser.add_argument("--pipelines", nargs="+", metavar="NAME", help="run only these pipelines (default: all)")
-    parser.add_argument("--seeds", type=int, metavar="N", help="seeds 0..N-1 (default: rolling.seeds of CONFIG)")
+    add_store_argument(parser)
+    add_pipelines_argument(parser)
+    add_seeds_argument(parser)
     add_overrides_argument(parser)
-    add_execution_arguments(parser, workers_default=1,
-                            workers_help="parallel units: local processes, or the CPUs of a locally started "
-                                         "Ray runtime (default 1)")
+    add_execution_arguments(parser)
     add_tracking_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print the run summary as JSON (no progress bar)")
+    add_output_arguments(parser, json_prints="the run summary")
     parser.set_defaults(func=handle)

@@ -11,11 +11,17 @@ import sys
 from pathlib import Path
 
 from rolling_calib.cli.options import (
+    add_bootstrap_arguments,
     add_execution_arguments,
+    add_out_argument,
+    add_output_arguments,
     add_overrides_argument,
+    add_seeds_argument,
+    add_store_argument,
     add_tracking_arguments,
     executor_options,
     overrides,
+    show_progress,
 )
 
 DESCRIPTION = """\
@@ -30,8 +36,8 @@ the pairs that are statistically indistinguishable (interval contains 0.5); the
 seeds each metric needs to separate the top two; and the experiment's listed
 compare pairs. Written to --out as sweep.md, sweep.json and pairwise_<metric>.png.
 
-Completed units are kept in --store: an interrupted sweep resumes where it stopped
-with the same numbers."""
+Completed units are kept in --store (without it: runs/<CONFIG name without .yaml>-sweep):
+an interrupted sweep resumes where it stopped with the same numbers."""
 
 EPILOG = """\
 grid keys:
@@ -58,25 +64,17 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("config", type=Path, metavar="CONFIG", help="experiment YAML (Qlib workflow + rolling + pipelines)")
+    add_store_argument(parser, required=False)   # default runs/<CONFIG stem>-sweep, said in the description
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                         help="values of one kwarg to sweep; repeat for more keys (Cartesian product)")
-    parser.add_argument("--seeds", type=int, default=None, metavar="N",
-                        help="seeds 0..N-1 for every configuration (default: the YAML's rolling.seeds)")
+    add_seeds_argument(parser)
     add_overrides_argument(parser)
-    parser.add_argument("--store", type=Path, default=None, metavar="DIR",
-                        help="result store (default: runs/<config name>-sweep); on a cluster, a shared path")
-    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help="report directory (default: STORE/sweep_report)")
-    add_execution_arguments(parser, workers_default=None,
-                            workers_help="parallel units: processes of the local pool (default 1), CPUs of a "
-                                         "locally started Ray runtime (default: all cores)")
-    stats = parser.add_argument_group("statistics")
-    stats.add_argument("--n-boot", type=int, default=2000, metavar="B", help="bootstrap resamples per interval (2000)")
-    stats.add_argument("--confidence", type=float, default=0.95, metavar="C", help="interval level (0.95)")
-    stats.add_argument("--boot-seed", type=int, default=0, metavar="S", help="seed of every bootstrap (0)")
+    add_out_argument(parser, what="report directory", default_words="STORE/sweep_report")
+    add_execution_arguments(parser)
+    add_bootstrap_arguments(parser)
     add_tracking_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_output_arguments(parser, json_prints="the ranking, the matrices, the run and the written files instead of "
+                                             "the tables")
     parser.set_defaults(func=handle)
 
 
@@ -103,15 +101,13 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
     from rolling_calib.reporting.sweep_report import write_sweep_report
 
     try:
-        if args.seeds is not None and args.seeds < 1:
-            raise ValueError(f"--seeds: expected >= 1, found {args.seeds}")
         executor = executor_options(args, quiet=args.json)
         config = load_experiment(args.config, overrides=overrides(args))
         pipelines = expand_grid(parse_grid(args.grid, config={"task": config.task})) if args.grid else None
         experiment = sweep_experiment(config, pipelines)
-        store = args.store or Path("runs") / f"{Path(args.config).stem}-sweep"
+        store = Path(args.store) if args.store else Path("runs") / f"{Path(args.config).stem}-sweep"
         options = RunOptions(store=store, seeds=args.seeds, executor=executor, tracking_uri=args.tracking_uri,
-                             track=not args.no_tracking, progress=not args.no_progress)
+                             track=not args.no_tracking, progress=show_progress(args))
     except (ConfigError, ValueError) as exc:
         print(f"rolling-calib sweep: error: {exc}", file=sys.stderr)
         return 2
@@ -130,7 +126,7 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
     days = outcome.scores.days[outcome.scores.days["seed"].isin(plan.seeds)]
     result = analyse_sweep(runs, pairs=experiment.compare, n_boot=args.n_boot, confidence=args.confidence,
                            seed=args.boot_seed, days=days)
-    paths = write_sweep_report(result, args.out or plan.store / "sweep_report")
+    paths = write_sweep_report(result, Path(args.out) if args.out else plan.store / "sweep_report")
     tracking_uri = outcome.tracking_uri
     if args.json:
         payload = result.to_dict()

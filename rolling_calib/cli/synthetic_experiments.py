@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rolling_calib.cli.options import checked
+from rolling_calib.cli.options import add_output_arguments, checked, show_progress
 
 _DESCRIPTION = {
     "linear": (
@@ -68,13 +68,11 @@ def _add_common(parser: argparse.ArgumentParser, *, n_bias: int) -> None:
 
 
 def _add_output(parser: argparse.ArgumentParser) -> None:
-    out = parser.add_argument_group("output")
-    out.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    out = add_output_arguments(parser, json_prints="one object instead of the table")
     out.add_argument("--rounds-csv", type=Path, metavar="PATH",
                      help="also write the per-round table to this CSV file (written atomically)")
     out.add_argument("--plot", type=Path, metavar="PATH",
                      help="also save a figure of the per-round accuracies and spreads (.png, .pdf or .svg)")
-    out.add_argument("--no-progress", action="store_true", help="hide the progress bar (stderr)")
 
 
 def register(subparsers) -> None:
@@ -118,7 +116,7 @@ def handler(args: argparse.Namespace) -> int:
     common = dict(
         rounds=args.rounds, runs=args.runs, seed=args.seed, dims=args.dims, features_b=args.features_b,
         beta=args.beta, x_mean=args.x_mean, x_std=args.x_std, n_train=args.n_train,
-        n_bias=args.n_bias, n_remaining=args.n_remaining, progress=not args.no_progress,
+        n_bias=args.n_bias, n_remaining=args.n_remaining, progress=show_progress(args),
     )
     started = time.perf_counter()
     try:

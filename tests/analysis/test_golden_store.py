@@ -27,11 +27,11 @@ from rolling_calib.execution.reader import MissingLabelError
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden_tiny_demo"
 #: (file of the fixture, command line after ``rolling-calib``; STORE is ``out/store``)
 COMMANDS = [
-    ("compare.json", ["compare", "out/store", "--json"]),
-    ("compare_source_validation.json", ["compare", "out/store", "--json", "--source", "validation"]),
-    ("compare_per_instrument_week.json", ["compare", "out/store", "--json", "--bias", "per_instrument", "--period", "week"]),
-    ("diagnose.json", ["diagnose", "out/store", "--json"]),
-    ("metaeval.json", ["metaeval", "out/store", "--json", "--n-boot", "200"]),
+    ("compare.json", ["compare", "--store", "out/store", "--json"]),
+    ("compare_source_validation.json", ["compare", "--store", "out/store", "--json", "--source", "validation"]),
+    ("compare_per_instrument_week.json", ["compare", "--store", "out/store", "--json", "--bias", "per_instrument", "--period", "week"]),
+    ("diagnose.json", ["diagnose", "--store", "out/store", "--json"]),
+    ("metaeval.json", ["metaeval", "--store", "out/store", "--json", "--n-boot", "200"]),
 ]
 
 

@@ -49,13 +49,13 @@ def test_validation_source_scores_and_refuses_old_stores(tmp_path):
     assert compare_store(scores, n_boot=50).to_dict()["source"] == "validation"
     with pytest.raises(MissingValidationError, match=f"{old}: source 'validation' needs each window's validation"):
         score_store(old, calibration=Calibration(source="validation"))
-    assert main(["compare", str(old), "--source", "validation", "--json"]) == 2
+    assert main(["compare", "--store", str(old), "--source", "validation", "--json"]) == 2
 
 
 def test_metaeval_cli_json(tmp_path, capsys):
     write_fake_store(tmp_path, pipelines={"a": {"bias_sd": 1.0}, "b": {"bias_sd": 1.0, "noise": 1.5}}, seeds=4)
-    assert main(["metaeval", str(tmp_path), "--json", "--n-boot", "50", "--splits", "10"]) == 0
+    assert main(["metaeval", "--store", str(tmp_path), "--json", "--n-boot", "50", "--splits", "10"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["split_seed_check"] == {"n_splits": 10, "seed": 0}
     assert [m["metric"] for m in doc["metrics"]][:3] == ["ql", "ql_scored", "cql"]
-    assert main(["metaeval", str(tmp_path), "--variants", "nope"]) == 2
+    assert main(["metaeval", "--store", str(tmp_path), "--variants", "nope"]) == 2

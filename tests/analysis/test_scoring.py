@@ -185,6 +185,6 @@ def test_report_that_cannot_be_written_is_a_message_not_a_traceback(tmp_path, ca
     write_fake_store(tmp_path / "store", pipelines={"a": {}, "b": {}}, seeds=2)
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
-    assert main(["report", str(tmp_path / "store"), "--out", str(blocker / "report"), "--n-boot", "50"]) == 2
+    assert main(["report", "--store", str(tmp_path / "store"), "--out", str(blocker / "report"), "--n-boot", "50"]) == 2
     err = capsys.readouterr().err
     assert f"cannot write the report to {blocker / 'report'}" in err and "pass --out DIR" in err

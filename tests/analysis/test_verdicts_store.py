@@ -37,7 +37,7 @@ def skilled_store(tmp_path_factory) -> Path:
 
 def _compare_json(store: Path, capsys, *extra: str) -> dict:
     capsys.readouterr()
-    assert main(["compare", str(store), "--json", "--n-boot", "200", *extra]) == 0, capsys.readouterr().err
+    assert main(["compare", "--store", str(store), "--json", "--n-boot", "200", *extra]) == 0, capsys.readouterr().err
     return json.loads(capsys.readouterr().out)
 
 
@@ -101,7 +101,7 @@ def test_an_undetermined_ground_truth_hides_the_accuracies(tmp_path, capsys):
     assert pair["ground_truth_determined"] is False and pair["verdicts"]["ql"]["winner"] is None
     assert "undetermined_ground_truth" in {w["kind"] for w in out["warnings"]}
     capsys.readouterr()
-    assert main(["compare", str(store), "--n-boot", "200"]) == 0
+    assert main(["compare", "--store", str(store), "--n-boot", "200"]) == 0
     text = capsys.readouterr().out
     assert "not shown because the ground truth (QL) is undetermined" in text
     assert text.index("Verdicts at 95%") < text.index("Per pipeline")
@@ -109,7 +109,7 @@ def test_an_undetermined_ground_truth_hides_the_accuracies(tmp_path, capsys):
 
 def test_text_output_leads_with_the_verdicts_in_the_labels_unit(demo_store, capsys):
     capsys.readouterr()
-    assert main(["compare", str(demo_store), "--n-boot", "200"]) == 0
+    assert main(["compare", "--store", str(demo_store), "--n-boot", "200"]) == 0
     text = capsys.readouterr().out
     first = text.index("Verdicts at 95%")
     assert first < text.index("Warnings:") < text.index("Per pipeline") < text.index("Pairwise accuracy")

@@ -74,7 +74,7 @@ def test_command_line_options_change_the_recorded_rule():
 
 def test_compare_scores_with_the_options_given(tmp_path, capsys):
     write_fake_store(tmp_path, pipelines={"a": {"bias_sd": 1.0}, "b": {"bias_sd": 0.5}}, seeds=3)
-    argv = ["compare", str(tmp_path), "--json", "--n-boot", "50", "--bias", "per_instrument", "--bias-window", "3",
+    argv = ["compare", "--store", str(tmp_path), "--json", "--n-boot", "50", "--bias", "per_instrument", "--bias-window", "3",
             "--missing-instrument", "pooled"]
     assert main(argv) == 0
     printed = json.loads(capsys.readouterr().out)
@@ -84,7 +84,7 @@ def test_compare_scores_with_the_options_given(tmp_path, capsys):
     assert [r["cql_mean"] for r in printed["pipelines"]] == [expected[expected.pipeline == p]["cql"].mean() for p in "ab"]
     default = score_store(tmp_path).runs
     assert printed["pipelines"][0]["cql_mean"] != default[default.pipeline == "a"]["cql"].mean()
-    assert main(["metaeval", str(tmp_path), "--json", "--n-boot", "20", "--splits", "5", "--variants", "cql",
+    assert main(["metaeval", "--store", str(tmp_path), "--json", "--n-boot", "20", "--splits", "5", "--variants", "cql",
                  "--period", "week"]) == 0
     weekly = json.loads(capsys.readouterr().out)
     assert [m["metric"] for m in weekly["metrics"]] == ["ql", "cql"]

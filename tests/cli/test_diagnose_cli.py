@@ -1,4 +1,4 @@
-"""``rolling-calib diagnose STORE [--json] [--figures DIR]`` on a fake store."""
+"""``rolling-calib diagnose --store DIR [--json] [--figures DIR]`` on a fake store."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_diagnose_is_registered():
 
 
 def test_diagnose_json(store, capsys):
-    assert main(["diagnose", str(store), "--json"]) == 0
+    assert main(["diagnose", "--store", str(store), "--json"]) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)                        # stdout is JSON only
     assert out["period"] == "month" and out["bias"] == "pooled"
@@ -47,7 +47,7 @@ def test_diagnose_json(store, capsys):
 
 def test_diagnose_text_and_figures(store, tmp_path, capsys):
     figures = tmp_path / "figs"
-    assert main(["diagnose", str(store), "--pipelines", "wild", "flat", "--figures", str(figures)]) == 0
+    assert main(["diagnose", "--store", str(store), "--pipelines", "wild", "flat", "--figures", str(figures)]) == 0
     text = capsys.readouterr().out
     assert text.startswith("Can calibration help here? (calibration: monthly periods, one pooled bias from the previous "
                            "month; raw label: 10-minute forward return, bp;")
@@ -58,17 +58,17 @@ def test_diagnose_text_and_figures(store, tmp_path, capsys):
 
 
 def test_diagnose_json_lists_figures(store, tmp_path, capsys):
-    assert main(["diagnose", str(store), "--json", "--period", "week", "--figures", str(tmp_path)]) == 0
+    assert main(["diagnose", "--store", str(store), "--json", "--period", "week", "--figures", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["period"] == "week" and len(out["figures"]) == 3
 
 
 def test_diagnose_errors_are_messages(tmp_path, capsys):
-    assert main(["diagnose", str(tmp_path / "nowhere")]) == 2
+    assert main(["diagnose", "--store", str(tmp_path / "nowhere")]) == 2
     assert "rolling-calib diagnose: error:" in capsys.readouterr().err
     write_fake_store(tmp_path / "one", pipelines={"solo": {"bias_sd": 1.0}}, seeds=1)
-    assert main(["diagnose", str(tmp_path / "one"), "--json"]) == 2
+    assert main(["diagnose", "--store", str(tmp_path / "one"), "--json"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and "no pipeline has 2 complete runs" in captured.err
     with pytest.raises(SystemExit):
-        main(["diagnose", str(tmp_path), "--period", "fortnight"])
+        main(["diagnose", "--store", str(tmp_path), "--period", "fortnight"])

@@ -57,12 +57,12 @@ def test_identical_seeds_replace_the_accuracies(tmp_path):
     path = _experiment(tmp_path, small_daily_store(tmp_path, span=SPAN))
     store = tmp_path / "store"
     _run(["run", str(path), "--store", str(store), "--workers", "1", "--no-tracking", "--json"])
-    out = json.loads(_run(["compare", str(store), "--json", "--n-boot", "50"]))
+    out = json.loads(_run(["compare", "--store", str(store), "--json", "--n-boot", "50"]))
     degenerate = [w for w in out["warnings"] if w["kind"] == "degenerate_seeds"]
     assert {w["pipelines"][0] for w in degenerate} == {"ols", "ols_again"}
     for w in degenerate:
         assert w["measured"]["identical"] and w["measured"]["max_abs_difference"] == 0.0
         assert "LinearModel" in w["message"] and "no seed variance" in w["message"]
-    text = _run(["compare", str(store), "--n-boot", "50"])
+    text = _run(["compare", "--store", str(store), "--n-boot", "50"])
     assert "not shown because" in text and "degenerate seeds" in text
     assert "1.000 [1.000, 1.000]" not in text    # the meaningless certainty of identical seeds is not printed

@@ -76,7 +76,7 @@ def _main_json(argv: list[str]) -> dict:
 
 
 def _compare(store: Path, label: str, capsys=None) -> dict:
-    return _main_json(["compare", str(store), "--json", "--n-boot", "50", "--label", label])
+    return _main_json(["compare", "--store", str(store), "--json", "--n-boot", "50", "--label", label])
 
 
 @pytest.fixture(scope="module")

@@ -55,8 +55,9 @@ def _flip(path: Path, offset: int) -> None:
 
 
 def _run(experiment: Path, store: Path, capsys) -> tuple[int, dict | None, str]:
+    """``rolling-calib run`` on one worker: units run in this process, where the tests patch the writes."""
     capsys.readouterr()
-    code = main(["run", str(experiment), "--store", str(store), "--no-tracking", "--json"])
+    code = main(["run", str(experiment), "--store", str(store), "--workers", "1", "--no-tracking", "--json"])
     out = capsys.readouterr()
     return code, (json.loads(out.out) if code == 0 else None), out.err
 
@@ -71,11 +72,11 @@ def _error_line(err: str) -> str:
 @pytest.mark.slow
 def test_a_flipped_byte_stops_compare_and_run_recomputes_the_same_numbers(experiment, trained, store, capsys):
     """Done when: compare exits non-zero naming the file; the next run recomputes it to the bytes before the damage."""
-    assert main(["compare", str(store), "--json", "--n-boot", "50"]) == 0
+    assert main(["compare", "--store", str(store), "--json", "--n-boot", "50"]) == 0
     before = capsys.readouterr().out
     path = st.unit_paths(store, W1).parquet
     _flip(path, path.stat().st_size // 2)
-    assert main(["compare", str(store), "--json", "--n-boot", "50"]) == 2
+    assert main(["compare", "--store", str(store), "--json", "--n-boot", "50"]) == 2
     err = capsys.readouterr().err
     assert f"rolling-calib compare: error: {path}: corrupt unit file: its SHA-256 is " in err
     code, summary, err = _run(experiment, store, capsys)
@@ -84,7 +85,7 @@ def test_a_flipped_byte_stops_compare_and_run_recomputes_the_same_numbers(experi
     assert _units(store) == _units(trained)                      # the same bytes: the same numbers
     moved = list((store / "corrupt" / "base").rglob("w01.*"))
     assert sorted(p.suffix for p in moved) == [".json", ".parquet", ".parquet", ".pt", ".txt"]
-    assert main(["compare", str(store), "--json", "--n-boot", "50"]) == 0
+    assert main(["compare", "--store", str(store), "--json", "--n-boot", "50"]) == 0
     assert capsys.readouterr().out == before
 
 

@@ -179,7 +179,7 @@ def test_kill_9_mid_run_then_resume(full_run, tiny_data, tmp_path):
     exp = tiny_experiment(tmp_path, tiny_data)
     store = tmp_path / "store"
     cmd = [sys.executable, "-m", "rolling_calib.cli", "run", str(exp), "--store", str(store), "--pipelines", "wd0",
-           "--no-tracking", "--json"]
+           "--workers", "1", "--no-tracking", "--json"]   # one process: the kill stops every unit at once
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
     first = st.unit_paths(store, UnitKey("wd0", 0, 0)).sidecar
     deadline = time.time() + 120
@@ -241,12 +241,12 @@ def test_scores_compare_and_report_on_the_run(full_run, tmp_path, capsys):
     assert len(scores.runs) == 4 and (scores.runs["n_all"] > scores.runs["n_scored"]).all()
     assert list(scores.periods["period"].unique()) == ["2018-03", "2018-04"]
     comparison = compare_store(scores, n_boot=100)
-    assert main(["compare", str(plan.store), "--json", "--n-boot", "100"]) == 0
+    assert main(["compare", "--store", str(plan.store), "--json", "--n-boot", "100"]) == 0
     data = json.loads(capsys.readouterr().out)
     by_name = {p["pipeline"]: p for p in data["pipelines"]}
     want = comparison.summary.set_index("pipeline")
     assert by_name["wd0"]["cql_mean"] == pytest.approx(want.loc["wd0", "cql_mean"])
-    assert main(["report", str(plan.store), "--out", str(tmp_path / "rep"), "--n-boot", "100"]) == 0
+    assert main(["report", "--store", str(plan.store), "--out", str(tmp_path / "rep"), "--n-boot", "100"]) == 0
     assert f"{want.loc['wdbig', 'ql_mean']:.4f}" in (tmp_path / "rep" / "report.html").read_text()
 
 
@@ -267,7 +267,7 @@ def test_corrupt_manifest_stops_run_and_report_with_the_file_named(full_run, tin
     err = capsys.readouterr().err
     assert f"{manifest}:" in err and "invalid JSON in manifest" in err
     assert manifest.read_text() == text[: len(text) // 2], "the corrupt manifest must be left as it was"
-    assert main(["report", str(store), "--out", str(tmp_path / "rep"), "--n-boot", "50"]) == 2
+    assert main(["report", "--store", str(store), "--out", str(tmp_path / "rep"), "--n-boot", "50"]) == 2
     assert f"{manifest}:" in capsys.readouterr().err
     assert not (tmp_path / "rep" / "report.html").exists()
 

@@ -56,7 +56,7 @@ def test_real_2018_sample_weekly_calibration(tmp_path, capsys):
     assert str(april["datetime"].min().date()) == "2018-04-02" and str(april["datetime"].max().date()) == "2018-04-20"
     assert set(april["instrument"]) == {"AAPL", "F", "JPM"}
 
-    assert main(["compare", str(store), "--json", "--n-boot", "100"]) == 0
+    assert main(["compare", "--store", str(store), "--json", "--n-boot", "100"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["period"] == "week"  # taken from the store's config
     assert {p["pipeline"] for p in result["pipelines"]} == {"wd0", "wd1e-3"}

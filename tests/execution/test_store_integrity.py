@@ -43,7 +43,7 @@ def _flip(path: Path, offset: int) -> None:
 
 def _compare(store: Path, capsys, *extra: str) -> tuple[int, str, str]:
     capsys.readouterr()
-    code = main(["compare", str(store), "--n-boot", "50", *extra])
+    code = main(["compare", "--store", str(store), "--n-boot", "50", *extra])
     out = capsys.readouterr()
     return code, out.out, out.err
 
@@ -125,7 +125,7 @@ def test_units_without_checksums_are_read_with_one_note_per_store(fake, capsys):
         f"{n} unit(s) of {fake} were written before checksums were recorded (their sidecars hold no sha256): they "
         f"are read without a check of their bytes (a truncated file is still caught). Recompute them to record "
         f"checksums: move {fake / 'units'} aside and re-run 'rolling-calib run' on this store"]
-    for command in (["diagnose", str(fake), "--json"], ["metaeval", str(fake), "--json", "--n-boot", "50"]):
+    for command in (["diagnose", "--store", str(fake), "--json"], ["metaeval", "--store", str(fake), "--json", "--n-boot", "50"]):
         assert main(command) == 0
         assert sum("before checksums" in x for x in json.loads(capsys.readouterr().out)["notes"]) == 1
 
@@ -180,10 +180,10 @@ def test_a_close_changed_after_training_is_a_loud_warning(fake, trained_on, caps
     assert "re-run 'rolling-calib run' on this store to recompute the units" in notes[0]
     _, text, _ = _compare(fake, capsys)
     assert "WARNING: the data changed after training" in text
-    for command in (["diagnose", str(fake), "--json"], ["metaeval", str(fake), "--json", "--n-boot", "50"]):
+    for command in (["diagnose", "--store", str(fake), "--json"], ["metaeval", "--store", str(fake), "--json", "--n-boot", "50"]):
         assert main(command) == 0
         assert json.loads(capsys.readouterr().out)["notes"][0] == notes[0]
-    assert main(["report", str(fake), "--n-boot", "50"]) == 0
+    assert main(["report", "--store", str(fake), "--n-boot", "50"]) == 0
     assert "WARNING: the data changed after training" in (fake / "report" / "report.md").read_text()
 
 

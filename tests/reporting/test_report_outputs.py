@@ -123,7 +123,7 @@ def test_accuracies_are_replaced_by_the_reason_when_they_mean_nothing(written):
 
 
 def test_compare_command_json(fake_store, capsys):
-    assert main(["compare", str(fake_store), "--json", "--n-boot", "100"]) == 0
+    assert main(["compare", "--store", str(fake_store), "--json", "--n-boot", "100"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert {p["pipeline"] for p in data["pipelines"]} == set(PIPES)
     assert data["pairs"][0]["better"] == "calm"
@@ -131,19 +131,19 @@ def test_compare_command_json(fake_store, capsys):
 
 
 def test_compare_command_table_and_pipeline_filter(fake_store, capsys):
-    assert main(["compare", str(fake_store), "--pipelines", "calm", "wild", "--period", "week", "--n-boot", "50"]) == 0
+    assert main(["compare", "--store", str(fake_store), "--pipelines", "calm", "wild", "--period", "week", "--n-boot", "50"]) == 0
     out = capsys.readouterr().out
     assert "calibration: week" in out and "Acc CQL" in out
 
 
 def test_compare_command_bad_store_is_a_clear_error(tmp_path, capsys):
-    assert main(["compare", str(tmp_path)]) == 2
+    assert main(["compare", "--store", str(tmp_path)]) == 2
     assert "no manifest" in capsys.readouterr().err
 
 
 def test_report_command_writes_files(fake_store, tmp_path, capsys):
     out = tmp_path / "r"
-    assert main(["report", str(fake_store), "--out", str(out), "--n-boot", "50"]) == 0
+    assert main(["report", "--store", str(fake_store), "--out", str(out), "--n-boot", "50"]) == 0
     assert (out / "report.html").is_file() and (out / "report.md").is_file()
     assert str(out / "report.html") in capsys.readouterr().out
 
@@ -153,7 +153,7 @@ def test_report_says_whether_calibration_can_help(fake_store, tmp_path):
     from rolling_calib.analysis.diagnostics import diagnose_store
 
     out = tmp_path / "r"
-    assert main(["report", str(fake_store), "--out", str(out), "--n-boot", "50"]) == 0
+    assert main(["report", "--store", str(fake_store), "--out", str(out), "--n-boot", "50"]) == 0
     md = (out / "report.md").read_text()
     assert "## Can calibration help here?" in md
     html = (out / "report.html").read_text()

@@ -294,7 +294,7 @@ def test_pipeline_runs_log_the_verdicts_exactly_as_compare_prints_them(run_store
     assert main(["run", str(run_store["yaml"]), "--store", str(run_store["store"]), "--tracking-uri", uri,
                  "--json"]) == 0
     capsys.readouterr()
-    assert main(["compare", str(run_store["store"]), "--json"]) == 0
+    assert main(["compare", "--store", str(run_store["store"]), "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     client = MlflowClient(tracking_uri=uri)
     runs, level = runs_by_level(client, client.get_experiment_by_name("tiny-sweep").experiment_id)

@@ -33,10 +33,10 @@ def test_a_validation_source_store_logs_the_cql_compare_prints(tmp_path, capsys)
     ran = json.loads(capsys.readouterr().out)
     assert ran["tracking_uri"] == default_tracking_uri(store)
 
-    assert main(["compare", str(store), "--json", "--n-boot", "50"]) == 0
+    assert main(["compare", "--store", str(store), "--json", "--n-boot", "50"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["source"] == "validation"
-    assert main(["compare", str(store), "--json", "--n-boot", "50", "--source", "previous"]) == 0
+    assert main(["compare", "--store", str(store), "--json", "--n-boot", "50", "--source", "previous"]) == 0
     previous = json.loads(capsys.readouterr().out)
 
     client = MlflowClient(tracking_uri=ran["tracking_uri"])
