@@ -33,7 +33,7 @@ from rolling_calib.core.validation import ConfigError, Interval, Worded, explain
 __all__ = ["MAX_NAME", "MAX_SEEDS", "MAX_UNITS", "NAME_CHARACTERS", "UNIT_SEED", "available_memory",
            "check_pipeline_name", "check_unit_count", "check_unit_memory", "parse_seeds", "pipeline_name_problem"]
 
-#: Seeds of one experiment (10 in METHOD 3.3; thousands already mean days of training).
+#: Seeds of one experiment (10 in docs/method.md §3.3; thousands already mean days of training).
 MAX_SEEDS = 10_000
 #: One seed: numpy's legacy seeding (``np.random.seed``) takes 0 .. 2**32 - 1.
 UNIT_SEED = Worded(Interval(int, 0, 2**32 - 1), "a non-negative integer seed below 2**32")

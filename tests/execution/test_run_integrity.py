@@ -84,7 +84,7 @@ def test_a_flipped_byte_stops_compare_and_run_recomputes_the_same_numbers(experi
     assert f"rolling-calib run: {path}: corrupt unit file: its SHA-256 is " in err and "and recomputed" in err
     assert _units(store) == _units(trained)                      # the same bytes: the same numbers
     moved = list((store / "corrupt" / "base").rglob("w01.*"))
-    assert sorted(p.suffix for p in moved) == [".json", ".parquet", ".parquet", ".pt", ".txt"]
+    assert sorted(p.suffix for p in moved) == [".json", ".log", ".parquet", ".parquet", ".pt", ".txt"]   # + the unit's log
     assert main(["compare", "--store", str(store), "--json", "--n-boot", "50"]) == 0
     assert capsys.readouterr().out == before
 

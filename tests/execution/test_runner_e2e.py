@@ -26,6 +26,7 @@ from rolling_calib.core.calibration import Calibration
 from rolling_calib.config.experiment import load_experiment
 from rolling_calib.analysis.comparison import compare_store
 from rolling_calib.analysis.scoring import score_store
+from rolling_calib.core.tables import sig
 from rolling_calib.execution.executors import LocalExecutor, UnitKey
 from rolling_calib.execution.runner import check_store_coverage, pending_units, plan_run, run_plan, window_task
 
@@ -247,7 +248,7 @@ def test_scores_compare_and_report_on_the_run(full_run, tmp_path, capsys):
     want = comparison.summary.set_index("pipeline")
     assert by_name["wd0"]["cql_mean"] == pytest.approx(want.loc["wd0", "cql_mean"])
     assert main(["report", "--store", str(plan.store), "--out", str(tmp_path / "rep"), "--n-boot", "100"]) == 0
-    assert f"{want.loc['wdbig', 'ql_mean']:.4f}" in (tmp_path / "rep" / "report.html").read_text()
+    assert sig(want.loc['wdbig', 'ql_mean']) in (tmp_path / "rep" / "report.html").read_text()
 
 
 def test_corrupt_manifest_stops_run_and_report_with_the_file_named(full_run, tiny_data, tmp_path, capsys):

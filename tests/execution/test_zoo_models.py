@@ -20,6 +20,7 @@ import pytest
 
 from daily_helpers import SYMBOLS, build_daily_store
 from rolling_calib.execution import store as st
+from rolling_calib.execution.reader import read_unit
 from rolling_calib.execution.executors import UnitKey
 from rolling_calib.execution.runner import unit_task
 from runner_helpers import REPO
@@ -37,7 +38,7 @@ def test_gru_on_tsdataseth_predicts_through_predict_dataset(tmp_path, daily):
     plan, summary = run(gru_experiment(tmp_path, daily), tmp_path / "store")
     assert summary.ran == 1
     key = UnitKey("gru_ts", 0, 0)
-    frame = st.read_unit(plan.store, key)
+    frame = read_unit(plan.store, key)
     assert set(frame["instrument"]) == set(SYMBOLS) and np.isfinite(frame["prediction"]).all()
     assert frame["prediction"].std() > 0
     side = st.read_sidecar(plan.store, key)
@@ -65,7 +66,7 @@ def test_lightgbm_two_seeds_give_two_runs_and_its_output_goes_to_the_unit_log(tm
     summary = json.loads(proc.stdout)
     # the workflow's own seed (7) is seed 0 of the rolling seeds: 7, 8 -- and the run says so
     assert any("seed 0 of the rolling seeds: 7, 8" in note for note in summary["notes"])
-    a, b = (st.read_unit(store, UnitKey("lgb", seed, 0)) for seed in (7, 8))
+    a, b = (read_unit(store, UnitKey("lgb", seed, 0)) for seed in (7, 8))
     assert a[["datetime", "instrument"]].equals(b[["datetime", "instrument"]])
     assert not np.array_equal(a["prediction"].to_numpy(), b["prediction"].to_numpy())  # seed-dependent (colsample)
     for seed in (7, 8):
@@ -116,7 +117,7 @@ def test_boosters_get_the_unit_seed_and_threads_in_their_own_parameters(tmp_path
     name = model["class"].lower()
     plan, summary = run(experiment(tmp_path, daily, model, name=name), tmp_path / "store", seeds=[0, 1])
     assert summary.ran == 2
-    frames = [st.read_unit(plan.store, UnitKey(name, seed, 0))["prediction"].to_numpy() for seed in (0, 1)]
+    frames = [read_unit(plan.store, UnitKey(name, seed, 0))["prediction"].to_numpy() for seed in (0, 1)]
     assert np.isfinite(frames[0]).all()
     for seed in (0, 1):
         side = st.read_sidecar(plan.store, UnitKey(name, seed, 0))
@@ -141,7 +142,7 @@ def test_qlib_mlp_runs_through_its_compatibility_class_which_the_run_names(tmp_p
     assert any("compat.DNNModelPytorch replaces qlib.contrib.model.pytorch_nn.DNNModelPytorch" in n for n in plan.notes)
     side = st.read_sidecar(plan.store, UnitKey("mlp", 0, 0))
     assert "ReduceLROnPlateau" in side["compat"] and side["seed_param"] == "seed"
-    assert np.isfinite(st.read_unit(plan.store, UnitKey("mlp", 0, 0))["prediction"]).all()
+    assert np.isfinite(read_unit(plan.store, UnitKey("mlp", 0, 0))["prediction"]).all()
 
 
 # --------------------------------------------------------------------------- GATs: a base LSTM pretrained per unit

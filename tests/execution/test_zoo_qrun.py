@@ -23,7 +23,7 @@ import yaml
 from daily_helpers import build_daily_store
 from zoo_helpers import gru_experiment, run
 
-from rolling_calib.execution import store as st
+from rolling_calib.execution.reader import read_unit
 from rolling_calib.execution.executors import UnitKey
 from rolling_calib.execution.runner import unit_task
 
@@ -55,7 +55,7 @@ def test_gru_alpha158_predictions_equal_qrun_for_the_same_seed_and_window(tmp_pa
     found = list(workdir.glob("mlruns/*/*/artifacts/pred.pkl"))
     assert len(found) == 1, "qrun's SignalRecord kept no predictions"
     pred = pd.read_pickle(found[0])["score"]
-    ours = st.read_unit(plan.store, UnitKey("gru_ts", 0, 0)).set_index(["datetime", "instrument"])["prediction"]
+    ours = read_unit(plan.store, UnitKey("gru_ts", 0, 0)).set_index(["datetime", "instrument"])["prediction"]
     joined = ours.to_frame().join(pred.rename("qrun"), how="inner")
     assert len(joined) == len(ours)  # every stored prediction (labelled rows) is one qrun made
     assert np.array_equal(joined["prediction"].to_numpy(), joined["qrun"].to_numpy())  # bit for bit
