@@ -87,3 +87,20 @@ class FlakyUnit:
                 marker.write_text("injected")
                 raise RuntimeError(f"injected failure in {key.slug()}")
         return execute_unit(self.plan, key)
+
+
+@dataclass(frozen=True)
+class ReportingWork:
+    """A unit that reports ``epochs`` epochs when the executor listens (``unit_reporter`` is not None);
+    returns whether it had a reporter."""
+
+    epochs: int = 2
+
+    def __call__(self, key: UnitKey) -> bool:
+        from rolling_calib.execution.progress import unit_reporter
+
+        report = unit_reporter(key)
+        for epoch in range(1, self.epochs + 1):
+            if report is not None:
+                report("fitting", epoch=epoch, epochs=self.epochs)
+        return report is not None

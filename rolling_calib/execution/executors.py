@@ -8,6 +8,12 @@ atomically into the store) is a picklable callable ``work(key) -> result`` given
 by the runner. Because every unit writes its own result before it reports back,
 an executor that stops half-way never loses a completed unit.
 
+Progress inside units: given ``on_progress``, an executor carries the
+:class:`~rolling_calib.execution.progress.UnitEvent` records its units send
+(:func:`~rolling_calib.execution.progress.unit_reporter`) back to this process and calls
+``on_progress(event)`` with each (from another thread for the local pool); without it, units
+report nothing.
+
 Two executors share this contract:
 
 * :class:`LocalExecutor` -- a local process pool (the default).
@@ -24,11 +30,13 @@ Example
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import multiprocessing
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from rolling_calib.core.validation import Interval, check
+from rolling_calib.execution.progress import UnitEvent, install_queue, installed, relay
 
 #: Worker processes are forked from a clean server process, never from this one: a process that
 #: already ran OpenMP code (LightGBM, BLAS) cannot be forked safely (the child's thread pool hangs).
@@ -38,6 +46,8 @@ from rolling_calib.execution.units import UnitKey, UnitTask
 
 #: Called in the parent process after each unit finishes: ``(key, result)``.
 ProgressCallback = Callable[[UnitKey, Any], None]
+#: Called in the parent process with each report of a running unit.
+EventCallback = Callable[[UnitEvent], None]
 
 
 class Executor(Protocol):
@@ -49,6 +59,7 @@ class Executor(Protocol):
         work: Callable[[UnitKey], Any],
         *,
         on_done: ProgressCallback | None = None,
+        on_progress: EventCallback | None = None,
     ) -> dict[UnitKey, Any]:
         """Return ``{key: work(key)}`` for every task; raise if any unit failed."""
         ...
@@ -164,7 +175,9 @@ class LocalExecutor:
         work: Callable[[UnitKey], Any],
         *,
         on_done: ProgressCallback | None = None,
+        on_progress: EventCallback | None = None,
     ) -> dict[UnitKey, Any]:
+        """Return ``{key: work(key)}`` for every task; ``on_progress`` gets the units' reports (module docstring)."""
         queue = DependencyQueue(tasks)
         results: dict[UnitKey, Any] = {}
 
@@ -175,19 +188,14 @@ class LocalExecutor:
             queue.mark_done(key)
 
         if self.workers == 1:
-            ready = queue.take_ready()
-            while ready:
-                task = ready.pop(0)
-                try:
-                    result = work(task.key)
-                except Exception as exc:
-                    raise failure_error([(task.key, exc)], results) from exc
-                finish(task.key, result)
-                ready.extend(queue.take_ready())
-            return results
+            with installed(on_progress):  # same process: the reports go straight to on_progress
+                return self._run_here(queue, work, results, finish)
 
         failures: list[tuple[UnitKey, BaseException]] = []
-        with cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=_POOL_CONTEXT) as pool:
+        channel = _POOL_CONTEXT.Queue() if on_progress is not None else None
+        setup = {"initializer": install_queue, "initargs": (channel,)} if channel is not None else {}
+        with (relay(channel, on_progress) if channel is not None else contextlib.nullcontext(),
+              cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=_POOL_CONTEXT, **setup) as pool):
             running: dict[cf.Future, UnitKey] = {}
             while True:
                 if not failures:  # after a failure, only the units already running finish
@@ -206,4 +214,19 @@ class LocalExecutor:
                     finish(key, result)
         if failures:
             raise failure_error(failures, results) from failures[0][1]
+        return results
+
+    @staticmethod
+    def _run_here(queue: DependencyQueue, work: Callable[[UnitKey], Any], results: dict[UnitKey, Any],
+                  finish: Callable[[UnitKey, Any], None]) -> dict[UnitKey, Any]:
+        """Run every task in this process, one at a time, in dependency order."""
+        ready = queue.take_ready()
+        while ready:
+            task = ready.pop(0)
+            try:
+                result = work(task.key)
+            except Exception as exc:
+                raise failure_error([(task.key, exc)], results) from exc
+            finish(task.key, result)
+            ready.extend(queue.take_ready())
         return results

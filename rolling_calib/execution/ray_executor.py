@@ -23,6 +23,10 @@ Numbers
     Every unit runs with one torch/BLAS thread (``threads_per_unit``) unless
     told otherwise, the same seeds as the local executor and the same code,
     so on CPU the results equal the local executor's.
+Progress
+    Given ``on_progress``, a ``ray.util.queue.Queue`` (an actor taking no CPU) carries the
+    reports of running units (:mod:`rolling_calib.execution.progress`): each task installs it
+    as its sink, and the driver drains it every 0.2 s while it waits for units.
 Storage
     ``work`` writes each unit's result into the run store itself. On a
     cluster the store must be a path every node can reach under the same name
@@ -45,12 +49,14 @@ from typing import Any
 from rolling_calib.core.validation import AnyOf, Interval, Options, check
 from rolling_calib.execution.executors import (
     DependencyQueue,
+    EventCallback,
     ProgressCallback,
     UnitKey,
     UnitTask,
     check_tasks,
     failure_error,
 )
+from rolling_calib.execution.progress import install
 
 _POSITIVE_OR_NONE = AnyOf((Interval(int, 1, None), Options(None)), what="an integer >= 1 or None")
 
@@ -68,15 +74,19 @@ NODE_ENV_VAR: str = "ROLLING_CALIB_NODE"
 #: Object store size for a runtime this executor starts itself (bytes).
 DEFAULT_OBJECT_STORE_BYTES: int = 200 * 1024 * 1024
 
+#: Seconds between two looks at the progress queue while units run.
+PROGRESS_POLL_S: float = 0.2
 
-def _run_unit(work: Callable[[UnitKey], Any], key: UnitKey, threads: int | None) -> Any:
+
+def _run_unit(work: Callable[[UnitKey], Any], key: UnitKey, threads: int | None, channel: Any = None) -> Any:
     """Body of one Ray task: cap the worker's threads, name the node, then run ``work(key)``.
 
     Top-level so Ray can pickle it by reference. ``threads=None`` leaves the
     worker's thread settings alone (Ray itself sets ``OMP_NUM_THREADS`` to the
     task's CPU count). The Ray node ID of the worker goes into the environment
     variable :data:`NODE_ENV_VAR`, which the runner records in each unit's
-    sidecar (``"node"``) without importing Ray.
+    sidecar (``"node"``) without importing Ray. ``channel`` (a ``ray.util.queue.Queue``, or None)
+    receives the unit's progress reports while it runs.
     """
     import ray
 
@@ -88,7 +98,11 @@ def _run_unit(work: Callable[[UnitKey], Any], key: UnitKey, threads: int | None)
         torch = sys.modules.get("torch")  # only touch torch if the worker already loaded it
         if torch is not None and torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
-    return work(key)
+    install(None if channel is None else channel.put_nowait)
+    try:
+        return work(key)
+    finally:
+        install(None)  # the worker process runs other tasks next
 
 
 class RayExecutor:
@@ -198,6 +212,7 @@ class RayExecutor:
         work: Callable[[UnitKey], Any],
         *,
         on_done: ProgressCallback | None = None,
+        on_progress: EventCallback | None = None,
     ) -> dict[UnitKey, Any]:
         """Run ``work(key)`` for every task on Ray; see the module docstring.
 
@@ -225,6 +240,17 @@ class RayExecutor:
             num_gpus=self.gpus_per_unit,
         )
         work_ref = ray.put(work)
+        channel = _progress_queue() if on_progress is not None else None
+        try:
+            return self._run_tasks(tasks, remote, work_ref, on_done=on_done, on_progress=on_progress, channel=channel)
+        finally:
+            if channel is not None:
+                channel.shutdown()
+
+    def _run_tasks(self, tasks: Sequence[UnitTask], remote: Any, work_ref: Any, *, on_done: ProgressCallback | None,
+                   on_progress: EventCallback | None, channel: Any) -> dict[UnitKey, Any]:
+        """Submit each task when it may start, collect results and failures (the body of :meth:`run`)."""
+        import ray
 
         queue = DependencyQueue(tasks)
         running: dict[Any, UnitKey] = {}
@@ -233,12 +259,14 @@ class RayExecutor:
 
         def submit_ready() -> None:
             for task in queue.take_ready():
-                ref = remote.remote(work_ref, task.key, self.threads_per_unit)
+                ref = remote.remote(work_ref, task.key, self.threads_per_unit, channel)
                 running[ref] = task.key
 
         submit_ready()
         while running:
-            done, _ = ray.wait(list(running), num_returns=1)
+            done, _ = ray.wait(list(running), num_returns=1, timeout=PROGRESS_POLL_S if channel is not None else None)
+            if channel is not None:
+                _drain(channel, on_progress)
             for ref in done:
                 key = running.pop(ref)
                 try:
@@ -252,8 +280,24 @@ class RayExecutor:
                 queue.mark_done(key)
             if not failures:  # after a failure, only the units already running finish
                 submit_ready()
-
+        if channel is not None:  # a unit puts its reports before it returns: the last ones are here now
+            _drain(channel, on_progress)
         if failures:
             retries = f" after {self.max_retries} retr{'y' if self.max_retries == 1 else 'ies'}"
             raise failure_error(failures, results, detail=retries) from failures[0][1]
         return results
+
+
+def _progress_queue() -> Any:
+    """The queue that carries the units' progress reports to the driver (an actor that takes no CPU)."""
+    from ray.util.queue import Queue
+
+    return Queue(actor_options={"num_cpus": 0})
+
+
+def _drain(channel: Any, on_progress: EventCallback) -> None:
+    """Hand every report waiting in ``channel`` to ``on_progress``."""
+    waiting = channel.qsize()
+    if waiting:
+        for event in channel.get_nowait_batch(waiting):
+            on_progress(event)

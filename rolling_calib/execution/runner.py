@@ -40,6 +40,7 @@ import os
 import sys
 import time
 import warnings
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -78,6 +79,7 @@ from rolling_calib.qlib_adapter.zoo import (
     pretrained_base,
 )
 from rolling_calib.execution.executors import Executor, UnitKey, UnitTask
+from rolling_calib.execution.progress import ProgressBoard, unit_reporter
 from rolling_calib.execution.unit_log import attach_log, unit_log
 from rolling_calib.execution.units import StackKey
 from rolling_calib.core.schedule import CoverageError, Window, check_coverage
@@ -508,6 +510,7 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
     executors (local pool, Ray) receive. Qlib is initialised once per process.
     """
     t0 = time.perf_counter()
+    report = unit_reporter(key)  # None unless the run draws the units' lines (rolling_calib.execution.progress)
     paths = st.unit_paths(plan.store, key)
     warm_start, start_from = _warm_start(plan, key)
     task, applied = unit_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
@@ -516,11 +519,13 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
         with unit_log(paths.log), _checkpoint_writes(paths.checkpoint):
             trained = train_window(plan.qlib_init, task, warm_start=warm_start, checkpoint=paths.checkpoint,
                                    seed=key.seed, label=plan.label, recorder=_recorder_spec(plan, key),
-                                   threads=plan.n_threads)
+                                   threads=plan.n_threads, progress=report)
     except st.StoreWriteError:
         raise   # one line naming the file already: the library output is beside the point
     except Exception as exc:
         raise attach_log(exc, paths.log)
+    if report is not None:
+        report("writing")
     return _store_unit(plan, key, task=task, trained=trained, start_from=start_from, t0=t0, applied=applied)
 
 
@@ -532,6 +537,7 @@ def execute_stack(plan: RunPlan, stack: StackKey) -> tuple[UnitResult, ...]:
     result's ``seconds`` is its share of the stack's time, so the run's unit seconds add up.
     """
     t0 = time.perf_counter()
+    report = unit_reporter(stack)
     keys = stack.units()
     starts = [_warm_start(plan, key) for key in keys]
     units = [unit_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
@@ -547,11 +553,14 @@ def execute_stack(plan: RunPlan, stack: StackKey) -> tuple[UnitResult, ...]:
                 label=plan.label,
                 recorders=[_recorder_spec(plan, key) for key in keys],
                 threads=plan.n_threads,
+                progress=report,
             )
     except st.StoreWriteError:
         raise
     except Exception as exc:
         raise attach_log(exc, log)
+    if report is not None:
+        report("writing")
     results = [_store_unit(plan, key, task=task, trained=one, start_from=start_from, t0=t0, seed_stack=stack.seeds,
                            applied=applied, log=log)
                for key, (task, applied), one, (_, start_from) in zip(keys, units, trained, starts)]
@@ -866,7 +875,8 @@ def run_plan(plan: RunPlan, *, executor: Executor, progress: bool = True) -> Run
     executor : Executor
         ``LocalExecutor(workers=K)`` or ``RayExecutor(...)``.
     progress : bool
-        Show a tqdm bar of units.
+        Show the tqdm bar of units with the run's ETA (:class:`~rolling_calib.execution.progress.ProgressBoard`)
+        and, when stderr is a terminal, a line under it per running unit (stage, epoch, batch).
 
     Returns
     -------
@@ -886,8 +896,6 @@ def run_plan(plan: RunPlan, *, executor: Executor, progress: bool = True) -> Run
 
 
 def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSummary:
-    from tqdm.auto import tqdm
-
     t0 = time.perf_counter()
     orphans = clean_orphan_temporaries(plan.store)
     if orphans:
@@ -901,19 +909,19 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
     for move in corrupt:
         print(f"rolling-calib run: {move.line()}", file=sys.stderr)
     tasks = _tasks(plan, pending)
-    n_units = sum(len(t.key.units()) if isinstance(t.key, StackKey) else 1 for t in tasks)
-    skipped = len(plan.keys()) - n_units  # a stack retrains its complete members too (same numbers)
-    bar = tqdm(total=len(plan.keys()), initial=skipped, desc="units", unit="unit", disable=not progress, dynamic_ncols=True)
+    units = [unit for t in tasks for unit in (t.key.units() if isinstance(t.key, StackKey) else [t.key])]
+    skipped = len(plan.keys()) - len(units)  # a stack retrains its complete members too (same numbers)
+    if tasks and hasattr(executor, "connect"):  # Ray says what it starts before the bars are drawn, not across them
+        executor.connect()
+    with ProgressBoard(total=len(plan.keys()), done=skipped, left=Counter(u.pipeline for u in units),
+                       workers=_parallel_units(executor), enabled=progress) as board:
 
-    def on_done(key: UnitKey | StackKey, result: UnitResult | tuple[UnitResult, ...]) -> None:
-        done = result if isinstance(result, tuple) else (result,)
-        bar.update(len(done))
-        bar.set_postfix_str(f"{key.slug()} {max(r.seconds for r in done):.0f}s", refresh=False)
+        def on_done(key: UnitKey | StackKey, result: UnitResult | tuple[UnitResult, ...]) -> None:
+            finished = result if isinstance(result, tuple) else (result,)
+            board.unit_done(key, [(r.key.pipeline, r.seconds) for r in finished])
 
-    try:
-        outcome = executor.run(tasks, partial(_execute, plan), on_done=on_done) if tasks else {}
-    finally:
-        bar.close()
+        lines = {"on_progress": board.on_event} if board.nested else {}  # executors of old take on_done only
+        outcome = executor.run(tasks, partial(_execute, plan), on_done=on_done, **lines) if tasks else {}
     results = {r.key: r for value in outcome.values() for r in (value if isinstance(value, tuple) else (value,))}
     check_store_coverage(plan)
     summary = RunSummary(
@@ -928,6 +936,22 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
     )
     _record_history(plan, summary, executor)
     return summary
+
+
+def _parallel_units(executor: Executor) -> int | None:
+    """Units the executor runs at once, where it says (local pool: ``workers``; Ray started here: its CPUs per unit).
+
+    None (a Ray cluster joined as it is): the progress board counts the units it sees running at once.
+
+    >>> from rolling_calib.execution.executors import LocalExecutor
+    >>> _parallel_units(LocalExecutor(workers=3))
+    3
+    """
+    workers = getattr(executor, "workers", None)
+    if workers:
+        return int(workers)
+    cpus, per_unit = getattr(executor, "num_cpus", None), getattr(executor, "cpus_per_unit", None)
+    return max(1, int(cpus // per_unit)) if cpus and per_unit else None
 
 
 def _tasks(plan: RunPlan, pending: Sequence[UnitKey]) -> list[UnitTask]:

@@ -7,6 +7,8 @@ on this module and neither imports the other:
 * ``LSTMModel``: Qlib's own network (``qlib.contrib.model.pytorch_lstm_ts.LSTMModel``);
 * :class:`BatchFeed`: batches cut on the host and moved to the device (overlapped on a GPU);
 * :class:`EarlyStopping`: the best validation loss of a fit, its epoch and its weights;
+* :class:`FitProgress`: a fit's epochs (and batches of long epochs) told to a plain callback
+  (:data:`FitReport`; the runner's unit installs one to draw the console's per-unit line);
 * :class:`LSTMCore`: the life cycle of one fit every model goes through, stacked or not: a fresh
   network for its seed (:meth:`~LSTMCore.new_network`), a fresh optimiser
   (:meth:`~LSTMCore.reset_for_fit`), the label scale of the training segment
@@ -39,7 +41,8 @@ from qlib.model.base import Model
 
 from rolling_calib.qlib_adapter.dataset import FEATURE_NAMES, MinuteTSDataset, MinuteWindowSampler
 
-__all__ = ["EVAL_CHUNK", "BatchFeed", "EarlyStopping", "LSTMCore", "LSTMModel", "epoch_bar"]
+__all__ = ["BATCH_REPORT_MIN", "EVAL_CHUNK", "BatchFeed", "EarlyStopping", "FitProgress", "FitReport", "LSTMCore",
+           "LSTMModel", "epoch_bar"]
 
 
 def _import_qlib_lstm() -> type:
@@ -91,6 +94,60 @@ class EarlyStopping:
             _logger.info(f"early stop at epoch {epoch}")
             return True
         return False
+
+
+#: What a fit given ``report`` calls: ``report(epoch=i, epochs=n, batch=j, batches=m)`` -- epoch ``i`` of ``n``
+#: (1-based), ``j`` of its ``m`` batches done (0 when the epoch starts). A plain function: the runner's unit
+#: passes one that forwards to the console's bars (:mod:`rolling_calib.execution.progress`).
+FitReport = Callable[..., None]
+
+#: Epochs of more batches than this report every batch too (the receiver decides how often it passes them on).
+BATCH_REPORT_MIN = 50
+
+
+class FitProgress:
+    """A fit's epochs and, for epochs of more than :data:`BATCH_REPORT_MIN` batches, its batches, told to ``report``.
+
+    With ``report`` None every method returns at once: no reporting, no cost. Reporting reads
+    nothing the fit computes and draws no random numbers, so a fit's numbers are the same with
+    and without it.
+
+    Parameters
+    ----------
+    report : FitReport or None
+    epochs : int
+        Epochs planned (early stopping may end the fit sooner).
+    batches : int
+        Training batches per epoch, ``ceil(samples / batch_size)``.
+
+    Examples
+    --------
+    >>> seen = []
+    >>> fp = FitProgress(lambda **kw: seen.append((kw["epoch"], kw["batch"])), epochs=2, batches=60)
+    >>> fp.epoch(0); fp.batch(1); fp.epoch(1)
+    >>> seen
+    [(1, 0), (1, 1), (2, 0)]
+    >>> FitProgress(lambda **kw: seen.append(kw), epochs=2, batches=50).on_batch is None  # short epochs: no batches
+    True
+    """
+
+    def __init__(self, report: FitReport | None, *, epochs: int, batches: int) -> None:
+        self.report, self.epochs, self.batches = report, int(epochs), int(batches)
+        self._epoch = 0
+        #: What the training loop calls after batch ``j`` (1-based), or None: epochs too short to report batches.
+        self.on_batch: Callable[[int], None] | None = (
+            self.batch if report is not None and self.batches > BATCH_REPORT_MIN else None)
+
+    def epoch(self, epoch: int) -> None:
+        """Epoch ``epoch`` (0-based) starts."""
+        self._epoch = epoch + 1
+        if self.report is not None:
+            self.report(epoch=self._epoch, epochs=self.epochs, batch=0, batches=self.batches)
+
+    def batch(self, done: int) -> None:
+        """``done`` batches of the current epoch are trained."""
+        if self.report is not None:
+            self.report(epoch=self._epoch, epochs=self.epochs, batch=int(done), batches=self.batches)
 
 
 def epoch_bar(n_epochs: int, enabled: bool):

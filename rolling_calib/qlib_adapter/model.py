@@ -55,6 +55,7 @@ import copy
 import io
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,15 @@ from qlib.log import get_module_logger
 from rolling_calib.core.atomic import atomic_write_bytes
 from rolling_calib.core.validation import AnyOf, Constraint, Interval, Options, validate_params
 from rolling_calib.qlib_adapter.dataset import MinuteTSDataset, MinuteWindowSampler, WindowNorm
-from rolling_calib.qlib_adapter.lstm_core import EVAL_CHUNK, BatchFeed, EarlyStopping, LSTMCore, epoch_bar
+from rolling_calib.qlib_adapter.lstm_core import (
+    EVAL_CHUNK,
+    BatchFeed,
+    EarlyStopping,
+    FitProgress,
+    FitReport,
+    LSTMCore,
+    epoch_bar,
+)
 
 
 __all__ = ["RollingLSTM", "STATE_FORMAT"]
@@ -302,11 +311,13 @@ class RollingLSTM(LSTMCore):
                 total += ((pred - yt) ** 2).sum().double()
         return float(total) / len(sampler)
 
-    def _train_epoch(self, sampler: MinuteWindowSampler, rng: np.random.Generator) -> float:
+    def _train_epoch(self, sampler: MinuteWindowSampler, rng: np.random.Generator,
+                     on_batch: Callable[[int], None] | None = None) -> float:
         """One pass over ``sampler`` in a fresh random order; the mean training loss.
 
         Batches come from a :class:`BatchFeed` (cut in a background thread while a GPU computes);
-        the loss is summed on the device and read once per epoch.
+        the loss is summed on the device and read once per epoch. ``on_batch(j)`` is called after
+        batch ``j`` (1-based) when given (:attr:`FitProgress.on_batch`).
         """
         self.lstm_model.train()
         order = rng.permutation(len(sampler))
@@ -317,7 +328,7 @@ class RollingLSTM(LSTMCore):
             return x, (y - self.label_mean) / self.label_std
 
         feed = BatchFeed(cut, range(0, len(order), self.batch_size), device=self.device, background=self.feed_background)
-        for xt, yt in feed:
+        for done, (xt, yt) in enumerate(feed, 1):
             pred = self.lstm_model(xt).reshape(-1)
             loss = torch.mean((pred - yt) ** 2)
             self.train_optimizer.zero_grad()
@@ -326,6 +337,8 @@ class RollingLSTM(LSTMCore):
                 torch.nn.utils.clip_grad_value_(self.lstm_model.parameters(), self.grad_clip)
             self.train_optimizer.step()
             total += loss.detach().double() * len(yt)
+            if on_batch is not None:
+                on_batch(done)
         return float(total) / max(len(order), 1)
 
     def fit(
@@ -335,6 +348,7 @@ class RollingLSTM(LSTMCore):
         reweighter: Any = None,
         *,
         progress: bool = False,
+        report: FitReport | None = None,
     ) -> "RollingLSTM":
         """Train on ``dataset``'s ``train`` segment, early-stopping on ``valid``.
 
@@ -351,6 +365,10 @@ class RollingLSTM(LSTMCore):
             Not supported (accepted for Qlib's signature; anything but None raises).
         progress : bool
             A tqdm bar over the epochs (shown on a terminal only; off by default).
+        report : FitReport, optional
+            Called with each epoch, and each batch of epochs over
+            :data:`~rolling_calib.qlib_adapter.lstm_core.BATCH_REPORT_MIN` batches
+            (:class:`~rolling_calib.qlib_adapter.lstm_core.FitProgress`); the numbers do not change.
 
         Returns
         -------
@@ -363,7 +381,8 @@ class RollingLSTM(LSTMCore):
         if n_epochs > 0 or not warm:
             # A warm start with 0 epochs leaves the network untouched: it keeps the statistics it was trained with.
             self.fit_scales(train)
-        hist, stopping = self._train_epochs(train, valid, n_epochs, progress=progress)
+        tracker = FitProgress(report, epochs=n_epochs, batches=-(-len(train) // self.batch_size))
+        hist, stopping = self._train_epochs(train, valid, n_epochs, progress=progress, tracker=tracker)
         self.record_fit(warm=warm, n_epochs=n_epochs, hist=hist, stopping=stopping,
                         n_train=len(train), n_valid=len(valid), t0=t0)
         if evals_result is not None:
@@ -373,7 +392,8 @@ class RollingLSTM(LSTMCore):
         return self
 
     def _train_epochs(
-        self, train: MinuteWindowSampler, valid: MinuteWindowSampler, n_epochs: int, *, progress: bool
+        self, train: MinuteWindowSampler, valid: MinuteWindowSampler, n_epochs: int, *, progress: bool,
+        tracker: FitProgress | None = None,
     ) -> tuple[dict[str, list[float]], EarlyStopping]:
         """Up to ``n_epochs`` epochs, early-stopping on ``valid``; the best epoch's weights are restored.
 
@@ -384,9 +404,11 @@ class RollingLSTM(LSTMCore):
         torch.manual_seed(self.seed + 7919 * (self.fit_count + 1))  # dropout stream of this fit
         hist: dict[str, list[float]] = {"train": [], "valid": []}
         stopping = EarlyStopping(patience=self.early_stop)
+        tracker = tracker or FitProgress(None, epochs=n_epochs, batches=0)
         with epoch_bar(n_epochs, progress) as bar:
             for epoch in range(n_epochs):
-                tr, va = self._epoch(train, valid, rng, epoch)
+                tracker.epoch(epoch)
+                tr, va = self._epoch(train, valid, rng, epoch, on_batch=tracker.on_batch)
                 hist["train"].append(tr)
                 hist["valid"].append(va)
                 bar.set_postfix(train=f"{tr:.4g}", valid=f"{va:.4g}", refresh=False)
@@ -398,9 +420,9 @@ class RollingLSTM(LSTMCore):
         return hist, stopping
 
     def _epoch(self, train: MinuteWindowSampler, valid: MinuteWindowSampler, rng: np.random.Generator,
-               epoch: int) -> tuple[float, float]:
+               epoch: int, *, on_batch: Callable[[int], None] | None = None) -> tuple[float, float]:
         """One training epoch; its mean training loss and the validation loss after it (NaN if none)."""
-        tr = self._train_epoch(train, rng)
+        tr = self._train_epoch(train, rng, on_batch)
         va = self._eval_loss(valid)
         if not np.isfinite(tr):
             raise FloatingPointError(

@@ -63,13 +63,21 @@ True
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
 from rolling_calib.qlib_adapter.dataset import MinuteTSDataset, MinuteWindowSampler
-from rolling_calib.qlib_adapter.lstm_core import EVAL_CHUNK, BatchFeed, EarlyStopping, LSTMCore, epoch_bar
+from rolling_calib.qlib_adapter.lstm_core import (
+    EVAL_CHUNK,
+    BatchFeed,
+    EarlyStopping,
+    FitProgress,
+    FitReport,
+    LSTMCore,
+    epoch_bar,
+)
 
 __all__ = ["StackedLSTM", "can_stack", "check_stackable", "fit_stack", "start_stack"]
 
@@ -259,7 +267,8 @@ def start_stack(models: Sequence[LSTMCore], train: MinuteWindowSampler) -> tuple
     return members, stack, lead.make_optimizer(stack.parameters())
 
 
-def fit_stack(models: Sequence[LSTMCore], dataset: MinuteTSDataset, *, progress: bool = False) -> list[LSTMCore]:
+def fit_stack(models: Sequence[LSTMCore], dataset: MinuteTSDataset, *, progress: bool = False,
+              report: FitReport | None = None) -> list[LSTMCore]:
     """Fit ``models`` (one per seed, same settings) on ``dataset`` as one seed stack; returns them fitted.
 
     Each model ends as its own :meth:`RollingLSTM.fit` would leave it (fresh, or fine-tuned after
@@ -272,6 +281,9 @@ def fit_stack(models: Sequence[LSTMCore], dataset: MinuteTSDataset, *, progress:
     dataset : MinuteTSDataset
     progress : bool
         A tqdm bar over the epochs (terminal only).
+    report : FitReport, optional
+        Called with each epoch of the stack, and each batch of long epochs
+        (:class:`~rolling_calib.qlib_adapter.lstm_core.FitProgress`); the numbers do not change.
     """
     check_stackable(models)
     t0 = time.perf_counter()
@@ -279,12 +291,15 @@ def fit_stack(models: Sequence[LSTMCore], dataset: MinuteTSDataset, *, progress:
     train, valid = lead.fit_segments(dataset, None)
     members, stack, optimizer = start_stack(models, train)
     active = list(members)
-    with epoch_bar(max(m.n_epochs for m in members), progress) as bar:
-        for epoch in range(max(m.n_epochs for m in members)):
+    n_epochs = max(m.n_epochs for m in members)
+    tracker = FitProgress(report, epochs=n_epochs, batches=-(-len(train) // lead.batch_size))
+    with epoch_bar(n_epochs, progress) as bar:
+        for epoch in range(n_epochs):
             active = _retire(stack, optimizer, active, [m for m in active if m.n_epochs <= epoch])
             if not active:
                 break
-            train_loss = _train_epoch(stack, optimizer, active, train, lead)
+            tracker.epoch(epoch)
+            train_loss = _train_epoch(stack, optimizer, active, train, lead, tracker.on_batch)
             valid_loss = _eval_loss(stack, active, valid, lead)
             stopped = []
             for row, member in enumerate(active):
@@ -328,8 +343,11 @@ def _retire(stack: StackedLSTM, optimizer: torch.optim.Optimizer, active: list[_
 
 
 def _train_epoch(stack: StackedLSTM, optimizer: torch.optim.Optimizer, active: Sequence[_Member],
-                 train: MinuteWindowSampler, lead: LSTMCore) -> np.ndarray:
-    """One epoch of every active member (each its own order); mean training losses, read once at the end."""
+                 train: MinuteWindowSampler, lead: LSTMCore, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+    """One epoch of every active member (each its own order); mean training losses, read once at the end.
+
+    ``on_batch(j)`` is called after batch ``j`` (1-based) when given.
+    """
     stack.train()
     orders = [m.rng.permutation(len(train)) for m in active]
     totals = torch.zeros(len(active), dtype=torch.float64, device=lead.device)
@@ -340,7 +358,8 @@ def _train_epoch(stack: StackedLSTM, optimizer: torch.optim.Optimizer, active: S
         y = np.stack([m.standardise(p[1]) for m, p in zip(active, parts)])
         return x, y
 
-    for x, y in BatchFeed(cut, range(0, len(train), lead.batch_size), device=lead.device, background=lead.feed_background):
+    feed = BatchFeed(cut, range(0, len(train), lead.batch_size), device=lead.device, background=lead.feed_background)
+    for done, (x, y) in enumerate(feed, 1):
         losses = ((stack(x) - y) ** 2).mean(dim=1)
         optimizer.zero_grad()
         losses.sum().backward()
@@ -348,6 +367,8 @@ def _train_epoch(stack: StackedLSTM, optimizer: torch.optim.Optimizer, active: S
             torch.nn.utils.clip_grad_value_(stack.parameters(), lead.grad_clip)
         optimizer.step()
         totals += losses.detach().double() * y.shape[1]
+        if on_batch is not None:
+            on_batch(done)
     return (totals / max(len(train), 1)).cpu().numpy()
 
 

@@ -21,17 +21,26 @@ Any Qlib model and dataset run here (``RollingLSTM`` + ``MinuteTSDataset``, Qlib
     checkpoint: model.save_state(path) if it has one, else the pickled model
     task["record"] (daily stores): SignalRecord, SigAnaRecord, PortAnaRecord ... in a Qlib recorder
                                    (:mod:`rolling_calib.qlib_adapter.records`)
+
+Progress: given ``progress`` (a plain function, :data:`UnitProgress`), a window tells it each stage
+as it starts (building, pretraining base, fitting, fine-tuning, predicting, saving) and, while
+fitting, the epochs: our models (``fit(..., report=)``) their epochs and the batches of long
+epochs; Qlib's torch models the epochs they log themselves (``"Epoch%d:"`` at INFO, read from
+their log records, :class:`QlibEpochs`: nothing when ``logging_level`` is above INFO); other
+models (LightGBM, XGBoost, CatBoost, ...) the stage only. Qlib is not patched, and no number changes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import inspect
+import logging
 import pickle
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,12 +65,22 @@ from rolling_calib.qlib_adapter.zoo import (
     window_segments,
 )
 
-__all__ = ["HANDLER_REQUIRED_TIME_KWARGS", "HANDLER_TIME_KWARGS", "LABEL_SOURCES", "TrainedWindow",
-           "base_model_path", "check_runner_contract", "set_global_seeds", "train_window", "train_window_stack",
-           "unit_task", "warm_start_kind", "window_task"]
+__all__ = ["HANDLER_REQUIRED_TIME_KWARGS", "HANDLER_TIME_KWARGS", "LABEL_SOURCES", "QlibEpochs", "TrainedWindow",
+           "UnitProgress", "base_model_path", "check_runner_contract", "set_global_seeds", "train_window",
+           "train_window_stack", "unit_task", "warm_start_kind", "window_task"]
 
 #: ``rolling.label``: score against the handler's raw label (``DK_R``) or its learn-processed label (``DK_L``).
 LABEL_SOURCES = LABEL_KINDS
+#: A unit's progress: ``progress(stage)`` when a stage starts (``"building"``, ``"fitting"``, ``"predicting"``, ...),
+#: ``progress("fitting", epoch=i, epochs=n, batch=j, batches=m)`` while a model that reports fits (any of the four
+#: may be None: unknown). A plain function; reporting never changes a number.
+UnitProgress = Callable[..., None]
+
+
+def _silent(*args: Any, **kwargs: Any) -> None:
+    """The :data:`UnitProgress` of a window nobody watches."""
+
+
 #: Handler arguments :func:`window_task` sets for every window (the ``fit_*`` ones where the handler takes them).
 HANDLER_TIME_KWARGS = ("start_time", "end_time", "fit_start_time", "fit_end_time")
 #: Of :data:`HANDLER_TIME_KWARGS`, those every handler must take (a plain ``DataHandlerLP`` takes no ``fit_*``).
@@ -339,6 +358,7 @@ def train_window(
     label: str = "raw",
     recorder: RecorderSpec | None = None,
     threads: int | None = None,
+    progress: UnitProgress | None = None,
 ) -> TrainedWindow:
     """Build the task's model and dataset, fit (from ``warm_start`` if given), predict the test segment.
 
@@ -363,6 +383,8 @@ def train_window(
     threads : int, optional
         ``torch.set_num_threads(threads)`` before anything is built (every model; the model's own
         thread arguments are set by :func:`unit_task`).
+    progress : UnitProgress, optional
+        Told each stage and, while fitting, what the model reports (module docstring); None: nothing.
 
     A model that loads a pretrained base network from a missing ``model_path`` (GATs, IGMTF:
     :func:`rolling_calib.qlib_adapter.zoo.pretrained_base`) first gets one trained here, on this
@@ -371,10 +393,13 @@ def train_window(
     from qlib.utils import init_instance_by_config
 
     t0 = time.perf_counter()
+    progress = progress or _silent
+    progress("building")
     init_qlib_once(qlib_init)
     if threads is not None:
         set_unit_threads(threads)
-    task, dataset = _with_pretrained_base(task, checkpoint=Path(checkpoint), seed=seed, threads=threads)
+    task, dataset = _with_pretrained_base(task, checkpoint=Path(checkpoint), seed=seed, threads=threads,
+                                          progress=progress)
     scratch = _ScratchFiles(Path(checkpoint))
     seeding = set_global_seeds(seed) if seed is not None else {}
     model = init_instance_by_config(scratch.model_spec(task["model"]))
@@ -383,28 +408,96 @@ def train_window(
     t_built = time.perf_counter()
     kind = warm_start_kind(type(model))
     with _no_recorder_logging(), scratch:
-        if warm_start is None:
-            scratch.fit(model, dataset)
-        elif kind == "state":
-            model.load_state(warm_start)
-            model.fit(dataset)
-        elif kind == "finetune":
-            with open(warm_start, "rb") as fh:
-                model = pickle.load(fh)  # noqa: S301 -- our own checkpoint of the previous window
-            _finetune(model, dataset)
-        else:
-            raise RuntimeError(f"{type(model).__qualname__} cannot continue from {warm_start}: it has neither "
-                               "load_state nor finetune (use rolling.mode: scratch)")
+        model = _fit_window(model, dataset, warm_start=warm_start, kind=kind, scratch=scratch, progress=progress)
         t_fit = time.perf_counter()
+        progress("predicting")
         predictions, valid_predictions = _predict_segments(model, dataset)
     labels, valid_labels = _segment_labels(dataset, label)
     other, valid_other = _other_labels(dataset, label)
     t_pred = time.perf_counter()
+    progress("saving")
     recorded = _keep(model, task, dataset, predictions, kind=kind, checkpoint=Path(checkpoint), recorder=recorder,
                      qlib_init=qlib_init)
     return TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_fit, seeding, recorded,
                          valid_predictions=valid_predictions, valid_labels=valid_labels, other_labels=other,
                          valid_other_labels=valid_other)
+
+
+def _fit_window(model: Any, dataset: Any, *, warm_start: Path | None, kind: str | None, scratch: _ScratchFiles,
+                progress: UnitProgress) -> Any:
+    """Fit ``model`` from scratch, or continue it from ``warm_start`` (``load_state`` + ``fit``, or ``finetune``); the fitted model."""
+    if warm_start is None:
+        progress("fitting")
+        scratch.fit(model, dataset, progress=progress)
+    elif kind == "state":
+        model.load_state(warm_start)
+        progress("fitting")
+        _fit_reported(model, dataset, progress)
+    elif kind == "finetune":
+        with open(warm_start, "rb") as fh:
+            model = pickle.load(fh)  # noqa: S301 -- our own checkpoint of the previous window
+        progress("fine-tuning")
+        _finetune(model, dataset)
+    else:
+        raise RuntimeError(f"{type(model).__qualname__} cannot continue from {warm_start}: it has neither "
+                           "load_state nor finetune (use rolling.mode: scratch)")
+    return model
+
+
+def _fit_reported(model: Any, dataset: Any, progress: UnitProgress, **kwargs: Any) -> None:
+    """``model.fit(dataset, **kwargs)`` with its epochs told to ``progress`` (module docstring: how, per model)."""
+    if progress is _silent:
+        model.fit(dataset, **kwargs)
+    elif "report" in inspect.signature(model.fit).parameters:
+        model.fit(dataset, report=functools.partial(progress, "fitting"), **kwargs)
+    else:
+        with QlibEpochs.watching(functools.partial(progress, "fitting"), epochs=getattr(model, "n_epochs", None)):
+            model.fit(dataset, **kwargs)
+
+
+class QlibEpochs(logging.Handler):
+    """Qlib's torch models' epochs, read from the record each logs when an epoch starts (``"Epoch%d:"``).
+
+    LSTM, GRU, ALSTM, GATs, TCN, Transformer, ... call ``self.logger.info("Epoch%d:", step)`` (TRA:
+    ``"Epoch %d:"``); this handler, on Qlib's ``qlib`` logger while such a model fits, turns each into
+    ``report(epoch=step + 1, epochs=n_epochs)``. Qlib is not patched; its records still reach its own
+    handlers (the unit's log). A ``logging_level`` above INFO creates no such record: then nothing is told.
+
+    Examples
+    --------
+    >>> seen = []
+    >>> log = logging.getLogger("qlib.SomeModel")
+    >>> log.setLevel(logging.INFO)
+    >>> with QlibEpochs.watching(lambda **kw: seen.append(kw), epochs=3):
+    ...     log.info("Epoch%d:", 1)
+    ...     log.info("training...")
+    >>> seen
+    [{'epoch': 2, 'epochs': 3}]
+    """
+
+    MESSAGES = ("Epoch%d:", "Epoch %d:")
+
+    def __init__(self, report: Callable[..., None], epochs: int | None) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.report, self.epochs = report, epochs
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if record.msg in self.MESSAGES and len(record.args or ()) == 1 and isinstance(record.args[0], int):
+                self.report(epoch=record.args[0] + 1, epochs=self.epochs)
+        except Exception:  # noqa: BLE001 -- progress never fails a unit: logging's own error path
+            self.handleError(record)
+
+    @classmethod
+    @contextlib.contextmanager
+    def watching(cls, report: Callable[..., None], *, epochs: int | None) -> Iterator[None]:
+        """Watch Qlib's log records while the block runs."""
+        handler, logger = cls(report, epochs), logging.getLogger("qlib")
+        logger.addHandler(handler)
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
 
 
 def base_model_path(checkpoint: Path) -> Path:
@@ -413,7 +506,7 @@ def base_model_path(checkpoint: Path) -> Path:
 
 
 def _with_pretrained_base(task: Mapping[str, Any], *, checkpoint: Path, seed: int | None,
-                          threads: int | None) -> tuple[Mapping[str, Any], Any]:
+                          threads: int | None, progress: UnitProgress = _silent) -> tuple[Mapping[str, Any], Any]:
     """``task`` with ``model_path`` pointing at a base network pretrained on this window, where it needs one.
 
     Returns ``(task, dataset)``: the dataset the pretraining built (the unit's model uses the same
@@ -426,6 +519,7 @@ def _with_pretrained_base(task: Mapping[str, Any], *, checkpoint: Path, seed: in
         return task, None
     path = base_model_path(checkpoint)
     path.parent.mkdir(parents=True, exist_ok=True)
+    progress("pretraining base")
     set_global_seeds(seed if seed is not None else 0)
     dataset = init_instance_by_config(copy.deepcopy(dict(task["dataset"])))
     with _no_recorder_logging():
@@ -462,12 +556,12 @@ class _ScratchFiles:
                 kwargs[name] = self._path(name)
         return out
 
-    def fit(self, model: Any, dataset: Any) -> None:
-        """``model.fit(dataset)``, with ``save_path`` beside the checkpoint where ``fit`` takes one."""
+    def fit(self, model: Any, dataset: Any, *, progress: UnitProgress = _silent) -> None:
+        """``model.fit(dataset)``, with ``save_path`` beside the checkpoint where ``fit`` takes one (epochs told to ``progress``)."""
         if "save_path" in inspect.signature(model.fit).parameters:
-            model.fit(dataset, save_path=self._path("fit"))
+            _fit_reported(model, dataset, progress, save_path=self._path("fit"))
         else:
-            model.fit(dataset)
+            _fit_reported(model, dataset, progress)
 
     def __enter__(self) -> _ScratchFiles:
         return self
@@ -525,6 +619,7 @@ def train_window_stack(
     label: str = "raw",
     recorders: Sequence[RecorderSpec | None] | None = None,
     threads: int | None = None,
+    progress: UnitProgress | None = None,
 ) -> list[TrainedWindow]:
     """:func:`train_window` for several seeds of one window, their models fitted as one seed stack.
 
@@ -533,7 +628,8 @@ def train_window_stack(
     seed stack trains them together (:func:`rolling_calib.qlib_adapter.stacked.fit_stack`);
     predictions, labels, checkpoints and
     records follow per seed exactly as in :func:`train_window`. ``build_s`` and ``fit_s`` of
-    every returned window are the stack's (shared) times.
+    every returned window are the stack's (shared) times. ``progress`` is told the stack's stages
+    and its epochs (and batches of long epochs), as in :func:`train_window`.
     """
     from qlib.utils import init_instance_by_config
 
@@ -546,6 +642,8 @@ def train_window_stack(
         raise ValueError("train_window_stack: the tasks of a seed stack must share one dataset (only the seed may differ)")
     recorders = list(recorders) if recorders is not None else [None] * n
     t0 = time.perf_counter()
+    progress = progress or _silent
+    progress("building")
     init_qlib_once(qlib_init)
     if threads is not None:
         set_unit_threads(threads)
@@ -558,9 +656,11 @@ def train_window_stack(
         models.append(model)
     dataset = init_instance_by_config(copy.deepcopy(dict(tasks[0]["dataset"])))
     t_built = time.perf_counter()
+    progress("fitting")
     with _no_recorder_logging():
-        fit_stack(models, dataset)
+        fit_stack(models, dataset, report=None if progress is _silent else functools.partial(progress, "fitting"))
     t_fit = time.perf_counter()
+    progress("predicting")
     labels, valid_labels = _segment_labels(dataset, label)
     other, valid_other = _other_labels(dataset, label)
     out = []

@@ -126,6 +126,19 @@ def test_store_files_are_written_by_workers(ray_runtime, tmp_path):
     assert sorted(p.name for p in Path(tmp_path).glob("*.json")) == ["p__seed0__w00.json", "p__seed0__w01.json"]
 
 
+def test_units_report_their_progress_to_the_driver(ray_runtime):
+    """Given on_progress, each unit's reports come back through a Ray queue; without it, units report nothing."""
+    from ray_helpers import ReportingWork
+
+    tasks = chain_tasks(pipelines=("a",), seeds=2, windows=2)
+    events = []
+    assert all(RayExecutor().run(tasks, ReportingWork(epochs=2), on_progress=events.append).values())
+    for task in tasks:
+        mine = [(e.stage, e.epoch, e.epochs) for e in events if e.slug == task.key.slug()]
+        assert mine == [("starting", None, None), ("fitting", 1, 2), ("fitting", 2, 2)], task.key
+    assert not any(RayExecutor().run(tasks, ReportingWork(epochs=2)).values())
+
+
 # --------------------------------------------------------------------------- with the real runner
 @pytest.fixture(scope="module")
 def tiny_plans(tmp_path_factory):

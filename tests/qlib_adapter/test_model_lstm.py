@@ -226,6 +226,28 @@ def test_progress_bar_over_epochs_leaves_the_fit_unchanged(dataset, monkeypatch)
     np.testing.assert_array_equal(shown.values, quiet.values)
 
 
+def test_fit_reports_epochs_and_batches_without_changing_the_fit(dataset):
+    """``fit(report=)``: each epoch (batch 0) and, in epochs over BATCH_REPORT_MIN batches, every batch; same numbers."""
+    from qlib.data.dataset.handler import DataHandlerLP
+
+    from rolling_calib.qlib_adapter.lstm_core import BATCH_REPORT_MIN
+
+    n_train = len(dataset.prepare("train", data_key=DataHandlerLP.DK_L))
+    batch_size = max(1, n_train // (BATCH_REPORT_MIN + 10))
+    batches = -(-n_train // batch_size)
+    assert batches > BATCH_REPORT_MIN
+    calls: list[dict] = []
+    reported = make_model(seed=8, n_epochs=2, batch_size=batch_size, early_stop=0).fit(
+        dataset, report=lambda **kw: calls.append(kw)).predict(dataset)
+    want = [dict(epoch=e, epochs=2, batch=b, batches=batches) for e in (1, 2) for b in range(batches + 1)]
+    assert calls == want
+    quiet = make_model(seed=8, n_epochs=2, batch_size=batch_size, early_stop=0).fit(dataset).predict(dataset)
+    np.testing.assert_array_equal(reported.values, quiet.values)
+    short: list[dict] = []   # 256 samples a batch: a few batches an epoch, only the epochs are told
+    make_model(seed=8, n_epochs=2).fit(dataset, report=lambda **kw: short.append(kw))
+    assert [(c["epoch"], c["batch"]) for c in short] == [(1, 0), (2, 0)]
+
+
 def test_predict_before_fit_raises(dataset):
     with pytest.raises(ValueError, match="not fitted"):
         make_model().predict(dataset)
