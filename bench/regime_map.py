@@ -201,6 +201,22 @@ def source_table(rows: list[dict]) -> str:
                                "CQL/QL seed std"], style="markdown")
 
 
+def compute_table(results: dict) -> str:
+    """What each cell cost: units, the units' summed seconds (one core each), the analysis CPU-seconds."""
+    from rolling_calib.core.tables import format_table
+
+    body = []
+    for cell in CELLS:
+        entry = results["cells"].get(cell.name)
+        if not entry or "rows" not in entry:
+            continue
+        units = len(list((OUT / cell.name / "units").rglob("w*.json"))) if (OUT / cell.name).is_dir() else None
+        body.append([cell.name, cell.config, units, f"{entry.get('train_cpu_seconds', 0) / 60:.1f}",
+                     f"{entry.get('analysis_cpu_seconds', 0):.1f}"])
+    return format_table(body, ["cell", "workflow", "units", "training (core-minutes)", "analysis (CPU-s)"],
+                        style="markdown")
+
+
 def _write_doc(doc: Path, table: str, begin: str = BEGIN, end: str = END) -> None:
     text = doc.read_text(encoding="utf-8")
     if begin not in text or end not in text:
@@ -256,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.doc is not None:
         _write_doc(args.doc, table)
         _write_doc(args.doc, sources, "<!-- source-table:begin -->", "<!-- source-table:end -->")
+        _write_doc(args.doc, compute_table(results), "<!-- compute-table:begin -->", "<!-- compute-table:end -->")
     print(table)
     print()
     print(sources)
