@@ -21,7 +21,8 @@ Usage (from the repository root; runs are resumable, so a killed map re-runs onl
     python bench/regime_map.py --list
 
 Writes ``bench_out/evidence/regime_map.json`` and ``regime_map.md``, and with ``--doc docs/evidence.md``
-the table between the markers ``<!-- regime-map:begin -->`` and ``<!-- regime-map:end -->`` of that file.
+the table between the markers ``<!-- regime-map:begin -->`` and ``<!-- regime-map:end -->`` of that file (and the
+source table, the compute table there, and the source table in ``workflows/source/README.md``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "bench_out" / "evidence"
 BEGIN, END = "<!-- regime-map:begin -->", "<!-- regime-map:end -->"
+SOURCE_README = REPO / "workflows" / "source" / "README.md"
 
 
 @dataclass(frozen=True)
@@ -273,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         _write_doc(args.doc, table)
         _write_doc(args.doc, sources, "<!-- source-table:begin -->", "<!-- source-table:end -->")
         _write_doc(args.doc, compute_table(results), "<!-- compute-table:begin -->", "<!-- compute-table:end -->")
+        # the source's measured table in its own README too (workflows/source/README.md)
+        _write_doc(SOURCE_README, sources, "<!-- source-table:begin -->", "<!-- source-table:end -->")
     print(table)
     print()
     print(sources)

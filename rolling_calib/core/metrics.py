@@ -40,11 +40,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from rolling_calib.core.array_checks import as_float_1d, bias_mask, check_lengths
 from rolling_calib.core.calibration import Calibration
-from rolling_calib.core.rolling_engine import rolling_scores
+from rolling_calib.core.rolling_engine import RollingScores, rolling_scores
 
 __all__ = [
     "RollingCQL",
@@ -139,7 +138,7 @@ def calibrated_quadratic_loss(predictions: Any, labels: Any, *, bias_part: Any) 
 # Rolling (time) calibrated quadratic loss
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True)
-class RollingCQL:
+class RollingCQL(RollingScores):
     """Result of :func:`rolling_calibrated_quadratic_loss`.
 
     Attributes
@@ -178,21 +177,7 @@ class RollingCQL:
         ``residual_sum``; the days of a period add up to its sums. The verdicts resample them.
     """
 
-    table: pd.DataFrame
-    cql: float
-    ql_scored: float
-    ql_all: float
-    n_scored: int
-    n_all: int
-    calibration: Calibration
-    rule: str
-    cql_refit_first: float = math.nan
-    ql_refit_first: float = math.nan
-    n_refit_first: int = 0
-    cql_rest: float = math.nan
-    ql_rest: float = math.nan
-    n_rest: int = 0
-    days: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+    calibration: Calibration = field(kw_only=True)  # the other fields: RollingScores's
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dictionary (the table as a list of records, timestamps as ISO strings)."""

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -454,7 +454,7 @@ class RollingScores:
     cql_rest: float = math.nan
     ql_rest: float = math.nan
     n_rest: int = 0
-    days: pd.DataFrame | None = None
+    days: pd.DataFrame | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
