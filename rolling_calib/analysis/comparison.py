@@ -259,7 +259,7 @@ def _pairing(v: Verdict) -> str:
         return "unpaired"
     if v.pairing_narrowing is None or not math.isfinite(v.pairing_narrowing):
         return "paired"
-    return f"paired, {v.pairing_narrowing:+.0%} narrower" if v.pairing_narrowing >= 0 else \
+    return f"paired, {v.pairing_narrowing:.0%} narrower" if v.pairing_narrowing >= 0 else \
         f"paired, {-v.pairing_narrowing:.0%} wider"
 
 

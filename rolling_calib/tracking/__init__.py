@@ -13,6 +13,7 @@ from rolling_calib.tracking.mlflow_log import (  # noqa: F401
 )
 from rolling_calib.tracking.sqlite_db import (  # noqa: F401
     DbRepair,
+    NewerSchemaError,
     TrackingBusyError,
     repair_tracking_db,
 )

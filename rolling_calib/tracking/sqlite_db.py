@@ -17,8 +17,10 @@ classifies the file:
   an older MLflow): a copy is upgraded; if that succeeds the copy replaces the database and
   the original is kept as ``<db>.pre-upgrade-<UTC timestamp>``, otherwise the database is
   moved aside (a full disk during the copy or upgrade changes nothing: the next logging retries);
-* a revision this MLflow does not know (written by a newer MLflow), or a SQLite file without
-  any MLflow table: left alone (MLflow reports it).
+* a revision this MLflow does not know (written by a newer MLflow): left alone, and
+  :class:`NewerSchemaError` says so (MLflow's own message calls it "out-of-date" and suggests an
+  upgrade that cannot work);
+* a SQLite file without any MLflow table: left alone.
 
 "Moved aside" means renamed to ``<db>.broken-<UTC timestamp>`` (with its ``-journal`` /
 ``-wal`` / ``-shm`` files) so MLflow creates a fresh database; nothing is deleted.
@@ -37,13 +39,17 @@ from pathlib import Path
 
 from rolling_calib.core.file_lock import exclusive_file_lock
 
-__all__ = ["DbRepair", "TrackingBusyError", "repair_tracking_db", "sqlite_path", "tracking_db_lock"]
+__all__ = ["DbRepair", "NewerSchemaError", "TrackingBusyError", "repair_tracking_db", "sqlite_path", "tracking_db_lock"]
 
 _SIDECARS = ("-journal", "-wal", "-shm")
 
 
 class TrackingBusyError(RuntimeError):
     """Another process kept the tracking database's lock longer than the timeout."""
+
+
+class NewerSchemaError(RuntimeError):
+    """The database was written by a newer MLflow than the installed one (its schema revision is unknown here)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,7 @@ def tracking_db_lock(db: Path, *, timeout: float = 300.0) -> Iterator[None]:
 class _State:
     problem: str | None = None  # why the file must be moved aside; None: usable as it is
     old_revision: str | None = None  # an older revision known to this MLflow: try an upgrade
+    newer_revision: str | None = None  # a revision this MLflow does not know: a newer MLflow wrote it
 
 
 def _mlflow_schema() -> tuple[str, set[str], object]:
@@ -158,8 +165,8 @@ def _inspect(db: Path) -> _State:
         return _State()
     try:
         scripts.get_revision(version)
-    except Exception:  # noqa: BLE001 - unknown to this MLflow (a newer one wrote it): leave it to MLflow
-        return _State()
+    except Exception:  # noqa: BLE001 - unknown to this MLflow (a newer one wrote it): left alone
+        return _State(newer_revision=version)
     return _State(old_revision=version)
 
 
@@ -241,6 +248,13 @@ def repair_tracking_db(db: Path) -> DbRepair | None:
     if not db.is_file() or db.stat().st_size == 0:
         return None
     state = _inspect(db)
+    if state.newer_revision is not None:
+        import mlflow
+
+        raise NewerSchemaError(
+            f"{db} was written by a newer MLflow: its schema revision {state.newer_revision} is unknown to the "
+            f"installed MLflow {mlflow.__version__}; open it with the MLflow that wrote it, or log to another "
+            "database (--tracking-uri); the file is left as it is")
     if state.problem is None and state.old_revision is None:
         return None
     if state.old_revision is not None:

@@ -271,7 +271,8 @@ def test_other_sqlite_databases_and_newer_schemas_are_left_alone(store, tmp_path
         con.execute("UPDATE alembic_version SET version_num = 'ffffffffffff'")
     outcome = safe_log_store(score_store(store))
     assert not outcome.ok and outcome.uri is None and outcome.repaired_from is None
-    assert outcome.message.startswith("tracking failed: ") and "ffffffffffff" in outcome.message
+    assert outcome.message.startswith("tracking failed: NewerSchemaError: ") and "ffffffffffff" in outcome.message
+    assert "newer MLflow" in outcome.message and "out-of-date" not in outcome.message
     assert not list(store.glob("mlflow.db.*-*"))  # nothing moved
 
 
