@@ -81,6 +81,11 @@ CELLS: list[Cell] = [
          normalisation="CSRankNorm", epochs="5", data="daily", notes=("Qlib's benchmark file",)),
     Cell("source_daily_raw", "workflows/source/lstm_alpha360_rawlabel.yaml", frequency="daily (real)",
          model="Qlib LSTM (Alpha360)", normalisation="none", epochs="5", data="daily"),
+    # the same store with seeds 10..19 added (a copy of source_daily re-run with 20 seeds: its first 60 units are
+    # source_daily's): does the layers 3 vs 2 lead on the learned label hold with twice the seeds?
+    Cell("source_daily_s20", "workflows/source/lstm_alpha360.yaml", ("rolling.seeds=20",), frequency="daily (real)",
+         model="Qlib LSTM (Alpha360)", normalisation="CSRankNorm", epochs="5", data="daily",
+         notes=("Qlib's benchmark file", "20 seeds")),
 ]
 
 
@@ -194,11 +199,11 @@ def source_table(rows: list[dict]) -> str:
         hidden = r.get("accuracies_hidden")
         acc = ("not shown (" + hidden + ")") if hidden else \
             f"{_f(ins['ql']['accuracy'])} -> {_f(ins['cql']['accuracy'])}"
-        body.append([r["frequency"], r["normalisation"], r["label"], name, f"{src_ql} -> {src_cql}", acc,
+        body.append([r["frequency"], r["normalisation"], r["label"], name, r["seeds"], f"{src_ql} -> {src_cql}", acc,
                      f"{_f(held['ql']['accuracy'])} -> {_f(held['cql']['accuracy'])}",
                      r["verdicts"].get("ql", {}).get("winner") or "undetermined",
                      "; ".join(f"{n} {_f(v['ratio'])}" for n, v in r["std_ratio"].items())])
-    return format_table(body, ["frequency", "label normalisation", "label scored", "pair", "source: Acc QL -> CQL",
+    return format_table(body, ["frequency", "label normalisation", "label scored", "pair", "seeds", "source: Acc QL -> CQL",
                                "ours: Acc QL -> CQL (all seeds)", "ours: held-out QL -> CQL", "QL verdict",
                                "CQL/QL seed std"], style="markdown")
 
