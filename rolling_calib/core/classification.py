@@ -45,30 +45,25 @@ __all__ = [
 EPS: float = float(np.finfo(np.float64).eps)
 
 
+def _reject(name: str, arr: np.ndarray, bad: np.ndarray, *, expected: str, found: str) -> np.ndarray:
+    """``arr``, or a ValueError naming how many entries ``bad`` marks and the first of them."""
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name}: expected {expected}, found {int(bad.sum())} {found}, "
+                         f"the first at position {first}: {plain(arr[first])!r}")
+    return arr
+
+
 def _as_probabilities(name: str, values: Any) -> np.ndarray:
     """Finite 1-D probabilities in [0, 1] (no clipping yet)."""
     arr = as_float_1d(name, values)
-    outside = (arr < 0.0) | (arr > 1.0)
-    if outside.any():
-        first = int(np.flatnonzero(outside)[0])
-        raise ValueError(
-            f"{name}: expected probabilities in [0, 1], found {int(outside.sum())} outside, "
-            f"the first at position {first}: {plain(arr[first])!r}"
-        )
-    return arr
+    return _reject(name, arr, (arr < 0.0) | (arr > 1.0), expected="probabilities in [0, 1]", found="outside")
 
 
 def _as_binary_labels(name: str, values: Any) -> np.ndarray:
     """Finite 1-D labels that are exactly 0 or 1, as float64."""
     arr = as_float_1d(name, values)
-    bad = (arr != 0.0) & (arr != 1.0)
-    if bad.any():
-        first = int(np.flatnonzero(bad)[0])
-        raise ValueError(
-            f"{name}: expected binary labels 0 or 1, found {int(bad.sum())} other value(s), "
-            f"the first at position {first}: {plain(arr[first])!r}"
-        )
-    return arr
+    return _reject(name, arr, (arr != 0.0) & (arr != 1.0), expected="binary labels 0 or 1", found="other value(s)")
 
 
 def _logits_from(name: str, values: Any, *, from_logits: bool) -> np.ndarray:

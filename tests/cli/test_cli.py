@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 
 import pytest
+from cli_helpers import leaf_parsers
 
-from rolling_calib.cli import build_parser, main
+from rolling_calib.cli import main
 
-
-def _leaf_parsers(parser: argparse.ArgumentParser, path=()):
-    """Yield (command path, parser) for every parser that has no sub-commands."""
-    subactions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if not subactions:
-        yield path, parser
-        return
-    for action in subactions:
-        for name, sub in action.choices.items():
-            yield from _leaf_parsers(sub, path + (name,))
-
-
-LEAVES = dict(_leaf_parsers(build_parser()))
+LEAVES = dict(leaf_parsers())
 
 #: Commands that print results must offer machine-readable output.
 RESULT_COMMANDS = {

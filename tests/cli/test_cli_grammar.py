@@ -14,23 +14,12 @@ import re
 from collections import defaultdict
 
 import pytest
-
-from rolling_calib.cli import build_parser, main
+from cli_helpers import leaf_parsers
 from runner_helpers import write_fake_store
 
+from rolling_calib.cli import main
 
-def _leaf_parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
-    """Yield (command path, parser) for every parser that has no sub-commands."""
-    subactions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if not subactions:
-        yield path, parser
-        return
-    for action in subactions:
-        for name, sub in action.choices.items():
-            yield from _leaf_parsers(sub, path + (name,))
-
-
-COMMANDS = dict(_leaf_parsers(build_parser()))
+COMMANDS = dict(leaf_parsers())
 
 #: The commands that read or write a result store.
 STORE_COMMANDS = {("run",), ("sweep",), ("compare",), ("report",), ("diagnose",), ("metaeval",)}
