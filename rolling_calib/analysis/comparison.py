@@ -19,7 +19,7 @@
 Example
 -------
 >>> from rolling_calib.analysis.scoring import score_store
->>> comparison = compare_store(score_store(example_store), n_boot=200)
+>>> comparison = compare_store(score_store(example_store), resampling=Resampling(n_boot=200))
 >>> sorted(comparison.summary["pipeline"])
 ['wd0', 'wd1e-3']
 >>> sorted(comparison.verdicts[0].verdicts)
@@ -48,8 +48,9 @@ from rolling_calib.core import pairwise as cmp
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import Label
 from rolling_calib.core.tables import format_table, sig
-from rolling_calib.core.validation import CONFIDENCE, N_BOOT, SEED, validate_params
-from rolling_calib.core.verdict import BLOCK_SIZE, Verdict
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
+from rolling_calib.core.validation import validate_params
+from rolling_calib.core.verdict import Verdict
 
 __all__ = ["METRIC_TITLES", "VERDICT_COLUMNS", "StoreComparison", "compare_store"]
 
@@ -80,21 +81,31 @@ class StoreComparison:
         The guards that fired.
     calibration : Calibration
         The calibration rule of the scores; ``label`` : Label, the label they were scored against.
-    n_boot, confidence, seed, block_size : bootstrap settings.
+    resampling : Resampling
+        The bootstrap settings of every interval and verdict (recorded once).
     """
 
     summary: pd.DataFrame
     pairs: list[cmp.PairComparison]
-    n_boot: int
-    confidence: float
-    seed: int
+    resampling: Resampling = DEFAULT
     calibration: Calibration = field(default_factory=Calibration)
     label: Label = field(default_factory=lambda: Label(kind="raw"))
     incomplete: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     verdicts: list[PairVerdicts] = field(default_factory=list)
     warnings: list[GuardWarning] = field(default_factory=list)
-    block_size: float | None = None
+
+    @property
+    def confidence(self) -> float:
+        return self.resampling.confidence
+
+    @property
+    def n_boot(self) -> int:
+        return self.resampling.n_boot
+
+    @property
+    def seed(self) -> int:
+        return self.resampling.seed
 
     def verdicts_of(self, pair: cmp.PairComparison) -> PairVerdicts | None:
         """The verdicts of ``pair`` (None when not computed)."""
@@ -133,7 +144,7 @@ class StoreComparison:
             "bias": self.calibration.bias,
             "source": self.calibration.source,
             "label": self.label.kind,
-            "bootstrap": {"n_boot": self.n_boot, "confidence": self.confidence, "seed": self.seed},
+            "bootstrap": self.resampling.to_dict(),
             "pipelines": [_clean_nested(rec) for rec in self.summary.to_dict(orient="records")],
             "pairs": pairs,
             "incomplete_runs": list(self.incomplete),
@@ -141,7 +152,6 @@ class StoreComparison:
             "warnings": [w.to_dict() for w in self.warnings],
             "label_description": self.label.to_dict(),
             "loss_unit": self.label.loss_unit,
-            "block_size": self.block_size,
         }
 
     # ----------------------------------------------------------------------- text
@@ -300,16 +310,13 @@ def _summary_row(name: str, values: dict[str, np.ndarray]) -> dict[str, Any]:
     return row
 
 
-@validate_params({"n_boot": N_BOOT, "confidence": CONFIDENCE, "seed": SEED, "block_size": BLOCK_SIZE})
+@validate_params({"resampling": RESAMPLING})
 def compare_store(
     scores: StoreScores,
     *,
     pipelines: Sequence[str] | None = None,
     pairs: Sequence[tuple[str, str]] | None = None,
-    n_boot: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    block_size: float | None = None,
+    resampling: Resampling = DEFAULT,
 ) -> StoreComparison:
     """Verdicts, warnings, summaries per pipeline and pairwise accuracies per pair.
 
@@ -321,11 +328,11 @@ def compare_store(
     pairs : sequence of (str, str), optional
         Pairs to compare. Default: the experiment's ``compare:`` pairs among the
         included pipelines, else every pair.
-    n_boot, confidence, seed : bootstrap settings (the seed is recorded); ``confidence`` is also
-        the verdicts' level.
-    block_size : float, optional
-        Mean block length (trading days) of the stationary bootstrap over market time; None:
-        chosen from the data (Politis-White).
+    resampling : Resampling
+        Every bootstrap setting (recorded): replicates, level (also the verdicts'), seed and the mean
+        block length (trading days) of the stationary bootstrap over market time (None: chosen from
+        the data, Politis-White). Market time is resampled once per time axis and shared by every
+        pair and metric.
 
     Returns
     -------
@@ -344,18 +351,16 @@ def compare_store(
         for name in (a, b):
             if name not in names:
                 raise ValueError(f"pair ({a}, {b}): pipeline {name!r} is not included (included: {', '.join(names)})")
-        pair = _compare_with_ic(a, scores.scores_of(a), b, scores.scores_of(b),
-                                n_boot=n_boot, confidence=confidence, seed=seed)
+        pair = _compare_with_ic(a, scores.scores_of(a), b, scores.scores_of(b), resampling=resampling)
         comparisons.append(pair)
-        verdicts.append(decide_pair(scores.days, pair.better, pair.worse, label=scores.label, confidence=confidence,
-                                    n_boot=n_boot, seed=seed, block_size=block_size))
+        verdicts.append(decide_pair(scores.days, pair.better, pair.worse, label=scores.label, resampling=resampling))
     warnings = guard_warnings(days=scores.days, runs=scores.runs, pipelines=names, label=scores.label,
                               learned=scores.learned_labels, seed_spread=scores.seed_spread, models=scores.models,
                               pairs=verdicts)
     return StoreComparison(
-        summary=pd.DataFrame(rows), pairs=comparisons, calibration=scores.calibration, n_boot=n_boot,
-        confidence=confidence, seed=seed, incomplete=list(scores.incomplete), notes=list(scores.notes),
-        label=scores.label, verdicts=verdicts, warnings=warnings, block_size=block_size,
+        summary=pd.DataFrame(rows), pairs=comparisons, calibration=scores.calibration, resampling=resampling,
+        incomplete=list(scores.incomplete), notes=list(scores.notes),
+        label=scores.label, verdicts=verdicts, warnings=warnings,
     )
 
 

@@ -47,6 +47,8 @@ from rolling_calib.core.guards import (
     skill_check,
 )
 from rolling_calib.core.label import Label
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
+from rolling_calib.core.validation import validate_params
 from rolling_calib.core.tables import sig
 from rolling_calib.core.verdict import LossPanel, Verdict, decide
 
@@ -114,8 +116,8 @@ class PairVerdicts:
         return {"ground_truth_determined": self.ground_truth_determined, "verdicts": out}
 
 
-def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, confidence: float = 0.95,
-                n_boot: int = 2000, seed: int = 0, block_size: float | None = None,
+@validate_params({"resampling": RESAMPLING})
+def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, resampling: Resampling = DEFAULT,
                 metrics: Sequence[str] = tuple(VERDICT_METRICS)) -> PairVerdicts:
     """Verdicts of ``better`` against ``worse`` for every metric both have days of.
 
@@ -127,8 +129,9 @@ def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, co
         The pair, named as the comparison names it (by mean QL).
     label : Label
         What QL and CQL are measured against: their unit (``label.loss_unit``) goes into reason texts.
-    confidence, n_boot, seed, block_size :
-        See :func:`rolling_calib.core.verdict.decide` (the same seed for every metric).
+    resampling : Resampling
+        See :func:`rolling_calib.core.verdict.decide`: every metric and every pair given the same value
+        resamples market time with the same draws.
     """
     verdicts: dict[str, Verdict] = {}
     for metric in metrics:
@@ -139,8 +142,7 @@ def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, co
         unit = label.loss_unit if orientation == "lower" else ""
         try:
             verdicts[metric] = decide(pa, pb, names=(better, worse), metric=metric, orientation=orientation,  # type: ignore[arg-type]
-                                      confidence=confidence, n_boot=n_boot, seed=seed, block_size=block_size,
-                                      unit=unit)
+                                      resampling=resampling, unit=unit)
         except ValueError:   # fewer than 2 common days: no verdict for this metric
             continue
     ql = verdicts.get("ql")

@@ -21,6 +21,7 @@ from rolling_calib.cli.options import (
     add_tracking_arguments,
     executor_options,
     overrides,
+    resampling_from_args,
     show_progress,
 )
 
@@ -124,8 +125,7 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
     plan, summary = outcome.plan, outcome.summary
     runs = outcome.scores.runs[outcome.scores.runs["seed"].isin(plan.seeds)]
     days = outcome.scores.days[outcome.scores.days["seed"].isin(plan.seeds)]
-    result = analyse_sweep(runs, pairs=experiment.compare, n_boot=args.n_boot, confidence=args.confidence,
-                           seed=args.boot_seed, days=days)
+    result = analyse_sweep(runs, pairs=experiment.compare, resampling=resampling_from_args(args), days=days)
     paths = write_sweep_report(result, Path(args.out) if args.out else plan.store / "sweep_report")
     tracking_uri = outcome.tracking_uri
     if args.json:

@@ -63,6 +63,9 @@ from typing import Any
 
 import numpy as np
 
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
+from rolling_calib.core.validation import validate_params
+
 __all__ = [
     "LOW_PERSISTENCE",
     "SeedVarianceSplit",
@@ -467,21 +470,24 @@ class StdRatio:
         return {name: _plain(getattr(self, name)) for name in self.__dataclass_fields__}
 
 
-def std_ratio_interval(ql: Any, cql: Any, *, confidence: float = 0.95, n_boot: int = 2000, seed: int = 0) -> StdRatio:
+@validate_params({"resampling": RESAMPLING})
+def std_ratio_interval(ql: Any, cql: Any, *, resampling: Resampling = DEFAULT) -> StdRatio:
     """``std(CQL) / std(QL2..K)`` over the seeds, with a percentile bootstrap interval (seeds resampled jointly).
 
     Parameters
     ----------
     ql, cql : arrays ``(n_seeds,)``
         Per seed, QL over CQL's periods and CQL (the same rows).
-    confidence, n_boot, seed : bootstrap settings (replicates with a zero QL std are left out).
+    resampling : Resampling
+        Bootstrap settings (replicates with a zero QL std are left out).
 
     Examples
     --------
-    >>> r = std_ratio_interval([1.0, 2.0, 3.0, 4.0], [1.0, 1.5, 2.0, 2.5], n_boot=200)
+    >>> r = std_ratio_interval([1.0, 2.0, 3.0, 4.0], [1.0, 1.5, 2.0, 2.5], resampling=Resampling(n_boot=200))
     >>> r.ratio, r.ci_high <= 0.5 + 1e-12
     (0.5, True)
     """
+    confidence, n_boot, seed = resampling.confidence, resampling.n_boot, resampling.seed
     q = np.asarray(ql, dtype=np.float64)
     c = np.asarray(cql, dtype=np.float64)
     if q.shape != c.shape or q.ndim != 1 or q.size < 2:
@@ -490,7 +496,7 @@ def std_ratio_interval(ql: Any, cql: Any, *, confidence: float = 0.95, n_boot: i
     ratio = float(np.std(c, ddof=1)) / sq if sq > 0 else math.nan
     if q.size < MIN_INTERVAL_SEEDS:   # two seeds resample to themselves or to a single value: no interval
         return StdRatio(ratio, math.nan, math.nan, float(confidence), int(n_boot), int(seed))
-    idx = np.random.default_rng(int(seed)).integers(0, q.size, size=(int(n_boot), q.size))
+    idx = resampling.seed_indices(q.size, rng=resampling.rng())
     sq_b, sc_b = np.std(q[idx], axis=1, ddof=1), np.std(c[idx], axis=1, ddof=1)
     ok = sq_b > 0
     if not ok.any() or not math.isfinite(ratio):

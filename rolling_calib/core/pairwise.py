@@ -31,11 +31,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import (
-    CONFIDENCE,
-    N_BOOT,
     POSITIVE_INT,
-    SEED,
     STANDARD_DEVIATION,
     validate_params,
 )
@@ -131,15 +129,8 @@ class PairwiseAccuracy:
         return asdict(self)
 
 
-@validate_params({"n_boot": N_BOOT, "confidence": CONFIDENCE, "seed": SEED})
-def pairwise_accuracy_ci(
-    scores_better: Any,
-    scores_worse: Any,
-    *,
-    n_boot: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> PairwiseAccuracy:
+@validate_params({"resampling": RESAMPLING})
+def pairwise_accuracy_ci(scores_better: Any, scores_worse: Any, *, resampling: Resampling = DEFAULT) -> PairwiseAccuracy:
     """Pairwise accuracy with a seeded percentile-bootstrap confidence interval.
 
     Each replicate resamples the run indices of A (``m`` draws with replacement)
@@ -147,11 +138,11 @@ def pairwise_accuracy_ci(
     ``Acc* = c_A^T W c_B / (m n)`` with ``W`` the m x n win matrix and ``c_A``,
     ``c_B`` the resampled run counts (vectorised over replicates). The interval
     is the ``(1 - confidence)/2`` and ``(1 + confidence)/2`` quantiles of the
-    replicates. Same ``seed`` -> same interval.
+    replicates. Same ``resampling`` (its ``n_boot``, ``confidence``, ``seed``) -> same interval.
 
     Example
     -------
-    >>> r = pairwise_accuracy_ci([1.0, 2.0, 3.0], [2.5, 3.5, 4.5], n_boot=500, seed=1)
+    >>> r = pairwise_accuracy_ci([1.0, 2.0, 3.0], [2.5, 3.5, 4.5], resampling=Resampling(n_boot=500, seed=1))
     >>> round(r.accuracy, 4), r.ci_low <= r.accuracy <= r.ci_high
     (0.8889, True)
     """
@@ -160,23 +151,16 @@ def pairwise_accuracy_ci(
     m, n = a.size, b.size
     w = _win_matrix(a, b)
     point = float(w.mean())
-    rng = np.random.default_rng(int(seed))
-    counts_a = _resample_counts(rng, m, int(n_boot))
-    counts_b = _resample_counts(rng, n, int(n_boot))
+    rng = resampling.rng()
+    counts_a = resampling.seed_counts(m, rng=rng)
+    counts_b = resampling.seed_counts(n, rng=rng)
     replicates = np.sum((counts_a @ w) * counts_b, axis=1) / (m * n)   # c_A^T W c_B per replicate
-    alpha = (1.0 - confidence) / 2.0
+    alpha = (1.0 - resampling.confidence) / 2.0
     low, high = np.quantile(replicates, [alpha, 1.0 - alpha])
     return PairwiseAccuracy(
         accuracy=point, ci_low=float(low), ci_high=float(high), n_a=m, n_b=n,
-        confidence=float(confidence), n_boot=int(n_boot), seed=int(seed),
+        confidence=float(resampling.confidence), n_boot=int(resampling.n_boot), seed=int(resampling.seed),
     )
-
-
-def _resample_counts(rng: np.random.Generator, size: int, n_boot: int) -> np.ndarray:
-    """How often each of ``size`` runs is drawn in each of ``n_boot`` resamples (shape (n_boot, size))."""
-    idx = rng.integers(0, size, size=(n_boot, size))
-    flat = idx + size * np.arange(n_boot)[:, None]
-    return np.bincount(flat.ravel(), minlength=n_boot * size).reshape(n_boot, size).astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -228,15 +212,13 @@ def compare_pair(
     *,
     ground_truth: str = "ql",
     metrics: Sequence[str] | None = None,
-    n_boot: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
+    resampling: Resampling = DEFAULT,
 ) -> PairComparison:
     """Compare two pipelines: direction by the ground truth, then accuracy of each metric.
 
     The pipeline with the lower mean of ``ground_truth`` (default ``'ql'``, the
     vanilla loss) is "better"; for every metric, :func:`pairwise_accuracy_ci`
-    of better vs worse is reported. All metrics use the same bootstrap ``seed``
+    of better vs worse is reported. All metrics use the same ``resampling`` (its seed)
     (so with equal run counts the replicates resample the same runs for every metric).
 
     Parameters
@@ -251,7 +233,7 @@ def compare_pair(
     Example
     -------
     >>> c = compare_pair("a", {"ql": [2.0, 3.0], "cql": [1.0, 1.1]},
-    ...                  "b", {"ql": [1.0, 2.5], "cql": [0.9, 0.95]}, n_boot=100)
+    ...                  "b", {"ql": [1.0, 2.5], "cql": [0.9, 0.95]}, resampling=Resampling(n_boot=100))
     >>> c.better, c.accuracies["cql"].accuracy
     ('b', 1.0)
     """
@@ -277,7 +259,7 @@ def compare_pair(
     mean_b = float(arrays[name_b][ground_truth].mean())
     better, worse = (name_a, name_b) if mean_a <= mean_b else (name_b, name_a)
     accuracies = {
-        m: pairwise_accuracy_ci(arrays[better][m], arrays[worse][m], n_boot=n_boot, confidence=confidence, seed=seed)
+        m: pairwise_accuracy_ci(arrays[better][m], arrays[worse][m], resampling=resampling)
         for m in metrics
     }
     means = {name: {m: float(v.mean()) for m, v in arrays[name].items()} for name in (name_a, name_b)}

@@ -53,7 +53,7 @@ Two pipelines, 4 seeds, 60 days; A's loss is lower by 0.5 every day, seeds add n
 >>> base = rng.normal(10.0, 1.0, size=60)
 >>> a = LossPanel.from_arrays(seeds=range(4), total=base + rng.normal(0, 0.1, (4, 60)) - 0.5)
 >>> b = LossPanel.from_arrays(seeds=range(4), total=base + rng.normal(0, 0.1, (4, 60)))
->>> v = decide(a, b, names=("A", "B"), n_boot=500, seed=1)
+>>> v = decide(a, b, names=("A", "B"), resampling=Resampling(n_boot=500, seed=1))
 >>> v.outcome, v.winner, round(v.difference, 2)
 ('better', 'A', -0.51)
 >>> v.paired, v.dominant_uncertainty
@@ -70,16 +70,8 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
-from rolling_calib.core.validation import (
-    CONFIDENCE,
-    N_BOOT,
-    SEED,
-    AnyOf,
-    Interval,
-    Options,
-    Worded,
-    validate_params,
-)
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling, stationary_counts
+from rolling_calib.core.validation import BLOCK_SIZE, CONFIDENCE, Options, validate_params
 
 __all__ = [
     "BLOCK_SIZE",
@@ -96,11 +88,10 @@ __all__ = [
     "stationary_counts",
 ]
 
-#: ``block_size``: None (chosen from the data by :func:`arch.bootstrap.optimal_block_length`) or a positive mean length.
-BLOCK_SIZE = Worded(AnyOf((Options(None), Interval(float, 1, None))), "None or a mean block length >= 1 (time units)")
 #: What a verdict says of pipeline A against B.
 OUTCOMES = ("better", "worse", "undetermined")
 _ORIENTATION = Options("lower", "higher")
+
 
 
 # --------------------------------------------------------------------------- panels
@@ -208,25 +199,6 @@ def _align(a: LossPanel, b: LossPanel) -> tuple[LossPanel, LossPanel, int]:
 
 
 # --------------------------------------------------------------------------- resampling
-def stationary_counts(n_times: int, n_boot: int, *, block_size: float, rng: np.random.Generator) -> np.ndarray:
-    """How often each time unit appears in each stationary-bootstrap replicate, shape ``(n_boot, n_times)``.
-
-    The replicates are :class:`arch.bootstrap.StationaryBootstrap` draws (mean block length
-    ``block_size``) of the unit indices ``0..n_times-1``; each row sums to ``n_times``.
-
-    >>> c = stationary_counts(10, 3, block_size=3.0, rng=np.random.default_rng(0))
-    >>> c.shape, c.sum(axis=1).astype(int).tolist()
-    ((3, 10), [10, 10, 10])
-    """
-    from arch.bootstrap import StationaryBootstrap
-
-    boot = StationaryBootstrap(float(block_size), np.arange(n_times), seed=rng)
-    counts = np.empty((int(n_boot), int(n_times)), dtype=np.float64)
-    for i, (pos, _) in enumerate(boot.bootstrap(int(n_boot))):
-        counts[i] = np.bincount(pos[0], minlength=n_times)
-    return counts
-
-
 def _replicate_means(panel: LossPanel, time_counts: np.ndarray) -> np.ndarray:
     """The pipeline's mean (over its seeds) on every time replicate, units weighted by ``time_counts``."""
     tot = panel.total @ time_counts.T            # (k, B)
@@ -313,7 +285,8 @@ class SeedsNeeded:
         return {k: _plain(getattr(self, k)) for k in self.__dataclass_fields__}
 
 
-def seeds_needed(*, gap: float, seed_variance: float, time_variance: float, confidence: float = 0.95,
+@validate_params({"confidence": CONFIDENCE})
+def seeds_needed(*, gap: float, seed_variance: float, time_variance: float, confidence: float,
                  unit: str = "") -> SeedsNeeded:
     """``n = ceil(z^2 S / (gap^2 - z^2 v_time))`` seeds per pipeline, or None when none suffices.
 
@@ -332,9 +305,9 @@ def seeds_needed(*, gap: float, seed_variance: float, time_variance: float, conf
 
     Examples
     --------
-    >>> seeds_needed(gap=1.0, seed_variance=4.0, time_variance=0.0).n      # z^2 * 4 / 1 = 15.4
+    >>> seeds_needed(gap=1.0, seed_variance=4.0, time_variance=0.0, confidence=0.95).n      # z^2 * 4 / 1 = 15.4
     16
-    >>> r = seeds_needed(gap=0.1, seed_variance=4.0, time_variance=0.01)
+    >>> r = seeds_needed(gap=0.1, seed_variance=4.0, time_variance=0.01, confidence=0.95)
     >>> r.n is None, r.reason.startswith("no number of seeds")
     (True, True)
     """
@@ -436,11 +409,10 @@ def _percentile(values: np.ndarray, confidence: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-@validate_params({"confidence": CONFIDENCE, "n_boot": N_BOOT, "seed": SEED, "block_size": BLOCK_SIZE,
-                  "orientation": _ORIENTATION})
+@validate_params({"orientation": _ORIENTATION, "resampling": RESAMPLING})
 def decide(a: LossPanel, b: LossPanel, *, names: tuple[str, str] = ("A", "B"), metric: str = "ql",
-           orientation: Literal["lower", "higher"] = "lower", confidence: float = 0.95, n_boot: int = 2000,
-           block_size: float | None = None, seed: int = 0, pair_seeds: bool = True, unit: str = "") -> Verdict:
+           orientation: Literal["lower", "higher"] = "lower", resampling: Resampling = DEFAULT,
+           pair_seeds: bool = True, unit: str = "") -> Verdict:
     """Better, worse or undetermined: the verdict on ``a`` against ``b`` (see the module docstring).
 
     Parameters
@@ -452,15 +424,10 @@ def decide(a: LossPanel, b: LossPanel, *, names: tuple[str, str] = ("A", "B"), m
         Name recorded in the result.
     orientation : {"lower", "higher"}
         ``"lower"``: lower is better (losses); ``"higher"``: higher is better (IC).
-    confidence : float
-        Level of the interval (0.95).
-    n_boot : int
-        Stationary-bootstrap replicates of the time units.
-    block_size : float, optional
-        Mean block length of the stationary bootstrap in time units; None: Politis-White's
-        optimal length for the seed-averaged differential.
-    seed : int
-        Seed of every random draw (recorded).
+    resampling : Resampling
+        The interval's level, the stationary-bootstrap replicates of the time units (drawn once per
+        time axis by ``resampling`` and shared by every call given the same value), their mean block
+        length (None: Politis-White's optimal length for the seed-averaged differential) and seed.
     pair_seeds : bool
         Compare seed ``i`` with seed ``i`` when both pipelines ran the same seeds.
     unit : str
@@ -473,9 +440,10 @@ def decide(a: LossPanel, b: LossPanel, *, names: tuple[str, str] = ("A", "B"), m
     a, b, dropped = _align(a, b)
     ma, mb = a.run_means(), b.run_means()
     d_t = np.nanmean(a.unit_means(), axis=0) - np.nanmean(b.unit_means(), axis=0)
-    bsize = float(block_size) if block_size is not None else _block_size(d_t)
+    confidence = resampling.confidence
+    bsize = float(resampling.block_size) if resampling.block_size is not None else _block_size(d_t)
     T = a.n_times
-    time_counts = stationary_counts(T, n_boot, block_size=bsize, rng=np.random.default_rng(int(seed)))
+    time_counts = resampling.time_counts(T, bsize)
     reps = _replicate_means(a, time_counts) - _replicate_means(b, time_counts)
     var_time = float(np.var(reps, ddof=1))
     df_time = max(T / bsize - 1.0, 1.0)
@@ -501,7 +469,7 @@ def decide(a: LossPanel, b: LossPanel, *, names: tuple[str, str] = ("A", "B"), m
         degrees_of_freedom=chosen.df, diebold_mariano=_dm_or_nan(d_t),
         seeds_needed=seeds_needed(gap=chosen.center, seed_variance=per_seed, time_variance=var_time,
                                   confidence=confidence, unit=unit),
-        confidence=float(confidence), n_boot=int(n_boot), block_size=bsize, seed=int(seed), n_times=T,
+        confidence=float(confidence), n_boot=int(resampling.n_boot), block_size=bsize, seed=int(resampling.seed), n_times=T,
         n_seeds=(a.n_seeds, b.n_seeds), times_dropped=dropped, higher_is_better=orientation == "higher",
         means=(float(ma.mean()), float(mb.mean())),
     )
@@ -576,9 +544,8 @@ class ConfidenceSet:
         return {k: _plain(getattr(self, k)) for k in self.__dataclass_fields__}
 
 
-@validate_params({"confidence": CONFIDENCE, "n_boot": N_BOOT, "seed": SEED, "block_size": BLOCK_SIZE})
-def model_confidence_set(losses: Any, names: Sequence[str], *, confidence: float = 0.95, n_boot: int = 1000,
-                         block_size: float | None = None, seed: int = 0) -> ConfidenceSet:
+@validate_params({"resampling": RESAMPLING})
+def model_confidence_set(losses: Any, names: Sequence[str], *, resampling: Resampling = DEFAULT) -> ConfidenceSet:
     """Hansen, Lunde and Nason's model confidence set over per-period losses (:class:`arch.bootstrap.MCS`).
 
     Parameters
@@ -587,11 +554,11 @@ def model_confidence_set(losses: Any, names: Sequence[str], *, confidence: float
         Per time unit, each configuration's loss (seed-averaged); lower is better.
     names : sequence of str
         The ``m`` configurations.
-    confidence : float
-        ``1 - size`` of the test: the set holds the best configuration with this probability.
-    n_boot, block_size, seed :
-        Stationary-bootstrap settings (block size as in :func:`decide` when None, from the
-        differential of each configuration to the cross-sectional mean).
+    resampling : Resampling
+        ``confidence`` is ``1 - size`` of the test (the set holds the best configuration with this
+        probability); ``n_boot``, ``block_size`` and ``seed`` the stationary bootstrap's settings (block
+        size as in :func:`decide` when None, from the differential of each configuration to the
+        cross-sectional mean). The same replicates as every other interval (the user's ``--n-boot``).
 
     Returns
     -------
@@ -602,7 +569,7 @@ def model_confidence_set(losses: Any, names: Sequence[str], *, confidence: float
     --------
     >>> rng = np.random.default_rng(3)
     >>> L = rng.normal(0, 1, (400, 3)) + np.array([0.0, 0.02, 1.0])
-    >>> model_confidence_set(L, ["a", "b", "c"], n_boot=300, seed=1).included
+    >>> model_confidence_set(L, ["a", "b", "c"], resampling=Resampling(n_boot=300, seed=1)).included
     ['a', 'b']
     """
     from arch.bootstrap import MCS
@@ -613,6 +580,8 @@ def model_confidence_set(losses: Any, names: Sequence[str], *, confidence: float
         raise ValueError(f"losses: expected shape (periods >= 3, {len(names)} configurations), found {arr.shape}")
     if not np.isfinite(arr).all():
         raise ValueError("losses: expected finite values")
+    confidence, n_boot, block_size, seed = (resampling.confidence, resampling.n_boot, resampling.block_size,
+                                            resampling.seed)
     if block_size is None:
         centred = arr - arr.mean(axis=1, keepdims=True)
         block_size = max(_block_size(centred[:, j]) for j in range(arr.shape[1]))

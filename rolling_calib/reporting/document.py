@@ -27,7 +27,7 @@ Example
 >>> scores = score_store(example_store, progress=False)
 >>> with warnings.catch_warnings():
 ...     warnings.simplefilter("ignore")    # the example store records no library versions
-...     paths = write_report(scores, compare_store(scores, n_boot=200), example_store / "report")
+...     paths = write_report(scores, compare_store(scores, resampling=Resampling(n_boot=200)), example_store / "report")
 >>> paths["html"].name, paths["html"].read_text().startswith("<!DOCTYPE html>")
 ('report.html', True)
 >>> sorted(k for k in paths if k.endswith("_csv"))

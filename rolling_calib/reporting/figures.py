@@ -22,7 +22,7 @@ Example
 >>> import pandas as pd
 >>> from rolling_calib.core.ranking import pairwise_matrix
 >>> runs = pd.DataFrame({"pipeline": ["a", "a", "b", "b"], "seed": [0, 1, 0, 1], "cql": [1.0, 2.0, 3.0, 1.5]})
->>> fig = plot_pairwise_heatmap(pairwise_matrix(runs, metric="cql", n_boot=100))
+>>> fig = plot_pairwise_heatmap(pairwise_matrix(runs, metric="cql", resampling=Resampling(n_boot=100)))
 >>> fig.axes[0].get_title(loc="left").splitlines()[0]
 'P(a run of row beats a run of column) by cql'
 """
@@ -46,6 +46,8 @@ from scipy import stats
 from rolling_calib.analysis.comparison import METRIC_TITLES
 from rolling_calib.analysis.scoring import StoreScores
 from rolling_calib.core.atomic import atomic_write
+from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
+from rolling_calib.core.resampling import Resampling
 
 if TYPE_CHECKING:
     from rolling_calib.analysis.comparison import StoreComparison
@@ -274,7 +276,8 @@ def _period_differential(scores: StoreScores, a: str, b: str, column: str, confi
 
 
 def plot_loss_differential(scores: StoreScores, a: str, b: str, *, ax: Axes | None = None,
-                           colors: Mapping[str, str] | None = None, confidence: float = 0.95) -> Figure:
+                           colors: Mapping[str, str] | None = None,
+                           resampling: Resampling = RESAMPLING_DEFAULTS) -> Figure:
     """Per calibration period, QL and CQL of ``a`` minus ``b`` (mean over seeds, t-interval over seeds); refits marked.
 
     Bars below 0: ``a`` had the lower loss that period. A dashed line separates the periods
@@ -283,6 +286,7 @@ def plot_loss_differential(scores: StoreScores, a: str, b: str, *, ax: Axes | No
     verdict's business: the Diebold-Mariano test and the verdict table).
     """
     colors = _colors(colors, scores.pipelines)
+    confidence = resampling.confidence
     ql, cql = (_period_differential(scores, a, b, c, confidence) for c in ("ql", "cql"))
     periods = list(ql["period"])
     fig, (axis,), made_here = _panels(ax, 1, figsize=(max(8.0, 0.55 * len(periods) + 4.0), 4.0))
@@ -374,7 +378,7 @@ def make_figures(scores: StoreScores, comparison: StoreComparison | None = None,
         if a in diagnosed and b in diagnosed:
             figs[f"paired_{i}"] = plot_paired_differences(diagnosis, a, b, colors=colors)
         figs[f"differential_{i}"] = plot_loss_differential(
-            scores, a, b, colors=colors, confidence=comparison.confidence)
+            scores, a, b, colors=colors, resampling=comparison.resampling)
     if diagnosis is not None and diagnosis.pipelines:
         k = len(diagnosis.pipelines)
         fig = Figure(figsize=(9, 3.4 * k), layout="constrained")

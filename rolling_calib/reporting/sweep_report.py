@@ -8,7 +8,7 @@ Example
 >>> from rolling_calib.analysis.scoring import score_store
 >>> from rolling_calib.analysis.sweep import analyse_sweep
 >>> runs = score_store(example_store, progress=False).runs
->>> paths = write_sweep_report(analyse_sweep(runs, n_boot=200), example_store / "sweep_report")
+>>> paths = write_sweep_report(analyse_sweep(runs, resampling=Resampling(n_boot=200)), example_store / "sweep_report")
 >>> sorted(paths), paths["json"].name
 (['heatmaps', 'json', 'markdown'], 'sweep.json')
 """

@@ -82,7 +82,7 @@ Example
 >>> scores = score_store(example_store)
 >>> with warnings.catch_warnings():
 ...     warnings.simplefilter("ignore")          # MLflow's own deprecation chatter
-...     log_store(scores, tracking_uri=uri, comparison=compare_store(scores, n_boot=200))
+...     log_store(scores, tracking_uri=uri, comparison=compare_store(scores, resampling=Resampling(n_boot=200)))
 >>> from mlflow.tracking import MlflowClient
 >>> client = MlflowClient(uri)
 >>> experiment = client.search_experiments()[0]
@@ -437,8 +437,7 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
     names = list(comparison.summary["pipeline"])
     data = comparison.to_dict()
     files = sorted({Path(p) for p in (report or {}).values() if Path(p).is_file()})
-    settings = {"n_boot": comparison.n_boot, "confidence": comparison.confidence, "seed": comparison.seed,
-                "block_size": comparison.block_size}
+    settings = comparison.resampling.to_dict()
     content = stable_hash({"comparison": data, "files": [(f.name, hashlib.sha256(f.read_bytes()).hexdigest())
                                                          for f in files]})
 

@@ -20,6 +20,7 @@ from rolling_calib.core.verdict import (
     seeds_needed,
     stationary_counts,
 )
+from rolling_calib.core.resampling import Resampling
 
 
 def _panels(rng, *, k=6, T=80, effect=0.0, seed_sd=0.2, time_sd=1.0, shared_seed=False, ar=0.5):
@@ -41,7 +42,7 @@ def test_difference_is_the_row_weighted_mean_per_run_then_over_seeds():
     weight = np.array([1.0, 3.0])
     a = LossPanel.from_arrays(seeds=[0, 1], total=total_a, weight=weight)
     b = LossPanel.from_arrays(seeds=[0, 1], total=np.array([[1.0, 3.0], [1.0, 3.0]]), weight=weight)
-    v = decide(a, b, n_boot=50, seed=0)
+    v = decide(a, b, resampling=Resampling(n_boot=50, seed=0))
     # runs of a: (2 + 9) / 4 = 2.75, (4 + 3) / 4 = 1.75 -> 2.25; runs of b: 1.0 -> difference 1.25
     assert v.difference == pytest.approx(1.25)
     assert v.means == pytest.approx((2.25, 1.0))
@@ -53,7 +54,7 @@ def test_time_variance_is_archs_stationary_bootstrap_variance():
     d = rng.normal(0.1, 1.0, 80)
     a = LossPanel.from_arrays(seeds=[0], total=d[None, :] + 1.0)
     b = LossPanel.from_arrays(seeds=[7], total=np.ones((1, 80)))
-    v = decide(a, b, n_boot=300, seed=3, block_size=4)
+    v = decide(a, b, resampling=Resampling(n_boot=300, seed=3, block_size=4))
     means = StationaryBootstrap(4.0, d, seed=np.random.default_rng(3)).apply(np.mean, reps=300).ravel()
     assert v.var_time == pytest.approx(np.var(means, ddof=1), rel=1e-10)
     assert not v.paired and v.var_seeds == 0.0 and v.dominant_uncertainty == "time"
@@ -68,12 +69,12 @@ def test_seed_part_is_the_unbiased_variance_with_student_t():
     ma, mb = np.array([1.0, 1.4, 0.7, 1.2]), np.array([2.0, 2.5, 1.9])
     a = LossPanel.from_arrays(seeds=[0, 1, 2, 3], total=np.repeat(ma[:, None], 5, axis=1))
     b = LossPanel.from_arrays(seeds=[0, 1, 2], total=np.repeat(mb[:, None], 5, axis=1))
-    v = decide(a, b, n_boot=50, seed=0)
+    v = decide(a, b, resampling=Resampling(n_boot=50, seed=0))
     welch = stats.ttest_ind(ma, mb, equal_var=False).confidence_interval(0.95)
     assert not v.paired and v.var_time == pytest.approx(0.0, abs=1e-24)
     assert (v.ci_low, v.ci_high) == pytest.approx((welch.low, welch.high))
     c = LossPanel.from_arrays(seeds=[3, 2, 1, 0], total=np.repeat((ma + 0.5)[::-1, None], 5, axis=1))
-    w = decide(a, c, n_boot=50, seed=0)      # seed 3 of c is row 0: pairs are matched by seed, not by row
+    w = decide(a, c, resampling=Resampling(n_boot=50, seed=0))      # seed 3 of c is row 0: pairs are matched by seed, not by row
     assert w.paired and w.difference == pytest.approx(-0.5) and w.ci_high - w.ci_low == pytest.approx(0.0, abs=1e-9)
 
 
@@ -88,13 +89,13 @@ def test_stationary_counts_are_archs_indices():
 def test_clear_difference_is_decided_in_both_orientations():
     rng = np.random.default_rng(1)
     a, b = _panels(rng, effect=-1.0)
-    v = decide(a, b, names=("fast", "slow"), n_boot=400, seed=2)
+    v = decide(a, b, names=("fast", "slow"), resampling=Resampling(n_boot=400, seed=2))
     assert (v.outcome, v.winner) == ("better", "fast")
     assert v.ci_high < 0
-    w = decide(b, a, names=("slow", "fast"), n_boot=400, seed=2)
+    w = decide(b, a, names=("slow", "fast"), resampling=Resampling(n_boot=400, seed=2))
     assert (w.outcome, w.winner) == ("worse", "fast")
     # a score where higher is better (IC): the same numbers read the other way round
-    s = decide(a, b, names=("fast", "slow"), orientation="higher", n_boot=400, seed=2)
+    s = decide(a, b, names=("fast", "slow"), orientation="higher", resampling=Resampling(n_boot=400, seed=2))
     assert (s.outcome, s.winner) == ("worse", "slow")
 
 
@@ -105,44 +106,44 @@ def test_no_difference_is_mostly_undetermined():
     runs = 60
     for i in range(runs):
         a, b = _panels(rng, k=5, T=60, effect=0.0)
-        decided += decide(a, b, n_boot=200, seed=i).determined
+        decided += decide(a, b, resampling=Resampling(n_boot=200, seed=i)).determined
     assert decided / runs <= 0.08
 
 
 def test_pairing_narrows_when_seeds_are_common_random_numbers():
     rng = np.random.default_rng(3)
     a, b = _panels(rng, k=8, effect=-0.05, seed_sd=1.0, time_sd=0.05, shared_seed=True)
-    v = decide(a, b, n_boot=400, seed=0)
+    v = decide(a, b, resampling=Resampling(n_boot=400, seed=0))
     assert v.paired and v.paired_ci is not None
     assert v.pairing_narrowing > 0.5
     assert v.dominant_uncertainty in ("seeds", "time")
-    unpaired = decide(a, b, n_boot=400, seed=0, pair_seeds=False)
+    unpaired = decide(a, b, pair_seeds=False, resampling=Resampling(n_boot=400, seed=0))
     assert not unpaired.paired and unpaired.ci_low == pytest.approx(v.unpaired_ci[0])
 
 
 def test_dominant_uncertainty_follows_the_larger_source():
     rng = np.random.default_rng(4)
     a, b = _panels(rng, seed_sd=3.0, time_sd=0.01)
-    assert decide(a, b, n_boot=300, seed=0, pair_seeds=False).dominant_uncertainty == "seeds"
+    assert decide(a, b, pair_seeds=False, resampling=Resampling(n_boot=300, seed=0)).dominant_uncertainty == "seeds"
     a, b = _panels(rng, seed_sd=0.001, time_sd=3.0)
-    assert decide(a, b, n_boot=300, seed=0, pair_seeds=False).dominant_uncertainty == "time"
+    assert decide(a, b, pair_seeds=False, resampling=Resampling(n_boot=300, seed=0)).dominant_uncertainty == "time"
 
 
 def test_same_seed_same_verdict_other_seed_other_draws():
     rng = np.random.default_rng(2)
     a, b = _panels(rng)
-    assert decide(a, b, n_boot=200, seed=5) == decide(a, b, n_boot=200, seed=5)
-    assert decide(a, b, n_boot=200, seed=5).var_time != decide(a, b, n_boot=200, seed=6).var_time
+    assert decide(a, b, resampling=Resampling(n_boot=200, seed=5)) == decide(a, b, resampling=Resampling(n_boot=200, seed=5))
+    assert decide(a, b, resampling=Resampling(n_boot=200, seed=5)).var_time != decide(a, b, resampling=Resampling(n_boot=200, seed=6)).var_time
 
 
 def test_panels_are_aligned_on_common_time_units():
     a = LossPanel.from_arrays(seeds=[0, 1], total=np.ones((2, 5)), times=np.arange(5))
     b = LossPanel.from_arrays(seeds=[0, 1], total=np.ones((2, 4)), times=np.arange(2, 6))
-    v = decide(a, b, n_boot=20, seed=0)
+    v = decide(a, b, resampling=Resampling(n_boot=20, seed=0))
     assert v.n_times == 3 and v.times_dropped == 3
     c = LossPanel.from_arrays(seeds=[0], total=np.ones((1, 3)), times=[10, 11, 12])
     with pytest.raises(ValueError, match="share 0 time unit"):
-        decide(a, c, n_boot=20)
+        decide(a, c, resampling=Resampling(n_boot=20))
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -160,7 +161,7 @@ def test_bad_panels_are_refused(kwargs, match):
 def test_bad_options_are_refused():
     a = LossPanel.from_arrays(seeds=[0], total=np.ones((1, 4)))
     with pytest.raises(ValueError, match="confidence"):
-        decide(a, a, confidence=1.5)
+        decide(a, a, resampling=Resampling(confidence=1.5))
     with pytest.raises(ValueError, match="orientation"):
         decide(a, a, orientation="up")
 
@@ -199,7 +200,7 @@ def test_diebold_mariano_automatic_bandwidth_is_archs():
 @given(gap=st.floats(0.01, 10), s=st.floats(0.0, 100), v=st.floats(0.0, 1.0))
 @settings(max_examples=100, deadline=None)
 def test_seeds_needed_is_the_smallest_count_that_separates(gap, s, v):
-    r = seeds_needed(gap=gap, seed_variance=s, time_variance=v)
+    r = seeds_needed(gap=gap, seed_variance=s, time_variance=v, confidence=0.95)
     z = r.z
     if gap ** 2 <= z * z * v:
         assert r.n is None
@@ -212,9 +213,9 @@ def test_seeds_needed_is_the_smallest_count_that_separates(gap, s, v):
 
 
 def test_seeds_needed_says_why_none_suffices():
-    r = seeds_needed(gap=0.0, seed_variance=1.0, time_variance=0.0)
+    r = seeds_needed(gap=0.0, seed_variance=1.0, time_variance=0.0, confidence=0.95)
     assert r.n is None and "gap is 0" in r.reason
-    r = seeds_needed(gap=0.01, seed_variance=1.0, time_variance=1e-4, unit="bp²")
+    r = seeds_needed(gap=0.01, seed_variance=1.0, time_variance=1e-4, confidence=0.95, unit="bp²")
     assert r.n is None and "market time" in r.reason and "bp²" in r.reason
 
 
@@ -224,7 +225,7 @@ def test_model_confidence_set_keeps_the_equally_good_and_drops_the_worse():
     T = 300
     common = rng.normal(0, 1, (T, 1))
     losses = common + rng.normal(0, 0.5, (T, 5)) + np.array([0.0, 0.0, 0.6, 1.0, 2.0])
-    result = model_confidence_set(losses, ["a", "b", "c", "d", "e"], n_boot=500, seed=1)
+    result = model_confidence_set(losses, ["a", "b", "c", "d", "e"], resampling=Resampling(n_boot=500, seed=1))
     assert result.included == ["a", "b"]
     assert result.excluded == ["c", "d", "e"]
     assert all(result.pvalues[n] < 0.05 for n in result.excluded)
@@ -235,6 +236,6 @@ def test_model_confidence_set_keeps_all_when_none_differ():
     rng = np.random.default_rng(1)
     losses = rng.normal(0, 1, (200, 3))
     losses -= losses.mean(axis=0)            # equal sample means: nothing to tell apart
-    assert model_confidence_set(losses, ["x", "y", "z"], n_boot=300, seed=0).included == ["x", "y", "z"]
+    assert model_confidence_set(losses, ["x", "y", "z"], resampling=Resampling(n_boot=300, seed=0)).included == ["x", "y", "z"]
     with pytest.raises(ValueError, match="configurations"):
         model_confidence_set(losses, ["x", "y"])
