@@ -51,6 +51,7 @@ from rolling_calib.core.tables import format_table, sig
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import validate_params
 from rolling_calib.core.verdict import Verdict
+from rolling_calib.core.jsonable import jsonable
 
 __all__ = ["METRIC_TITLES", "VERDICT_COLUMNS", "StoreComparison", "compare_store"]
 
@@ -134,10 +135,10 @@ class StoreComparison:
         """
         pairs = []
         for p in self.pairs:
-            entry = _clean_nested(p.to_dict())
+            entry = jsonable(p.to_dict())
             verdict = self.verdicts_of(p)
             if verdict is not None:
-                entry.update(_clean_nested(verdict.to_dict()))
+                entry.update(jsonable(verdict.to_dict()))
             pairs.append(entry)
         return {
             "period": self.calibration.period,
@@ -145,7 +146,7 @@ class StoreComparison:
             "source": self.calibration.source,
             "label": self.label.kind,
             "bootstrap": self.resampling.to_dict(),
-            "pipelines": [_clean_nested(rec) for rec in self.summary.to_dict(orient="records")],
+            "pipelines": [jsonable(rec) for rec in self.summary.to_dict(orient="records")],
             "pairs": pairs,
             "incomplete_runs": list(self.incomplete),
             "notes": list(self.notes),
@@ -278,20 +279,6 @@ def _seeds(v: Verdict) -> str:
     if n is None:
         return "none suffices" if "market time" in v.seeds_needed.reason else "gap is 0"
     return str(n)
-
-
-def _clean_nested(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _clean_nested(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean_nested(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    return obj
 
 
 def _summary_row(name: str, values: dict[str, np.ndarray]) -> dict[str, Any]:

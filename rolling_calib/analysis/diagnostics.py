@@ -67,26 +67,13 @@ from rolling_calib.core.validation import validate_params
 from rolling_calib.core.schedule import Window
 from rolling_calib.execution import store as st
 from rolling_calib.execution.reader import MissingLabelError, read_run
+from rolling_calib.core.jsonable import jsonable
 
 __all__ = ["MAX_DEFAULT_PAIRS", "PipelineDiagnosis", "StoreDiagnosis", "diagnose_store", "run_period_stats"]
 
 #: Without recorded ``compare:`` pairs, every pair is differenced only up to this many pipelines.
 MAX_DEFAULT_PAIRS = 4
 OFFSET_COLUMNS = ("seed", "period", "start", "mean_residual", "offset", "window", "refit")
-
-
-def _clean(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    return obj
 
 
 def _std(values: np.ndarray) -> float:
@@ -160,7 +147,7 @@ class PipelineDiagnosis:
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (NaN as None; the offsets as records with ISO dates)."""
         offsets = self.offsets.assign(start=self.offsets["start"].map(lambda t: t.isoformat()))
-        return _clean({
+        return jsonable({
             "pipeline": self.pipeline,
             "seeds": list(self.seeds),
             "periods": list(self.periods),
@@ -260,7 +247,7 @@ class StoreDiagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (for ``--json``)."""
-        return _clean({
+        return jsonable({
             "store": str(self.store),
             "period": self.calibration.period,
             "bias": self.calibration.bias,

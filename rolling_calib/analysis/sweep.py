@@ -15,6 +15,7 @@ from typing import Any
 
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import validate_params
+from rolling_calib.core.jsonable import jsonable
 
 __all__ = ["SweepResult", "analyse_sweep", "format_sweep"]
 
@@ -56,17 +57,16 @@ class SweepResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        ranking = self.ranking.astype(object).where(self.ranking.notna(), None)
-        return {
+        return jsonable({
             "settings": self.settings,
-            "ranking": ranking.to_dict("records"),
+            "ranking": self.ranking.to_dict("records"),
             "matrices": {m: mat.to_dict() for m, mat in self.matrices.items()},
             "indistinguishable": {m: [list(p) for p in pairs] for m, pairs in self.indistinguishable.items()},
             "top_groups": self.top_groups,
             "runs_to_separate": [r.to_dict() for r in self.runs_to_separate],
             "pairs": [p.to_dict() for p in self.pairs],
             "confidence_sets": {m: c.to_dict() for m, c in self.confidence_sets.items()},
-        }
+        })
 
 
 @validate_params({"resampling": RESAMPLING})

@@ -51,6 +51,7 @@ from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import validate_params
 from rolling_calib.core.tables import sig
 from rolling_calib.core.verdict import LossPanel, Verdict, decide
+from rolling_calib.core.jsonable import jsonable
 
 __all__ = ["VERDICT_METRICS", "GuardWarning", "PairVerdicts", "decide_pair", "guard_warnings", "loss_panel",
            "pooled_moments", "scale_findings"]
@@ -161,7 +162,7 @@ class GuardWarning:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "pipelines": list(self.pipelines), "message": self.message,
-                "measured": _plain(self.measured)}
+                "measured": jsonable(self.measured)}
 
 
 def pooled_moments(days: pd.DataFrame, pipeline: str) -> Moments:
@@ -302,13 +303,3 @@ def _undetermined(pair: PairVerdicts, label: Label) -> GuardWarning:
                          "seeds_needed": v.seeds_needed.n})
 
 
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, (np.integer, np.bool_)):
-        return obj.item()
-    return obj

@@ -24,6 +24,7 @@ from rolling_calib.cli.options import (
     resampling_from_args,
     show_progress,
 )
+from rolling_calib.core.jsonable import jsonable
 
 DESCRIPTION = """\
 Run every configuration of a grid (or the experiment's own pipelines when no --grid
@@ -136,7 +137,7 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
                             "heatmaps": {m: str(p) for m, p in paths["heatmaps"].items()}}
         payload["tracking_uri"] = tracking_uri
         payload["tracking_message"] = outcome.tracking_message
-        print(json.dumps(payload, indent=2, default=str), file=stdout)
+        print(json.dumps(jsonable(payload), indent=2), file=stdout)
     else:
         print(format_sweep(result, style="text"), file=stdout)
         print(f"units: {summary.ran} ran, {summary.skipped} already in the store ({summary.seconds:.1f} s)", file=stdout)

@@ -65,6 +65,7 @@ import numpy as np
 
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import validate_params
+from rolling_calib.core.jsonable import fields_dict
 
 __all__ = [
     "LOW_PERSISTENCE",
@@ -145,19 +146,6 @@ def _ratio(num: float, den: float) -> float:
     return num / den if den > 0 else math.nan
 
 
-def _plain(obj: Any) -> Any:
-    """JSON-friendly: arrays to lists, NaN to None, numpy scalars to Python."""
-    if isinstance(obj, np.ndarray):
-        return [_plain(v) for v in obj.tolist()]
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
-
-
 # --------------------------------------------------------------------------- variance split
 @dataclass(frozen=True)
 class SeedVarianceSplit:
@@ -192,7 +180,7 @@ class SeedVarianceSplit:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (per-seed arrays as lists, NaN as None)."""
-        return {name: _plain(getattr(self, name)) for name in self.__dataclass_fields__}
+        return fields_dict(self)
 
 
 def split_seed_variance(bias: Any, ql: Any, weights: Any) -> SeedVarianceSplit:
@@ -316,7 +304,7 @@ class OffsetPersistence:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (NaN as None)."""
-        out = {name: _plain(getattr(self, name)) for name in self.__dataclass_fields__}
+        out = fields_dict(self)
         out["previous_predicts"] = self.previous_predicts
         return out
 
@@ -398,7 +386,7 @@ class PredictionSpread:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (NaN as None)."""
-        return {name: _plain(getattr(self, name)) for name in self.__dataclass_fields__}
+        return fields_dict(self)
 
 
 def prediction_spread(mean_prediction: Any, prediction_std: Any) -> PredictionSpread:
@@ -467,7 +455,7 @@ class StdRatio:
     seed: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: _plain(getattr(self, name)) for name in self.__dataclass_fields__}
+        return fields_dict(self)
 
 
 @validate_params({"resampling": RESAMPLING})

@@ -54,6 +54,7 @@ from scipy import stats
 from rolling_calib.core.pairwise import pairwise_accuracy_ci
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import POSITIVE_INT, SEED, validate_params
+from rolling_calib.core.jsonable import jsonable
 
 __all__ = ["MetaEvaluation", "meta_evaluate", "pair_directions", "pairwise_meta", "split_seed_accuracy",
            "split_seed_agreement"]
@@ -266,17 +267,13 @@ class MetaEvaluation:
     split_seed: int
 
     def to_dict(self) -> dict[str, Any]:
-        def clean(rec: dict) -> dict:
-            return {k: (None if isinstance(v, float) and not math.isfinite(v) else
-                        v.item() if isinstance(v, np.generic) else v) for k, v in rec.items()}
-
-        return {
+        return jsonable({
             "ground_truth": self.ground_truth,
             "bootstrap": {"n_boot": self.n_boot, "confidence": self.confidence, "seed": self.seed},
             "split_seed_check": {"n_splits": self.n_splits, "seed": self.split_seed},
-            "metrics": [clean(r) for r in self.summary.to_dict(orient="records")],
-            "pairs": [clean(r) for r in self.pairs.to_dict(orient="records")],
-        }
+            "metrics": self.summary.to_dict(orient="records"),
+            "pairs": self.pairs.to_dict(orient="records"),
+        })
 
 
 @validate_params({"resampling": RESAMPLING, "n_splits": POSITIVE_INT, "split_seed": SEED})

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ from rolling_calib.core.validation import (
     STANDARD_DEVIATION,
     validate_params,
 )
+from rolling_calib.core.jsonable import fields_dict
 
 __all__ = [
     "CALIBRATION_BLIND_SPOT",
@@ -125,8 +126,8 @@ class PairwiseAccuracy:
     seed: int
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dictionary (JSON-friendly)."""
-        return asdict(self)
+        """Plain dictionary (JSON-friendly: NaN and inf as None)."""
+        return fields_dict(self)
 
 
 @validate_params({"resampling": RESAMPLING})
@@ -204,6 +205,7 @@ class PairComparison:
         }
 
 
+@validate_params({"resampling": RESAMPLING})
 def compare_pair(
     name_a: str,
     scores_a: Mapping[str, Any],
@@ -345,8 +347,8 @@ class VarianceReduction:
     seed_budget: float
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dictionary (JSON-friendly)."""
-        return asdict(self)
+        """Plain dictionary (JSON-friendly: NaN and inf as None)."""
+        return fields_dict(self)
 
 
 def variance_reduction(

@@ -50,6 +50,7 @@ from rolling_calib.core.validation import (
     STANDARD_DEVIATION,
     validate_params,
 )
+from rolling_calib.core.jsonable import jsonable
 
 __all__ = [
     "PairwiseMatrix",
@@ -131,6 +132,7 @@ def mean_interval(values: np.ndarray, *, confidence: float) -> tuple[float, floa
     return (centre - float(half), centre + float(half))
 
 
+@validate_params({"resampling": RESAMPLING})
 def rank_configurations(
     runs: pd.DataFrame,
     *,
@@ -238,21 +240,17 @@ class PairwiseMatrix:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (NaN on the diagonal becomes ``None``)."""
-
-        def clean(a: np.ndarray) -> list[list[float | None]]:
-            return [[None if not np.isfinite(v) else float(v) for v in row] for row in a]
-
-        return {
+        return jsonable({
             "names": list(self.names),
             "metric": self.metric,
-            "accuracy": clean(self.accuracy),
-            "ci_low": clean(self.ci_low),
-            "ci_high": clean(self.ci_high),
+            "accuracy": self.accuracy,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
             "n_runs": list(self.n_runs),
             "confidence": self.confidence,
             "n_boot": self.n_boot,
             "seed": self.seed,
-        }
+        })
 
 
 @validate_params({"resampling": RESAMPLING})
@@ -401,6 +399,7 @@ def runs_to_separate(*, gap: float, std_a: float, std_b: float, confidence: floa
     return max(2, math.ceil(z**2 * (std_a**2 + std_b**2) / gap**2 - 1e-12))
 
 
+@validate_params({"resampling": RESAMPLING})
 def runs_to_separate_top_two(
     runs: pd.DataFrame,
     *,

@@ -43,7 +43,18 @@ from typing import Any
 
 import numpy as np
 
-from rolling_calib.core.validation import BLOCK_SIZE, CONFIDENCE, MAX_N_BOOT, N_BOOT, SEED, InstanceOf, check
+from rolling_calib.core.validation import (
+    BLOCK_LENGTH,
+    BLOCK_SIZE,
+    CONFIDENCE,
+    MAX_N_BOOT,
+    N_BOOT,
+    POSITIVE_INT,
+    SEED,
+    InstanceOf,
+    check,
+    validate_params,
+)
 
 __all__ = ["DEFAULT", "MAX_N_BOOT", "RESAMPLING", "Resampling", "TimeDraws", "stationary_counts"]
 
@@ -93,6 +104,7 @@ class TimeDraws:
         return np.bincount(flat.ravel(), minlength=n_boot * n).reshape(n_boot, n).astype(np.float64)
 
 
+@validate_params({"n_times": POSITIVE_INT, "n_boot": N_BOOT, "block_size": BLOCK_LENGTH})
 def stationary_counts(n_times: int, n_boot: int, *, block_size: float, rng: np.random.Generator) -> np.ndarray:
     """How often each time unit appears in each stationary-bootstrap replicate, shape ``(n_boot, n_times)``.
 
@@ -128,6 +140,7 @@ class Resampling:
     seed: int = 0
     block_size: float | None = None
     _time_draws: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+    _time_counts: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     #: Each field's declared constraint.
     CONSTRAINTS = {"n_boot": N_BOOT, "confidence": CONFIDENCE, "seed": SEED, "block_size": BLOCK_SIZE}
@@ -172,8 +185,17 @@ class Resampling:
         return self._time_draws[n]
 
     def time_counts(self, n_times: int, block_size: float) -> np.ndarray:
-        """:func:`stationary_counts` of ``n_times`` units with seed :attr:`seed`, from the shared :meth:`time_draws`."""
-        return self.time_draws(n_times).counts(block_size)
+        """:func:`stationary_counts` of ``n_times`` units with seed :attr:`seed`, from the shared :meth:`time_draws`.
+
+        Computed once per axis and block length (read-only; its transpose is C-contiguous, the layout
+        a product ``values (k, T) @ counts.T`` is fast in).
+        """
+        key = (int(n_times), float(block_size))
+        if key not in self._time_counts:
+            counts = np.ascontiguousarray(self.time_draws(n_times).counts(block_size).T).T
+            counts.flags.writeable = False
+            self._time_counts[key] = counts
+        return self._time_counts[key]
 
     @staticmethod
     def half_split(size: int, *, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -46,6 +46,7 @@ __all__ = [
     "BIAS_MODE",
     "BIAS_MODES",
     "BIAS_WINDOW",
+    "BLOCK_LENGTH",
     "BLOCK_SIZE",
     "CALIBRATION_PERIOD",
     "CALIBRATION_PERIODS",
@@ -340,7 +341,8 @@ N_BOOT = Worded(Interval(int, 1, MAX_N_BOOT), f"a positive int <= {MAX_N_BOOT} (
 CONFIDENCE = Worded(Interval(float, 0, 1, closed="neither"), "a number strictly between 0 and 1")
 SEED = NON_NEGATIVE_INT
 #: ``block_size``: None (chosen from the data by :func:`arch.bootstrap.optimal_block_length`) or a mean length >= 1.
-BLOCK_SIZE = Worded(AnyOf((Options(None), Interval(float, 1, None))), "None or a mean block length >= 1 (time units)")
+BLOCK_LENGTH = Worded(Interval(float, 1, None), "a mean block length >= 1 (time units)")
+BLOCK_SIZE = Worded(AnyOf((Options(None), BLOCK_LENGTH)), "None or a mean block length >= 1 (time units)")
 #: A standard deviation (of scores over runs).
 STANDARD_DEVIATION = Worded(Interval(float, 0, None), "a finite standard deviation >= 0")
 

@@ -72,6 +72,7 @@ from scipy import stats
 
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling, stationary_counts
 from rolling_calib.core.validation import BLOCK_SIZE, CONFIDENCE, Options, validate_params
+from rolling_calib.core.jsonable import fields_dict
 
 __all__ = [
     "BLOCK_SIZE",
@@ -199,10 +200,10 @@ def _align(a: LossPanel, b: LossPanel) -> tuple[LossPanel, LossPanel, int]:
 
 
 # --------------------------------------------------------------------------- resampling
-def _replicate_means(panel: LossPanel, time_counts: np.ndarray) -> np.ndarray:
-    """The pipeline's mean (over its seeds) on every time replicate, units weighted by ``time_counts``."""
-    tot = panel.total @ time_counts.T            # (k, B)
-    w = panel.weight @ time_counts.T             # (k, B); > 0 since every unit kept has rows for every seed
+def _replicate_means(panel: LossPanel, unit_counts: np.ndarray) -> np.ndarray:
+    """The pipeline's mean (over its seeds) on every time replicate, units weighted by ``unit_counts`` (T, B)."""
+    tot = panel.total @ unit_counts              # (k, B)
+    w = panel.weight @ unit_counts               # (k, B); > 0 since every unit kept has rows for every seed
     return (tot / w).mean(axis=0)
 
 
@@ -229,7 +230,7 @@ class DieboldMariano:
     n_periods: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _plain(getattr(self, k)) for k in self.__dataclass_fields__}
+        return fields_dict(self)
 
 
 def diebold_mariano(differential: Any, *, bandwidth: float | None = None) -> DieboldMariano:
@@ -282,7 +283,7 @@ class SeedsNeeded:
     z: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _plain(getattr(self, k)) for k in self.__dataclass_fields__}
+        return fields_dict(self)
 
 
 @validate_params({"confidence": CONFIDENCE})
@@ -396,8 +397,7 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (NaN as None)."""
-        out = {k: _plain(getattr(self, k)) for k in self.__dataclass_fields__
-               if k not in ("diebold_mariano", "seeds_needed")}
+        out = fields_dict(self, exclude=("diebold_mariano", "seeds_needed"))
         out["diebold_mariano"] = self.diebold_mariano.to_dict()
         out["seeds_needed"] = self.seeds_needed.to_dict()
         return out
@@ -443,8 +443,8 @@ def decide(a: LossPanel, b: LossPanel, *, names: tuple[str, str] = ("A", "B"), m
     confidence = resampling.confidence
     bsize = float(resampling.block_size) if resampling.block_size is not None else _block_size(d_t)
     T = a.n_times
-    time_counts = resampling.time_counts(T, bsize)
-    reps = _replicate_means(a, time_counts) - _replicate_means(b, time_counts)
+    unit_counts = resampling.time_counts(T, bsize).T   # (T, B), C-contiguous: BLAS is ~100x slower on the transpose
+    reps = _replicate_means(a, unit_counts) - _replicate_means(b, unit_counts)
     var_time = float(np.var(reps, ddof=1))
     df_time = max(T / bsize - 1.0, 1.0)
     unpaired = _interval(float(ma.mean() - mb.mean()), *_unpaired_seed_part(ma, mb), var_time, df_time, confidence)
@@ -541,7 +541,7 @@ class ConfidenceSet:
     n_periods: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _plain(getattr(self, k)) for k in self.__dataclass_fields__}
+        return fields_dict(self)
 
 
 @validate_params({"resampling": RESAMPLING})
@@ -605,15 +605,3 @@ def _g(x: float, digits: int = 3) -> str:
     return "n/a" if not math.isfinite(x) else f"{x:.{digits}g}"
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
