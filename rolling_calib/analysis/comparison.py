@@ -47,16 +47,15 @@ from rolling_calib.analysis.verdicts import (
 from rolling_calib.core import pairwise as cmp
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import Label
+from rolling_calib.core.metric_table import COMPARED_METRICS, METRIC_TABLE, title
 from rolling_calib.core.tables import format_table, sig
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import validate_params
 from rolling_calib.core.verdict import Verdict
 from rolling_calib.core.jsonable import jsonable
 
-__all__ = ["METRIC_TITLES", "VERDICT_COLUMNS", "StoreComparison", "compare_store"]
+__all__ = ["VERDICT_COLUMNS", "StoreComparison", "compare_store"]
 
-#: How each metric is named in tables.
-METRIC_TITLES = {"ql": "QL", "ql_scored": "QL 2..K", "cql": "CQL", "ic": "IC", "icir": "ICIR", "rank_ic": "Rank IC"}
 #: The verdict table's columns: key of :meth:`StoreComparison.verdict_rows` -> heading.
 VERDICT_COLUMNS = {"pair": "pair", "metric": "metric", "verdict": "verdict", "difference": "difference",
                    "interval": "interval", "uncertainty": "uncertainty", "pairing": "pairing", "dm_p": "DM p",
@@ -207,7 +206,7 @@ class StoreComparison:
             for k, (metric, v) in enumerate(pv.verdicts.items()):
                 unit = self._unit(metric)
                 rows.append({"pair": f"{pv.better} vs {pv.worse}", "first": k == 0,
-                             "metric": METRIC_TITLES.get(metric, metric), "verdict": _verdict_word(v),
+                             "metric": title(metric), "verdict": _verdict_word(v),
                              "difference": _with_unit(v.difference, unit),
                              "interval": _with_unit(f"[{sig(v.ci_low)}, {sig(v.ci_high)}]", unit),
                              "uncertainty": _uncertainty(v), "pairing": _pairing(v),
@@ -215,7 +214,7 @@ class StoreComparison:
         return rows
 
     def _unit(self, metric: str) -> str:
-        return self.label.loss_unit if metric in ("ql", "ql_scored", "cql") else ""
+        return METRIC_TABLE[metric].unit(self.label) if metric in METRIC_TABLE else ""
 
     def _summary_table(self) -> str:
         cols = [("runs", str), ("ql_mean", sig), ("ql_std", sig), ("ql_scored_mean", sig), ("ql_scored_std", sig),
@@ -232,7 +231,7 @@ class StoreComparison:
                                    "Rank IC std"], formats=[str, *([lambda x: sig(x, 3)] * 6)])
 
     def _accuracy_table(self) -> str:
-        shown = [m for m in ("ql", "cql", *IC_METRICS) if all(m in p.accuracies for p in self.pairs)]
+        shown = [m for m in COMPARED_METRICS if all(m in p.accuracies for p in self.pairs)]
         rows = []
         for p in self.pairs:
             why = self.accuracies_shown(p)
@@ -243,7 +242,7 @@ class StoreComparison:
                                               f"{p.accuracies[m].ci_high:.3f}]" for m in shown)])
         head = (f"Pairwise accuracy: P(a run of the better-by-QL pipeline scores better than a run of the other), "
                 f"{self.confidence:.0%} percentile bootstrap over seeds ({self.n_boot} resamples, seed {self.seed})")
-        table = format_table(rows, ["better by QL", "other", *(f"Acc {METRIC_TITLES[m]}" for m in shown)])
+        table = format_table(rows, ["better by QL", "other", *(f"Acc {title(m)}" for m in shown)])
         hidden = [f"{p.better} vs {p.worse}: not shown because {self.accuracies_shown(p)}." for p in self.pairs
                   if self.accuracies_shown(p) is not None]
         return "\n".join([head, table, *hidden])
@@ -338,7 +337,7 @@ def compare_store(
         for name in (a, b):
             if name not in names:
                 raise ValueError(f"pair ({a}, {b}): pipeline {name!r} is not included (included: {', '.join(names)})")
-        pair = _compare_with_ic(a, scores.scores_of(a), b, scores.scores_of(b), resampling=resampling)
+        pair = _compare_runs(a, scores.scores_of(a), b, scores.scores_of(b), resampling=resampling)
         comparisons.append(pair)
         verdicts.append(decide_pair(scores.days, pair.better, pair.worse, label=scores.label, resampling=resampling))
     warnings = guard_warnings(days=scores.days, runs=scores.runs, pipelines=names, label=scores.label,
@@ -351,24 +350,16 @@ def compare_store(
     )
 
 
-def _compare_with_ic(a: str, values_a: dict, b: str, values_b: dict, **boot: Any) -> cmp.PairComparison:
+def _compare_runs(a: str, values_a: dict, b: str, values_b: dict, *, resampling: Resampling) -> cmp.PairComparison:
     """:func:`~rolling_calib.core.pairwise.compare_pair` of QL, CQL and the IC metrics (direction by QL).
 
-    ``compare_pair`` counts a lower score as better; the IC metrics enter negated, so their
-    accuracy is P(IC_better > IC_worse), and their means are reported with their own sign.
-    IC metrics that are not finite for every run of both pipelines are left out.
+    Each metric is compared in its own direction (:data:`~rolling_calib.core.metric_table.METRIC_TABLE`:
+    the accuracy of an IC metric is P(IC_better > IC_worse)). IC metrics that are not finite for
+    every run of both pipelines are left out.
     """
     ics = [m for m in IC_METRICS if m in values_a and m in values_b
            and np.isfinite(values_a[m]).all() and np.isfinite(values_b[m]).all()]
-    flip = {m: f"-{m}" for m in ics}
-
-    def signed(values: dict) -> dict:
-        return {**{m: values[m] for m in METRICS}, **{flip[m]: -values[m] for m in ics}}
-
-    pair = cmp.compare_pair(a, signed(values_a), b, signed(values_b), ground_truth="ql",
-                            metrics=[*METRICS, *flip.values()], **boot)
-    for m, key in flip.items():
-        pair.accuracies[m] = pair.accuracies.pop(key)
-        for means in pair.means.values():
-            means[m] = -means.pop(key)
-    return pair
+    metrics = [*METRICS, *ics]
+    return cmp.compare_pair(a, {m: values_a[m] for m in metrics}, b, {m: values_b[m] for m in metrics},
+                            ground_truth="ql", metrics=metrics, resampling=resampling,
+                            higher_is_better=[m for m in metrics if METRIC_TABLE[m].higher_is_better])

@@ -157,7 +157,7 @@ def _confidence_sets(days: Any, order: Sequence[str], metrics: Sequence[str], *,
     for metric in metrics:
         if metric not in ("ql", "cql"):
             continue
-        total, weight, _ = VERDICT_METRICS[metric]
+        total, weight = VERDICT_METRICS[metric]
         rows = days[days["pipeline"].isin(list(order)) & days[total].notna()]
         per_day = (rows[total] / rows[weight]).groupby([rows["pipeline"], rows["date"]]).mean().unstack("pipeline")
         per_day = per_day.reindex(columns=list(order)).dropna()

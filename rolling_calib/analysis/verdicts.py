@@ -47,6 +47,7 @@ from rolling_calib.core.guards import (
     skill_check,
 )
 from rolling_calib.core.label import Label
+from rolling_calib.core.metric_table import METRIC_TABLE
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import validate_params
 from rolling_calib.core.tables import sig
@@ -56,12 +57,13 @@ from rolling_calib.core.jsonable import jsonable
 __all__ = ["VERDICT_METRICS", "GuardWarning", "PairVerdicts", "decide_pair", "guard_warnings", "loss_panel",
            "pooled_moments", "scale_findings"]
 
-#: Metric -> (day columns: total, weight; orientation; only days where ``weight > 0`` / ``sse_cql`` is defined).
-VERDICT_METRICS: dict[str, tuple[str, str, str]] = {
-    "ql": ("sse_ql", "rows", "lower"),
-    "cql": ("sse_cql", "rows", "lower"),
-    "ic": ("ic_sum", "ic_n", "higher"),
-    "rank_ic": ("rank_ic_sum", "rank_ic_n", "higher"),
+#: Metric -> its day columns (total, weight); only days where ``weight > 0`` / ``sse_cql`` is defined. Direction,
+#: title and unit: :data:`~rolling_calib.core.metric_table.METRIC_TABLE`.
+VERDICT_METRICS: dict[str, tuple[str, str]] = {
+    "ql": ("sse_ql", "rows"),
+    "cql": ("sse_cql", "rows"),
+    "ic": ("ic_sum", "ic_n"),
+    "rank_ic": ("rank_ic_sum", "rank_ic_n"),
 }
 #: Advice for model classes known to ignore seeds in common settings (shown with the degenerate-seeds warning).
 SEED_HINTS = {
@@ -75,7 +77,7 @@ SEED_HINTS = {
 
 def loss_panel(days: pd.DataFrame, pipeline: str, metric: str) -> LossPanel | None:
     """The :class:`LossPanel` of one pipeline and metric from per-day summaries (None: no usable days)."""
-    total_col, weight_col, _ = VERDICT_METRICS[metric]
+    total_col, weight_col = VERDICT_METRICS[metric]
     rows = days[days["pipeline"] == pipeline]
     rows = rows[np.isfinite(rows[total_col].to_numpy(dtype=float)) & (rows[weight_col].to_numpy(dtype=float) > 0)]
     if rows.empty:
@@ -139,11 +141,10 @@ def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, re
         pa, pb = loss_panel(days, better, metric), loss_panel(days, worse, metric)
         if pa is None or pb is None:
             continue
-        orientation = VERDICT_METRICS[metric][2]
-        unit = label.loss_unit if orientation == "lower" else ""
+        spec = METRIC_TABLE[metric]
         try:
-            verdicts[metric] = decide(pa, pb, names=(better, worse), metric=metric, orientation=orientation,  # type: ignore[arg-type]
-                                      resampling=resampling, unit=unit)
+            verdicts[metric] = decide(pa, pb, names=(better, worse), metric=metric, orientation=spec.orientation,
+                                      resampling=resampling, unit=spec.unit(label))
         except ValueError:   # fewer than 2 common days: no verdict for this metric
             continue
     ql = verdicts.get("ql")

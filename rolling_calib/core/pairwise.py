@@ -24,7 +24,7 @@ Example
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,7 +113,8 @@ class PairwiseAccuracy:
 
     ``accuracy`` is the point estimate on all runs; ``[ci_low, ci_high]`` the
     central ``confidence`` interval of ``n_boot`` bootstrap replicates drawn with
-    ``numpy.random.default_rng(seed)``; ``n_a``/``n_b`` are the run counts.
+    ``numpy.random.default_rng(seed)``; ``n_a``/``n_b`` are the run counts;
+    ``higher_is_better``: a run scores better with a higher value (IC) rather than a lower one.
     """
 
     accuracy: float
@@ -124,6 +125,7 @@ class PairwiseAccuracy:
     confidence: float
     n_boot: int
     seed: int
+    higher_is_better: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dictionary (JSON-friendly: NaN and inf as None)."""
@@ -131,7 +133,8 @@ class PairwiseAccuracy:
 
 
 @validate_params({"resampling": RESAMPLING})
-def pairwise_accuracy_ci(scores_better: Any, scores_worse: Any, *, resampling: Resampling = DEFAULT) -> PairwiseAccuracy:
+def pairwise_accuracy_ci(scores_better: Any, scores_worse: Any, *, resampling: Resampling = DEFAULT,
+                         higher_is_better: bool = False) -> PairwiseAccuracy:
     """Pairwise accuracy with a seeded percentile-bootstrap confidence interval.
 
     Each replicate resamples the run indices of A (``m`` draws with replacement)
@@ -140,6 +143,8 @@ def pairwise_accuracy_ci(scores_better: Any, scores_worse: Any, *, resampling: R
     ``c_B`` the resampled run counts (vectorised over replicates). The interval
     is the ``(1 - confidence)/2`` and ``(1 + confidence)/2`` quantiles of the
     replicates. Same ``resampling`` (its ``n_boot``, ``confidence``, ``seed``) -> same interval.
+    With ``higher_is_better`` (a score such as IC) a run beats another with a higher value:
+    the accuracy is ``P(better > worse)``, computed as that of the negated scores.
 
     Example
     -------
@@ -147,8 +152,9 @@ def pairwise_accuracy_ci(scores_better: Any, scores_worse: Any, *, resampling: R
     >>> round(r.accuracy, 4), r.ci_low <= r.accuracy <= r.ci_high
     (0.8889, True)
     """
-    a = _as_scores("scores_better", scores_better)
-    b = _as_scores("scores_worse", scores_worse)
+    sign = -1.0 if higher_is_better else 1.0
+    a = sign * _as_scores("scores_better", scores_better)
+    b = sign * _as_scores("scores_worse", scores_worse)
     m, n = a.size, b.size
     w = _win_matrix(a, b)
     point = float(w.mean())
@@ -161,6 +167,7 @@ def pairwise_accuracy_ci(scores_better: Any, scores_worse: Any, *, resampling: R
     return PairwiseAccuracy(
         accuracy=point, ci_low=float(low), ci_high=float(high), n_a=m, n_b=n,
         confidence=float(resampling.confidence), n_boot=int(resampling.n_boot), seed=int(resampling.seed),
+        higher_is_better=bool(higher_is_better),
     )
 
 
@@ -215,6 +222,7 @@ def compare_pair(
     ground_truth: str = "ql",
     metrics: Sequence[str] | None = None,
     resampling: Resampling = DEFAULT,
+    higher_is_better: Collection[str] = (),
 ) -> PairComparison:
     """Compare two pipelines: direction by the ground truth, then accuracy of each metric.
 
@@ -231,6 +239,9 @@ def compare_pair(
         Lower is better. Must both hold ``ground_truth`` and every metric compared.
     metrics : sequence of str, optional
         Metrics to report; default: the metrics present in both, in ``scores_a`` order.
+    higher_is_better : collection of str
+        The metrics where a higher value is better (IC; :data:`rolling_calib.core.metric_table.METRIC_TABLE`
+        says which); the others, and the ground truth, are losses.
 
     Example
     -------
@@ -261,7 +272,8 @@ def compare_pair(
     mean_b = float(arrays[name_b][ground_truth].mean())
     better, worse = (name_a, name_b) if mean_a <= mean_b else (name_b, name_a)
     accuracies = {
-        m: pairwise_accuracy_ci(arrays[better][m], arrays[worse][m], resampling=resampling)
+        m: pairwise_accuracy_ci(arrays[better][m], arrays[worse][m], resampling=resampling,
+                                higher_is_better=m in higher_is_better)
         for m in metrics
     }
     means = {name: {m: float(v.mean()) for m, v in arrays[name].items()} for name in (name_a, name_b)}
