@@ -158,7 +158,7 @@ def test_report_says_whether_calibration_can_help(fake_store, tmp_path):
     md = (out / "report.md").read_text()
     assert "## Can calibration help here?" in md
     html = (out / "report.html").read_text()
-    for d in diagnose_store(fake_store).pipelines:
+    for d in diagnose_store(fake_store, resampling=Resampling(n_boot=50)).pipelines:   # the report's --n-boot too
         assert f"- {d.pipeline}: {d.assessment.text}" in md
         assert f"<strong>{d.pipeline}</strong>: {d.assessment.text}" in html.replace("&#39;", "'")
     assert "Can calibration help here?" in html
