@@ -42,6 +42,23 @@ def _day_codes(times: np.ndarray, days: np.ndarray) -> np.ndarray:
                            times.astype("datetime64[D]").view(np.int64))
 
 
+def _day_sums(code: np.ndarray, m: int):
+    """``values -> per-day sums`` over the rows' day ``code``: contiguous segments when the rows are in time order
+    (``np.add.reduceat``, 4x faster than a scatter-add), else :func:`numpy.bincount`."""
+    if code.size and not (np.diff(code) >= 0).all():
+        return lambda w: np.bincount(code, weights=w, minlength=m).astype(float)
+    starts = np.flatnonzero(np.r_[True, code[1:] != code[:-1]]) if code.size else np.zeros(0, dtype=np.int64)
+    present = code[starts]
+
+    def sums(w: np.ndarray | None) -> np.ndarray:
+        out = np.zeros(m)
+        if code.size:
+            out[present] = np.diff(np.r_[starts, code.size]) if w is None else np.add.reduceat(w, starts)
+        return out
+
+    return sums
+
+
 def _daily_ic_sums(daily: DailyIC, days: np.ndarray) -> dict[str, np.ndarray]:
     """Per day of ``days``: sums and counts of the finite daily IC and Rank IC."""
     out: dict[str, np.ndarray] = {}
@@ -66,13 +83,14 @@ def run_days(pipeline: str, seed: int, result: RollingCQL, arrays: RunArrays, da
     code = _day_codes(arrays.datetime, days)
     p, y = arrays.prediction, arrays.label
     m = len(days)
+    sums = _day_sums(code, m)
     moments = {
-        "n": np.bincount(code, minlength=m).astype(float),
-        "sp": np.bincount(code, weights=p, minlength=m),
-        "sy": np.bincount(code, weights=y, minlength=m),
-        "spp": np.bincount(code, weights=p * p, minlength=m),
-        "syy": np.bincount(code, weights=y * y, minlength=m),
-        "spy": np.bincount(code, weights=p * y, minlength=m),
+        "n": sums(None),
+        "sp": sums(p),
+        "sy": sums(y),
+        "spp": sums(p * p),
+        "syy": sums(y * y),
+        "spy": sums(p * y),
     }
     ic = _daily_ic_sums(daily, days) if daily is not None else {k: np.zeros(m) for k in
                                                                  ("ic_sum", "ic_n", "rank_ic_sum", "rank_ic_n")}
