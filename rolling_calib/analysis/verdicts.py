@@ -82,13 +82,14 @@ def loss_panel(days: pd.DataFrame, pipeline: str, metric: str) -> LossPanel | No
     rows = rows[np.isfinite(rows[total_col].to_numpy(dtype=float)) & (rows[weight_col].to_numpy(dtype=float) > 0)]
     if rows.empty:
         return None
-    total = rows.pivot_table(index="seed", columns="date", values=total_col, aggfunc="sum", fill_value=0.0)
-    weight = rows.pivot_table(index="seed", columns="date", values=weight_col, aggfunc="sum", fill_value=0.0)
-    weight = weight.reindex(index=total.index, columns=total.columns, fill_value=0.0)
-    if (weight.to_numpy().sum(axis=1) <= 0).any():
+    seeds, seed_idx = np.unique(rows["seed"].to_numpy(), return_inverse=True)   # a seed x date table of sums
+    dates, date_idx = np.unique(rows["date"].to_numpy(), return_inverse=True)
+    cell, shape = seed_idx * len(dates) + date_idx, (len(seeds), len(dates))
+    total = np.bincount(cell, weights=rows[total_col].to_numpy(dtype=float), minlength=shape[0] * shape[1])
+    weight = np.bincount(cell, weights=rows[weight_col].to_numpy(dtype=float), minlength=shape[0] * shape[1])
+    if (weight.reshape(shape).sum(axis=1) <= 0).any():
         return None
-    return LossPanel.from_arrays(seeds=total.index.to_numpy(), total=total.to_numpy(), weight=weight.to_numpy(),
-                                 times=total.columns.to_numpy())
+    return LossPanel.from_arrays(seeds=seeds, total=total.reshape(shape), weight=weight.reshape(shape), times=dates)
 
 
 @dataclass(frozen=True)
