@@ -42,21 +42,33 @@ def _day_codes(times: np.ndarray, days: np.ndarray) -> np.ndarray:
                            times.astype("datetime64[D]").view(np.int64))
 
 
-def _day_sums(code: np.ndarray, m: int):
-    """``values -> per-day sums`` over the rows' day ``code``: contiguous segments when the rows are in time order
-    (``np.add.reduceat``, 4x faster than a scatter-add), else :func:`numpy.bincount`."""
-    if code.size and not (np.diff(code) >= 0).all():
-        return lambda w: np.bincount(code, weights=w, minlength=m).astype(float)
-    starts = np.flatnonzero(np.r_[True, code[1:] != code[:-1]]) if code.size else np.zeros(0, dtype=np.int64)
-    present = code[starts]
+def _day_sums(times: np.ndarray, days: np.ndarray, rows: np.ndarray):
+    """``values -> per-day sums`` of the rows (timestamps ``times``) over the days ``days``.
 
-    def sums(w: np.ndarray | None) -> np.ndarray:
-        out = np.zeros(m)
-        if code.size:
-            out[present] = np.diff(np.r_[starts, code.size]) if w is None else np.add.reduceat(w, starts)
-        return out
+    When the rows are in time order and each day's rows are where its date says (the counts match
+    the rolling metric's ``rows``), each day is a contiguous segment, summed by ``np.add.reduceat``
+    (found by one binary search per day: 4x faster than a scatter-add per row); else every row's day
+    code and :func:`numpy.bincount`.
+    """
+    m = len(days)
+    t = times.astype("datetime64[ns]").view(np.int64)
+    if t.size and bool((np.diff(t) >= 0).all()):
+        bounds = np.searchsorted(t, days.astype("datetime64[D]").astype("datetime64[ns]").view(np.int64))
+        counts = np.diff(np.r_[bounds, t.size])
+        if np.array_equal(counts, np.asarray(rows)):
+            nonempty = counts > 0
+            starts = bounds[nonempty]
 
-    return sums
+            def sums(w: np.ndarray | None) -> np.ndarray:
+                if w is None:
+                    return counts.astype(float)
+                out = np.zeros(m)
+                out[nonempty] = np.add.reduceat(w, starts)
+                return out
+
+            return sums
+    code = _day_codes(times, days)
+    return lambda w: np.bincount(code, weights=w, minlength=m).astype(float)
 
 
 def _daily_ic_sums(daily: DailyIC, days: np.ndarray) -> dict[str, np.ndarray]:
@@ -80,10 +92,9 @@ def run_days(pipeline: str, seed: int, result: RollingCQL, arrays: RunArrays, da
     if frame is None:
         raise ValueError("result: the rolling metric returned no per-day sums")
     days = frame["date"].to_numpy()
-    code = _day_codes(arrays.datetime, days)
     p, y = arrays.prediction, arrays.label
     m = len(days)
-    sums = _day_sums(code, m)
+    sums = _day_sums(arrays.datetime, days, frame["rows"].to_numpy())
     moments = {
         "n": sums(None),
         "sp": sums(p),
