@@ -47,7 +47,7 @@ from typing import Any
 
 import pandas as pd
 
-from rolling_calib.core.atomic import atomic_write
+from data_prep.atomic import atomic_write
 from rolling_calib.core.label import LABEL_KINDS
 from rolling_calib.core.schedule import Window
 from rolling_calib.core.validation import ConfigError

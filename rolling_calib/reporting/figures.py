@@ -45,7 +45,7 @@ from scipy import stats
 
 from rolling_calib.analysis.comparison import METRIC_TITLES
 from rolling_calib.analysis.scoring import StoreScores
-from rolling_calib.core.atomic import atomic_write
+from data_prep.atomic import atomic_write
 
 if TYPE_CHECKING:
     from rolling_calib.analysis.comparison import StoreComparison
