@@ -202,6 +202,10 @@ class StoreConflict(IngestError):
     """An incremental update disagrees with what the store holds; nothing was written."""
 
 
+#: Upper bounds of the ingest options (a run of unchanged closes a year long; a price ratio of 1000x).
+MAX_STALE_MINUTES = 100_000
+MAX_RATIO = 1000.0
+
 @dataclass(frozen=True)
 class IngestOptions:
     """Options of :func:`ingest` (the CLI's flags).
@@ -249,12 +253,13 @@ class IngestOptions:
                              f"files), found {self.freq!r}")
         if self.mode not in _MODES:
             raise ValueError(f"mode: expected one of {_MODES}, found {self.mode!r}")
-        if self.stale_minutes < 2:
-            raise ValueError(f"stale_minutes: expected an integer >= 2, found {self.stale_minutes}")
+        if not 2 <= self.stale_minutes <= MAX_STALE_MINUTES:
+            raise ValueError(f"stale_minutes: expected an integer in [2, {MAX_STALE_MINUTES}] (a year of minute bars), "
+                             f"found {self.stale_minutes}")
         for name in ("max_jump", "max_spike"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and 1 < value < float("inf")):
-                raise ValueError(f"{name}: expected a ratio > 1 (e.g. 1.5), found {value!r}")
+            if not (isinstance(value, (int, float)) and 1 < value <= MAX_RATIO):
+                raise ValueError(f"{name}: expected a ratio > 1 and at most {MAX_RATIO:g} (e.g. 1.5), found {value!r}")
         if self.symbol is not None:
             check_symbol(self.symbol.strip().upper(), where="--symbol", shown=self.symbol)
         if self.universe is not None:
