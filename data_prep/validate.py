@@ -16,6 +16,8 @@ unparseable_value        error      row dropped (text that is not a number, e.g.
 non_finite_value         error      row dropped (inf, -inf, 1e400: never stored; per cell)
 off_minute               error      row dropped (time not on a whole minute, e.g. 09:30:30)
 non_session_day          error      row dropped (weekend, holiday, unscheduled closure)
+future_bar               error      row dropped (a date after today in New York: no session of it is
+                                    past, so no bar of it can exist; the calendar never runs to it)
 pre_market               error      row dropped (before 09:30)
 closing_auction          error      row dropped (the 16:00 bar, 13:00 on early-close days: the
                                     closing-auction print, not a one-minute interval; policy of
@@ -122,6 +124,7 @@ ERROR_KINDS: tuple[str, ...] = (
     "non_finite_value",
     "off_minute",
     "non_session_day",
+    "future_bar",
     "pre_market",
     "closing_auction",
     "post_market",
@@ -198,11 +201,26 @@ class ValidationResult:
     intervals: list[tuple[int, int, int]] = dataclasses.field(default_factory=list)
 
 
+def last_past_day() -> np.datetime64:
+    """Today's date in New York: a bar dated after it cannot exist yet (``future_bar``).
+
+    >>> last_past_day() >= np.datetime64("2026-01-01")
+    True
+    """
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    return np.datetime64(datetime.now(ZoneInfo("America/New_York")).date(), "D")
+
+
 def session_table(start_day, end_day) -> pl.DataFrame:
     """NYSE sessions between two dates as ``day`` (Int32 days since 1970), ``open_min``, ``close_min``.
 
     ``open_min``/``close_min`` are minutes after midnight New York time (570 / 960, 780 on early closes).
     """
+    end_day = min(np.datetime64(end_day, "D"), last_past_day())  # no session after today is past
+    if end_day < np.datetime64(start_day, "D"):
+        return pl.DataFrame(schema={"day": pl.Int32, "open_min": pl.Int32, "close_min": pl.Int32})
     sess = nyse_sessions(start_day, end_day)
     day = sess.dates.astype("datetime64[D]").astype(np.int64).astype(np.int32)
     open_min = (sess.open_local - sess.dates.astype("datetime64[m]")).astype(np.int64).astype(np.int32)
@@ -466,10 +484,14 @@ def _check_sessions(scan: _Scan) -> None:
     early = pl.col("close_min") < 960
     last_bar = _hhmm(pl.col("close_min") - 1)
     close_hhmm = _hhmm(pl.col("close_min"))
+    today = last_past_day()
+    future = pl.col("_day") > int(today.astype(np.int64))
     session_checks = [
         ("off_minute", ts_ok & pl.col("_offmin"), scan.tf_time, pl.lit("a time on a whole minute (seconds 00)")),
-        ("non_session_day", ts_ok & ~in_sess_day, scan.tf_date,
+        ("non_session_day", ts_ok & ~in_sess_day & ~future, scan.tf_date,
          pl.lit("a date that is an NYSE session (not a weekend, holiday or closure)")),
+        ("future_bar", ts_ok & future, scan.tf_date,
+         pl.lit(f"a date on or before today, {today} (New York): no later session is past")),
         ("pre_market", ts_ok & in_sess_day & (pl.col("_mod") < pl.col("open_min")), scan.tf_time,
          pl.lit("a bar starting at or after 09:30")),
         ("closing_auction", ts_ok & in_sess_day & (pl.col("_mod") == pl.col("close_min")) & ~pl.col("_offmin"),

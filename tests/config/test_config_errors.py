@@ -106,7 +106,7 @@ def test_unknown_override_path_in_pipeline(tiny_data, tmp_path):
 def test_wrong_type_in_rolling(tiny_data, tmp_path):
     data = _good(tiny_data)
     data["rolling"]["step_months"] = "six"
-    with pytest.raises(ConfigError, match=r"rolling\.step_months: expected an integer >= 1, found str 'six'"):
+    with pytest.raises(ConfigError, match=r"rolling\.step_months: expected an integer in \[1, 1200\] \(months: a century\), found 'six'"):
         _load(tmp_path, data)
 
 
