@@ -204,7 +204,7 @@ class ValidationResult:
 def last_past_day() -> np.datetime64:
     """Today's date in New York: a bar dated after it cannot exist yet (``future_bar``).
 
-    >>> last_past_day() >= np.datetime64("2026-01-01")
+    >>> bool(last_past_day() >= np.datetime64("2026-01-01"))
     True
     """
     from datetime import datetime

@@ -228,7 +228,7 @@ def check_rolling_options(options: Mapping[str, Any], *, where: str | None = Non
     >>> check_rolling_options({"step_months": 0})
     Traceback (most recent call last):
     ...
-    ValueError: rolling.step_months: expected an integer >= 1, found int 0
+    ValueError: rolling.step_months: expected an integer in [1, 1200] (months: a century), found int 0
     >>> check_rolling_options({"mode": "warm"})
     Traceback (most recent call last):
     ...

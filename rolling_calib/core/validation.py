@@ -225,7 +225,7 @@ class AnyOf(Constraint):
     >>> check("period", 0, CALIBRATION_PERIOD)
     Traceback (most recent call last):
     ...
-    ValueError: period: expected a positive number of trading days, found 0
+    ValueError: period: expected a positive number of trading days, at most 5040 (20 years), found 0
     """
 
     constraints: tuple[Constraint, ...]
@@ -368,6 +368,18 @@ FINETUNE_ON: tuple[str, ...] = ("new", "window")
 
 
 # --------------------------------------------------------------------------- upper bounds
+@dataclass(frozen=True)
+class Bounded(Interval):
+    """An :class:`Interval` with both ends whose description names what its upper bound guards (memory or time)."""
+
+    why: str = ""
+
+    def describe(self) -> str:
+        shown = str if self.kind is int else (lambda x: f"{x:g}")
+        noun = "an integer" if self.kind is int else "a number"
+        return f"{noun} in [{shown(self.lo)}, {shown(self.hi)}] ({self.why})"
+
+
 def at_most(lo: int, hi: int, why: str, *, kind: type = int) -> Constraint:
     """A count in ``[lo, hi]`` whose message names the bound and what it costs (memory or time).
 
@@ -379,8 +391,7 @@ def at_most(lo: int, hi: int, why: str, *, kind: type = int) -> Constraint:
     >>> explain(10**9, at_most(1, 1024, "processes on one machine"))
     'expected an integer in [1, 1024] (processes on one machine), found int 1000000000'
     """
-    noun, shown = ("an integer", str) if kind is int else ("a number", lambda x: f"{x:g}")
-    return Worded(Interval(kind, lo, hi), f"{noun} in [{shown(lo)}, {shown(hi)}] ({why})")
+    return Bounded(kind, lo, hi, why=why)
 
 
 #: Processes or torch threads of one machine (each holds a unit's memory; 1024 is beyond any CPU count).

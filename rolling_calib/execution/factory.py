@@ -39,7 +39,7 @@ class ExecutorOptions:
     >>> ExecutorOptions(kind="local", workers=0)
     Traceback (most recent call last):
     ...
-    ValueError: workers: expected an integer >= 1, found int 0
+    ValueError: workers: expected an integer in [1, 1024] (processes on one machine), found int 0
     """
 
     kind: Literal["local", "ray"] = "local"

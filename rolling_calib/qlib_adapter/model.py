@@ -46,7 +46,7 @@ Examples
 >>> RollingLSTM(hidden_size=0)
 Traceback (most recent call last):
 ...
-ValueError: hidden_size: expected an integer >= 1, found int 0
+ValueError: hidden_size: expected an integer in [1, 16384] (units: memory grows with its square), found int 0
 """
 
 from __future__ import annotations
