@@ -40,3 +40,33 @@ def test_mode_follows_umask_not_mkstemp(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+SLOW_WRITE = (
+    "import sys, time\n"
+    "from pathlib import Path\n"
+    "from rolling_calib.core.atomic import atomic_write\n"
+    "def slow(tmp):\n"
+    "    Path(tmp).write_text('half a report')\n"
+    "    print('writing', flush=True)\n"
+    "    time.sleep(60)\n"
+    "atomic_write(Path(sys.argv[1]) / 'report.html', slow)\n"
+)
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_process_ended_by_a_signal_mid_write_leaves_no_temporary_file(tmp_path, signame):
+    """Issue 30: a killed ``report`` left a hidden ``.report.html.*.tmp``; only kill -9 can now."""
+    import signal
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_WRITE, str(tmp_path)], cwd=repo, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": str(repo)})
+    assert proc.stdout.readline().strip() == "writing"
+    assert [p.name for p in tmp_path.iterdir()][0].startswith(".report.html.")  # the temporary file, mid-write
+    proc.send_signal(getattr(signal, signame))
+    code = proc.wait(timeout=60)
+    assert code != 0
+    assert list(tmp_path.iterdir()) == []
