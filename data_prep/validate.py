@@ -201,6 +201,10 @@ class ValidationResult:
     intervals: list[tuple[int, int, int]] = dataclasses.field(default_factory=list)
 
 
+#: The first date exchange_calendars' NYSE schedule covers: a bar dated before it is on no known session.
+FIRST_SESSION_DAY = np.datetime64("1886-01-01")
+
+
 def last_past_day() -> np.datetime64:
     """Today's date in New York: a bar dated after it cannot exist yet (``future_bar``).
 
@@ -219,7 +223,8 @@ def session_table(start_day, end_day) -> pl.DataFrame:
     ``open_min``/``close_min`` are minutes after midnight New York time (570 / 960, 780 on early closes).
     """
     end_day = min(np.datetime64(end_day, "D"), last_past_day())  # no session after today is past
-    if end_day < np.datetime64(start_day, "D"):
+    start_day = max(np.datetime64(start_day, "D"), FIRST_SESSION_DAY)  # earlier dates: no session known
+    if end_day < start_day:
         return pl.DataFrame(schema={"day": pl.Int32, "open_min": pl.Int32, "close_min": pl.Int32})
     sess = nyse_sessions(start_day, end_day)
     day = sess.dates.astype("datetime64[D]").astype(np.int64).astype(np.int32)

@@ -700,7 +700,14 @@ def load_experiment(
         check_step_len(config.pipeline_task(pipeline), where, prefix=f"pipelines.{pipeline} -> task")
     _check_instruments(config.task, config.store_dir, where)
     if check_store:
-        calendar = store_calendar(qlib_init)
+        try:
+            calendar = store_calendar(qlib_init)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Qlib's init takes qlib_init as it is: name the section, one line
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            raise ConfigError(f"{where}: qlib_init: Qlib's init refused it ({type(exc).__name__}: {message[:300]}); "
+                              f"check qlib_init's values (region, logging_level, provider_uri, exp_manager ...)") from exc
         try:
             rolling.windows(calendar)
         except ValueError as exc:
