@@ -290,9 +290,13 @@ def parse_scalar(text: str) -> Any:
     from ruamel.yaml.error import YAMLError
 
     try:
-        return _loader().load(text)
+        value = _loader().load(text)
     except YAMLError as exc:
         raise ValueError(f"not a YAML value: {text!r} ({getattr(exc, 'problem', None) or exc})") from exc
+    except RecursionError as exc:
+        raise ValueError(f"not a YAML value: {text[:40]!r}...: nested too deep") from exc
+    check_expansion({"value": value}, "--set")  # an alias bomb in one value, too
+    return value
 
 
 def find_base(base_ref: str, including: Path) -> Path:

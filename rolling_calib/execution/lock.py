@@ -156,13 +156,13 @@ class StoreLock:
             try:
                 self.store.mkdir(parents=True, exist_ok=True)
                 lock.acquire(blocking=False)
-            except OSError as exc:  # a regular file, a read-only file system, no permission: one line
-                raise StorePathError(store_path_problem(self.store, exc)) from None
-            except Timeout:
+            except Timeout:  # (a TimeoutError, so an OSError: caught first)
                 raise StoreLockedError(
                     f"{self.store}: another run is writing into this store: {_describe(self.holder())}. "
                     f"Wait for it to finish, or use another --store (lock file: {self.path})"
                 ) from None
+            except OSError as exc:  # a regular file, a read-only file system, no permission: one line
+                raise StorePathError(store_path_problem(self.store, exc)) from None
             previous = self.holder()
             if previous:  # the lock was free, yet details remain: their process died without releasing
                 self.took_over = previous
