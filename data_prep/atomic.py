@@ -4,8 +4,11 @@ Every file this project writes (the Qlib binary store, unit Parquet files, sidec
 checkpoints, unit logs, reports, plots) goes through :func:`atomic_file` (or its callback form
 :func:`atomic_write`): the content is written to a temporary file in the target's directory
 (same file system), flushed to the disk (``fsync``), then renamed over the target with
-``os.replace``. A write that raises removes its temporary file; a process killed mid-write
-(``kill -9``) can leave a hidden ``.NAME.*.tmp`` file, which no reader ever opens.
+``os.replace``. A write that raises removes its temporary file, and so does a process ended by
+SIGTERM, SIGHUP or SIGINT mid-write (a signal handler removes the temporary files in flight, then
+ends the process as the signal would have; installed once, from the main thread, only where the
+signal still has its default action) or by ``sys.exit`` (``atexit``). Only ``kill -9`` can leave a
+hidden ``.NAME.*.tmp`` file, which no reader ever opens (``run`` clears them from its store).
 
 A write the operating system refuses (disk full, quota, read-only, permissions) raises
 :class:`WriteFailed`: one line naming the file, what happened, the free space of its file
@@ -29,12 +32,15 @@ Example
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,6 +155,40 @@ def _umask() -> int:
     return mask
 
 
+#: Temporary files being written by this process (removed by the signal handler and at exit).
+_IN_FLIGHT: set[str] = set()
+_INSTALLED: list[bool] = []
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def _remove_in_flight() -> None:
+    for tmp in list(_IN_FLIGHT):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        _IN_FLIGHT.discard(tmp)
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    """Remove the temporary files in flight, then end the process as the signal's default action does."""
+    _remove_in_flight()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _install_cleanup() -> None:
+    """Once per process, from the main thread: SIGTERM/SIGHUP with their default action remove temporaries first."""
+    if _INSTALLED or threading.current_thread() is not threading.main_thread():
+        return
+    _INSTALLED.append(True)
+    atexit.register(_remove_in_flight)
+    for signum in _SIGNALS:
+        try:
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                signal.signal(signum, _on_signal)
+        except (ValueError, OSError):  # not the main interpreter, or a signal this platform refuses
+            pass
+
+
 def _remove_quietly(tmp: str | None) -> None:
     if tmp is not None and os.path.exists(tmp):
         with contextlib.suppress(OSError):
@@ -188,7 +228,9 @@ def atomic_file(path: str | os.PathLike, *, nbytes: int | None = None) -> Iterat
     tmp = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        _install_cleanup()
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        _IN_FLIGHT.add(tmp)
         os.close(fd)
         os.chmod(tmp, 0o666 & ~_umask())
         yield tmp
@@ -198,9 +240,12 @@ def atomic_file(path: str | os.PathLike, *, nbytes: int | None = None) -> Iterat
     except OSError as exc:
         _remove_quietly(tmp)
         raise WriteFailed(describe_os_error(exc, target, nbytes=nbytes), path=target) from exc
-    except BaseException:
+    except BaseException:  # KeyboardInterrupt (SIGINT) and SystemExit included
         _remove_quietly(tmp)
         raise
+    finally:
+        if tmp is not None:
+            _IN_FLIGHT.discard(tmp)
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None], *, nbytes: int | None = None) -> Path:

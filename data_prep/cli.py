@@ -25,6 +25,33 @@ JSON_HELP = "print the result as JSON on stdout, and nothing else there (implies
 NO_PROGRESS_HELP = "hide the progress bars (they go to stderr)"
 
 
+def _bounded(kind: type, lo: float, hi: float, why: str, *, open_low: bool = False):
+    """An argparse ``type=``: a finite ``kind`` in ``[lo, hi]`` (``(lo, hi]`` with ``open_low``), the bound named.
+
+    >>> _bounded(int, 0, 10, "test")("11")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected an integer in [0, 10] (test), found 11
+    """
+    import math
+
+    noun = "an integer" if kind is int else "a number"
+    shown = str if kind is int else (lambda x: f"{x:g}")
+    words = f"expected {noun} in {'(' if open_low else '['}{shown(lo)}, {shown(hi)}] ({why})"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{words}, found {text!r}") from None
+        if not math.isfinite(value) or value > hi or value < lo or (open_low and value == lo):
+            raise argparse.ArgumentTypeError(f"{words}, found {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def add_output_options(container) -> None:
     """``--json`` and ``--no-progress`` on a parser or an argument group: every command takes both, in the same words."""
     container.add_argument("--json", action="store_true", help=JSON_HELP)
@@ -80,7 +107,7 @@ def _register_synth(sub) -> None:
         default=None,
         help="comma-separated symbols (default: the 25 of docs/method.md §3.3)",
     )
-    p.add_argument("--seed", type=int, metavar="N", default=0, help="random seed; recorded in DIR/meta.json (default 0)")
+    p.add_argument("--seed", type=_bounded(int, 0, 2**32 - 1, "numpy's seeding range"), metavar="N", default=0, help="random seed; recorded in DIR/meta.json (default 0)")
     add_output_options(p)
     p.set_defaults(func=_synth)
 
@@ -193,12 +220,12 @@ def _add_check_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--universe", metavar="NAME", default=None,
                    help="also write instruments/NAME.txt (lower-cased, as Qlib opens it) for the ingested symbols")
-    p.add_argument("--stale-minutes", type=int, default=30, metavar="N",
+    p.add_argument("--stale-minutes", type=_bounded(int, 2, 100_000, "a year of minute bars"), default=30, metavar="N",
                    help="report runs of >= N bars with an unchanged close as stale_prices (default 30)")
-    p.add_argument("--max-jump", type=float, default=1.5, metavar="RATIO",
+    p.add_argument("--max-jump", type=_bounded(float, 1, 1000, "a ratio > 1", open_low=True), default=1.5, metavar="RATIO",
                    help="report a bar whose open is beyond RATIO x either way of the previous close (overnight or "
                         "within a session) as price_jump, naming the split ratio that fits (default 1.5)")
-    p.add_argument("--max-spike", type=float, default=3.0, metavar="RATIO",
+    p.add_argument("--max-spike", type=_bounded(float, 1, 1000, "a ratio > 1", open_low=True), default=3.0, metavar="RATIO",
                    help="a bar with a price beyond RATIO x either way of both neighbouring bars' closes is a "
                         "price_spike error, dropped by --repair (default 3)")
 

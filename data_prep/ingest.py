@@ -202,6 +202,10 @@ class StoreConflict(IngestError):
     """An incremental update disagrees with what the store holds; nothing was written."""
 
 
+#: Upper bounds of the ingest options (a run of unchanged closes a year long; a price ratio of 1000x).
+MAX_STALE_MINUTES = 100_000
+MAX_RATIO = 1000.0
+
 @dataclass(frozen=True)
 class IngestOptions:
     """Options of :func:`ingest` (the CLI's flags).
@@ -249,12 +253,13 @@ class IngestOptions:
                              f"files), found {self.freq!r}")
         if self.mode not in _MODES:
             raise ValueError(f"mode: expected one of {_MODES}, found {self.mode!r}")
-        if self.stale_minutes < 2:
-            raise ValueError(f"stale_minutes: expected an integer >= 2, found {self.stale_minutes}")
+        if not 2 <= self.stale_minutes <= MAX_STALE_MINUTES:
+            raise ValueError(f"stale_minutes: expected an integer in [2, {MAX_STALE_MINUTES}] (a year of minute bars), "
+                             f"found {self.stale_minutes}")
         for name in ("max_jump", "max_spike"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and 1 < value < float("inf")):
-                raise ValueError(f"{name}: expected a ratio > 1 (e.g. 1.5), found {value!r}")
+            if not (isinstance(value, (int, float)) and 1 < value <= MAX_RATIO):
+                raise ValueError(f"{name}: expected a ratio > 1 and at most {MAX_RATIO:g} (e.g. 1.5), found {value!r}")
         if self.symbol is not None:
             check_symbol(self.symbol.strip().upper(), where="--symbol", shown=self.symbol)
         if self.universe is not None:
@@ -290,6 +295,7 @@ class IngestResult:
     bars_written: int
     seconds: float
     freq: str = "1min"
+    already_stored: int = 0  # bars of the input already in the store with the same values (kept, not rewritten)
 
     def summary(self) -> dict:
         """JSON-ready summary."""
@@ -300,6 +306,7 @@ class IngestResult:
             "appended": self.appended,
             "new_sessions": self.new_sessions,
             "bars_written": self.bars_written,
+            "bars_already_stored": self.already_stored,
             "rows_read": sum(self.report.rows_in.values()),
             "rows_dropped": sum(self.report.rows_dropped().values()),
             "rows_changed": sum(self.report.rows_changed().values()),
@@ -310,7 +317,8 @@ class IngestResult:
     def summary_line(self) -> str:
         """One line for the terminal."""
         kind = "daily bars" if self.freq == "day" else "bars"
-        what = f"appended {self.bars_written:,} {kind} ({self.new_sessions} new sessions)" if self.appended else (
+        stored = f"; {self.already_stored:,} already stored with the same values" if self.already_stored else ""
+        what = f"appended {self.bars_written:,} {kind} ({self.new_sessions} new sessions{stored})" if self.appended else (
             f"wrote {self.bars_written:,} {kind} ({self.new_sessions} sessions)")
         return f"{what} to {self.store} in {self.seconds:.1f} s"
 
@@ -725,10 +733,11 @@ def _ingest(files: list[Path], store: Path, options: IngestOptions, progress: bo
 
         prepared = _Prepared(checked.clean, events, daily=freq == "day")
         calendar = _calendar(lo_day, hi_day, freq)
-        written, appended, new_sessions = _write_store(store, calendar, prepared, options, events, report, infos,
-                                                       freq)
+        written, appended, new_sessions, already = _write_store(store, calendar, prepared, options, events, report,
+                                                                infos, freq)
     return IngestResult(store=store, report=report, appended=appended, new_sessions=new_sessions,
-                        bars_written=sum(written.values()), seconds=time.perf_counter() - t0, freq=freq)
+                        bars_written=sum(written.values()), seconds=time.perf_counter() - t0, freq=freq,
+                        already_stored=already)
 
 
 def _calendar(lo_day, hi_day, freq: str) -> pd.DatetimeIndex:
@@ -911,7 +920,7 @@ def _write_store(store: Path, calendar: pd.DatetimeIndex, prepared: _Prepared, o
             written, new_sessions, store_cal, missing = _append(out, plan, options, freq)
         _finish_report(report, written, calendar, missing, freq)
         _update_meta(out, report, plan is not None, options, infos, store_cal, freq)
-    return written, plan is not None, new_sessions
+    return written, plan is not None, new_sessions, (plan.already if plan is not None else 0)
 
 
 def _stored_calendar(store: Path, freq: str = "1min") -> pd.DatetimeIndex:
@@ -998,6 +1007,7 @@ class _AppendPlan:
     starts: dict  # stored start index by symbol (None: new to the store)
     missing: dict
     prepared: _Prepared
+    already: int = 0  # bars of the update already stored with the same values (a re-ingest)
 
 
 def _plan_append(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.DatetimeIndex, prepared, events,
@@ -1009,10 +1019,11 @@ def _plan_append(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.DatetimeIn
     n_old = len(old_cal)
     old_spans = qlib_store.read_instruments(store, "all")
     conflicts: list[str] = []
-    starts, missing = {}, {}
+    starts, missing, already = {}, {}, 0
     for sym, frame in prepared:
         idx, cols = _values_on(cix, frame)
         del frame
+        already += int(np.count_nonzero(idx < n_old)) if qlib_store.feature_path(store, sym, "close").exists() else 0
         missing[sym] = _missing_on(cal_m, idx, freq)
         if sym in old_spans and events.get(sym):
             conflicts += _late_actions(sym, events[sym], old_cal[-1].normalize())
@@ -1026,7 +1037,7 @@ def _plan_append(store: Path, old_cal: pd.DatetimeIndex, calendar: pd.DatetimeIn
             f"{store}: the update overlaps stored history with different values; nothing written. "
             f"{len(conflicts)} conflicts, first: " + "; ".join(conflicts[:5])
         )
-    return _AppendPlan(full, n_old, old_spans, starts, missing, prepared)
+    return _AppendPlan(full, n_old, old_spans, starts, missing, prepared, already)
 
 
 def _append(out: Path, plan: _AppendPlan, options, freq: str = "1min"):

@@ -16,6 +16,8 @@ unparseable_value        error      row dropped (text that is not a number, e.g.
 non_finite_value         error      row dropped (inf, -inf, 1e400: never stored; per cell)
 off_minute               error      row dropped (time not on a whole minute, e.g. 09:30:30)
 non_session_day          error      row dropped (weekend, holiday, unscheduled closure)
+future_bar               error      row dropped (a date after today in New York: no session of it is
+                                    past, so no bar of it can exist; the calendar never runs to it)
 pre_market               error      row dropped (before 09:30)
 closing_auction          error      row dropped (the 16:00 bar, 13:00 on early-close days: the
                                     closing-auction print, not a one-minute interval; policy of
@@ -51,7 +53,10 @@ price_jump               warning    kept; the open of a bar moves by more than `
                                     either way, ``|log return| > ln 1.5``) from the previous bar's
                                     close: overnight (first bar of a session) or within a session;
                                     names the split ratio that fits within 2% (7:1, 3:2, 1:10 ...)
-                                    when one does (such a move counts from ``max_jump / 1.02``)
+                                    when one does (such a move counts from ``max_jump / 1.02``), with
+                                    the line to pass only when both price levels hold and the volume
+                                    per bar scales inversely; otherwise "unexplained jump of X% on
+                                    DATE; if it is a corporate action, give its factor"
 missing_minutes          warning    kept as missing (NaN in the store); counted per session
 missing_session          warning    kept as missing; one issue per NYSE session without any bar
                                     between the symbol's first and last bar (also in missing_minutes)
@@ -119,6 +124,7 @@ ERROR_KINDS: tuple[str, ...] = (
     "non_finite_value",
     "off_minute",
     "non_session_day",
+    "future_bar",
     "pre_market",
     "closing_auction",
     "post_market",
@@ -195,11 +201,31 @@ class ValidationResult:
     intervals: list[tuple[int, int, int]] = dataclasses.field(default_factory=list)
 
 
+#: The first date exchange_calendars' NYSE schedule covers: a bar dated before it is on no known session.
+FIRST_SESSION_DAY = np.datetime64("1886-01-01")
+
+
+def last_past_day() -> np.datetime64:
+    """Today's date in New York: a bar dated after it cannot exist yet (``future_bar``).
+
+    >>> bool(last_past_day() >= np.datetime64("2026-01-01"))
+    True
+    """
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    return np.datetime64(datetime.now(ZoneInfo("America/New_York")).date(), "D")
+
+
 def session_table(start_day, end_day) -> pl.DataFrame:
     """NYSE sessions between two dates as ``day`` (Int32 days since 1970), ``open_min``, ``close_min``.
 
     ``open_min``/``close_min`` are minutes after midnight New York time (570 / 960, 780 on early closes).
     """
+    end_day = min(np.datetime64(end_day, "D"), last_past_day())  # no session after today is past
+    start_day = max(np.datetime64(start_day, "D"), FIRST_SESSION_DAY)  # earlier dates: no session known
+    if end_day < start_day:
+        return pl.DataFrame(schema={"day": pl.Int32, "open_min": pl.Int32, "close_min": pl.Int32})
     sess = nyse_sessions(start_day, end_day)
     day = sess.dates.astype("datetime64[D]").astype(np.int64).astype(np.int32)
     open_min = (sess.open_local - sess.dates.astype("datetime64[m]")).astype(np.int64).astype(np.int32)
@@ -463,10 +489,14 @@ def _check_sessions(scan: _Scan) -> None:
     early = pl.col("close_min") < 960
     last_bar = _hhmm(pl.col("close_min") - 1)
     close_hhmm = _hhmm(pl.col("close_min"))
+    today = last_past_day()
+    future = pl.col("_day") > int(today.astype(np.int64))
     session_checks = [
         ("off_minute", ts_ok & pl.col("_offmin"), scan.tf_time, pl.lit("a time on a whole minute (seconds 00)")),
-        ("non_session_day", ts_ok & ~in_sess_day, scan.tf_date,
+        ("non_session_day", ts_ok & ~in_sess_day & ~future, scan.tf_date,
          pl.lit("a date that is an NYSE session (not a weekend, holiday or closure)")),
+        ("future_bar", ts_ok & future, scan.tf_date,
+         pl.lit(f"a date on or before today, {today} (New York): no later session is past")),
         ("pre_market", ts_ok & in_sess_day & (pl.col("_mod") < pl.col("open_min")), scan.tf_time,
          pl.lit("a bar starting at or after 09:30")),
         ("closing_auction", ts_ok & in_sess_day & (pl.col("_mod") == pl.col("close_min")) & ~pl.col("_offmin"),
@@ -725,6 +755,10 @@ SPLIT_RATIOS: tuple[tuple[int, int], ...] = (
 #: Bounds of the split-fit tolerance (:func:`split_tolerance`). The upper one is below half the
 #: smallest log gap between two :data:`SPLIT_RATIOS` (ln(8/7) / 2 = 6.7%): no move fits two ratios.
 SPLIT_TOLERANCE: tuple[float, float] = (0.02, 0.06)
+#: How far the volume per bar after a split may be from the volume before times the split's share
+#: ratio ``N/M``, as a fraction of ``|ln N/M|``: a half means closer to the split than to no change
+#: (AAPL's real 7:1 of 2014 traded x4.6 per share, its pre-split week busy).
+VOLUME_TOLERANCE = 0.5
 #: Sessions with bars after (and before) a jump over which a split's new (and old) price level must hold.
 LEVEL_SESSIONS = 5
 #: Fewest overnight moves a tolerance is measured from (fewer: the lower bound of :data:`SPLIT_TOLERANCE`).
@@ -786,12 +820,14 @@ class _Bars:
     close: np.ndarray
     ts: np.ndarray  # datetime64[m]
     session: np.ndarray  # index of the bar's session among the symbol's sessions with bars
+    volume: np.ndarray | None = None  # None: the file has no volume
 
     @classmethod
     def of(cls, clean: pl.DataFrame) -> _Bars:
         ts = clean.get_column("ts").to_numpy().astype("datetime64[m]")
         session = np.unique(ts.astype("datetime64[D]"), return_inverse=True)[1].reshape(-1)
-        return cls(clean.get_column("open").to_numpy(), clean.get_column("close").to_numpy(), ts, session)
+        volume = clean.get_column("volume").to_numpy().astype(np.float64) if "volume" in clean.columns else None
+        return cls(clean.get_column("open").to_numpy(), clean.get_column("close").to_numpy(), ts, session, volume)
 
     def when(self, i: int) -> str:
         return str(self.ts[i]).replace("T", " ")
@@ -822,22 +858,68 @@ def _level_break(bars: _Bars, i: int) -> str | None:
     return None
 
 
+def volume_evidence(bars: _Bars, i: int, split: str) -> tuple[bool, str]:
+    """Whether the volume around the jump into bar ``i`` fits the ``split`` (``N:M``), and the words saying so.
+
+    A split of ``N`` new shares per ``M`` old multiplies the volume by ``N/M``: the median volume per
+    bar over :data:`LEVEL_SESSIONS` sessions from the jump on, against the same before it, must be
+    within ``VOLUME_TOLERANCE x |ln N/M|`` of ``N/M`` in log: closer to the split than to no change. A crash on unchanged
+    volume is no split; a file without volume (or with none traded) gives no evidence.
+
+    >>> day = np.repeat(np.arange(10).astype("datetime64[D]").astype("datetime64[m]"), 1)
+    >>> bars = _Bars(np.r_[[100.0] * 5, [50.0] * 5], np.r_[[100.0] * 5, [50.0] * 5], day, np.arange(10),
+    ...              np.r_[[1000.0] * 5, [2100.0] * 5])
+    >>> volume_evidence(bars, 5, "2:1")
+    (True, 'volume per bar x2.10 (a 2:1 split gives x2)')
+    >>> volume_evidence(_Bars(bars.open, bars.close, day, bars.session, np.full(10, 1000.0)), 5, "2:1")
+    (False, 'volume per bar x1.00 where a 2:1 split gives x2')
+    """
+    want = _split_n(split)
+    if bars.volume is None:
+        return False, f"no volume to confirm it (a {split} split gives volume x{want:g})"
+    s = bars.session
+    after = bars.volume[i:int(np.searchsorted(s, s[i] + LEVEL_SESSIONS))]
+    before = bars.volume[int(np.searchsorted(s, s[i - 1] - LEVEL_SESSIONS + 1)):i]
+    v_after, v_before = float(np.median(after)) if after.size else 0.0, float(np.median(before)) if before.size else 0.0
+    if not (v_after > 0 and v_before > 0 and math.isfinite(v_after) and math.isfinite(v_before)):
+        return False, f"no volume traded to confirm it (a {split} split gives volume x{want:g})"
+    found = v_after / v_before
+    tolerance = VOLUME_TOLERANCE * abs(math.log(want))
+    if abs(math.log(found / want)) <= tolerance:
+        return True, f"volume per bar x{found:.2f} (a {split} split gives x{want:g})"
+    return False, f"volume per bar x{found:.2f} where a {split} split gives x{want:g}"
+
+
 def _split_advice(symbol: str, date: str, ratio: float, split: str | None, tol: float,
-                  actions: KnownActions | None) -> str | None:
-    """What to do about a lasting jump: the split that fits and ``--adjustments``; ``None``: the file explains it."""
+                  actions: KnownActions | None, volume: tuple[bool, str] | None = None) -> str | None:
+    """What to do about a lasting jump: the split that fits and ``--adjustments``; ``None``: the file explains it.
+
+    A paste-ready line is offered only with evidence: the price ratio within the tolerance of a
+    common split, both price levels holding (checked before), and the volume fitting (``volume``,
+    :func:`volume_evidence`). Otherwise the jump is unexplained, and its factor is asked for.
+    """
     given = [e for e in (actions.events if actions else ()) if str(np.datetime64(e[0], "D")) == date]
     for _, split_n, dividend, factor in given:
         expected = factor if np.isfinite(factor) else 1.0 / split_n
         if abs(math.log(ratio / expected)) <= tol:
             return None  # the split given with --adjustments explains it: back-adjusted, nothing to say
+    unexplained = (f"unexplained jump of {100 * (ratio - 1):+.1f}% on {date}; if it is a corporate action, give its "
+                   f"factor in --adjustments (symbol,date,split_ratio,dividend,factor)")
+    if split and volume is not None and not volume[0]:
+        near = (f"prices near a {split} split (x{_factor_text(split)}, off it by "
+                f"{100 * math.log(ratio * _split_n(split)):+.1f}%, tolerance {100 * tol:.1f}%) but {volume[1]}")
+        if given:
+            listed = ", ".join(f"split_ratio {e[1]:g}" + (f" factor {e[3]:g}" if np.isfinite(e[3]) else "") for e in given)
+            return f"{near}; --adjustments {actions.file} gives {symbol} {listed} on {date}, which the move does not fit"
+        return f"{near}: {unexplained}"
     fit = (f"fits a {split} split (prices x{_factor_text(split)}), off it by {100 * math.log(ratio * _split_n(split)):+.1f}% "
-           f"(tolerance {100 * tol:.1f}%)") if split else (
+           f"(tolerance {100 * tol:.1f}%)" + (f", {volume[1]}" if volume is not None else "")) if split else (
         f"no common split ratio fits (tolerance {100 * tol:.1f}%, the symbol's 99th-percentile overnight move)")
     if given:
         listed = ", ".join(f"split_ratio {e[1]:g}" + (f" factor {e[3]:g}" if np.isfinite(e[3]) else "") for e in given)
         return f"{fit}; --adjustments {actions.file} gives {symbol} {listed} on {date}, which the move does not fit"
     if not split:
-        return fit
+        return f"{fit}: {unexplained}"
     line = f"'{symbol},{date},{_split_n(split):g},'"
     if actions is not None:
         return f"{fit}; --adjustments {actions.file} has no event of {symbol} on {date}: add the line {line}"
@@ -877,7 +959,7 @@ def _price_jumps(clean: pl.DataFrame, symbol: str, max_jump: float,
             continue
         overnight = bars.session[i] != bars.session[i - 1]
         story = _level_break(bars, i) or _split_advice(symbol, str(bars.ts[i].astype("datetime64[D]")), ratio, split,
-                                                        tol, actions)
+                                                        tol, actions, split and volume_evidence(bars, i, split))
         if story is None:
             continue
         rows.append(i)

@@ -19,7 +19,7 @@ from rolling_calib.cli.options import (
     show_progress,
 )
 from rolling_calib.core.calibration import Calibration
-from rolling_calib.core.validation import POSITIVE_INT, SEED
+from rolling_calib.core.validation import SEED, SPLITS
 
 
 @command_errors("metaeval")
@@ -57,7 +57,7 @@ def register(subparsers) -> None:
                         help="metric variants (default: all: ql ql_scored cql cql_per_instrument cql_week cql_20d "
                              "cql_validation cql_validation_per_instrument)")
     add_bootstrap_arguments(parser, only=("n_boot", "confidence", "boot_seed"))   # no market-time blocks here
-    parser.add_argument("--splits", type=checked(POSITIVE_INT, int), default=200, metavar="N",
+    parser.add_argument("--splits", type=checked(SPLITS, int), default=200, metavar="N",
                         help="random half-splits of the seeds (default 200)")
     parser.add_argument("--split-seed", type=checked(SEED, int), default=0, metavar="SEED",
                         help="seed of the half-splits, recorded in the output (default 0)")

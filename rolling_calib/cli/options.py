@@ -37,13 +37,12 @@ from rolling_calib.core.validation import (
     CONFIDENCE,
     FALLBACKS,
     N_BOOT,
-    NON_NEGATIVE_INT,
-    POSITIVE_INT,
     SEED,
     TRADING_DAYS,
     Constraint,
     explain,
 )
+from rolling_calib.core.validation import GPUS, RETRIES, SEED_COUNT, THREADS, WORKERS  # upper bounds (issue 30)
 from rolling_calib.execution.factory import EXECUTORS, ExecutorOptions
 
 __all__ = ["CommandParser", "DEFAULT_WORKERS", "JSON_HELP", "NO_PROGRESS_HELP", "STORE_HELP",
@@ -166,7 +165,7 @@ def add_pipelines_argument(container) -> None:
 
 def add_seeds_argument(container) -> None:
     """``--seeds N``: seeds ``0..N-1`` of every pipeline."""
-    container.add_argument("--seeds", type=checked(POSITIVE_INT, int), default=None, metavar="N",
+    container.add_argument("--seeds", type=checked(SEED_COUNT, int), default=None, metavar="N",
                            help="seeds 0..N-1 of every pipeline (default: the config's rolling.seeds)")
 
 
@@ -191,7 +190,7 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
 def add_workers_argument(container) -> None:
     """``--workers K``: units at once, the same default for every command that runs units."""
     container.add_argument(
-        "--workers", type=checked(POSITIVE_INT, int), default=DEFAULT_WORKERS, metavar="K",
+        "--workers", type=checked(WORKERS, int), default=DEFAULT_WORKERS, metavar="K",
         help=f"units run at once: processes of the local pool, or the CPUs of a Ray runtime started here "
              f"(default {DEFAULT_WORKERS} = min(2, CPU cores); a Ray cluster joined with --address ignores it)")
 
@@ -201,14 +200,14 @@ def add_execution_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("execution")
     group.add_argument("--executor", choices=EXECUTORS, default="local", help="local process pool (default) or Ray")
     add_workers_argument(group)
-    group.add_argument("--threads", type=checked(POSITIVE_INT, int), default=1, metavar="T",
+    group.add_argument("--threads", type=checked(THREADS, int), default=1, metavar="T",
                        help="torch threads per unit (default 1; scale with --workers instead). Part of the config "
                             "hash: a different count changes the last digits, so units are recomputed")
     group.add_argument("--address", default=None, metavar="ADDR",
                        help="Ray cluster to join ('auto', 'host:6379', 'ray://host:10001'); default: start a local one")
-    group.add_argument("--max-retries", type=checked(NON_NEGATIVE_INT, int), default=2, metavar="N",
+    group.add_argument("--max-retries", type=checked(RETRIES, int), default=2, metavar="N",
                        help="Ray: retries of a failed unit before the run stops (default 2)")
-    group.add_argument("--gpus-per-unit", type=float, default=0.0, metavar="G",
+    group.add_argument("--gpus-per-unit", type=checked(GPUS, float), default=0.0, metavar="G",
                        help="Ray: GPUs reserved per unit with --device cuda (e.g. 0.25 packs 4 units per GPU)")
 
 

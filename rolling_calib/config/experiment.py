@@ -467,6 +467,43 @@ def _parse_compare(value: Any, where: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def _declared_value(cls: type, kwargs: Mapping[str, Any], name: str) -> Any:
+    """``kwargs[name]``, else the default of ``cls.__init__``'s parameter ``name`` (``None``: no such parameter)."""
+    import inspect
+
+    if name in kwargs:
+        return kwargs[name]
+    try:
+        param = inspect.signature(cls.__init__).parameters.get(name)
+    except (TypeError, ValueError):
+        return None
+    return None if param is None or param.default is inspect.Parameter.empty else param.default
+
+
+def check_step_len(task: Mapping[str, Any], where: str, *, prefix: str = "task") -> None:
+    """A dataset's ``step_len`` longer than its handler's ``window`` is refused at plan time, not in every unit.
+
+    The handler fits its normalisation for ``window`` lags; a sample of ``step_len`` lags needs
+    ``step_len <= window``. Checked when the dataset takes ``step_len`` and the handler ``window``
+    (given or by default), as :class:`~rolling_calib.qlib_adapter.dataset.MinuteTSDataset` and
+    :class:`~rolling_calib.qlib_adapter.dataset.MinuteBarHandler` do; other classes pass.
+    """
+    from rolling_calib.qlib_adapter.task_spec import import_class
+
+    dataset = task["dataset"]
+    dkw = dataset.get("kwargs", {}) or {}
+    handler = dkw.get("handler")
+    if not isinstance(handler, dict):
+        return
+    step = _declared_value(import_class(dataset, f"{prefix}.dataset", where), dkw, "step_len")
+    window = _declared_value(import_class(handler, f"{prefix}.dataset.kwargs.handler", where),
+                             handler.get("kwargs", {}) or {}, "window")
+    if isinstance(step, int) and isinstance(window, int) and not isinstance(step, bool) and step > window:
+        raise ConfigError(f"{where}: {prefix}.dataset.kwargs.step_len: expected at most the handler's window {window} "
+                          f"({prefix}.dataset.kwargs.handler.kwargs.window: the normalisation is fitted for that many "
+                          f"lags), found {step}")
+
+
 def _check_instruments(task: Mapping[str, Any], store: Path, where: str) -> None:
     handler_kwargs = task["dataset"].get("kwargs", {}).get("handler", {}).get("kwargs", {})
     market = handler_kwargs.get("instruments")
@@ -660,9 +697,17 @@ def load_experiment(
     )
     for pipeline in pipelines:
         validate_task(config.pipeline_task(pipeline), where, prefix=f"pipelines.{pipeline} -> task")
+        check_step_len(config.pipeline_task(pipeline), where, prefix=f"pipelines.{pipeline} -> task")
     _check_instruments(config.task, config.store_dir, where)
     if check_store:
-        calendar = store_calendar(qlib_init)
+        try:
+            calendar = store_calendar(qlib_init)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Qlib's init takes qlib_init as it is: name the section, one line
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            raise ConfigError(f"{where}: qlib_init: Qlib's init refused it ({type(exc).__name__}: {message[:300]}); "
+                              f"check qlib_init's values (region, logging_level, provider_uri, exp_manager ...)") from exc
         try:
             rolling.windows(calendar)
         except ValueError as exc:

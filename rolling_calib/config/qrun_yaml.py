@@ -26,9 +26,15 @@ from typing import Any
 
 from rolling_calib.core.validation import ConfigError
 
-__all__ = ["find_base", "load_yaml", "parse_scalar", "render_template"]
+__all__ = ["MAX_DEPTH", "MAX_DOCUMENT_BYTES", "MAX_NODES", "check_expansion", "find_base", "load_yaml", "parse_scalar", "render_template"]
 
 _JINJA_MARKS = ("{{", "{%", "{#")
+#: Bytes of one workflow file (Qlib's benchmark workflows are 2-5 KiB; a megabyte is a mistake or an attack).
+MAX_DOCUMENT_BYTES = 1 << 20
+#: Values of one document with every alias expanded (an alias bomb expands 10 aliases x 9 levels to 10**9).
+MAX_NODES = 100_000
+#: Nesting levels of one document (Qlib's deepest workflow nests 7).
+MAX_DEPTH = 64
 
 
 def _loader():
@@ -37,8 +43,29 @@ def _loader():
     return YAML(typ="safe", pure=True)  # what qrun constructs
 
 
+#: Template statements that read other files: refused (the sandbox has no loader; qrun renders one file).
+_FILE_TAGS = {"Include": "include", "Import": "import", "FromImport": "from ... import", "Extends": "extends"}
+
+
+def _sandbox():
+    """Jinja2's immutable sandbox with no globals (no ``range``, ``cycler``, ``lipsum`` ...): only environment names."""
+    from jinja2 import StrictUndefined
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    # strict: an unsafe or missing attribute raises instead of rendering empty (unset names are passed as "")
+    env = ImmutableSandboxedEnvironment(autoescape=False, undefined=StrictUndefined)
+    env.globals.clear()
+    return env
+
+
 def render_template(text: str, where: str | os.PathLike) -> str:
     """Fill ``text`` as ``qrun`` does before parsing: a Jinja2 template over the environment variables.
+
+    Rendered in Jinja2's :class:`~jinja2.sandbox.ImmutableSandboxedEnvironment` with no globals:
+    the only names are the environment's variables (``{{ NAME }}`` as in ``qrun``; filters and
+    conditionals work on them). Private and dunder attributes, mutating methods and unsafe
+    callables raise a sandbox error; ``{% include %}``, ``{% import %}`` and ``{% extends %}``
+    are refused before anything renders. Every refusal is a one-line :class:`ConfigError`.
 
     Examples
     --------
@@ -48,25 +75,63 @@ def render_template(text: str, where: str | os.PathLike) -> str:
     >>> del os.environ["RC_DOCTEST_DATA"]
     >>> render_template("lr: 1e-3\\n", "w.yaml")  # no markup: the text as it is
     'lr: 1e-3\\n'
+    >>> render_template("# {{ cycler.__init__.__globals__ }}\\n", "w.yaml")
+    Traceback (most recent call last):
+    ...
+    rolling_calib.core.validation.ConfigError: w.yaml:1: template refused (a workflow is rendered in Jinja2's sandbox with only the environment's variable names): 'cycler' is undefined
     """
     if not any(mark in text for mark in _JINJA_MARKS):
         return text
     import jinja2
-    from jinja2 import meta
+    from jinja2 import meta, nodes
 
+    env = _sandbox()
+    refused = "template refused (a workflow is rendered in Jinja2's sandbox with only the environment's variable names)"
     try:
-        template = jinja2.Template(text)
-        names = meta.find_undeclared_variables(template.environment.parse(text))
-        unset = sorted(name for name in names if name not in os.environ)
-        if unset:
-            warnings.warn(f"{where}: template variables not set in the environment render as empty text "
-                          f"(as qrun renders them): {', '.join(unset)}", stacklevel=3)
-        return template.render({name: os.environ[name] for name in names if name in os.environ})
+        tree = env.parse(text)
     except jinja2.TemplateSyntaxError as exc:
         raise ConfigError(f"{where}:{exc.lineno}: invalid template (qrun fills the file with Jinja2 before "
                           f"reading the YAML): {exc.message}") from exc
-    except jinja2.TemplateError as exc:
-        raise ConfigError(f"{where}: template: {exc}") from exc
+    for kind, tag in _FILE_TAGS.items():
+        node = next(iter(tree.find_all(getattr(nodes, kind))), None)
+        if node is not None:
+            raise ConfigError(f"{where}:{node.lineno}: template refused: {{% {tag} %}} reads another file; a workflow "
+                              f"template may use only environment variables ({{{{ NAME }}}}); use BASE_CONFIG_PATH "
+                              f"to build on another workflow")
+    names = meta.find_undeclared_variables(tree)
+    unset = sorted(name for name in names if name not in os.environ)
+    values = {name: os.environ[name] for name in names if name in os.environ}
+    # an unset name renders as empty text (qrun), but nothing may be read *from* it: a strict undefined
+    # for names used with attributes, items or calls, so `cycler.__init__` is refused, not rendered empty
+    used = {node.node.name for node in tree.find_all((nodes.Getattr, nodes.Getitem)) if isinstance(node.node, nodes.Name)}
+    used |= {node.node.name for node in tree.find_all(nodes.Call) if isinstance(node.node, nodes.Name)}
+    for name in sorted((used & names) - set(values)):
+        lineno = next(n.lineno for n in tree.find_all(nodes.Name) if n.name == name)
+        raise ConfigError(f"{where}:{lineno}: {refused}: {name!r} is undefined")
+    try:
+        rendered = env.from_string(tree).render({**{name: "" for name in unset}, **values})
+    except jinja2.TemplateError as exc:  # SecurityError, UndefinedError, runtime errors
+        line = _template_line(exc)
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"{where}{line}: {refused}: {message}") from exc
+    except Exception as exc:  # an error raised by a filter on an environment value (e.g. int('x'))
+        line = _template_line(exc)
+        raise ConfigError(f"{where}{line}: {refused}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+    if unset:
+        warnings.warn(f"{where}: template variables not set in the environment render as empty text "
+                      f"(as qrun renders them): {', '.join(unset)}", stacklevel=3)
+    return rendered
+
+
+def _template_line(exc: BaseException) -> str:
+    """``":N"`` for the template line an exception was raised at (from its traceback), else ``""``."""
+    tb = exc.__traceback__
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f":{line}" if line is not None else ""
 
 
 def load_yaml(path: str | os.PathLike, *, template: bool = False) -> dict:
@@ -93,7 +158,15 @@ def load_yaml(path: str | os.PathLike, *, template: bool = False) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
-    text = path.read_text(encoding="utf-8")
+    size = path.stat().st_size
+    if size > MAX_DOCUMENT_BYTES:
+        raise ConfigError(f"{path}: expected a workflow file of at most {MAX_DOCUMENT_BYTES} bytes, found {size} bytes")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: expected UTF-8 text, found byte 0x{exc.object[exc.start]:02x} at offset {exc.start}") from exc
+    if "\0" in text:
+        raise ConfigError(f"{path}:{text[:text.index(chr(0))].count(chr(10)) + 1}: expected text, found a NUL byte")
     if template:
         text = render_template(text, path)
     try:
@@ -103,17 +176,107 @@ def load_yaml(path: str | os.PathLike, *, template: bool = False) -> dict:
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = exc.problem or exc.context or str(exc)
         if "duplicate key" in problem:
-            first = f" (first at line {exc.context_mark.line + 1})" if exc.context_mark is not None else ""
+            first = _first_occurrence(text, exc)
+            first = f" (first at line {first})" if first is not None else ""
             raise ConfigError(f"{where}: duplicate key: {problem.split('duplicate key', 1)[1].strip()}{first}; "
                               "a key may appear once per mapping") from exc
-        raise ConfigError(f"{where}: invalid YAML: {problem}") from exc
+        raise ConfigError(f"{where}: invalid YAML: {' '.join(str(problem).split())}") from exc
     except YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+        raise ConfigError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"{path}: invalid YAML: nested more than Python's reader allows (at most {MAX_DEPTH} levels "
+                          "are accepted)") from exc
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, found {type(data).__name__}")
+    check_expansion(data, str(path))
     return data
+
+
+def check_expansion(data: Any, where: str) -> int:
+    """The number of values in ``data`` with every YAML alias expanded; refused beyond :data:`MAX_NODES` or :data:`MAX_DEPTH`.
+
+    Aliases share one object, so the count is memoised per object: linear in the document, however
+    many times an alias repeats (a "billion laughs" document is refused in milliseconds).
+
+    Examples
+    --------
+    >>> check_expansion({"a": [1, 2], "b": {"c": 3}}, "w.yaml")
+    6
+    >>> level = ["x"] * 10
+    >>> for _ in range(9):
+    ...     level = [level] * 10
+    >>> check_expansion({"task": {"model": {"kwargs": {"bomb": level}}}}, "w.yaml")
+    Traceback (most recent call last):
+    ...
+    rolling_calib.core.validation.ConfigError: w.yaml: task.model.kwargs.bomb.0.0.0.0.0: expected at most 100000 values with every alias expanded, found 111111 (an alias expanding into itself many times)
+    """
+    memo: dict[int, int] = {}
+
+    def walk(node: Any, key: str, depth: int) -> int:
+        if not isinstance(node, (dict, list)):
+            return 1
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{where}: {key}: expected at most {MAX_DEPTH} nesting levels, found more")
+        ident = id(node)
+        if ident in memo:
+            if memo[ident] < 0:
+                raise ConfigError(f"{where}: {key}: an alias refers to a value that contains it (a cycle)")
+            return memo[ident]
+        memo[ident] = -1
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        total = 1
+        for k, child in items:
+            total += walk(child, f"{key}.{k}" if key else str(k), depth + 1)
+        memo[ident] = total
+        if total > MAX_NODES and depth > 0 and _largest_child(node, memo) <= MAX_NODES:
+            raise ConfigError(f"{where}: {key}: expected at most {MAX_NODES} values with every alias expanded, found "
+                              f"{total} (an alias expanding into itself many times)")
+        return total
+
+    total = walk(data, "", 0)
+    if total > MAX_NODES:
+        raise ConfigError(f"{where}: expected at most {MAX_NODES} values with every alias expanded, found {total}")
+    return total
+
+
+def _largest_child(node: Any, memo: dict[int, int]) -> int:
+    children = node.values() if isinstance(node, dict) else node
+    return max((memo.get(id(c), 1) for c in children), default=0)
+
+
+def _first_occurrence(text: str, exc: Any) -> int | None:
+    """The line (1-based) where the duplicated key of a ruamel duplicate-key error first appears in its mapping."""
+    from ruamel.yaml.nodes import MappingNode
+
+    mapping_mark, duplicate_mark = exc.context_mark, exc.problem_mark
+    if mapping_mark is None or duplicate_mark is None:
+        return None
+    try:
+        from ruamel.yaml import YAML
+
+        root = YAML(typ="safe", pure=True).compose(text)
+    except Exception:  # noqa: BLE001 - the composer failed too: fall back to the mapping's line
+        return mapping_mark.line + 1
+    stack, seen = [root], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, MappingNode):
+            if node.start_mark.line == mapping_mark.line and node.start_mark.column == mapping_mark.column:
+                keys = [k for k, _ in node.value]
+                dup = next((k for k in keys if k.start_mark.line == duplicate_mark.line
+                            and k.start_mark.column == duplicate_mark.column), None)
+                if dup is not None:
+                    first = next(k for k in keys if getattr(k, "value", None) == dup.value)
+                    return first.start_mark.line + 1
+            stack.extend(v for pair in node.value for v in pair)
+        elif isinstance(node.value, list):
+            stack.extend(node.value)
+    return mapping_mark.line + 1
 
 
 def parse_scalar(text: str) -> Any:
@@ -127,9 +290,13 @@ def parse_scalar(text: str) -> Any:
     from ruamel.yaml.error import YAMLError
 
     try:
-        return _loader().load(text)
+        value = _loader().load(text)
     except YAMLError as exc:
         raise ValueError(f"not a YAML value: {text!r} ({getattr(exc, 'problem', None) or exc})") from exc
+    except RecursionError as exc:
+        raise ValueError(f"not a YAML value: {text[:40]!r}...: nested too deep") from exc
+    check_expansion({"value": value}, "--set")  # an alias bomb in one value, too
+    return value
 
 
 def find_base(base_ref: str, including: Path) -> Path:

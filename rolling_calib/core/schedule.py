@@ -50,6 +50,8 @@ import pandas as pd
 from rolling_calib.core.label import LABEL_KINDS
 from rolling_calib.core.validation import (
     FINETUNE_ON,
+    MONTHS,
+    SEED_COUNT,
     MODES,
     TRAIN_WINDOWS,
     ConfigError,
@@ -197,14 +199,14 @@ def _bars_between(calendar: pd.DatetimeIndex, lo: pd.Period, hi: pd.Period, *, w
 #: Declared constraints of the rolling options, checked by :func:`check_rolling_options` for
 #: :func:`rolling_windows` and for the experiment YAML's ``rolling:`` section alike.
 ROLLING_OPTIONS: Mapping[str, Constraint] = {
-    "step_months": Interval(int, 1, None),
-    "valid_months": Interval(int, 0, None),
+    "step_months": MONTHS,
+    "valid_months": Worded(Interval(int, 0, 1200), "an integer in [0, 1200] (months: a century)"),
     "mode": Worded(Options(*MODES), f"one of {', '.join(MODES)}"),
     "train_window": Worded(Options(*TRAIN_WINDOWS), f"one of {', '.join(TRAIN_WINDOWS)}"),
-    "sliding_months": Interval(int, 1, None),
+    "sliding_months": MONTHS,
     "finetune_on": Worded(Options(*FINETUNE_ON), f"one of {', '.join(FINETUNE_ON)}"),
     "label": Worded(Options(*LABEL_KINDS), f"one of {', '.join(LABEL_KINDS)}"),  # the raw or learn-processed label
-    "stack_seeds": Interval(int, 1, None),  # seeds of a window trained as one seed stack (1: one at a time)
+    "stack_seeds": SEED_COUNT,  # seeds of a window trained as one seed stack (1: one at a time)
 }
 
 
@@ -226,7 +228,7 @@ def check_rolling_options(options: Mapping[str, Any], *, where: str | None = Non
     >>> check_rolling_options({"step_months": 0})
     Traceback (most recent call last):
     ...
-    ValueError: rolling.step_months: expected an integer >= 1, found int 0
+    ValueError: rolling.step_months: expected an integer in [1, 1200] (months: a century), found int 0
     >>> check_rolling_options({"mode": "warm"})
     Traceback (most recent call last):
     ...

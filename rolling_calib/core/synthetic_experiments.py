@@ -51,7 +51,9 @@ from scipy.special import expit
 from rolling_calib.core.pairwise import pairwise_accuracy, seed_budget
 from rolling_calib.core.classification import fit_logit_shift_rows
 from rolling_calib.core.validation import (
-    POSITIVE_INT,
+    FEATURES,
+    REPEATS,
+    SAMPLES,
     SEED,
     AllOf,
     Constraint,
@@ -74,19 +76,21 @@ __all__ = [
 
 SCORES = ("vanilla", "vanilla_remaining", "calibrated")
 
+#: Bytes of one round's float64 arrays (training features of every run, predictions, evaluation features).
+MAX_ROUND_BYTES = 4 * 2**30
 _FINITE = Worded(Interval(float, None, None), "a finite number")
 _SPREAD = AllOf((_FINITE, Worded(Interval(float, 0, None), "a number >= 0")))
 #: Declared constraints of the experiment parameters (``features_b <= dims`` and
 #: ``n_train > dims + 1`` depend on ``dims`` and are checked per call).
 PARAMETERS: dict[str, Constraint] = {
-    "rounds": POSITIVE_INT,
-    "runs": AllOf((POSITIVE_INT, Worded(Interval(int, 2, None), "at least 2 runs per pipeline (a standard deviation needs 2)"))),
+    "rounds": REPEATS,
+    "runs": AllOf((REPEATS, Worded(Interval(int, 2, None), "at least 2 runs per pipeline (a standard deviation needs 2)"))),
     "seed": SEED,
-    "dims": POSITIVE_INT,
-    "features_b": POSITIVE_INT,
-    "n_train": POSITIVE_INT,
-    "n_bias": POSITIVE_INT,
-    "n_remaining": POSITIVE_INT,
+    "dims": FEATURES,
+    "features_b": FEATURES,
+    "n_train": SAMPLES,
+    "n_bias": SAMPLES,
+    "n_remaining": SAMPLES,
     "beta": _FINITE,
     "x_mean": _FINITE,
     "x_std": _SPREAD,
@@ -450,6 +454,12 @@ def _validate(params: dict[str, Any]) -> None:
     dims = params["dims"]
     check("features_b", params["features_b"], Worded(Interval(int, None, dims), f"at most dims={dims}"))
     check("n_train", params["n_train"], Worded(Interval(int, dims + 2, None), f"more than dims + 1 = {dims + 1} samples to fit"))
+    runs, n_eval = params.get("runs", 1), params["n_bias"] + params["n_remaining"]
+    arrays = 8 * (runs * params["n_train"] * dims + runs * n_eval + n_eval * dims)   # float64 per round
+    if arrays > MAX_ROUND_BYTES:
+        raise ValueError(f"runs x n_train x dims + runs x (n_bias + n_remaining): one round's arrays need "
+                         f"{arrays / 2**30:.1f} GiB, expected at most {MAX_ROUND_BYTES / 2**30:.0f} GiB "
+                         f"(runs={runs}, n_train={params['n_train']}, dims={dims}, n_eval={n_eval}); reduce one")
 
 
 def run_linear_experiment(

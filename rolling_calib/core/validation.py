@@ -228,7 +228,7 @@ class AnyOf(Constraint):
     >>> check("period", 0, CALIBRATION_PERIOD)
     Traceback (most recent call last):
     ...
-    ValueError: period: expected a positive number of trading days, found 0
+    ValueError: period: expected a positive number of trading days, at most 5040 (20 years), found 0
     """
 
     constraints: tuple[Constraint, ...]
@@ -339,7 +339,7 @@ NON_NEGATIVE_INT = Worded(Interval(int, 0, None), "a non-negative int")
 MAX_N_BOOT = 100_000
 N_BOOT = Worded(Interval(int, 1, MAX_N_BOOT), f"a positive int <= {MAX_N_BOOT} (the replicates are held in memory)")
 CONFIDENCE = Worded(Interval(float, 0, 1, closed="neither"), "a number strictly between 0 and 1")
-SEED = NON_NEGATIVE_INT
+SEED = Worded(Interval(int, 0, 2**32 - 1), "a non-negative integer seed below 2**32 (numpy's seeding range)")
 #: ``block_size``: None (chosen from the data by :func:`arch.bootstrap.optimal_block_length`) or a mean length >= 1.
 BLOCK_LENGTH = Worded(Interval(float, 1, None), "a mean block length >= 1 (time units)")
 BLOCK_SIZE = Worded(AnyOf((Options(None), BLOCK_LENGTH)), "None or a mean block length >= 1 (time units)")
@@ -349,7 +349,7 @@ STANDARD_DEVIATION = Worded(Interval(float, 0, None), "a finite standard deviati
 #: Calendar calibration periods (docs/method.md §2.2); an integer N means N trading days.
 CALIBRATION_PERIODS: tuple[str, ...] = ("month", "week", "quarter")
 #: A number of trading days (a calibration period or a bias window).
-TRADING_DAYS = Worded(Interval(int, 1, None), "a positive number of trading days")
+TRADING_DAYS = Worded(Interval(int, 1, 5040), "a positive number of trading days, at most 5040 (20 years)")
 #: A calibration period, for YAML (``rolling.calibration.period``), CLI (``--period``) and metrics alike.
 CALIBRATION_PERIOD = Worded(
     AnyOf((Options(*CALIBRATION_PERIODS), TRADING_DAYS), narrow=True),
@@ -359,7 +359,7 @@ CALIBRATION_PERIOD = Worded(
 BIAS_MODES: tuple[str, ...] = ("pooled", "per_instrument")
 BIAS_MODE = Worded(Options(*BIAS_MODES), _either(BIAS_MODES))
 #: Days the bias is fitted on: ``None`` (the previous period) or a number of trading days.
-BIAS_WINDOW = Worded(AnyOf((Options(None), TRADING_DAYS)), "None or a positive number of trading days")
+BIAS_WINDOW = Worded(AnyOf((Options(None), TRADING_DAYS)), "None or a positive number of trading days, at most 5040")
 #: Where a period's bias comes from: the previous calendar period (the paper), or the same model's
 #: predictions over its window's validation segment (aligned with retraining).
 CALIBRATION_SOURCES: tuple[str, ...] = ("previous", "validation")
@@ -373,6 +373,65 @@ MODES: tuple[str, ...] = ("finetune", "scratch")
 TRAIN_WINDOWS: tuple[str, ...] = ("expanding", "sliding")
 #: What a fine-tuned window trains on: the new months only, or its whole training span.
 FINETUNE_ON: tuple[str, ...] = ("new", "window")
+
+
+# --------------------------------------------------------------------------- upper bounds
+@dataclass(frozen=True)
+class Bounded(Interval):
+    """An :class:`Interval` with both ends whose description names what its upper bound guards (memory or time)."""
+
+    why: str = ""
+
+    def describe(self) -> str:
+        shown = str if self.kind is int else (lambda x: f"{x:g}")
+        noun = "an integer" if self.kind is int else "a number"
+        return f"{noun} in [{shown(self.lo)}, {shown(self.hi)}] ({self.why})"
+
+
+def at_most(lo: int, hi: int, why: str, *, kind: type = int) -> Constraint:
+    """A count in ``[lo, hi]`` whose message names the bound and what it costs (memory or time).
+
+    Every numeric option and config value has an upper bound: beyond it the run would ask for more
+    memory or time than any machine gives, and a number that large is a typo.
+
+    Examples
+    --------
+    >>> explain(10**9, at_most(1, 1024, "processes on one machine"))
+    'expected an integer in [1, 1024] (processes on one machine), found int 1000000000'
+    """
+    return Bounded(kind, lo, hi, why=why)
+
+
+#: Processes or torch threads of one machine (each holds a unit's memory; 1024 is beyond any CPU count).
+WORKERS = at_most(1, 1024, "processes on one machine")
+THREADS = at_most(1, 1024, "threads per unit")
+#: Retries of a failed unit (each retry costs a unit's training time).
+RETRIES = at_most(0, 100, "retries of one unit, each a unit's training time")
+#: GPUs reserved per Ray unit.
+GPUS = at_most(0, 64, "GPUs reserved per unit", kind=float)
+#: Random splits of a meta-evaluation (each scores every pipeline once).
+SPLITS = at_most(1, 100_000, "splits, each scoring every pipeline")
+#: Months of a rolling step, validation segment or sliding window (a century).
+MONTHS = at_most(1, 1200, "months: a century")
+#: Bars of a sample (label horizon, window, step_len, strides, normalisation sample): a year of minutes is 98 280.
+BARS = at_most(1, 1_000_000, "bars: ten years of minute bars; memory grows with it")
+#: Training epochs (time grows linearly; 10 000 epochs of the smallest window are days).
+EPOCHS = at_most(0, 10_000, "epochs: time grows with it")
+#: Model widths (hidden units, input features): memory and time grow with their square.
+WIDTH = at_most(1, 16_384, "units: memory grows with its square")
+#: Recurrent layers (memory and time grow linearly).
+LAYERS = at_most(1, 256, "layers: memory and time grow with it")
+#: Samples of one minibatch (2**20: the memory estimate is checked against the machine separately).
+BATCH = at_most(1, 2**20, "samples per batch: memory grows with it")
+#: Synthetic experiments: rounds and runs repeat the whole protocol; samples and features set the memory.
+REPEATS = at_most(1, 1_000_000, "repetitions: time grows with it")
+SAMPLES = at_most(1, 10_000_000, "samples: memory grows with it")
+FEATURES = at_most(1, 10_000, "features: memory grows with samples x features")
+#: Seeds of one run (each a trained model per window; as ``rolling.seeds``).
+SEED_COUNT = at_most(1, 10_000, "seeds, each a trained model per window")
+
+__all__ += ["BARS", "BATCH", "EPOCHS", "FEATURES", "GPUS", "LAYERS", "MONTHS", "REPEATS", "RETRIES", "SAMPLES",
+            "SEED_COUNT", "SPLITS", "THREADS", "WIDTH", "WORKERS", "at_most"]
 
 
 # --------------------------------------------------------------------------- checking

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from rolling_calib.core.validation import Interval, Options, check
+from rolling_calib.core.validation import GPUS, RETRIES, THREADS, WORKERS, Options, check
 from rolling_calib.execution.executors import Executor, LocalExecutor
 
 __all__ = ["EXECUTORS", "ExecutorOptions", "make_executor"]
@@ -39,7 +39,7 @@ class ExecutorOptions:
     >>> ExecutorOptions(kind="local", workers=0)
     Traceback (most recent call last):
     ...
-    ValueError: workers: expected an integer >= 1, found int 0
+    ValueError: workers: expected an integer in [1, 1024] (processes on one machine), found int 0
     """
 
     kind: Literal["local", "ray"] = "local"
@@ -53,10 +53,10 @@ class ExecutorOptions:
     def __post_init__(self) -> None:
         check("executor", self.kind, Options(*EXECUTORS))
         if self.workers is not None:
-            check("workers", self.workers, Interval(int, 1, None))
-        check("threads", self.threads, Interval(int, 1, None))
-        check("max_retries", self.max_retries, Interval(int, 0, None))
-        check("gpus_per_unit", self.gpus_per_unit, Interval(float, 0, None))
+            check("workers", self.workers, WORKERS)
+        check("threads", self.threads, THREADS)
+        check("max_retries", self.max_retries, RETRIES)
+        check("gpus_per_unit", self.gpus_per_unit, GPUS)
 
 
 def make_executor(options: ExecutorOptions) -> Executor:

@@ -31,7 +31,8 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-__all__ = ["LOCK_FILE", "StoreLock", "StoreLockedError", "clean_orphan_temporaries"]
+__all__ = ["LOCK_FILE", "StoreLock", "StoreLockedError", "StorePathError", "check_store_path", "clean_orphan_temporaries",
+           "store_path_problem"]
 
 LOCK_FILE = ".lock"
 
@@ -41,6 +42,64 @@ _GUARD = threading.Lock()
 
 class StoreLockedError(RuntimeError):
     """Another process is writing into the store; the message names it (pid, host, start time, command)."""
+
+
+class StorePathError(ValueError):
+    """The store path cannot hold a result store (a regular file, a read-only file system ...): one line, exit 2."""
+
+
+def store_path_problem(store: Path, exc: OSError) -> str:
+    """One line saying why ``store`` cannot be created or locked, from the ``OSError`` that said so.
+
+    >>> store_path_problem(Path("/x/runs"), OSError(30, "Read-only file system"))
+    '/x/runs: cannot write a result store here: read-only file system; choose a writable directory for --store'
+    """
+    import errno
+
+    first_file = next((p for p in [store, *store.parents] if p.exists() and not p.is_dir()), None)
+    if first_file is not None:
+        what = (f"it is a regular file, not a directory" if first_file == store
+                else f"{first_file} is a regular file, not a directory")
+    elif exc.errno == errno.EROFS:
+        what = "read-only file system"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        what = "permission denied"
+    elif exc.errno == errno.ENOSPC:
+        what = "no space left on the device"
+    else:
+        what = (exc.strerror or str(exc)).lower()
+    return f"{store}: cannot write a result store here: {what}; choose a writable directory for --store"
+
+
+def check_store_path(store: str | os.PathLike) -> Path:
+    """``store`` when a result store can be created or opened there, else :class:`StorePathError` (nothing is created).
+
+    The store itself or its nearest existing parent must be a directory this process may write in.
+
+    >>> import tempfile
+    >>> file = Path(tempfile.mkdtemp()) / "f"; _ = file.write_text("")
+    >>> check_store_path(file / "runs")
+    Traceback (most recent call last):
+    ...
+    rolling_calib.execution.lock.StorePathError: .../f/runs: cannot write a result store here: .../f is a regular file, not a directory; choose a writable directory for --store
+    """
+    import errno
+
+    store = Path(store).absolute()
+    existing = next(p for p in [store, *store.parents] if p.exists() or p == p.parent)
+    if not existing.is_dir():
+        raise StorePathError(store_path_problem(store, OSError(errno.ENOTDIR, "Not a directory")))
+    if not os.access(existing, os.W_OK | os.X_OK):
+        code = errno.EROFS if _read_only(existing) else errno.EACCES
+        raise StorePathError(store_path_problem(store, OSError(code, os.strerror(code))))
+    return store
+
+
+def _read_only(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
 
 
 def _now() -> str:
@@ -93,15 +152,17 @@ class StoreLock:
                 lock, depth = _HELD[self.store]
                 _HELD[self.store] = (lock, depth + 1)
                 return self
-            self.store.mkdir(parents=True, exist_ok=True)
             lock = FileLock(self.path, thread_local=False)  # one holder per process, depth counted in _HELD
             try:
+                self.store.mkdir(parents=True, exist_ok=True)
                 lock.acquire(blocking=False)
-            except Timeout:
+            except Timeout:  # (a TimeoutError, so an OSError: caught first)
                 raise StoreLockedError(
                     f"{self.store}: another run is writing into this store: {_describe(self.holder())}. "
                     f"Wait for it to finish, or use another --store (lock file: {self.path})"
                 ) from None
+            except OSError as exc:  # a regular file, a read-only file system, no permission: one line
+                raise StorePathError(store_path_problem(self.store, exc)) from None
             previous = self.holder()
             if previous:  # the lock was free, yet details remain: their process died without releasing
                 self.took_over = previous
@@ -109,7 +170,11 @@ class StoreLock:
                               f"({_describe(previous)})", stacklevel=2)
             details = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": _now(),
                        "command": " ".join(sys.argv)[:300]}
-            _write_in_place(self.path, json.dumps(details))
+            try:
+                _write_in_place(self.path, json.dumps(details))
+            except OSError as exc:
+                lock.release()
+                raise StorePathError(store_path_problem(self.store, exc)) from None
             _HELD[self.store] = (lock, 1)
         return self
 

@@ -18,7 +18,10 @@ Failures
     already running (they finish and write their results, so nothing completed
     is lost), and raise :class:`~rolling_calib.execution.executors.UnitFailedError`
     naming the unit, with the worker's exception chained. A re-run of the
-    runner skips the completed units and resumes.
+    runner skips the completed units and resumes. A unit lost to a dead worker
+    process or node (Ray's system errors) is named as such: :class:`UnitLostError`
+    says which node of the cluster died since the run started (its address and
+    node ID), or that the worker process died.
 Numbers
     Every unit runs with one torch/BLAS thread (``threads_per_unit``) unless
     told otherwise, the same seeds as the local executor and the same code,
@@ -76,6 +79,57 @@ DEFAULT_OBJECT_STORE_BYTES: int = 200 * 1024 * 1024
 
 #: Seconds between two looks at the progress queue while units run.
 PROGRESS_POLL_S: float = 0.2
+
+
+#: Ray's errors for a unit lost to the system (a dead worker process, raylet or node), not raised by the unit.
+_SYSTEM_ERRORS = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "ObjectLostError",
+                  "OwnerDiedError", "RaySystemError", "ObjectReconstructionFailedError")
+
+
+class UnitLostError(RuntimeError):
+    """A unit was lost to the cluster, not to its own code: its worker process or node died (named)."""
+
+
+def _alive_nodes() -> dict[str, str]:
+    """``{node id: "address (host)"}`` of the cluster's live nodes (from the GCS; no dashboard needed)."""
+    import ray
+
+    try:
+        return {n["NodeID"]: f"{n.get('NodeManagerAddress', '?')} ({n.get('NodeManagerHostname', '?')})"
+                for n in ray.nodes() if n.get("Alive")}
+    except Exception:  # noqa: BLE001 - naming the node is best effort; the failure is raised either way
+        return {}
+
+
+#: Seconds a unit lost to Ray's system waits for the cluster to mark a dead node (its health checks take a few).
+NODE_DEATH_WAIT_S = 30.0
+
+
+def _nodes_after_loss(before: dict[str, str]) -> dict[str, str]:
+    """The live nodes once the cluster has noticed a death: polled until one of ``before`` is gone, or the wait ends."""
+    import time
+
+    deadline = time.monotonic() + NODE_DEATH_WAIT_S
+    while True:
+        after = _alive_nodes()
+        if any(node not in after for node in before) or time.monotonic() > deadline or not after:
+            return after
+        time.sleep(0.5)
+
+
+def lost_unit(key: UnitKey, exc: BaseException, before: dict[str, str], after: dict[str, str]) -> BaseException:
+    """``exc`` as the unit's failure: a :class:`UnitLostError` naming the dead node(s) for Ray's system errors.
+
+    >>> class WorkerCrashedError(Exception): pass
+    >>> print(lost_unit(UnitKey("a", 0, 1), WorkerCrashedError("died"), {"ab" * 16: "10.0.0.2 (w1)"}, {}))
+    unit a__seed0__w01 was lost: Ray node 10.0.0.2 (w1), node id abababababab, died while it ran (WorkerCrashedError); completed units are kept: re-run to resume
+    """
+    if type(exc).__name__ not in _SYSTEM_ERRORS:
+        return exc
+    dead = [f"Ray node {where}, node id {node[:12]}," for node, where in before.items() if node not in after]
+    what = f"{' and '.join(dead)} died" if dead else "its Ray worker process died"
+    return UnitLostError(f"unit {key.slug()} was lost: {what} while it ran ({type(exc).__name__}); completed units "
+                         f"are kept: re-run to resume")
 
 
 def _run_unit(work: Callable[[UnitKey], Any], key: UnitKey, threads: int | None, channel: Any = None) -> Any:
@@ -253,6 +307,7 @@ class RayExecutor:
         import ray
 
         queue = DependencyQueue(tasks)
+        nodes = _alive_nodes()  # to name a node that dies during the run
         running: dict[Any, UnitKey] = {}
         results: dict[UnitKey, Any] = {}
         failures: list[tuple[UnitKey, BaseException]] = []
@@ -272,7 +327,12 @@ class RayExecutor:
                 try:
                     result = ray.get(ref)
                 except Exception as exc:  # noqa: BLE001 - re-raised below, chained
-                    failures.append((key, getattr(exc, "cause", None) or exc))
+                    cause = getattr(exc, "cause", None) or exc
+                    lost = lost_unit(key, cause, nodes,
+                                     _nodes_after_loss(nodes) if type(cause).__name__ in _SYSTEM_ERRORS else nodes)
+                    if lost is not cause:
+                        lost.__cause__ = cause
+                    failures.append((key, lost))
                     continue
                 results[key] = result
                 if on_done is not None:

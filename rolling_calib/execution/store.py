@@ -89,6 +89,7 @@ __all__ = [
     "checkpoint_damage",
     "move_corrupt",
     "unchecked_units",
+    "UNIT_CHECKSUMS",
     "task_universe",
     "unit_paths",
     "UnitPaths",
@@ -113,6 +114,8 @@ __all__ = [
 MANIFEST = "manifest.json"
 UNIT_COLUMNS = ("datetime", "instrument", "prediction", "label")
 FORMAT_VERSION = 1
+#: Manifest key of a store created with unit checksums: there, a sidecar without ``sha256`` was edited (an error).
+UNIT_CHECKSUMS = "unit_checksums"
 
 
 # --------------------------------------------------------------------------- atomic writes
@@ -283,7 +286,7 @@ def write_manifest(store: str | os.PathLike, *, pipelines: Mapping[str, Mapping[
     try:
         manifest = read_manifest(store)
     except NoManifestError:
-        manifest = {"format": FORMAT_VERSION, "pipelines": {}}
+        manifest = {"format": FORMAT_VERSION, UNIT_CHECKSUMS: True, "pipelines": {}}  # every unit records sha256
     for name, entry in pipelines.items():
         old = manifest["pipelines"].get(name)
         new = dict(entry)
@@ -394,6 +397,8 @@ def unit_damage(store: str | os.PathLike, key: UnitKey, sidecar: Mapping[str, An
             if damage:
                 return damage
             continue
+        if what == "unit file" and _records_checksums(store):
+            return _missing_checksum(store, key)
         import pyarrow.parquet as pq
 
         try:
@@ -401,6 +406,20 @@ def unit_damage(store: str | os.PathLike, key: UnitKey, sidecar: Mapping[str, An
         except Exception as exc:  # pyarrow raises ArrowInvalid / OSError for a broken footer
             return str(unreadable_parquet(store, path, exc))
     return None
+
+
+def _records_checksums(store: str | os.PathLike) -> bool:
+    """Whether ``store`` was created with unit checksums (its manifest says so); read only for a unit without one."""
+    try:
+        return bool(read_manifest(store).get(UNIT_CHECKSUMS))
+    except (NoManifestError, CorruptStoreFileError):
+        return False
+
+
+def _missing_checksum(store: str | os.PathLike, key: UnitKey) -> str:
+    return (f"{unit_paths(store, key).sidecar}: expected a sha256 of the unit's bytes (this store was created with "
+            f"checksums: every unit records one), found none: the key was removed or the sidecar replaced, so the "
+            f"unit is not read unchecked; {corrupt_fix(store)}")
 
 
 def checkpoint_damage(store: str | os.PathLike, key: UnitKey, sidecar: Mapping[str, Any]) -> str | None:
@@ -501,14 +520,25 @@ def complete_units(store: str | os.PathLike, manifest: Mapping[str, Any], pipeli
 
 
 def unchecked_units(store: str | os.PathLike, manifest: Mapping[str, Any], pipelines: Iterable[str]) -> int:
-    """How many existing units of ``pipelines`` were written before checksums (a sidecar without ``sha256``)."""
+    """How many existing units of ``pipelines`` were written before checksums (a sidecar without ``sha256``).
+
+    Raises
+    ------
+    CorruptUnitError
+        The store was created with checksums (manifest ``unit_checksums``), yet a sidecar holds
+        no ``sha256``: the key was removed or the sidecar replaced, so the unit is not read unchecked.
+    """
     count = 0
     for name in pipelines:
         entry = manifest["pipelines"][name]
         for seed in entry.get("seeds", []):
             for window in entry.get("windows", []):
-                side = read_sidecar(store, UnitKey(name, int(seed), int(window["index"])))
-                count += side is not None and not side.get("sha256")
+                key = UnitKey(name, int(seed), int(window["index"]))
+                side = read_sidecar(store, key)
+                if side is not None and not side.get("sha256"):
+                    if manifest.get(UNIT_CHECKSUMS):
+                        raise CorruptUnitError(_missing_checksum(store, key))
+                    count += 1
     return count
 
 

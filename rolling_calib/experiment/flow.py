@@ -29,7 +29,7 @@ from rolling_calib.config.experiment import ExperimentConfig
 from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
 from rolling_calib.core.resampling import Resampling
 from rolling_calib.execution.factory import ExecutorOptions, make_executor
-from rolling_calib.execution.lock import StoreLock
+from rolling_calib.execution.lock import StoreLock, check_store_path
 from rolling_calib.execution.runner import RunPlan, RunSummary, plan_run, run_plan
 
 if TYPE_CHECKING:
@@ -90,6 +90,9 @@ class RunOptions:
     progress: bool = True
     compare: CompareOptions | None = field(default_factory=CompareOptions)
     report: Path | None = None
+
+    def __post_init__(self) -> None:
+        check_store_path(self.store)  # a regular file or a read-only file system: one line before anything runs
 
 
 @dataclass

@@ -105,7 +105,7 @@ from qlib.data.dataset.loader import QlibDataLoader
 from qlib.data.dataset.utils import fetch_df_by_col
 from qlib.log import get_module_logger
 
-from rolling_calib.core.validation import Interval, check, validate_params
+from rolling_calib.core.validation import BARS, Interval, check, validate_params
 from rolling_calib.qlib_adapter.label_processors import (LabelProcessors, NoProcessors, apply_label_processors,
                                                          build_label_processors, processors_key)
 
@@ -133,7 +133,7 @@ LABEL_NAME = "LABEL0"
 _MAD_TO_STD = 1.4826
 
 #: Declared constraints of the handler's and dataset's options (:mod:`rolling_calib.core.validation`).
-_COUNT = Interval(int, 1, None)  # label_horizon, window, norm_samples, step_len, strides
+_COUNT = BARS  # label_horizon, window, norm_samples, step_len, strides
 _CLIP = Interval(float, 0, None, closed="neither", allow_inf=True)  # inf: no clipping
 
 _logger = get_module_logger("rolling_calib.qlib_adapter.dataset")

@@ -46,7 +46,7 @@ Examples
 >>> RollingLSTM(hidden_size=0)
 Traceback (most recent call last):
 ...
-ValueError: hidden_size: expected an integer >= 1, found int 0
+ValueError: hidden_size: expected an integer in [1, 16384] (units: memory grows with its square), found int 0
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ import torch
 from qlib.log import get_module_logger
 
 from data_prep.atomic import atomic_write_bytes
-from rolling_calib.core.validation import AnyOf, Constraint, Interval, Options, validate_params
+from rolling_calib.core.validation import (BATCH, EPOCHS, FEATURES, LAYERS, SEED, THREADS, WIDTH, AnyOf, Constraint,
+                                           Interval, Options, validate_params)
 from rolling_calib.qlib_adapter.dataset import MinuteTSDataset, MinuteWindowSampler, WindowNorm
 from rolling_calib.qlib_adapter.lstm_core import (
     EVAL_CHUNK,
@@ -121,15 +122,15 @@ class _Device(Constraint):
 
 
 _PARAMS: dict[str, Constraint] = {
-    "d_feat": Interval(int, 1, None),
-    "hidden_size": Interval(int, 1, None),
-    "num_layers": Interval(int, 1, None),
-    "n_epochs": Interval(int, 0, None),
-    "finetune_epochs": Interval(int, 0, None),
-    "batch_size": Interval(int, 1, None),
-    "early_stop": Interval(int, 0, None),
-    "seed": Interval(int, 0, None),
-    "n_threads": AnyOf((Options(None), Interval(int, 1, None)), what="an integer >= 1 or None"),
+    "d_feat": FEATURES,
+    "hidden_size": WIDTH,
+    "num_layers": LAYERS,
+    "n_epochs": EPOCHS,
+    "finetune_epochs": EPOCHS,
+    "batch_size": BATCH,
+    "early_stop": EPOCHS,
+    "seed": SEED,
+    "n_threads": AnyOf((Options(None), THREADS), what="an integer in [1, 1024] or None"),
     "dropout": Interval(float, 0, 1, closed="left"),
     "lr": Interval(float, 0, None, closed="neither"),
     "weight_decay": Interval(float, 0, None),

@@ -42,13 +42,14 @@ import contextlib
 import copy
 import logging
 import os
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rolling_calib.core.file_lock import exclusive_file_lock
+from rolling_calib.core.file_lock import exclusive_file_lock, lock_holder
 from rolling_calib.qlib_adapter.qlib_compat import recorder_provider
 
 __all__ = ["RecorderSpec", "record_configs", "run_records", "store_recorder_uri"]
@@ -121,10 +122,18 @@ def _is_backtest(config: Mapping[str, Any]) -> bool:
 @contextlib.contextmanager
 def _db_lock(db: Path, *, timeout: float = 600.0) -> Iterator[None]:
     """Exclusive ``flock`` on ``<db>.lock`` (the lock :mod:`rolling_calib.tracking.sqlite_db` takes)."""
-    def busy() -> TimeoutError:
-        return TimeoutError(f"{db}: another process held the tracking database's lock for {timeout:.0f} s")
+    lock = db.with_name(db.name + ".lock")
 
-    with exclusive_file_lock(db.with_name(db.name + ".lock"), timeout=timeout, busy=busy):
+    def busy() -> TimeoutError:
+        holder = lock_holder(lock)
+        return TimeoutError(f"{db}: another process held the tracking database's lock for {timeout:.0f} s"
+                            + (f" ({holder})" if holder else ""))
+
+    def waiting(holder: str) -> None:  # into the unit's log: who it waits for, and for how long
+        print(f"{db} is locked by {holder or 'another process'}; waiting up to {timeout:.0f} s", file=sys.stderr,
+              flush=True)
+
+    with exclusive_file_lock(lock, timeout=timeout, busy=busy, waiting=waiting):
         yield
 
 

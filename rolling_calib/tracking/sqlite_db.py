@@ -33,11 +33,12 @@ import contextlib
 import datetime as dt
 import os
 import sqlite3
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rolling_calib.core.file_lock import exclusive_file_lock
+from rolling_calib.core.file_lock import exclusive_file_lock, lock_holder
 from rolling_calib.tracking import mlflow_compat
 
 __all__ = ["DbRepair", "NewerSchemaError", "TrackingBusyError", "repair_tracking_db", "sqlite_path", "tracking_db_lock"]
@@ -101,11 +102,19 @@ def tracking_db_lock(db: Path, *, timeout: float = 300.0) -> Iterator[None]:
     TrackingBusyError
         The lock stayed taken for ``timeout`` seconds.
     """
-    def busy() -> TrackingBusyError:
-        return TrackingBusyError(f"tracking database {db} is busy: another process has been logging into it "
-                                 f"for {timeout:.0f} s")
+    lock = db.with_name(db.name + ".lock")
 
-    with exclusive_file_lock(db.with_name(db.name + ".lock"), timeout=timeout, busy=busy, poll=0.2):
+    def busy() -> TrackingBusyError:
+        holder = lock_holder(lock)
+        return TrackingBusyError(f"tracking database {db} is busy: another process has been logging into it "
+                                 f"for {timeout:.0f} s{f' ({holder})' if holder else ''}; the units are stored, "
+                                 f"re-run to log them")
+
+    def waiting(holder: str) -> None:  # one line before a wait of up to `timeout` seconds, never silent
+        print(f"tracking database {db} is locked by {holder or 'another process'}; waiting up to {timeout:.0f} s "
+              f"(lock file {lock})", file=sys.stderr, flush=True)
+
+    with exclusive_file_lock(lock, timeout=timeout, busy=busy, poll=0.2, waiting=waiting):
         yield
 
 

@@ -106,7 +106,7 @@ def test_unknown_override_path_in_pipeline(tiny_data, tmp_path):
 def test_wrong_type_in_rolling(tiny_data, tmp_path):
     data = _good(tiny_data)
     data["rolling"]["step_months"] = "six"
-    with pytest.raises(ConfigError, match=r"rolling\.step_months: expected an integer >= 1, found str 'six'"):
+    with pytest.raises(ConfigError, match=r"rolling\.step_months: expected an integer in \[1, 1200\] \(months: a century\), found str 'six'"):
         _load(tmp_path, data)
 
 
@@ -236,7 +236,7 @@ def test_yaml_is_read_as_qrun_reads_it(tmp_path):
 
 
 @pytest.mark.parametrize("override, message", [
-    ({"task.model.kwargs.batch_size": 0}, r"pipelines\.b -> task\.model\.kwargs\.batch_size: expected an integer >= 1, found int 0"),
+    ({"task.model.kwargs.batch_size": 0}, r"pipelines\.b -> task\.model\.kwargs\.batch_size: expected an integer in \[1, 1048576\] \(samples per batch: memory grows with it\), found int 0"),
     ({"task.model.kwargs.lr": -0.01}, r"task\.model\.kwargs\.lr: expected a number > 0, found float -0\.01"),
     ({"task.model.kwargs.device": "cuda"}, r"task\.model\.kwargs\.device: expected a device name.*torch sees no GPU"),
 ])
@@ -265,17 +265,17 @@ def test_cli_run_exits_2_on_an_out_of_range_value(tiny_data, tmp_path, capsys):
     path = _write(tmp_path, _good(tiny_data))
     assert main(["run", str(path), "--store", str(tmp_path / "store"), "--no-tracking",
                  "--set", "task.model.kwargs.batch_size=0"]) == 2
-    assert "task.model.kwargs.batch_size: expected an integer >= 1, found int 0" in capsys.readouterr().err
+    assert "task.model.kwargs.batch_size: expected an integer in [1, 1048576] (samples per batch: memory grows with it), found int 0" in capsys.readouterr().err
     assert not (tmp_path / "store").exists(), "nothing may be written before the config is valid"
 
 
 def test_out_of_range_dataset_values_fail_before_any_training(tiny_data, tmp_path):
     data = _good(tiny_data)
     data["pipelines"]["b"] = {"task.dataset.kwargs.step_len": 0}
-    with pytest.raises(ConfigError, match=r"task\.dataset\.kwargs\.step_len: expected an integer >= 1, found int 0"):
+    with pytest.raises(ConfigError, match=r"task\.dataset\.kwargs\.step_len: expected an integer in \[1, 1000000\] \(bars: ten years of minute bars; memory grows with it\), found int 0"):
         _load(tmp_path, data)
     data["pipelines"]["b"] = {"task.dataset.kwargs.handler.kwargs.window": -5}
-    with pytest.raises(ConfigError, match=r"handler\.kwargs\.window: expected an integer >= 1, found int -5"):
+    with pytest.raises(ConfigError, match=r"handler\.kwargs\.window: expected an integer in \[1, 1000000\] \(bars: .*\), found int -5"):
         _load(tmp_path, data)
 
 

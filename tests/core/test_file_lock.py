@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rolling_calib.core.file_lock import exclusive_file_lock
+from rolling_calib.core.file_lock import exclusive_file_lock, lock_holder
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -65,3 +65,39 @@ def test_a_killed_holder_frees_the_lock(tmp_path):
     assert lock.exists(), "the lock file stays behind"
     with exclusive_file_lock(lock, timeout=0, busy=Busy):
         pass
+
+
+def test_a_waiter_is_told_who_holds_the_lock_before_it_waits(tmp_path):
+    """Issue 30: run waited up to 300 s on the tracking lock without a word; now the holder is named first."""
+    lock = tmp_path / "db.lock"
+    proc = _holder(lock)
+    told: list[str] = []
+    try:
+        with pytest.raises(Busy):
+            with exclusive_file_lock(lock, timeout=0.3, busy=Busy, poll=0.05, waiting=told.append):
+                pass
+    finally:
+        proc.kill()
+        proc.wait()
+    assert len(told) == 1 and told[0].startswith(f"pid {proc.pid} on host ") and "exclusive_file_lock" not in told[0]
+    assert lock_holder(lock).startswith(f"pid {proc.pid}")  # killed: the details stay, the lock is free
+    with exclusive_file_lock(lock, timeout=0, busy=Busy, waiting=told.append):
+        assert lock_holder(lock).startswith(f"pid {os.getpid()} ")
+    assert len(told) == 1 and lock_holder(lock) == ""  # a clean release leaves no holder
+
+
+def test_the_tracking_lock_says_who_holds_it_and_how_long_it_waits(tmp_path, capsys):
+    from rolling_calib.tracking.sqlite_db import TrackingBusyError, tracking_db_lock
+
+    db = tmp_path / "mlflow.db"
+    proc = _holder(tmp_path / "mlflow.db.lock")
+    try:
+        with pytest.raises(TrackingBusyError, match=rf"busy: .* for 0 s \(pid {proc.pid} on host "):
+            with tracking_db_lock(db, timeout=0.2):
+                pass
+    finally:
+        proc.kill()
+        proc.wait()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"tracking database {db} is locked by pid {proc.pid} on host ")
+    assert "waiting up to 0 s" in err[0]

@@ -123,7 +123,7 @@ def test_compare_pair_tie_and_errors():
         (lambda: C.pairwise_accuracy([1.0], [math.inf]), r"scores_worse: expected finite scores, found inf at run 0"),
         (lambda: C.pairwise_accuracy_ci([1.0], [2.0], resampling=Resampling(n_boot=0)), r"n_boot: expected a positive int <= 100000 \(the replicates are held in memory\), found 0"),
         (lambda: C.pairwise_accuracy_ci([1.0], [2.0], resampling=Resampling(confidence=1.0)), r"confidence: expected a number strictly between 0 and 1"),
-        (lambda: C.pairwise_accuracy_ci([1.0], [2.0], resampling=Resampling(seed=-1)), r"seed: expected a non-negative int, found -1"),
+        (lambda: C.pairwise_accuracy_ci([1.0], [2.0], resampling=Resampling(seed=-1)), r"seed: expected a non-negative integer seed below 2\*\*32 \(numpy's seeding range\), found -1"),
         (lambda: C.seed_budget(-1.0, 1.0, 10), r"std_vanilla: expected a finite standard deviation >= 0, found -1.0"),
         (lambda: C.seed_budget(1.0, 1.0, 0), r"runs: expected a positive int, found 0"),
         (lambda: C.seed_budget(0.0, 0.0, 5), r"both standard deviations are 0"),

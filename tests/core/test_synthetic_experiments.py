@@ -179,8 +179,8 @@ def test_pipeline_a_is_ranked_better_and_summary_is_consistent():
         ({"features_b": 21}, r"features_b: expected at most dims=20, found 21"),
         ({"n_train": 10}, r"n_train: expected more than dims \+ 1 = 21"),
         ({"x_std": -1.0}, r"x_std: expected a number >= 0"),
-        ({"rounds": 0}, r"rounds: expected a positive int, found 0"),
-        ({"seed": -3}, r"seed: expected a non-negative int"),
+        ({"rounds": 0}, r"rounds: expected an integer in \[1, 1000000\] \(repetitions: time grows with it\), found int 0"),
+        ({"seed": -3}, r"seed: expected a non-negative integer seed below 2\*\*32"),
         ({"noise_std": float("nan")}, r"noise_std: expected a finite number"),
     ],
 )

@@ -91,3 +91,33 @@ def test_a_unit_log_appears_whole_when_the_unit_ends_and_is_kept_when_it_fails(t
         raise RuntimeError("boom")
     assert log.read_text() == "failing attempt\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w00.log"]
+
+
+SLOW_WRITE = (
+    "import sys, time\n"
+    "from pathlib import Path\n"
+    "from data_prep.atomic import atomic_write\n"
+    "def slow(tmp):\n"
+    "    Path(tmp).write_text('half a report')\n"
+    "    print('writing', flush=True)\n"
+    "    time.sleep(60)\n"
+    "atomic_write(Path(sys.argv[1]) / 'report.html', slow)\n"
+)
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_process_ended_by_a_signal_mid_write_leaves_no_temporary_file(tmp_path, signame):
+    """Issue 30: a killed ``report`` left a hidden ``.report.html.*.tmp``; only kill -9 can now."""
+    import signal
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_WRITE, str(tmp_path)], cwd=repo, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": str(repo)})
+    assert proc.stdout.readline().strip() == "writing"
+    assert [p.name for p in tmp_path.iterdir()][0].startswith(".report.html.")  # the temporary file, mid-write
+    proc.send_signal(getattr(signal, signame))
+    code = proc.wait(timeout=60)
+    assert code != 0
+    assert list(tmp_path.iterdir()) == []

@@ -133,7 +133,7 @@ def test_append_killed_between_calendar_and_instruments_is_refused_then_complete
     assert _snapshot(store) == before and len(_leftovers(store)) == 1
     _assert_refused(store, capsys)
     assert main(_ingest_argv(second, store)) == 0
-    assert "appended 390 bars (1 new sessions)" in capsys.readouterr().out
+    assert "appended 390 bars (1 new sessions; 390 already stored with the same values)" in capsys.readouterr().out
     assert _snapshot(store) == _snapshot(reference) and _leftovers(store) == []
     assert len(qlib_store.read_meta(store)["updates"]) == 2
     _assert_readable(store)
@@ -245,7 +245,7 @@ def test_broken_append_of_an_older_version_is_refused_then_redone(tmp_path, deli
     shutil.copyfile(reference / "calendars" / "1min.txt", store / "calendars" / "1min.txt")
     _assert_refused(store, capsys, what=f"its calendar runs to {D3} 15:59:00 while every instrument")
     assert main(_ingest_argv(second, store)) == 0
-    assert "appended 390 bars (1 new sessions)" in capsys.readouterr().out
+    assert "appended 390 bars (1 new sessions; 390 already stored with the same values)" in capsys.readouterr().out
     assert _snapshot(store) == _snapshot(reference)
     # a broken store that cannot be completed in place is refused by the writer too
     (store / COMMIT_FILE).unlink()

@@ -201,6 +201,7 @@ def test_a_whole_bar_scaled_ten_times_is_a_price_spike(tmp_path):
 def test_an_overnight_jump_is_a_warning_naming_the_split_ratio_that_fits(tmp_path, factor, fits):
     d1 = clean_day_rows(DAY, seed=1, price=100.0)
     d2 = clean_day_rows(DAY2, seed=2, price=round(d1[-1][5] * factor, 4))
+    d2 = [row[:6] + (round(row[6] / factor),) for row in d2]  # a split scales the volume inversely (issue 30)
     src = write_vendor_csv(tmp_path / "SPL.csv", d1 + d2)
     for mode in ("strict", "validate", "repair"):
         res = ingest([src], tmp_path / mode, options=_opts(mode))
@@ -221,7 +222,7 @@ def test_the_issue_case_minus_85_6_percent_is_a_7_to_1_split():
 
 
 def test_a_jump_within_a_session_is_reported_and_the_cli_takes_the_thresholds(tmp_path, capsys):
-    rows = clean_day_rows(DAY, seed=5, n=200) + clean_day_rows(DAY, seed=6, n=390, price=50.0)[200:]
+    rows = clean_day_rows(DAY, seed=5, n=200) + [r[:6] + (2 * r[6],) for r in clean_day_rows(DAY, seed=6, n=390, price=50.0)[200:]]
     src = write_vendor_csv(tmp_path / "IJ.csv", rows)
     res = ingest([src], tmp_path / "s1", options=_opts("repair"))
     r = _issues(res, "price_jump").row(0, named=True)

@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -201,3 +202,124 @@ def test_sweep_on_two_node_cluster_spreads_units_and_equals_local_pool(ray_clust
     local_sides = _sidecars(local_store)
     assert {n: s["ql"] for n, s in sidecars.items()} == {n: s["ql"] for n, s in local_sides.items()}
     assert all(side["node"] == os.uname().nodename for side in local_sides.values())
+
+
+# --------------------------------------------------------------------------- faults (issue 30)
+def _unit_workers(tag: str) -> list[psutil.Process]:
+    """Ray worker processes running a unit (title ``ray::_run_unit``) under a node whose command line names ``tag``."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or ())
+        if not cmd.startswith("ray::_run_unit"):
+            continue
+        try:
+            if any(tag in " ".join(p.cmdline()) for p in proc.parents()):
+                found.append(proc)
+        except psutil.Error:
+            pass
+    return found
+
+
+def _kill_when(condition, action, timeout: float = 180.0) -> threading.Thread:
+    """A thread that polls ``condition()`` (a list) every 50 ms and calls ``action(found)`` once it is not empty."""
+    import time
+
+    done: dict[str, object] = {}
+
+    def watch() -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = condition()
+            if found:
+                done["killed"] = action(found)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.done = done
+    thread.start()
+    return thread
+
+
+def _sweep_on_cluster(ray_cluster, config: Path, store: Path, retries: int, log: Path) -> subprocess.Popen:
+    common = ["sweep", str(config), "--grid", "hidden_size=4,6", "--seeds", "1", "--threads", "1", "--n-boot", "100",
+              "--no-tracking", "--json", "--no-progress"]
+    return subprocess.Popen([sys.executable, "-m", "rolling_calib.cli", *common, "--executor", "ray", "--address",
+                             ray_cluster["address"], "--max-retries", str(retries), "--store", str(store)],
+                            env=ray_cluster["env"], cwd=config.parent, stdout=subprocess.PIPE,
+                            stderr=log.open("w"), text=True)
+
+
+def test_a_worker_killed_mid_unit_is_retried_and_the_units_are_byte_identical(ray_cluster, tmp_path, capsys):
+    """kill -9 of the worker process running a unit: Ray retries it, and every unit file has the local pool's bytes."""
+    from sweep_helpers import tiny_experiment
+
+    from rolling_calib.cli import main
+
+    config = tiny_experiment(tmp_path / "exp", seeds=1)
+    ray_store, local_store = tmp_path / "ray", tmp_path / "local"
+    killer = _kill_when(lambda: _unit_workers(f"{ray_cluster['root']}/"),
+                        lambda procs: (procs[0].kill(), procs[0].pid)[1])
+    driver = _sweep_on_cluster(ray_cluster, config, ray_store, 2, tmp_path / "ray.stderr")
+    try:
+        assert main(["sweep", str(config), "--grid", "hidden_size=4,6", "--seeds", "1", "--threads", "1",
+                     "--n-boot", "100", "--no-tracking", "--json", "--no-progress", "--executor", "local",
+                     "--store", str(local_store)]) == 0
+        capsys.readouterr()
+        driver.communicate(timeout=300)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    killer.join(timeout=1)
+    assert "killed" in killer.done, "no unit's worker process was seen to kill"
+    assert driver.returncode == 0, (tmp_path / "ray.stderr").read_text()[-4000:]
+    local_files, ray_files = _unit_files(local_store, ".parquet"), _unit_files(ray_store, ".parquet")
+    assert sorted(ray_files) == sorted(local_files) and len(local_files) >= 4
+    for name, path in local_files.items():
+        assert ray_files[name].read_bytes() == path.read_bytes(), f"{name}: other bytes after the retry"
+    assert {n: s["sha256"] for n, s in _sidecars(ray_store).items()} == \
+        {n: s["sha256"] for n, s in _sidecars(local_store).items()}
+
+
+def test_a_lost_node_is_named(ray_cluster, tmp_path):
+    """The worker node dies (kill -9 of its raylet and workers) while it runs a unit: the error names that node.
+
+    Last in the module: the cluster has one node left afterwards.
+    """
+    from sweep_helpers import tiny_experiment
+
+    config = tiny_experiment(tmp_path / "exp", seeds=1)
+    worker_tag = f"{ray_cluster['root']}/w/"
+    worker_id = next(node for node, role in ray_cluster["nodes"].items() if role == "worker")
+
+    def kill_node(_procs) -> int:
+        victims = [p for p in psutil.process_iter(["cmdline"]) if any(worker_tag in a for a in p.info["cmdline"] or ())]
+        for proc in list(victims):
+            try:
+                victims += proc.children(recursive=True)
+            except psutil.Error:
+                pass
+        for proc in victims:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        return len(victims)
+
+    killer = _kill_when(lambda: _unit_workers(worker_tag), kill_node)
+    log = tmp_path / "ray.stderr"
+    driver = _sweep_on_cluster(ray_cluster, config, tmp_path / "ray", 0, log)
+    try:
+        driver.communicate(timeout=300)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    killer.join(timeout=1)
+    assert killer.done.get("killed"), "the worker node was never seen running a unit"
+    err = log.read_text()
+    assert driver.returncode != 0 and "Traceback" not in err, err[-4000:]
+    line = next(x for x in err.splitlines() if x.startswith("rolling-calib sweep: error:"))
+    # Ray registers the node under the machine's routable address (see _cluster_env), so the node id names it
+    assert "was lost: Ray node " in line and f"node id {worker_id[:12]}, died while it ran" in line, line

@@ -200,8 +200,10 @@ def _model(**kwargs):
     (lambda doc: doc["rolling"].update(seeds=1_000_000_000),
      "rolling.seeds: expected at most 10000 seeds, found a count of 1000000000"),
     (lambda doc: doc["rolling"].update(seeds=[0, 2**32]), "rolling.seeds[1]: expected a non-negative integer seed below 2**32"),
-    (_model(hidden_size=100_000_000), "pipelines.base: one unit needs about "),
-    (lambda doc: doc["task"]["dataset"]["kwargs"].update(step_len=1_000_000_000), "pipelines.base: one unit needs about "),
+    (_model(hidden_size=100_000_000), "task.model.kwargs.hidden_size: expected an integer in [1, 16384]"),  # issue 30
+    (_model(hidden_size=16_384, num_layers=256), "pipelines.base: one unit needs about "),  # within each bound
+    (lambda doc: doc["task"]["dataset"]["kwargs"].update(step_len=1_000_000_000),
+     "task.dataset.kwargs.step_len: expected an integer in [1, 1000000]"),
     (lambda doc: doc.update(pipelines={"p" * 300: {}}), "pipelines: invalid pipeline name: expected a name of at most 100"),
     (lambda doc: doc.update(pipelines={"a b": {}}), "pipelines: invalid pipeline name: expected a name of letters"),
 ])
@@ -214,7 +216,7 @@ def test_resource_bounds_exit_2_before_anything_is_written(experiment, tmp_path,
 
 
 def test_the_memory_refusal_names_the_number_and_the_knob(experiment, tmp_path, capsys):
-    variant = _variant(experiment, tmp_path, _model(hidden_size=100_000_000))
+    variant = _variant(experiment, tmp_path, _model(hidden_size=16_384, num_layers=256))  # each within its bound
     code, _, err = _run(variant, tmp_path / "store", capsys)
     line = _error_line(err)
     assert "(parameters " in line and "TiB" in line and " available to each of 1 worker(s) (" in line

@@ -106,7 +106,13 @@ def test_the_reader_reads_what_was_written(fake):
 
 
 # --------------------------------------------------------------------------- units written before the checksums
-def _drop_checksums(store: Path) -> int:
+def _drop_checksums(store: Path, *, old_store: bool = True) -> int:
+    """Sidecars without sha256: a store written before the checksums (``old_store``: its manifest has no
+    ``unit_checksums`` either), or the key removed from a store created with them (issue 30)."""
+    if old_store:
+        manifest = json.loads((store / "manifest.json").read_text())
+        manifest.pop(st.UNIT_CHECKSUMS, None)
+        (store / "manifest.json").write_text(json.dumps(manifest))
     n = 0
     for side in (store / "units").rglob("w*.json"):
         data = json.loads(side.read_text())
@@ -114,6 +120,21 @@ def _drop_checksums(store: Path) -> int:
         side.write_text(json.dumps(data))
         n += 1
     return n
+
+
+def test_a_checksum_key_removed_from_a_store_created_with_checksums_is_an_error(fake, capsys):
+    """Issue 30: deleting the key made a unit read unchecked with only a note; where the store was created with
+    checksums (its manifest says unit_checksums), a sidecar without one is corrupt: one line, exit 2."""
+    side = st.unit_paths(fake, KEY).sidecar
+    data = json.loads(side.read_text())
+    data.pop("sha256")
+    side.write_text(json.dumps(data))
+    code, out, err = _compare(fake, capsys)
+    line = _one_error_line(err)
+    assert code == 2 and f"{side}: expected a sha256 of the unit's bytes (this store was created with checksums" in line
+    assert "the key was removed or the sidecar replaced, so the unit is not read unchecked" in line
+    status = st.unit_status(fake, KEY, st.read_manifest(fake)["pipelines"]["a"]["config_hash"])
+    assert status.state == "corrupt" and "expected a sha256" in status.damage   # run recomputes it
 
 
 def test_units_without_checksums_are_read_with_one_note_per_store(fake, capsys):
