@@ -276,15 +276,15 @@ def load_market_params(path, *, signal: str = "drifting") -> MarketParams:
     -------
     >>> import tempfile, pathlib
     >>> f = pathlib.Path(tempfile.mkdtemp()) / "m.yaml"
-    >>> _ = f.write_text("beta_max: 0.2\n")
+    >>> _ = f.write_text("beta_max: 0.2\\n")
     >>> load_market_params(f, signal="persistent").beta_max
     0.2
-    >>> _ = f.write_text("beta_max: 0.2\nbeta_mx: 1\n")
+    >>> _ = f.write_text("beta_max: 0.2\\nbeta_mx: 1\\n")
     >>> try:
     ...     load_market_params(f)
     ... except ValueError as exc:
-    ...     print(str(exc).split(": ", 1)[1][:60])
-    key beta_mx: expected a field of MarketParams, found an unknow
+    ...     print(str(exc).split(": ", 1)[1][:67])
+    key beta_mx: expected a field of MarketParams, found an unknown key
     """
     import yaml
 
