@@ -50,6 +50,28 @@ returns with the next 10-minute return is within +-0.04 and a linear predictor o
 10-minute forward return from the past 15-minute return reaches an out-of-sample R^2 of about
 0.05-0.3% within a regime; its optimal coefficient changes sign with the regime.
 
+**Signal modes** (``MarketParams.signal``, ``rolling-calib data synth --signal``; :data:`SIGNAL_DEFAULTS`):
+
+* ``drifting`` (the default; the market above, unchanged): the sign flips between regimes with probability
+  0.7, so a model trained on past regimes cannot carry it forward;
+* ``persistent``: one sign for the whole range (``regime_flip_prob`` 0) and a strength that drifts slowly, a
+  random walk from regime to regime (step sd ``beta_step_sd`` 0.005) reflected into ``[beta_min, beta_max]``
+  = [0.08, 0.12]: an oracle IC of the 10-minute label of about 0.045-0.055 (seeds 0, 1: 2017-07..2018-06)
+  while the stylised facts stay close to the real sample's;
+* ``none``: no predictable component: ``beta`` 0 and no microstructure noise (whose bid-ask bounce is itself a
+  predictable component of the next return): a market where no model may find skill.
+
+A YAML file of fields (``--params FILE``, :func:`load_market_params`) overrides the mode's values.
+
+**Oracle IC.** ``meta.json`` records ``oracle_ic``: the mean over the store's bars of the cross-sectional
+Pearson correlation (rolling_calib's and Qlib's IC; in a minute store a date is a bar) between the label
+``1e4 (close[t+10] / close[t] - 1)`` (the minute handler's) and the generator's conditional expectation of the
+efficient 10-minute return given its latent state, ``beta_j G_j s_i(t)`` (:func:`_oracle_forecast`; the
+drift's part is the same for every stock and changes no cross-sectional correlation). ``s_i(t)`` is a
+function of past returns, which the features (the last 30-60 bars' prices relative to ``close[t]``) hold up
+to the microstructure noise: a model can learn it. The noise ``eta(t)`` is not conditioned on. 0 for
+``none``.
+
 **Microstructure noise.** The traded price carries a small transient error on top of the
 efficient price (bid-ask bounce): ``eta_i(t) = noise_fraction * sigma_i(t) * N(0,1)``
 (``noise_fraction`` 0.2) and the observed return is ``r_i(t) + eta_i(t) - eta_i(t-1)``: a lag-1
