@@ -5,7 +5,7 @@ The synthetic market of ``data synth --signal persistent`` carries a predictable
 state) is about 0.05; ``--signal none`` carries none (no momentum, no bid-ask bounce). The recovery runs on the
 persistent market of the demo (``--params workflows/demo_market.yaml``: the same component, stronger, oracle IC
 about 0.11), which a CI-sized training budget learns: at the default strength (0.05) our LSTM needs about ten
-times the samples (every 5th bar, several months) to reach half the oracle -- measured, about 0.02 of 0.044 with
+times the samples (every 5th bar, several months) to reach half the oracle -- measured, 0.021 of 0.044 with
 4 months at every 5th bar and 4 epochs. Both markets are written as real Qlib stores and trained through
 ``rolling-calib run`` -- Qlib's provider, our handler's features and label, the runner's window, the unit
 store -- with no mock anywhere:
