@@ -224,15 +224,16 @@ def seeds_needed_table(results: dict[str, dict[str, Any]], style: str) -> str:
     out = []
     for target, r in results.items():
         for b in r["bins"]:
-            out.append([target, f"[{b['low']:.1f}, {b['high']:.1f})", b["n"], _pct(b["stated"]),
+            out.append([target, f"[{b['low']:.1f}, {b['high']:.1f})", b["n"], _pct(b["stated"]), _pct(b["assurance"]),
                         _pct(b["observed"], b["observed_mc_se"]), _pct(b["observed_any"])])
-        out.append([target, "no number of seeds", r["n_none"], "n/a",
-                    f"{_pct(r['none_decided_at_max'], r['none_decided_at_max_mc_se'])} decided by {r['max_seeds']}",
-                    ""])
-        out.append([target, f"more than {r['max_seeds']}", r["n_beyond"], "", "", ""])
-        out.append([target, "pilot already decided", r["decided_pilots"], "", "", ""])
-    return format_table(out, ["target", "stated probability", "pilots", "mean stated", "observed (right way)",
-                              "observed (any way)"], style=style)
+        out.append([target, "all named", r["n_named"], _pct(r["stated_mean"]), _pct(r["assurance_mean"]),
+                    _pct(r["observed_share"], r["observed_share_mc_se"]), ""])
+        out.append([target, "no number of seeds", r["n_none"], "", "",
+                    f"{_pct(r['none_decided'], r['none_decided_mc_se'])} by {r['none_check_seeds']} seeds", ""])
+        out.append([target, f"more than {r['max_seeds']}", r["n_beyond"], "", "", "", ""])
+        out.append([target, "pilot already decided", r["decided_pilots"], "", "", "", ""])
+    return format_table(out, ["target", "stated probability", "pilots", "mean stated", "mean assurance",
+                              "observed (right way)", "observed (any way)"], style=style)
 
 
 # --------------------------------------------------------------------------- main
@@ -275,8 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--aa-splits", type=int, default=200, metavar="N", help="random splits per pipeline (default: 200)")
     chk.add_argument("--seeds-needed", action="store_true",
                      help="check seeds_needed: 5-seed pilots at a true difference of 1 SE, followed up on the same days")
-    chk.add_argument("--seeds-needed-days", type=int, default=125, metavar="T",
-                     help="days of the seeds-needed check (default: 125)")
+    chk.add_argument("--seeds-needed-days", type=int, metavar="T",
+                     help="days of the seeds-needed check (default: the store's days with --from-store, else 125)")
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print everything as JSON instead of tables")
     out.add_argument("--out", metavar="FILE.md", help="also write the tables as Markdown to this file")
@@ -337,8 +338,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                             orientation=orientation).to_dict() for t in targets}
                         for name, p in panels.items() if p.n_seeds >= 4}
     if args.seeds_needed:
+        days = args.seeds_needed_days or (min(result["source"]["n_days"]) if panels else 125)
+        if days < 4:
+            raise UsageError(f"--seeds-needed-days: expected an integer >= 4, found {days}")
         result["seeds_needed"] = {t: check_seeds_needed(model, pilot=5, effect_in_se=1.0, n_rep=args.reps,
-                                                        seed=args.seed, target=t, n_days=args.seeds_needed_days,
+                                                        seed=args.seed, target=t, n_days=days,
                                                         progress=bar(f"seeds needed ({t})")).to_dict()
                                   for t in targets}
     return result
@@ -363,8 +367,12 @@ def render(result: dict[str, Any], style: str) -> str:
                      "other (share decided; at most 5% expected).")
         parts.append(aa_table(result["aa"], style))
     if "seeds_needed" in result:
-        parts.append("Seeds needed: 5-seed pilots at a true difference of 1 SE; the follow-up with the named "
-                     "number of seeds per pipeline on the same days.")
+        sn = next(iter(result["seeds_needed"].values()))
+        parts.append(f"Seeds needed: {sn['n_rep']} pilots of {sn['pilot']} seeds on {sn['n_days']} days at a true "
+                     f"difference of {sn['effect_in_se']:g} SE; the follow-up with the named number of seeds per "
+                     "pipeline on the same days (the pilot's seeds plus new ones). Done-when: the stated probability "
+                     "within 10 points of the observed share; 'no number of seeds' never where "
+                     f"{sn['none_check_seeds']} seeds decide 90%.")
         parts.append(seeds_needed_table(result["seeds_needed"], style))
     return "\n\n".join(parts) + "\n"
 

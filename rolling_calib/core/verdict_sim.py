@@ -668,30 +668,41 @@ class SeedsNeededCheck:
     Attributes
     ----------
     bins : list of dict
-        Per bin of stated probability: ``low, high, n, stated`` (mean stated probability),
-        ``observed`` (share of follow-ups with ``n`` seeds decided in the right direction),
-        ``observed_mc_se``, ``observed_any`` (decided in either direction).
+        Per bin of stated probability (``SeedsNeeded.probability``): ``low, high, n``, ``stated``
+        (its mean), ``assurance`` (mean ``SeedsNeeded.assurance`` where the verdict states one: the
+        chance allowing for the pilot's own uncertainty), ``observed`` (share of follow-ups with
+        ``n`` seeds decided in the right direction), ``observed_mc_se``, ``observed_any`` (decided
+        in either direction).
     n_named, n_none, n_beyond : int
-        Pilots that named a number of seeds (within ``max_seeds``), said no number suffices, named
-        more than ``max_seeds``.
-    none_decided_at_max : float
-        Of the "no number of seeds" pilots, the share that ``max_seeds`` seeds decide correctly.
+        Undecided pilots that named a number of seeds (at most ``max_seeds``); said no number of
+        seeds can decide it; named more than ``max_seeds`` or more than the verdict searches.
+    none_decided : float
+        Of the "no number of seeds" pilots, the share that ``none_check_seeds`` seeds per pipeline
+        decide in the right direction (the claim fails where this reaches 90%).
     decided_pilots : int
-        Pilots already decided (their follow-up is not needed; counted apart).
+        Pilots already decided (counted apart; no follow-up).
+    stated_mean, assurance_mean, observed_share : float
+        Over all named pilots.
     """
 
     target: str
     pilot: int
     effect_in_se: float
+    n_days: int
     n_rep: int
     max_seeds: int
+    none_check_seeds: int
     bins: list[dict[str, Any]]
     n_named: int
     n_none: int
     n_beyond: int
-    none_decided_at_max: float
-    none_decided_at_max_mc_se: float
+    none_decided: float
+    none_decided_mc_se: float
     decided_pilots: int
+    stated_mean: float
+    assurance_mean: float
+    observed_share: float
+    observed_share_mc_se: float
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -701,18 +712,21 @@ _PROB_BINS = (0.0, 0.5, 0.7, 0.8, 0.9, 1.0001)
 
 
 @validate_params({"pilot": Interval(int, 2, None), "n_rep": _POS_INT, "seed": SEED, "target": _TARGET,
-                  "n_days": Interval(int, 4, None), "max_seeds": Interval(int, 2, None)})
+                  "n_days": Interval(int, 4, None), "max_seeds": Interval(int, 2, None),
+                  "none_check_seeds": Interval(int, 2, None)})
 def check_seeds_needed(model: PanelModel, *, pilot: int = 5, effect_in_se: float = 1.0, n_rep: int = 200,
-                       seed: int = 0, target: str = "future", n_days: int = 125, max_seeds: int = 60,
-                       progress: Callable[[Iterable], Iterable] | None = None) -> SeedsNeededCheck:
+                       seed: int = 0, target: str = "future", n_days: int = 125, max_seeds: int = 200,
+                       none_check_seeds: int = 60, progress: Callable[[Iterable], Iterable] | None = None,
+                       ) -> SeedsNeededCheck:
     """Does ``seeds_needed`` keep its word? Pilot, read the number, follow up on the same days, count.
 
-    Per replicate a pair with ``max_seeds`` seeds per pipeline is simulated on ``n_days`` days with a
-    true difference of ``effect_in_se`` standard errors of the pilot's estimate (for ``period`` the
-    truth on these days). The verdict on the first ``pilot`` seeds names ``n`` and the probability it
-    states; the follow-up is the verdict on the first ``n`` seeds (the pilot's plus new ones, same
-    days), decided in the right direction or not. A pilot that says no number suffices is followed
-    up with ``max_seeds`` seeds.
+    Per replicate a pair with ``max(max_seeds, none_check_seeds)`` seeds per pipeline is simulated
+    on ``n_days`` days with a true difference of ``effect_in_se`` standard errors of the pilot's
+    estimate under ``target`` (for ``period``: the truth on these days). The verdict on the first
+    ``pilot`` seeds names ``n`` and the probability it states; the follow-up is the verdict on the
+    first ``n`` seeds (the pilot's plus new ones, same days), decided in the right direction or
+    not. A pilot that says no number of seeds can decide it is followed up with
+    ``none_check_seeds`` seeds.
 
     >>> r = check_seeds_needed(PanelModel(seed_sd=1.0), pilot=3, n_rep=4, n_days=20, max_seeds=10)
     >>> r.n_named + r.n_none + r.n_beyond + r.decided_pilots
@@ -721,48 +735,65 @@ def check_seeds_needed(model: PanelModel, *, pilot: int = 5, effect_in_se: float
     rng = np.random.default_rng(int(seed))
     se = estimator_sd(model, n_seeds=pilot, n_days=n_days, target=target)
     truth = effect_in_se * se
-    seeds = np.arange(max_seeds)
+    n_sim = max(max_seeds, none_check_seeds)
+    seeds = np.arange(n_sim)
     stated: list[float] = []
-    outcome: list[tuple[bool, bool]] = []
+    assurance: list[float] = []
+    right: list[bool] = []
+    anyway: list[bool] = []
     none_hits: list[bool] = []
     beyond = decided_pilots = 0
     reps = range(n_rep)
     for _ in progress(reps) if progress is not None else reps:
-        a, b, common = _simulate(model, 1, max_seeds, n_days, rng)
+        a, b, common = _simulate(model, 1, n_sim, n_days, rng)
         shift = truth if target == "future" else truth - float(common[0].mean())
         pa = LossPanel.from_arrays(seeds=seeds, total=a[0] + shift)
         pb = LossPanel.from_arrays(seeds=seeds, total=b[0])
-        first = np.arange(pilot)
-        v = _verdict(pa.select(seeds=first), pb.select(seeds=first), target)
+
+        def verdict(n: int) -> Any:
+            idx = np.arange(n)
+            return _verdict(pa.select(seeds=idx), pb.select(seeds=idx), target)
+
+        v = verdict(pilot)
         if v.outcome != "undetermined":
             decided_pilots += 1
             continue
         sn = v.seeds_needed
         if sn.n is None:
-            w = _verdict(pa, pb, target)
-            none_hits.append(w.outcome == "worse")
+            if str(sn.reason).startswith("no number of seeds"):
+                none_hits.append(verdict(none_check_seeds).outcome == "worse")
+            else:
+                beyond += 1
             continue
         if sn.n > max_seeds:
             beyond += 1
             continue
-        n = max(int(sn.n), 2)
-        idx = np.arange(n)
-        w = _verdict(pa.select(seeds=idx), pb.select(seeds=idx), target)
+        w = verdict(max(int(sn.n), 2))
         stated.append(float(getattr(sn, "probability", 0.5)))
-        outcome.append((w.outcome == "worse", w.outcome != "undetermined"))
-    stated_arr = np.array(stated)
-    right = np.array([o[0] for o in outcome], dtype=bool)
-    anyd = np.array([o[1] for o in outcome], dtype=bool)
+        assurance.append(float(getattr(sn, "assurance", math.nan)))
+        right.append(w.outcome == "worse")
+        anyway.append(w.outcome != "undetermined")
+    stated_arr, assur_arr = np.array(stated), np.array(assurance)
+    right_arr, any_arr = np.array(right, dtype=bool), np.array(anyway, dtype=bool)
     bins = []
     for lo, hi in zip(_PROB_BINS[:-1], _PROB_BINS[1:]):
         sel = (stated_arr >= lo) & (stated_arr < hi)
         if not sel.any():
             continue
-        obs, obs_se = _rate(right[sel])
+        obs, obs_se = _rate(right_arr[sel])
         bins.append({"low": lo, "high": min(hi, 1.0), "n": int(sel.sum()), "stated": float(stated_arr[sel].mean()),
-                     "observed": obs, "observed_mc_se": obs_se, "observed_any": float(anyd[sel].mean())})
+                     "assurance": _nanmean(assur_arr[sel]), "observed": obs, "observed_mc_se": obs_se,
+                     "observed_any": float(any_arr[sel].mean())})
     none_rate, none_se = _rate(np.array(none_hits, dtype=bool))
-    return SeedsNeededCheck(target=target, pilot=pilot, effect_in_se=float(effect_in_se), n_rep=int(n_rep),
-                            max_seeds=int(max_seeds), bins=bins, n_named=len(stated), n_none=len(none_hits),
-                            n_beyond=beyond, none_decided_at_max=none_rate, none_decided_at_max_mc_se=none_se,
-                            decided_pilots=decided_pilots)
+    share, share_se = _rate(right_arr)
+    return SeedsNeededCheck(target=target, pilot=pilot, effect_in_se=float(effect_in_se), n_days=int(n_days),
+                            n_rep=int(n_rep), max_seeds=int(max_seeds), none_check_seeds=int(none_check_seeds),
+                            bins=bins, n_named=len(stated), n_none=len(none_hits), n_beyond=beyond,
+                            none_decided=none_rate, none_decided_mc_se=none_se, decided_pilots=decided_pilots,
+                            stated_mean=_nanmean(stated_arr), assurance_mean=_nanmean(assur_arr),
+                            observed_share=share, observed_share_mc_se=share_se)
+
+
+def _nanmean(x: np.ndarray) -> float:
+    ok = np.isfinite(x)
+    return float(x[ok].mean()) if ok.any() else math.nan
