@@ -56,7 +56,6 @@ Examples
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
@@ -470,11 +469,8 @@ def seed_bootstrap_interval(ma: Any, mb: Any, *, confidence: float = 0.95, n_boo
 
 # --------------------------------------------------------------------------- the verdict
 def _verdict(a: LossPanel, b: LossPanel, target: str, orientation: str = "lower") -> Any:
-    """:func:`~rolling_calib.core.verdict.decide` on the pair for ``target`` (only ``target`` and ``orientation``)."""
-    if "target" in inspect.signature(decide).parameters:
-        return decide(a, b, orientation=orientation, target=target)
-    # decide before the target option: one question only (future); fewer bootstrap replicates keep the harness fast
-    return decide(a, b, orientation=orientation, n_boot=400)
+    """:func:`~rolling_calib.core.verdict.decide` on the pair for ``target``, at its defaults otherwise."""
+    return decide(a, b, orientation=orientation, target=target)
 
 
 # --------------------------------------------------------------------------- calibration

@@ -4,7 +4,6 @@ levels, the table's structure, the verdict's false decisions in small null cells
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import subprocess
@@ -15,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rolling_calib.core.verdict import LossPanel, decide
+from rolling_calib.core.verdict import LossPanel
 from rolling_calib.core.verdict_sim import (
     METHODS,
     Cell,
@@ -34,7 +33,6 @@ from rolling_calib.core.verdict_sim import (
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "verdict_calibration.py"
-HAS_TARGET = "target" in inspect.signature(decide).parameters
 
 
 def _level_bounds(n: int, level: float = 0.05) -> tuple[float, float]:
@@ -236,7 +234,6 @@ def test_check_seeds_needed_accounts_for_every_pilot():
 
 
 # --------------------------------------------------------------------------- the verdict itself
-@pytest.mark.skipif(not HAS_TARGET, reason="decide has no target= yet (issue 26, item 1)")
 @pytest.mark.parametrize("target", ["future", "period"])
 def test_decide_holds_its_level_in_a_small_null_cell(target):
     n = 200
