@@ -32,16 +32,19 @@ window_days`` (the refit step)::
 
   so ``drift_ratio = 4`` means the regimes add four times as much to the variance of a long mean
   as the daily interaction itself does (with ``interaction_phi = 0``).
-* **Pairing.** Seed ``i`` of A is compared with seed ``i`` of B. With ``crn = 0`` they share
-  nothing else; with ``crn = rho > 0`` (common random numbers: same seed, same initialisation or
-  data order) each per-seed part (``u``, ``w``, ``e``) of A and B has correlation ``rho``.
+* **Pairing.** Seed ``i`` of A is compared with seed ``i`` of B. With ``crn_* = 0`` they share
+  nothing else; with ``crn_seed``, ``crn_window``, ``crn_noise`` ``> 0`` (common random numbers:
+  same seed, same initialisation or data order) seed ``i``'s offsets ``u``, window offsets ``w``
+  and day noise ``e`` in A and B have those correlations (real stores differ by part: the demo's
+  minute QL has about 0.97 for the window offsets and 0.6 for the day noise).
 
 **Truths.** ``future``: ``delta`` (the expected difference over seeds and the market-time process);
 ``period``: ``delta + mean_t c_t`` (the expected difference over seeds on the simulated days).
 
 **Standard error of an effect.** :func:`estimator_sd`: the sd of ``D = mean_s(run mean of A) -
-mean_s(run mean of B)`` under the target, analytically from the model: ``2 (1 - rho) v_run / k``
-with ``v_run = seed_sd^2 + window_sd^2 sum_j (L_j / T)^2 + noise_sd^2 / T`` for ``period``, plus
+mean_s(run mean of B)`` under the target, analytically from the model: ``2 (1 - rho) v_run / k``,
+with ``2 (1 - rho) v_run = 2 [(1 - crn_seed) seed_sd^2 + (1 - crn_window) window_sd^2 sum_j (L_j / T)^2
++ (1 - crn_noise) noise_sd^2 / T]`` for ``period`` (``L_j`` the windows' lengths), plus
 the variance of ``mean_t c_t`` (AR(1) and regime parts) for ``future``.
 
 Examples
@@ -121,8 +124,9 @@ class PanelModel:
         Mean regime length of the drift (None: no drift).
     drift_ratio : float
         Long-run variance of the regime component over ``interaction_sd^2`` (0: no drift).
-    crn : float
-        Correlation in [0, 1) of seed ``i``'s per-seed parts in A and B (common random numbers).
+    crn_seed, crn_window, crn_noise : float
+        Correlation in [0, 1) of seed ``i``'s offset, window offsets and day noise in A and B
+        (common random numbers).
     """
 
     level: float = 0.0
@@ -135,7 +139,9 @@ class PanelModel:
     interaction_phi: float = 0.0
     regime_days: float | None = None
     drift_ratio: float = 0.0
-    crn: float = 0.0
+    crn_seed: float = 0.0
+    crn_window: float = 0.0
+    crn_noise: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("market_sd", "seed_sd", "window_sd", "noise_sd", "interaction_sd", "drift_ratio"):
@@ -148,8 +154,10 @@ class PanelModel:
             raise ValueError(f"interaction_phi: expected a number in (-1, 1), found {self.interaction_phi!r}")
         if self.regime_days is not None and not self.regime_days > 1:
             raise ValueError(f"regime_days: expected None or a number > 1, found {self.regime_days!r}")
-        if not 0 <= self.crn < 1:
-            raise ValueError(f"crn: expected a number in [0, 1), found {self.crn!r}")
+        for name in ("crn_seed", "crn_window", "crn_noise"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0 <= value < 1):
+                raise ValueError(f"{name}: expected a number in [0, 1), found {value!r}")
 
     @property
     def regime_sd(self) -> float:
@@ -198,9 +206,10 @@ def estimator_sd(model: PanelModel, *, n_seeds: int, n_days: int, target: str = 
     (0.1, 0.0)
     """
     lengths = _window_lengths(n_days, model.window_days)
-    v_run = model.seed_sd ** 2 + model.window_sd ** 2 * float(np.sum((lengths / n_days) ** 2)) \
-        + model.noise_sd ** 2 / n_days
-    var = 2.0 * (1.0 - model.crn) * v_run / n_seeds
+    v_run = (1.0 - model.crn_seed) * model.seed_sd ** 2 \
+        + (1.0 - model.crn_window) * model.window_sd ** 2 * float(np.sum((lengths / n_days) ** 2)) \
+        + (1.0 - model.crn_noise) * model.noise_sd ** 2 / n_days
+    var = 2.0 * v_run / n_seeds
     if target == "future":
         var += model.interaction_sd ** 2 * _mean_var(n_days, model.interaction_phi)
         if model.regime_sd > 0:
@@ -226,17 +235,27 @@ def _regimes(rng: np.random.Generator, shape: tuple[int, int], sd: float, regime
     return np.take_along_axis(levels, segment, axis=1)
 
 
-def _per_seed(rng: np.random.Generator, model: PanelModel, n_rep: int, n_seeds: int, n_days: int) -> np.ndarray:
-    """One pipeline's (or the shared) per-seed parts ``u + w + e``, shape ``(n_rep, n_seeds, n_days)``."""
-    out = rng.normal(0.0, model.noise_sd, (n_rep, n_seeds, n_days)) if model.noise_sd > 0 \
-        else np.zeros((n_rep, n_seeds, n_days))
-    if model.seed_sd > 0:
-        out += rng.normal(0.0, model.seed_sd, (n_rep, n_seeds, 1))
-    if model.window_sd > 0:
-        n_win = -(-n_days // model.window_days)
-        w = rng.normal(0.0, model.window_sd, (n_rep, n_seeds, n_win))
-        out += w[:, :, np.arange(n_days) // model.window_days]
-    return out
+def _paired(rng: np.random.Generator, shape: tuple[int, ...], sd: float, rho: float) -> tuple[np.ndarray, np.ndarray]:
+    """A's and B's draws of one per-seed part, ``N(0, sd^2)`` each, correlation ``rho``."""
+    if sd == 0:
+        return np.zeros(shape), np.zeros(shape)
+    xa, xb = rng.normal(0.0, sd, shape), rng.normal(0.0, sd, shape)
+    if rho > 0:
+        shared = rng.normal(0.0, sd, shape)
+        r, s = math.sqrt(rho), math.sqrt(1.0 - rho)
+        xa, xb = r * shared + s * xa, r * shared + s * xb
+    return xa, xb
+
+
+def _per_seed(rng: np.random.Generator, model: PanelModel, n_rep: int, n_seeds: int,
+              n_days: int) -> tuple[np.ndarray, np.ndarray]:
+    """A's and B's per-seed parts ``u + w + e``, each of shape ``(n_rep, n_seeds, n_days)``."""
+    ea, eb = _paired(rng, (n_rep, n_seeds, n_days), model.noise_sd, model.crn_noise)
+    ua, ub = _paired(rng, (n_rep, n_seeds, 1), model.seed_sd, model.crn_seed)
+    n_win = -(-n_days // model.window_days)
+    wa, wb = _paired(rng, (n_rep, n_seeds, n_win), model.window_sd, model.crn_window)
+    day_window = np.arange(n_days) // model.window_days
+    return ea + ua + wa[:, :, day_window], eb + ub + wb[:, :, day_window]
 
 
 def _simulate(model: PanelModel, n_rep: int, n_seeds: int, n_days: int,
@@ -247,14 +266,7 @@ def _simulate(model: PanelModel, n_rep: int, n_seeds: int, n_days: int,
     common = _ar1(rng, shape, model.interaction_sd, model.interaction_phi)
     if model.regime_sd > 0:
         common = common + _regimes(rng, shape, model.regime_sd, float(model.regime_days))
-    own_a = _per_seed(rng, model, n_rep, n_seeds, n_days)
-    own_b = _per_seed(rng, model, n_rep, n_seeds, n_days)
-    if model.crn > 0:
-        shared = _per_seed(rng, model, n_rep, n_seeds, n_days)
-        r = math.sqrt(model.crn)
-        s = math.sqrt(1.0 - model.crn)
-        own_a = r * shared + s * own_a
-        own_b = r * shared + s * own_b
+    own_a, own_b = _per_seed(rng, model, n_rep, n_seeds, n_days)
     a = market[:, None, :] + common[:, None, :] / 2 + own_a
     b = market[:, None, :] - common[:, None, :] / 2 + own_b
     return a, b, common
@@ -347,8 +359,8 @@ def estimate_model(a: LossPanel, b: LossPanel, *, window_days: int) -> PanelMode
     Per pipeline a nested two-way random-effects ANOVA (seeds crossed with days, days nested in
     windows of ``window_days``) gives the seed, seed x window and seed x day variances (their mean
     over the two pipelines is the model's). When both ran the same seeds (paired), the same ANOVA of
-    the per-seed differential ``A - B`` gives the differential's seed-related variance, and
-    ``crn = 1 - var_D / (var_A + var_B)`` at the run-mean level (clipped to [0, 0.95]). The daily
+    the per-seed differential ``A - B`` gives the differential's parts, and each part's correlation
+    ``crn_* = 1 - var_D / (var_A + var_B)`` (clipped to [0, 0.95]; 0 where the part is 0). The daily
     interaction's variance is the variance of the seed-averaged differential over days less its
     seed-related part; its AR(1) coefficient the lag-1 autocovariance, less the part the seed x
     window offsets put there, over that variance. The market effect's variance is that of the two
@@ -370,12 +382,14 @@ def estimate_model(a: LossPanel, b: LossPanel, *, window_days: int) -> PanelMode
     seed_var = (fa.seed_var + fb.seed_var) / 2
     window_var = (fa.window_var + fb.window_var) / 2
     noise_var = (fa.noise_var + fb.noise_var) / 2
-    crn = 0.0
+    crn = {"seed": 0.0, "window": 0.0, "noise": 0.0}
     dbar = fa.col_means - fb.col_means
     if paired:
         fd = _anova(ya - yb, window_days)
-        if fa.ms_seed + fb.ms_seed > 0:
-            crn = float(min(max(1.0 - fd.ms_seed / (fa.ms_seed + fb.ms_seed), 0.0), 0.95))
+        for part in crn:
+            both = getattr(fa, f"{part}_var") + getattr(fb, f"{part}_var")
+            if both > 0:
+                crn[part] = float(min(max(1.0 - getattr(fd, f"{part}_var") / both, 0.0), 0.95))
         noise_d, window_d = fd.noise_var / ka, fd.window_var / ka
     else:
         noise_d = noise_var * (1 / ka + 1 / kb)
@@ -388,10 +402,12 @@ def estimate_model(a: LossPanel, b: LossPanel, *, window_days: int) -> PanelMode
         phi = float(np.clip((_acov1(dbar) - window_d * same_window) / inter_var, -0.95, 0.95))
     mean_loss = (fa.col_means + fb.col_means) / 2
     k_eff = ka if paired else 2.0 / (1 / ka + 1 / kb)
-    market_var = max(float(np.var(mean_loss, ddof=1)) - (noise_var + window_var) * (1 + crn) / (2 * k_eff), 0.0)
+    seed_part = noise_var * (1 + crn["noise"]) + window_var * (1 + crn["window"])
+    market_var = max(float(np.var(mean_loss, ddof=1)) - seed_part / (2 * k_eff), 0.0)
     return PanelModel(level=float(yb.mean()), market_sd=math.sqrt(market_var), seed_sd=math.sqrt(seed_var),
                       window_sd=math.sqrt(window_var), window_days=int(window_days), noise_sd=math.sqrt(noise_var),
-                      interaction_sd=math.sqrt(inter_var), interaction_phi=phi, crn=crn)
+                      interaction_sd=math.sqrt(inter_var), interaction_phi=phi,
+                      crn_seed=crn["seed"], crn_window=crn["window"], crn_noise=crn["noise"])
 
 
 # --------------------------------------------------------------------------- baselines

@@ -91,9 +91,13 @@ def test_regimes_switch_at_the_stated_rate_with_the_variance_drift_ratio_defines
     assert T * np.var(r.mean(axis=1)) == pytest.approx(expected, rel=0.2)
 
 
-def test_crn_correlates_the_seed_parts_of_a_and_b():
-    a, b, _ = _simulate(PanelModel(seed_sd=1.0, noise_sd=1.0, crn=0.6), 300, 5, 20, np.random.default_rng(5))
-    assert np.corrcoef(a.ravel(), b.ravel())[0, 1] == pytest.approx(0.6, abs=0.03)
+@pytest.mark.parametrize("part, field", [("seed_sd", "crn_seed"), ("window_sd", "crn_window"),
+                                         ("noise_sd", "crn_noise")])
+def test_crn_correlates_each_seed_part_of_a_and_b(part, field):
+    m = PanelModel(**{"noise_sd": 0.0, part: 1.0, field: 0.6}, window_days=4)
+    a, b, _ = _simulate(m, 400, 5, 20, np.random.default_rng(5))
+    assert np.corrcoef(a.ravel(), b.ravel())[0, 1] == pytest.approx(0.6, abs=0.04)
+    assert np.var(a) == pytest.approx(1.0, rel=0.08)
 
 
 def test_simulate_pair_truths():
@@ -109,7 +113,8 @@ def test_simulate_pair_truths():
 @pytest.mark.parametrize("target", ["future", "period"])
 def test_estimator_sd_matches_simulation(target):
     m = PanelModel(seed_sd=0.5, window_sd=0.3, window_days=20, noise_sd=2.0, interaction_sd=0.7,
-                   interaction_phi=0.4, regime_days=30.0, drift_ratio=3.0, crn=0.2)
+                   interaction_phi=0.4, regime_days=30.0, drift_ratio=3.0, crn_seed=0.2, crn_window=0.5,
+                   crn_noise=0.3)
     a, b, c = _simulate(m, 3000, 5, 90, np.random.default_rng(7))
     d = a.mean(axis=(1, 2)) - b.mean(axis=(1, 2))
     measured = np.std(d) if target == "future" else np.std(d - c.mean(axis=1))
@@ -121,17 +126,18 @@ def test_model_rejects_bad_components():
         PanelModel(seed_sd=-1.0)
     with pytest.raises(ValueError, match="interaction_phi"):
         PanelModel(interaction_phi=1.0)
-    with pytest.raises(ValueError, match="crn"):
-        PanelModel(crn=1.0)
+    with pytest.raises(ValueError, match="crn_noise: expected a number in"):
+        PanelModel(crn_noise=1.0)
     with pytest.raises(ValueError, match="unknown key 'seed_std'"):
         PanelModel.from_dict({"seed_std": 1.0})
 
 
 # --------------------------------------------------------------------------- the estimator
-@pytest.mark.parametrize("crn", [0.0, 0.4])
+@pytest.mark.parametrize("crn", [(0.0, 0.0, 0.0), (0.3, 0.9, 0.6)])
 def test_estimate_model_recovers_a_known_model(crn):
     truth = PanelModel(level=3.0, market_sd=2.0, seed_sd=0.6, window_sd=0.4, window_days=10, noise_sd=1.5,
-                       interaction_sd=0.8, interaction_phi=0.5, crn=crn)
+                       interaction_sd=0.8, interaction_phi=0.5, crn_seed=crn[0], crn_window=crn[1],
+                       crn_noise=crn[2])
     a, b, _ = simulate_pair(truth, n_seeds=80, n_days=400, delta=0.0, rng=np.random.default_rng(8))
     m = estimate_model(a, b, window_days=10)
     assert m.noise_sd == pytest.approx(1.5, rel=0.03)
@@ -140,7 +146,9 @@ def test_estimate_model_recovers_a_known_model(crn):
     assert m.interaction_sd == pytest.approx(0.8, rel=0.1)
     assert m.interaction_phi == pytest.approx(0.5, abs=0.1)
     assert m.market_sd == pytest.approx(2.0, rel=0.12)
-    assert m.crn == pytest.approx(crn, abs=0.15)
+    assert m.crn_noise == pytest.approx(crn[2], abs=0.02)
+    assert m.crn_window == pytest.approx(crn[1], abs=0.1)
+    assert m.crn_seed == pytest.approx(crn[0], abs=0.3)         # 80 seed offsets per pipeline
     assert m.level == pytest.approx(3.0, abs=0.3)
 
 
@@ -149,7 +157,7 @@ def test_estimate_model_unpaired_seeds_and_too_little_data():
     a, b, _ = simulate_pair(truth, n_seeds=40, n_days=200, delta=0.0, rng=np.random.default_rng(9))
     b = LossPanel.from_arrays(seeds=np.arange(100, 140), total=b.total)      # other seeds: unpaired
     m = estimate_model(a, b, window_days=21)
-    assert m.crn == 0.0 and m.interaction_sd == pytest.approx(0.5, rel=0.2)
+    assert m.crn_seed == m.crn_window == m.crn_noise == 0.0 and m.interaction_sd == pytest.approx(0.5, rel=0.2)
     one = LossPanel.from_arrays(seeds=[0], total=a.total[:1])
     with pytest.raises(ValueError, match="at least 2 seeds"):
         estimate_model(one, one, window_days=5)
