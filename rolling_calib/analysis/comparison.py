@@ -57,7 +57,7 @@ __all__ = ["METRIC_TITLES", "VERDICT_COLUMNS", "StoreComparison", "compare_store
 METRIC_TITLES = {"ql": "QL", "ql_scored": "QL 2..K", "cql": "CQL", "ic": "IC", "icir": "ICIR", "rank_ic": "Rank IC"}
 #: The verdict table's columns: key of :meth:`StoreComparison.verdict_rows` -> heading.
 VERDICT_COLUMNS = {"pair": "pair", "metric": "metric", "verdict": "verdict", "difference": "difference",
-                   "interval": "interval", "uncertainty": "uncertainty", "pairing": "pairing", "dm_p": "DM p",
+                   "interval": "interval", "uncertainty": "uncertainty", "pairing": "pairing",
                    "seeds": "seeds to decide"}
 
 
@@ -95,6 +95,7 @@ class StoreComparison:
     verdicts: list[PairVerdicts] = field(default_factory=list)
     warnings: list[GuardWarning] = field(default_factory=list)
     block_size: float | None = None
+    target: str = "future"
 
     def verdicts_of(self, pair: cmp.PairComparison) -> PairVerdicts | None:
         """The verdicts of ``pair`` (None when not computed)."""
@@ -142,6 +143,7 @@ class StoreComparison:
             "label_description": self.label.to_dict(),
             "loss_unit": self.label.loss_unit,
             "block_size": self.block_size,
+            "target": self.target,
         }
 
     # ----------------------------------------------------------------------- text
@@ -173,23 +175,30 @@ class StoreComparison:
         return "\n".join(lines)
 
     def _verdict_table(self) -> str:
+        over = ("over seeds and the market's future (seed noise counted once, market time by a long-run variance)"
+                if self.target == "future" else "over seeds, on the evaluated days (paired t on run means)")
         head = (f"Verdicts at {self.confidence:.0%} (difference = mean of the first minus the second pipeline; "
-                f"interval over seeds and blocks of market time, Student t on both parts)")
+                f"interval {over})")
         rows = [[row["pair"] if row["first"] else "", *(row[k] for k in list(VERDICT_COLUMNS)[1:])]
                 for row in self.verdict_rows()]
         table = format_table(rows, list(VERDICT_COLUMNS.values()),
-                             align=["left", "left", "left", "right", "left", "left", "left", "right", "left"])
+                             align=["left", "left", "left", "right", "left", "left", "left", "left"])
         foot = ("uncertainty: the source that dominates the interval's variance (its share); pairing: how much "
-                "comparing seed i with seed i narrowed the interval; DM p: Diebold-Mariano test of the daily loss "
-                "differential (HAC variance); seeds to decide: seeds per pipeline the metric needs at this confidence.")
+                "comparing seed i with seed i narrowed the interval; seeds to decide: seeds per pipeline that give an 80% "
+                "chance to decide if the true gap is the measured one (none suffices: the market-time part alone "
+                "exceeds the gap).")
+        drifts = sorted({f"{r['pair']} {r['metric']}" for r in self.verdict_rows() if r.get("drift")})
+        if drifts:
+            foot += ("\nDrift: the loss differential varies more at the scale of months than day to day for "
+                     f"{', '.join(drifts)}; their market-time part comes from month blocks (wider).")
         return f"{head}\n{table}\n{foot}"
 
     def verdict_rows(self) -> list[dict[str, Any]]:
         """The cells of the verdict table, one dict per (pair, metric): the words ``compare`` prints.
 
         Keys: :data:`VERDICT_COLUMNS` (``pair``, ``metric``, ``verdict``, ``difference`` with the
-        label's loss unit for QL and CQL, ``interval``, ``uncertainty``, ``pairing``, ``dm_p``,
-        ``seeds``), and ``first`` (the pair's first metric).
+        label's loss unit for QL and CQL, ``interval``, ``uncertainty``, ``pairing``, ``seeds``),
+        ``first`` (the pair's first metric) and ``drift`` (the drift check fired).
         """
         rows = []
         for pv in self.verdicts:
@@ -200,7 +209,7 @@ class StoreComparison:
                              "difference": _with_unit(v.difference, unit),
                              "interval": _with_unit(f"[{sig(v.ci_low)}, {sig(v.ci_high)}]", unit),
                              "uncertainty": _uncertainty(v), "pairing": _pairing(v),
-                             "dm_p": sig(v.diebold_mariano.p_value, 2), "seeds": _seeds(v)})
+                             "seeds": _seeds(v), "drift": v.drift})
         return rows
 
     def _unit(self, metric: str) -> str:
@@ -266,7 +275,9 @@ def _pairing(v: Verdict) -> str:
 def _seeds(v: Verdict) -> str:
     n = v.seeds_needed.n
     if n is None:
-        return "none suffices" if "market time" in v.seeds_needed.reason else "gap is 0"
+        reason = v.seeds_needed.reason
+        return ("none suffices" if "market-time part alone" in reason else
+                "gap is 0" if "gap is 0" in reason else "> 1000")
     return str(n)
 
 
@@ -310,6 +321,7 @@ def compare_store(
     confidence: float = 0.95,
     seed: int = 0,
     block_size: float | None = None,
+    target: str = "future",
 ) -> StoreComparison:
     """Verdicts, warnings, summaries per pipeline and pairwise accuracies per pair.
 
@@ -326,6 +338,9 @@ def compare_store(
     block_size : float, optional
         Mean block length (trading days) of the stationary bootstrap over market time; None:
         chosen from the data (Politis-White).
+    target : {"future", "period"}
+        The verdicts' question: over seeds and the market's future (default), or over seeds on
+        the evaluated days.
 
     Returns
     -------
@@ -348,14 +363,14 @@ def compare_store(
                                 n_boot=n_boot, confidence=confidence, seed=seed)
         comparisons.append(pair)
         verdicts.append(decide_pair(scores.days, pair.better, pair.worse, label=scores.label, confidence=confidence,
-                                    n_boot=n_boot, seed=seed, block_size=block_size))
+                                    n_boot=n_boot, seed=seed, block_size=block_size, target=target))
     warnings = guard_warnings(days=scores.days, runs=scores.runs, pipelines=names, label=scores.label,
                               learned=scores.learned_labels, seed_spread=scores.seed_spread, models=scores.models,
                               pairs=verdicts)
     return StoreComparison(
         summary=pd.DataFrame(rows), pairs=comparisons, calibration=scores.calibration, n_boot=n_boot,
         confidence=confidence, seed=seed, incomplete=list(scores.incomplete), notes=list(scores.notes),
-        label=scores.label, verdicts=verdicts, warnings=warnings, block_size=block_size,
+        label=scores.label, verdicts=verdicts, warnings=warnings, block_size=block_size, target=target,
     )
 
 

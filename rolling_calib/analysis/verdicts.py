@@ -108,14 +108,14 @@ class PairVerdicts:
                            "ci_low": full["ci_low"], "ci_high": full["ci_high"],
                            "dominant_uncertainty": v.dominant_uncertainty,
                            **{k: full[k] for k in ("var_seeds", "var_time", "degrees_of_freedom", "paired",
-                                                   "unpaired_ci", "paired_ci", "pairing_narrowing", "block_size",
+                                                   "unpaired_ci", "paired_ci", "pairing_narrowing", "target", "variance",
                                                    "n_times", "n_seeds", "times_dropped", "diebold_mariano",
                                                    "seeds_needed", "means", "higher_is_better")}}
         return {"ground_truth_determined": self.ground_truth_determined, "verdicts": out}
 
 
 def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, confidence: float = 0.95,
-                n_boot: int = 2000, seed: int = 0, block_size: float | None = None,
+                n_boot: int = 2000, seed: int = 0, block_size: float | None = None, target: str = "future",
                 metrics: Sequence[str] = tuple(VERDICT_METRICS)) -> PairVerdicts:
     """Verdicts of ``better`` against ``worse`` for every metric both have days of.
 
@@ -127,8 +127,12 @@ def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, co
         The pair, named as the comparison names it (by mean QL).
     label : Label
         What QL and CQL are measured against: their unit (``label.loss_unit``) goes into reason texts.
-    confidence, n_boot, seed, block_size :
-        See :func:`rolling_calib.core.verdict.decide` (the same seed for every metric).
+    confidence :
+        The verdicts' level (:func:`rolling_calib.core.verdict.decide`).
+    n_boot, seed, block_size :
+        Not used by the verdict (its interval is analytic); kept for the callers' settings.
+    target : {"future", "period"}
+        The question: over seeds and the market's future, or over seeds on the evaluated days.
     """
     verdicts: dict[str, Verdict] = {}
     for metric in metrics:
@@ -139,8 +143,7 @@ def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, co
         unit = label.loss_unit if orientation == "lower" else ""
         try:
             verdicts[metric] = decide(pa, pb, names=(better, worse), metric=metric, orientation=orientation,  # type: ignore[arg-type]
-                                      confidence=confidence, n_boot=n_boot, seed=seed, block_size=block_size,
-                                      unit=unit)
+                                      confidence=confidence, target=target, unit=unit)  # type: ignore[arg-type]
         except ValueError:   # fewer than 2 common days: no verdict for this metric
             continue
     ql = verdicts.get("ql")

@@ -373,7 +373,7 @@ def _window_of(periods: pd.DataFrame, window: Mapping[str, Any]) -> pd.DataFrame
 
 # --------------------------------------------------------------------------- the comparison
 def _verdict_entries(comparison: StoreComparison, pipeline: str) -> tuple[dict[str, str], list[tuple[str, float, int]]]:
-    """Tags ``verdict.OTHER.M`` and metrics ``diff/ci_low/ci_high/dm_p/seeds_needed.OTHER.M`` of ``pipeline``.
+    """Tags ``verdict.OTHER.M`` and metrics ``diff/ci_low/ci_high/seeds_needed/timeseries_dm_p.OTHER.M`` of ``pipeline``.
 
     Seen from ``pipeline``: the difference is ``mean(pipeline) - mean(OTHER)``, so for the pair's
     second pipeline the difference and interval of ``compare --json`` are negated (exactly).
@@ -389,8 +389,9 @@ def _verdict_entries(comparison: StoreComparison, pipeline: str) -> tuple[dict[s
             tags[f"verdict.{other}.{metric}"] = ("undetermined" if v.winner is None else
                                                  "better" if v.winner == pipeline else "worse")
             diff, low, high = (v.difference, v.ci_low, v.ci_high) if first else (-v.difference, -v.ci_high, -v.ci_low)
-            values = {"diff": diff, "ci_low": low, "ci_high": high, "dm_p": v.diebold_mariano.p_value,
-                      "seeds_needed": v.seeds_needed.n}
+            values = {"diff": diff, "ci_low": low, "ci_high": high, "seeds_needed": v.seeds_needed.n,
+                      # a time-series detail, not the verdict's p-value: it ignores persistent seed offsets
+                      "timeseries_dm_p": v.diebold_mariano.p_value}
             metrics += [(f"{name}.{other}.{metric}", float(value), 0) for name, value in values.items() if _finite(value)]
     return tags, metrics
 
