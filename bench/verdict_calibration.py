@@ -190,7 +190,11 @@ def summary(rows: list[dict]) -> list[dict[str, Any]]:
             best = max(((m, v[e]["power"]) for m, v in valid.items() if e in v), key=lambda x: x[1], default=None)
             mine = d[e]["power"] if e in d else None
             row[f"best_{e:g}se"] = best
-            row[f"ratio_{e:g}se"] = (mine / best[1]) if (best and mine is not None and best[1] > 0) else None
+            ratio = (mine / best[1]) if (best and mine is not None and best[1] > 0) else None
+            row[f"ratio_{e:g}se"] = ratio
+            # delta method, the two powers taken as independent (they share replicates: this errs wide)
+            row[f"ratio_{e:g}se_mc_se"] = None if ratio is None or mine == 0 else ratio * math.sqrt(
+                (d[e]["power_mc_se"] / mine) ** 2 + (methods[best[0]][e]["power_mc_se"] / best[1]) ** 2)
         row["ok"] = bool(row["decide_holds_level"] and all(
             row[f"ratio_{e:g}se"] is None or row[f"ratio_{e:g}se"] >= 0.9 - 1e-12 for e in (2.0, 3.0)))
         row["limit"] = limit
@@ -202,9 +206,11 @@ def summary_table(rows: list[dict], style: str) -> str:
     out = []
     for s in summary(rows):
         best = [f"{b[0]} {_pct(b[1])}" if b else "n/a" for b in (s["best_2se"], s["best_3se"])]
+        ratios = [f"{s[f'ratio_{e}se']:.2f} ±{s[f'ratio_{e}se_mc_se']:.2f}" if s[f"ratio_{e}se"] is not None
+                  and s[f"ratio_{e}se_mc_se"] is not None else sig(s[f"ratio_{e}se"], 3) for e in (2, 3)]
         out.append([s["n_seeds"], s["n_days"], s["target"], s["drift"], _pct(s["decide_false"]),
-                    "yes" if s["decide_holds_level"] else "NO", best[0], sig(s["ratio_2se"], 3), best[1],
-                    sig(s["ratio_3se"], 3), "pass" if s["ok"] else "FAIL"])
+                    "yes" if s["decide_holds_level"] else "NO", best[0], ratios[0], best[1], ratios[1],
+                    "pass" if s["ok"] else "FAIL"])
     return format_table(out, ["seeds", "days", "target", "drift", "decide false", "level held",
                               "best valid @2SE", "decide/best @2SE", "best valid @3SE", "decide/best @3SE", "done-when"],
                         style=style)
@@ -360,7 +366,8 @@ def render(result: dict[str, Any], style: str) -> str:
                      f"standard errors of the estimate under the target.")
         parts.append(method_table(result["rows"], style))
         parts.append("Per cell: does the verdict hold its level (false decisions <= 5% + 2 MC SE), and its power "
-                     "over the best method that holds its level (done-when: >= 0.9).")
+                     "over the best method that holds its level (done-when: >= 0.9; ± its MC SE by the delta method; pass/FAIL "
+                     "on the point estimates).")
         parts.append(summary_table(result["rows"], style))
     if "aa" in result:
         parts.append("A/A splits: one pipeline's seeds split at random into two halves, decided against each "
