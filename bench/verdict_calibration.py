@@ -281,7 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--aa", action="store_true", help="A/A splits of each of the store's pipelines (with --from-store)")
     chk.add_argument("--aa-splits", type=int, default=200, metavar="N", help="random splits per pipeline (default: 200)")
     chk.add_argument("--seeds-needed", action="store_true",
-                     help="check seeds_needed: 5-seed pilots at a true difference of 1 SE, followed up on the same days")
+                     help="check seeds_needed: pilots (5 seeds, a true difference of 1 SE) followed up with the seeds "
+                          "the verdict names, on the same days; --reps pilots per target")
+    chk.add_argument("--seeds-needed-pilot", type=int, default=5, metavar="K",
+                     help="seeds per pipeline of each pilot (default: 5)")
+    chk.add_argument("--seeds-needed-effect", type=float, default=1.0, metavar="SE",
+                     help="the true difference, in standard errors of the pilot's estimate (default: 1)")
     chk.add_argument("--seeds-needed-days", type=int, metavar="T",
                      help="days of the seeds-needed check (default: the store's days with --from-store, else 125)")
     out = p.add_argument_group("output")
@@ -347,7 +352,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         days = args.seeds_needed_days or (min(result["source"]["n_days"]) if panels else 125)
         if days < 4:
             raise UsageError(f"--seeds-needed-days: expected an integer >= 4, found {days}")
-        result["seeds_needed"] = {t: check_seeds_needed(model, pilot=5, effect_in_se=1.0, n_rep=args.reps,
+        if args.seeds_needed_pilot < 2 or not math.isfinite(args.seeds_needed_effect):
+            raise UsageError(f"--seeds-needed-pilot: expected an integer >= 2 and a finite --seeds-needed-effect, "
+                             f"found {args.seeds_needed_pilot} and {args.seeds_needed_effect}")
+        result["seeds_needed"] = {t: check_seeds_needed(model, pilot=args.seeds_needed_pilot,
+                                                        effect_in_se=args.seeds_needed_effect, n_rep=args.reps,
                                                         seed=args.seed, target=t, n_days=days,
                                                         progress=bar(f"seeds needed ({t})")).to_dict()
                                   for t in targets}
