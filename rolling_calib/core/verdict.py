@@ -94,6 +94,7 @@ __all__ = [
     "BLOCK_SIZE",
     "TARGET",
     "decide_probability",
+    "predictive_probability",
     "OUTCOMES",
     "ConfidenceSet",
     "DieboldMariano",
@@ -356,12 +357,18 @@ def decide_probability(*, gap: float, n: int, per_seed_var: float, time_variance
     return float(stats.norm.cdf(r - t) + stats.norm.cdf(-r - t))
 
 
-def _assurance(*, gap: float, n: int, k: int, per_seed_var: float, time_variance: float, time_df: float,
-               confidence: float) -> float:
+def predictive_probability(*, gap: float, n: int, k: int, per_seed_var: float, time_variance: float,
+                           time_df: float, confidence: float) -> float:
     """Chance that a follow-up with ``n`` seeds (the pilot's ``k`` plus ``n - k`` new) on the same days
     decides, averaging over the pilot's uncertainty (flat prior on the gap on these days)::
 
         D_n | pilot ~ N(D_k, S (n - k) / (k n))       (S: per-seed variance)
+
+    and deciding when ``|D_n| > t_nu(n) sqrt(S / n + v_time)``.
+
+    >>> round(predictive_probability(gap=1.0, n=10, k=10, per_seed_var=1.0, time_variance=0.0, time_df=math.inf,
+    ...                              confidence=0.95), 3)      # nothing left to learn: 1 > t_9 sqrt(0.1)
+    1.0
     """
     v = per_seed_var / n + time_variance
     if not v > 0:
@@ -434,7 +441,7 @@ def seeds_needed(*, gap: float, per_seed_var: float, time_variance: float = 0.0,
     n_half = smallest(g / 2)
     if n is not None:
         prob = decide_probability(gap=g, n=n, **args)
-        assur = _assurance(gap=g, n=max(n, k_pilot), k=k_pilot, **args) if k_pilot else math.nan
+        assur = predictive_probability(gap=g, n=max(n, k_pilot), k=k_pilot, **args) if k_pilot else math.nan
         reason = (f"{n} seeds per pipeline give a {prob:.0%} chance to decide a gap of {_g(abs(g))}{unit_txt}"
                   + (f" ({assur:.0%} allowing for this run's own uncertainty about the gap)" if k_pilot else "")
                   + (f"; if the true gap is half of it, {n_half} seeds" if n_half is not None
