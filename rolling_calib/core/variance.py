@@ -17,7 +17,12 @@ backtest, a competition). Given the days, the runs are independent, so::
     V_period = s_R^2 / k            (paired: R_s = M^A_s - M^B_s; unpaired: s_A^2/k_A + s_B^2/k_B)
 
 with ``k - 1`` (or Welch's) degrees of freedom: the paired t test on run means, exact for
-Gaussian runs.
+Gaussian runs. With few seeds ``k - 1`` degrees of freedom cost much power, although a run's
+mean is mostly its day-to-day noise, which the days measure with ``(k - 1) T`` degrees of
+freedom: ``V_noise = sum_s Q(u_s) / (k (k-1) T)``. When the runs vary no more than that noise
+explains (``F = V_period / V_noise`` below its 75% quantile: "sometimes pool", a liberal
+preliminary test that keeps the final level), the two estimates are pooled by their degrees of
+freedom.
 
 ``target="future"`` (default) -- over seeds *and* the market-time process: what to expect on new
 periods. ``V_future = V_period + V_time`` where ``V_time = LRV_g / T`` is the long-run variance of
@@ -217,6 +222,9 @@ class CrossedVariance:
     noise_share : float
         Share of the seed-averaged differential's short-memory variance that was the seeds'
         own day-to-day noise (removed from the time part).
+    pooled : bool
+        The runs varied no more than their day-to-day noise explains, so the seed part pooled the
+        two estimates (many more degrees of freedom than ``k - 1``).
     """
 
     target: str
@@ -236,6 +244,7 @@ class CrossedVariance:
     drift_ratio: float
     drift_p: float
     noise_share: float
+    pooled: bool = False
 
     def half_width(self, confidence: float) -> float:
         """``t_nu(1 - alpha/2) sqrt(var)`` (0 when ``var`` is 0)."""
@@ -244,22 +253,60 @@ class CrossedVariance:
         return float(stats.t.ppf(0.5 + confidence / 2, self.df)) * math.sqrt(self.var)
 
 
-def _seed_part(ra: np.ndarray, rb: np.ndarray | None) -> tuple[float, float, float]:
-    """``(var_seeds, df, per_seed_var)``: paired when ``rb`` is None (``ra`` holds the differences)."""
-    if rb is None:
-        k = ra.size
-        if k < 2:
-            return 0.0, math.inf, 0.0
-        s2 = float(np.var(ra, ddof=1))
-        return s2 / k, k - 1.0, s2
-    parts, per_seed = [], 0.0
-    for r in (ra, rb):
-        if r.size >= 2:
-            s2 = float(np.var(r, ddof=1))
-            parts.append((s2 / r.size, r.size - 1.0))
-            per_seed += s2
-    v = sum(p for p, _ in parts)
-    return v, welch_df(parts), per_seed
+#: Level of the preliminary test that decides whether the seeds' persistent parts are pooled with their
+#: day noise ("sometimes pool", Bozivich, Bancroft and Hartley 1956: a liberal 0.25 keeps the final level).
+POOL_LEVEL = 0.25
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One run-level variance estimate: of the mean's seed part, its degrees of freedom, per-seed variance."""
+
+    var: float
+    df: float
+    per_seed: float
+    pooled: bool
+
+
+def _run_noise(u: np.ndarray) -> tuple[float, float]:
+    """The seeds' day-to-day noise as a variance of the mean over seeds and units, with degrees of freedom.
+
+    ``u``: the seeds' deviations from the seed-averaged series (k x T). Bartlett on each seed's
+    deviation, bandwidth by Andrews' rule on their pooled lag-1 autocorrelation::
+
+        V_noise = sum_s Q(u_s) / (k (k - 1)) / T,   nu = (k - 1) T / (1 + 2m/3)
+    """
+    k, T = u.shape
+    g = _autocov(u, 1).sum(axis=0)
+    rho = float(g[1] / g[0]) if g[0] > 0 else 0.0
+    m = min(andrews_bandwidth(rho, T), max(T // 2, 1))
+    q = _bartlett(_autocov(u, m), m).sum() / (k * (k - 1))
+    return float(q) / T, (k - 1) * T / (1.0 + 2.0 * m / 3.0)
+
+
+def _side(runs: np.ndarray, u: np.ndarray | None) -> _Side:
+    """``s_R^2 / k`` with ``k - 1`` degrees of freedom, or -- when the runs vary no more than their day
+    noise explains (``F = (s_R^2 / k) / V_noise`` below its ``1 - POOL_LEVEL`` quantile) -- the two
+    estimates of the same variance pooled by their degrees of freedom."""
+    k = runs.size
+    if k < 2:
+        return _Side(0.0, math.inf, 0.0, False)
+    s2 = float(np.var(runs, ddof=1))
+    v_runs, df_runs = s2 / k, k - 1.0
+    if u is None or u.shape[1] < 3:
+        return _Side(v_runs, df_runs, s2, False)
+    v_noise, df_noise = _run_noise(u)
+    if not v_noise > 0 or v_runs / v_noise > stats.f.ppf(1 - POOL_LEVEL, df_runs, df_noise):
+        return _Side(v_runs, df_runs, s2, False)
+    pooled = (df_runs * v_runs + df_noise * v_noise) / (df_runs + df_noise)
+    return _Side(pooled, df_runs + df_noise, pooled * k, True)
+
+
+def _seed_part(sides: list[_Side]) -> tuple[float, float, float, bool]:
+    """``(var_seeds, df, per_seed_var, pooled)`` summed over the sides (one when paired, two when not)."""
+    v = sum(sd.var for sd in sides)
+    return v, welch_df([(sd.var, sd.df) for sd in sides]), sum(sd.per_seed for sd in sides), \
+        any(sd.pooled for sd in sides)
 
 
 def _noise(groups: list[np.ndarray], q: Any) -> tuple[np.ndarray | float, float]:
@@ -307,7 +354,7 @@ def crossed_variance(x: Any = None, *, target: Literal["future", "period"] = "fu
         xs = np.asarray(x, dtype=np.float64)
         runs = xs.mean(axis=1)
         z_groups = [xs - runs[:, None]]
-        var_seeds, df_seeds, per_seed = _seed_part(runs, None)
+        sides = [_side(runs, z_groups[0] - z_groups[0].mean(axis=0))]
         common = z_groups[0].mean(axis=0)
     else:
         if a is None or b is None:
@@ -315,12 +362,14 @@ def crossed_variance(x: Any = None, *, target: Literal["future", "period"] = "fu
         ma, za = influence(*a)
         mb, zb = influence(*b)
         z_groups = [za, zb]
-        var_seeds, df_seeds, per_seed = _seed_part(ma, mb)
+        sides = [_side(ma, za - za.mean(axis=0)), _side(mb, zb - zb.mean(axis=0))]
         common = za.mean(axis=0) - zb.mean(axis=0)
+    var_seeds, df_seeds, per_seed, pooled = _seed_part(sides)
     T = common.size
     if target == "period" or T < 3:
         return CrossedVariance(target, var_seeds, df_seeds, var_seeds, df_seeds, 0.0, math.inf, per_seed,
-                               math.nan, math.nan, 0, int(block_days), 0, False, math.nan, math.nan, math.nan)
+                               math.nan, math.nan, 0, int(block_days), 0, False, math.nan, math.nan, math.nan,
+                               pooled)
     devs = [z - z.mean(axis=0, keepdims=True) for z in z_groups]
 
     # short memory: autocovariances of the common part with the seeds' noise removed
@@ -355,7 +404,7 @@ def crossed_variance(x: Any = None, *, target: Literal["future", "period"] = "fu
     var = var_seeds + var_time
     df = welch_df([(var_seeds, df_seeds), (var_time, df_time)])
     return CrossedVariance(target, var, df, var_seeds, df_seeds, var_time, df_time, per_seed, v_short,
-                           v_long, m, int(block_days), n_blocks, drift, ratio, p_drift, noise_share)
+                           v_long, m, int(block_days), n_blocks, drift, ratio, p_drift, noise_share, pooled)
 
 
 def _difference_df(v1: float, nu1: float, v2: float, nu2: float) -> float:
