@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from rolling_calib.core.resampling import Resampling  # noqa: E402
 from rolling_calib.core.sequential import replay  # noqa: E402
 from rolling_calib.core.tables import format_table  # noqa: E402
 from rolling_calib.core.verdict import LossPanel, decide  # noqa: E402
@@ -65,7 +66,8 @@ def _peek(a: LossPanel, b: LossPanel, *, first: int, batch: int, max_seeds: int,
     order = np.arange(a.n_seeds)
     k = first
     while True:
-        v = decide(_sub(a, order, k), _sub(b, order, k), names=("a", "b"), target=target, confidence=level)
+        v = decide(_sub(a, order, k), _sub(b, order, k), names=("a", "b"),
+                   resampling=Resampling(target=target, confidence=level))
         if v.outcome != "undetermined" or k >= max_seeds:
             return v.outcome, k
         k = min(k + batch, max_seeds)
@@ -86,7 +88,7 @@ def replay_pair(a: LossPanel, b: LossPanel, *, first: int, batch: int, max_seeds
     out["naive"] = _peek(a, b, first=first, batch=batch, max_seeds=max_seeds, level=0.95, target=target)
     out["bonferroni"] = _peek(a, b, first=first, batch=batch, max_seeds=max_seeds,
                               level=1 - 0.05 / _looks(first, batch, max_seeds), target=target)
-    v = decide(a, b, names=("a", "b"), target=target)
+    v = decide(a, b, names=("a", "b"), resampling=Resampling(target=target))
     out["full_grid"] = (v.outcome, max_seeds)
     return out
 

@@ -128,7 +128,8 @@ def load_model(path: str) -> PanelModel:
 def store_panels(store: str, metric: str, pair: list[str] | None) -> tuple[dict[str, Any], str, int, dict]:
     """The store's LossPanel per pipeline for ``metric`` (the analysis layer's), the orientation, the window."""
     from rolling_calib.analysis.scoring import score_store
-    from rolling_calib.analysis.verdicts import VERDICT_METRICS, loss_panel
+    from rolling_calib.analysis.verdicts import loss_panel
+    from rolling_calib.core.metric_table import METRIC_TABLE
     from rolling_calib.execution import store as st
 
     scores = score_store(store, pipelines=pair, progress=sys.stderr.isatty())
@@ -141,7 +142,7 @@ def store_panels(store: str, metric: str, pair: list[str] | None) -> tuple[dict[
     per_month = days["date"].nunique() / max(days["period"].nunique(), 1)
     window = max(int(round((step or 1) * per_month)), 1)
     info = {"step_months": step, "days_per_month": per_month}
-    return panels, VERDICT_METRICS[metric][2], window, info
+    return panels, METRIC_TABLE[metric].orientation, window, info
 
 
 # --------------------------------------------------------------------------- tables

@@ -19,7 +19,7 @@
 Example
 -------
 >>> from rolling_calib.analysis.scoring import score_store
->>> comparison = compare_store(score_store(example_store), n_boot=200)
+>>> comparison = compare_store(score_store(example_store), resampling=Resampling(n_boot=200))
 >>> sorted(comparison.summary["pipeline"])
 ['wd0', 'wd1e-3']
 >>> sorted(comparison.verdicts[0].verdicts)
@@ -47,14 +47,15 @@ from rolling_calib.analysis.verdicts import (
 from rolling_calib.core import pairwise as cmp
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import Label
+from rolling_calib.core.metric_table import COMPARED_METRICS, METRIC_TABLE, title
 from rolling_calib.core.tables import format_table, sig
-from rolling_calib.core.validation import CONFIDENCE, N_BOOT, SEED, validate_params
-from rolling_calib.core.verdict import BLOCK_SIZE, Verdict
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
+from rolling_calib.core.validation import validate_params
+from rolling_calib.core.verdict import Verdict
+from rolling_calib.core.jsonable import jsonable
 
-__all__ = ["METRIC_TITLES", "VERDICT_COLUMNS", "StoreComparison", "compare_store"]
+__all__ = ["VERDICT_COLUMNS", "StoreComparison", "compare_store"]
 
-#: How each metric is named in tables.
-METRIC_TITLES = {"ql": "QL", "ql_scored": "QL 2..K", "cql": "CQL", "ic": "IC", "icir": "ICIR", "rank_ic": "Rank IC"}
 #: The verdict table's columns: key of :meth:`StoreComparison.verdict_rows` -> heading.
 VERDICT_COLUMNS = {"pair": "pair", "metric": "metric", "verdict": "verdict", "difference": "difference",
                    "interval": "interval", "uncertainty": "uncertainty", "pairing": "pairing",
@@ -80,22 +81,36 @@ class StoreComparison:
         The guards that fired.
     calibration : Calibration
         The calibration rule of the scores; ``label`` : Label, the label they were scored against.
-    n_boot, confidence, seed, block_size : bootstrap settings.
+    resampling : Resampling
+        The bootstrap settings of every interval and verdict (recorded once).
     """
 
     summary: pd.DataFrame
     pairs: list[cmp.PairComparison]
-    n_boot: int
-    confidence: float
-    seed: int
+    resampling: Resampling = DEFAULT
     calibration: Calibration = field(default_factory=Calibration)
     label: Label = field(default_factory=lambda: Label(kind="raw"))
     incomplete: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     verdicts: list[PairVerdicts] = field(default_factory=list)
     warnings: list[GuardWarning] = field(default_factory=list)
-    block_size: float | None = None
-    target: str = "future"
+
+    @property
+    def confidence(self) -> float:
+        return self.resampling.confidence
+
+    @property
+    def n_boot(self) -> int:
+        return self.resampling.n_boot
+
+    @property
+    def seed(self) -> int:
+        return self.resampling.seed
+
+    @property
+    def target(self) -> str:
+        """The verdicts' question: ``"future"`` or ``"period"``."""
+        return self.resampling.target
 
     def verdicts_of(self, pair: cmp.PairComparison) -> PairVerdicts | None:
         """The verdicts of ``pair`` (None when not computed)."""
@@ -124,26 +139,24 @@ class StoreComparison:
         """
         pairs = []
         for p in self.pairs:
-            entry = _clean_nested(p.to_dict())
+            entry = jsonable(p.to_dict())
             verdict = self.verdicts_of(p)
             if verdict is not None:
-                entry.update(_clean_nested(verdict.to_dict()))
+                entry.update(jsonable(verdict.to_dict()))
             pairs.append(entry)
         return {
             "period": self.calibration.period,
             "bias": self.calibration.bias,
             "source": self.calibration.source,
             "label": self.label.kind,
-            "bootstrap": {"n_boot": self.n_boot, "confidence": self.confidence, "seed": self.seed},
-            "pipelines": [_clean_nested(rec) for rec in self.summary.to_dict(orient="records")],
+            "bootstrap": self.resampling.to_dict(),
+            "pipelines": [jsonable(rec) for rec in self.summary.to_dict(orient="records")],
             "pairs": pairs,
             "incomplete_runs": list(self.incomplete),
             "notes": list(self.notes),
             "warnings": [w.to_dict() for w in self.warnings],
             "label_description": self.label.to_dict(),
             "loss_unit": self.label.loss_unit,
-            "block_size": self.block_size,
-            "target": self.target,
         }
 
     # ----------------------------------------------------------------------- text
@@ -205,7 +218,7 @@ class StoreComparison:
             for k, (metric, v) in enumerate(pv.verdicts.items()):
                 unit = self._unit(metric)
                 rows.append({"pair": f"{pv.better} vs {pv.worse}", "first": k == 0,
-                             "metric": METRIC_TITLES.get(metric, metric), "verdict": _verdict_word(v),
+                             "metric": title(metric), "verdict": _verdict_word(v),
                              "difference": _with_unit(v.difference, unit),
                              "interval": _with_unit(f"[{sig(v.ci_low)}, {sig(v.ci_high)}]", unit),
                              "uncertainty": _uncertainty(v), "pairing": _pairing(v),
@@ -213,7 +226,7 @@ class StoreComparison:
         return rows
 
     def _unit(self, metric: str) -> str:
-        return self.label.loss_unit if metric in ("ql", "ql_scored", "cql") else ""
+        return METRIC_TABLE[metric].unit(self.label) if metric in METRIC_TABLE else ""
 
     def _summary_table(self) -> str:
         cols = [("runs", str), ("ql_mean", sig), ("ql_std", sig), ("ql_scored_mean", sig), ("ql_scored_std", sig),
@@ -230,7 +243,7 @@ class StoreComparison:
                                    "Rank IC std"], formats=[str, *([lambda x: sig(x, 3)] * 6)])
 
     def _accuracy_table(self) -> str:
-        shown = [m for m in ("ql", "cql", *IC_METRICS) if all(m in p.accuracies for p in self.pairs)]
+        shown = [m for m in COMPARED_METRICS if all(m in p.accuracies for p in self.pairs)]
         rows = []
         for p in self.pairs:
             why = self.accuracies_shown(p)
@@ -241,7 +254,7 @@ class StoreComparison:
                                               f"{p.accuracies[m].ci_high:.3f}]" for m in shown)])
         head = (f"Pairwise accuracy: P(a run of the better-by-QL pipeline scores better than a run of the other), "
                 f"{self.confidence:.0%} percentile bootstrap over seeds ({self.n_boot} resamples, seed {self.seed})")
-        table = format_table(rows, ["better by QL", "other", *(f"Acc {METRIC_TITLES[m]}" for m in shown)])
+        table = format_table(rows, ["better by QL", "other", *(f"Acc {title(m)}" for m in shown)])
         hidden = [f"{p.better} vs {p.worse}: not shown because {self.accuracies_shown(p)}." for p in self.pairs
                   if self.accuracies_shown(p) is not None]
         return "\n".join([head, table, *hidden])
@@ -281,20 +294,6 @@ def _seeds(v: Verdict) -> str:
     return str(n)
 
 
-def _clean_nested(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _clean_nested(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean_nested(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    return obj
-
-
 def _summary_row(name: str, values: dict[str, np.ndarray]) -> dict[str, Any]:
     row: dict[str, Any] = {"pipeline": name, "runs": int(values["ql"].size)}
     for m in (*METRICS, *IC_METRICS):
@@ -311,17 +310,13 @@ def _summary_row(name: str, values: dict[str, np.ndarray]) -> dict[str, Any]:
     return row
 
 
-@validate_params({"n_boot": N_BOOT, "confidence": CONFIDENCE, "seed": SEED, "block_size": BLOCK_SIZE})
+@validate_params({"resampling": RESAMPLING})
 def compare_store(
     scores: StoreScores,
     *,
     pipelines: Sequence[str] | None = None,
     pairs: Sequence[tuple[str, str]] | None = None,
-    n_boot: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    block_size: float | None = None,
-    target: str = "future",
+    resampling: Resampling = DEFAULT,
 ) -> StoreComparison:
     """Verdicts, warnings, summaries per pipeline and pairwise accuracies per pair.
 
@@ -333,14 +328,11 @@ def compare_store(
     pairs : sequence of (str, str), optional
         Pairs to compare. Default: the experiment's ``compare:`` pairs among the
         included pipelines, else every pair.
-    n_boot, confidence, seed : bootstrap settings (the seed is recorded); ``confidence`` is also
-        the verdicts' level.
-    block_size : float, optional
-        Mean block length (trading days) of the stationary bootstrap over market time; None:
-        chosen from the data (Politis-White).
-    target : {"future", "period"}
-        The verdicts' question: over seeds and the market's future (default), or over seeds on
-        the evaluated days.
+    resampling : Resampling
+        Every bootstrap setting (recorded): replicates, level (also the verdicts'), seed and the mean
+        block length (trading days) of the stationary bootstrap over market time (None: chosen from
+        the data, Politis-White). Market time is resampled once per time axis and shared by every
+        pair and metric.
 
     Returns
     -------
@@ -359,39 +351,29 @@ def compare_store(
         for name in (a, b):
             if name not in names:
                 raise ValueError(f"pair ({a}, {b}): pipeline {name!r} is not included (included: {', '.join(names)})")
-        pair = _compare_with_ic(a, scores.scores_of(a), b, scores.scores_of(b),
-                                n_boot=n_boot, confidence=confidence, seed=seed)
+        pair = _compare_runs(a, scores.scores_of(a), b, scores.scores_of(b), resampling=resampling)
         comparisons.append(pair)
-        verdicts.append(decide_pair(scores.days, pair.better, pair.worse, label=scores.label, confidence=confidence,
-                                    n_boot=n_boot, seed=seed, block_size=block_size, target=target))
+        verdicts.append(decide_pair(scores.days, pair.better, pair.worse, label=scores.label, resampling=resampling))
     warnings = guard_warnings(days=scores.days, runs=scores.runs, pipelines=names, label=scores.label,
                               learned=scores.learned_labels, seed_spread=scores.seed_spread, models=scores.models,
                               pairs=verdicts)
     return StoreComparison(
-        summary=pd.DataFrame(rows), pairs=comparisons, calibration=scores.calibration, n_boot=n_boot,
-        confidence=confidence, seed=seed, incomplete=list(scores.incomplete), notes=list(scores.notes),
-        label=scores.label, verdicts=verdicts, warnings=warnings, block_size=block_size, target=target,
+        summary=pd.DataFrame(rows), pairs=comparisons, calibration=scores.calibration, resampling=resampling,
+        incomplete=list(scores.incomplete), notes=list(scores.notes),
+        label=scores.label, verdicts=verdicts, warnings=warnings,
     )
 
 
-def _compare_with_ic(a: str, values_a: dict, b: str, values_b: dict, **boot: Any) -> cmp.PairComparison:
+def _compare_runs(a: str, values_a: dict, b: str, values_b: dict, *, resampling: Resampling) -> cmp.PairComparison:
     """:func:`~rolling_calib.core.pairwise.compare_pair` of QL, CQL and the IC metrics (direction by QL).
 
-    ``compare_pair`` counts a lower score as better; the IC metrics enter negated, so their
-    accuracy is P(IC_better > IC_worse), and their means are reported with their own sign.
-    IC metrics that are not finite for every run of both pipelines are left out.
+    Each metric is compared in its own direction (:data:`~rolling_calib.core.metric_table.METRIC_TABLE`:
+    the accuracy of an IC metric is P(IC_better > IC_worse)). IC metrics that are not finite for
+    every run of both pipelines are left out.
     """
     ics = [m for m in IC_METRICS if m in values_a and m in values_b
            and np.isfinite(values_a[m]).all() and np.isfinite(values_b[m]).all()]
-    flip = {m: f"-{m}" for m in ics}
-
-    def signed(values: dict) -> dict:
-        return {**{m: values[m] for m in METRICS}, **{flip[m]: -values[m] for m in ics}}
-
-    pair = cmp.compare_pair(a, signed(values_a), b, signed(values_b), ground_truth="ql",
-                            metrics=[*METRICS, *flip.values()], **boot)
-    for m, key in flip.items():
-        pair.accuracies[m] = pair.accuracies.pop(key)
-        for means in pair.means.values():
-            means[m] = -means.pop(key)
-    return pair
+    metrics = [*METRICS, *ics]
+    return cmp.compare_pair(a, {m: values_a[m] for m in metrics}, b, {m: values_b[m] for m in metrics},
+                            ground_truth="ql", metrics=metrics, resampling=resampling,
+                            higher_is_better=[m for m in metrics if METRIC_TABLE[m].higher_is_better])

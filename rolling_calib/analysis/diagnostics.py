@@ -62,29 +62,18 @@ from rolling_calib.core.guards import Moments, VarianceComponents, seed_variance
 from rolling_calib.core.metaeval import split_seed_agreement
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import Label
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
+from rolling_calib.core.validation import validate_params
 from rolling_calib.core.schedule import Window
 from rolling_calib.execution import store as st
 from rolling_calib.execution.reader import MissingLabelError, read_run
+from rolling_calib.core.jsonable import jsonable
 
 __all__ = ["MAX_DEFAULT_PAIRS", "PipelineDiagnosis", "StoreDiagnosis", "diagnose_store", "run_period_stats"]
 
 #: Without recorded ``compare:`` pairs, every pair is differenced only up to this many pipelines.
 MAX_DEFAULT_PAIRS = 4
 OFFSET_COLUMNS = ("seed", "period", "start", "mean_residual", "offset", "window", "refit")
-
-
-def _clean(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    return obj
 
 
 def _std(values: np.ndarray) -> float:
@@ -158,7 +147,7 @@ class PipelineDiagnosis:
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (NaN as None; the offsets as records with ISO dates)."""
         offsets = self.offsets.assign(start=self.offsets["start"].map(lambda t: t.isoformat()))
-        return _clean({
+        return jsonable({
             "pipeline": self.pipeline,
             "seeds": list(self.seeds),
             "periods": list(self.periods),
@@ -258,7 +247,7 @@ class StoreDiagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (for ``--json``)."""
-        return _clean({
+        return jsonable({
             "store": str(self.store),
             "period": self.calibration.period,
             "bias": self.calibration.bias,
@@ -406,9 +395,7 @@ class _StoreChecks:
     keeps_order: bool | None
     order_detail: str
     scale: dict[str, str]
-    confidence: float
-    n_boot: int
-    seed: int
+    resampling: Resampling
 
 
 def _components(scores: StoreScores, name: str, seeds: Sequence[int], scored: Sequence[str]) -> VarianceComponents | None:
@@ -444,7 +431,7 @@ def _diagnose_pipeline(store: Path, name: str, scores: StoreScores, manifest: di
     persistence = dg.offset_persistence(offsets, refit)
     scored_labels = [lab for lab, s in zip(labels, scored) if s]
     ratio = dg.std_ratio_interval(runs["ql_scored"].to_numpy(dtype=float), runs["cql"].to_numpy(dtype=float),
-                                  confidence=checks.confidence, n_boot=checks.n_boot, seed=checks.seed)
+                                  resampling=checks.resampling)
     components = _components(scores, name, seeds, scored_labels)
     assessment = dg.assess_calibration(
         removable=removable, removed=removed, ratio=ratio, keeps_order=checks.keeps_order,
@@ -477,7 +464,7 @@ MIN_SPLIT_SEEDS = 4
 
 
 def _order_check(store: Path, scores: StoreScores, names: Sequence[str], pairs: Sequence[tuple[str, str]],
-                 *, seed: int, notes: list[str]) -> tuple[bool | None, str]:
+                 *, resampling: Resampling, notes: list[str]) -> tuple[bool | None, str]:
     """Does CQL order the pairs like the ground truth on held-out seeds at least as often as QL 2..K does?
 
     Checked on the label the models learned (the store is scored against it when it was scored
@@ -497,12 +484,14 @@ def _order_check(store: Path, scores: StoreScores, names: Sequence[str], pairs: 
             where = "the learned label"
         except MissingLabelError:
             notes.append("the store holds no learned label: the held-out ordering check uses the raw label")
-    determined = _determined_pairs(learned, pairs, seed=seed)
+    determined = _determined_pairs(learned, pairs, resampling=resampling)
     if not determined:
-        return None, (f"the ground truth (QL on {where}) does not separate the compared pair(s) at 95%: there is no "
+        return None, (f"the ground truth (QL on {where}) does not separate the compared pair(s) at "
+                      f"{resampling.confidence:.0%}: there is no "
                       f"ordering to keep")
     values = {n: learned.scores_of(n) for n in names}
-    table = split_seed_agreement(values, determined, metrics=["ql_scored", "cql"], ground_truth="ql", seed=seed)
+    table = split_seed_agreement(values, determined, metrics=["ql_scored", "cql"], ground_truth="ql",
+                                 seed=resampling.seed)
     conc = dict(zip(table["metric"], table["split_concordance"]))
     keeps = bool(conc["cql"] >= conc["ql_scored"])
     detail = (f"on held-out seeds ({where}, {int(table['n_splits'].iloc[0])} random halves) CQL orders the "
@@ -511,18 +500,20 @@ def _order_check(store: Path, scores: StoreScores, names: Sequence[str], pairs: 
     return keeps, detail
 
 
-def _determined_pairs(scores: StoreScores, pairs: Sequence[tuple[str, str]], *, seed: int) -> list[tuple[str, str]]:
-    """The pairs whose QL verdict (seeds and blocks of time, 95%) is determined on these scores."""
+def _determined_pairs(scores: StoreScores, pairs: Sequence[tuple[str, str]], *,
+                      resampling: Resampling) -> list[tuple[str, str]]:
+    """The pairs whose QL verdict (seeds and blocks of time, as ``compare`` decides it) is determined on these scores."""
     from rolling_calib.analysis.verdicts import decide_pair
 
     out = []
     for a, b in pairs:
-        verdicts = decide_pair(scores.days, a, b, label=scores.label, n_boot=500, seed=seed, metrics=("ql",))
+        verdicts = decide_pair(scores.days, a, b, label=scores.label, resampling=resampling, metrics=("ql",))
         if verdicts.ground_truth_determined:
             out.append((a, b))
     return out
 
 
+@validate_params({"resampling": RESAMPLING})
 def diagnose_store(
     store: str | Path,
     *,
@@ -532,9 +523,7 @@ def diagnose_store(
     pairs: Sequence[tuple[str, str]] | None = None,
     scores: StoreScores | None = None,
     progress: bool = False,
-    confidence: float = 0.95,
-    n_boot: int = 2000,
-    seed: int = 0,
+    resampling: Resampling = DEFAULT,
 ) -> StoreDiagnosis:
     """Seed-variance diagnostics of every pipeline of a store with at least two complete runs.
 
@@ -556,8 +545,10 @@ def diagnose_store(
         Scores already computed by :func:`~rolling_calib.analysis.scoring.score_store` for this store.
     progress : bool
         Progress bar while scoring.
-    confidence, n_boot, seed :
-        Bootstrap settings of the std ratio's interval and the seed of the held-out ordering check.
+    resampling : Resampling
+        Bootstrap settings of the std ratio's interval and of the verdicts that decide which pairs the
+        ground truth separates (the same as ``compare``'s, so both decide a pair alike), and the seed of
+        the held-out ordering check.
 
     Returns
     -------
@@ -584,11 +575,12 @@ def diagnose_store(
     if not diagnosed:
         raise ValueError(f"{store}: no pipeline has 2 complete runs to diagnose ({'; '.join(skipped) or 'none scored'})")
     pairs = _diagnosed_pairs(scores, diagnosed, pairs)
-    keeps, detail = _order_check(store, scores, diagnosed, pairs or scores.compare, seed=seed, notes=notes)
+    keeps, detail = _order_check(store, scores, diagnosed, pairs or scores.compare, resampling=resampling,
+                                 notes=notes)
     scale = {n: text.split(": ", 1)[0] + " (the scale_mismatch warning has the measurements)"
              for n, (_, text) in scale_findings(scores.days, diagnosed, scores.label, scores.learned_labels).items()}
     checks = _StoreChecks(keeps, detail if keeps is not None else f"the ordering was not checked: {detail}", scale,
-                          confidence, n_boot, seed)
+                          resampling)
     if keeps is None:
         notes.append(f"calibration's ordering on held-out seeds was not checked: {detail}")
     done = [_diagnose_pipeline(store, name, scores, manifest, notes, checks) for name in diagnosed]

@@ -12,7 +12,7 @@ the store's ``rolling.label``).
 
 Example
 -------
->>> result = metaeval_store(example_store, n_boot=100, n_splits=20)
+>>> result = metaeval_store(example_store, resampling=Resampling(n_boot=100), n_splits=20)
 >>> result.summary["metric"].tolist()[:3]
 ['ql', 'ql_scored', 'cql']
 """
@@ -32,7 +32,8 @@ from rolling_calib.analysis.scoring import rolling_cql, selected_pipelines
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import LABEL_KIND
 from rolling_calib.core.tables import format_table
-from rolling_calib.core.validation import check
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
+from rolling_calib.core.validation import check, validate_params
 from rolling_calib.core.metaeval import MetaEvaluation, meta_evaluate
 from rolling_calib.core.schedule import CoverageError
 from rolling_calib.execution import store as st
@@ -126,6 +127,7 @@ def variant_calibration(variant: str, base: Calibration) -> Calibration:
     return base.replace(**VARIANTS[variant][1])
 
 
+@validate_params({"resampling": RESAMPLING})
 def metaeval_store(
     store: str | Path,
     *,
@@ -133,9 +135,7 @@ def metaeval_store(
     label: str | None = None,
     pipelines: Sequence[str] | None = None,
     variants: Sequence[str] | None = None,
-    n_boot: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
+    resampling: Resampling = DEFAULT,
     n_splits: int = 200,
     split_seed: int = 0,
     progress: bool = False,
@@ -166,8 +166,8 @@ def metaeval_store(
             tqdm(data.items(), desc="scoring variants", unit="run", disable=not progress, leave=False)]
     table = pd.DataFrame(rows, columns=["pipeline", "seed", *chosen])
     scores, pairs = _scores_and_pairs(store, manifest, names, table, chosen)
-    result = meta_evaluate(scores, pairs, metrics=chosen, ground_truth="ql", n_boot=n_boot, confidence=confidence,
-                           seed=seed, n_splits=n_splits, split_seed=split_seed)
+    result = meta_evaluate(scores, pairs, metrics=chosen, ground_truth="ql", resampling=resampling, n_splits=n_splits,
+                           split_seed=split_seed)
     return StoreMetaEvaluation(store=store, result=result, runs=table, incomplete=incomplete, notes=notes,
                                calibration=base, label=kind)
 

@@ -65,6 +65,7 @@ from rolling_calib.execution.reader import (
     RunData,
     read_run,
 )
+from rolling_calib.core.metric_table import LOSS_METRICS, SCORE_METRICS
 
 __all__ = [
     "RUN_COLUMNS",
@@ -78,10 +79,11 @@ __all__ = [
 RUN_COLUMNS = ("pipeline", "seed", "ql", "ql_scored", "cql", "n_all", "n_scored", "ic", "icir", "rank_ic",
                "cql_refit_first", "cql_rest", "ql_refit_first", "ql_rest")
 PERIOD_COLUMNS = ("pipeline", "seed", "period", "start", "rows", "bias", "ql", "cql", "scored")
-#: Metrics compared per pair; ``ql`` (all months) is the ground truth that sets the direction.
-METRICS = ("ql", "ql_scored", "cql")
+#: Losses compared per pair (:data:`~rolling_calib.core.metric_table.METRIC_TABLE`); ``ql`` (all months) is the
+#: ground truth that sets the direction.
+METRICS = LOSS_METRICS
 #: Ranking metrics per run (higher is better), compared beside QL and CQL.
-IC_METRICS = ("ic", "icir", "rank_ic")
+IC_METRICS = SCORE_METRICS
 
 
 @dataclass

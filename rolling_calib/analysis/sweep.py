@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rolling_calib.core.validation import CONFIDENCE, N_BOOT, SEED, validate_params
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
+from rolling_calib.core.validation import validate_params
+from rolling_calib.core.jsonable import jsonable
 
 __all__ = ["SweepResult", "analyse_sweep", "format_sweep"]
 
@@ -55,29 +57,26 @@ class SweepResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        ranking = self.ranking.astype(object).where(self.ranking.notna(), None)
-        return {
+        return jsonable({
             "settings": self.settings,
-            "ranking": ranking.to_dict("records"),
+            "ranking": self.ranking.to_dict("records"),
             "matrices": {m: mat.to_dict() for m, mat in self.matrices.items()},
             "indistinguishable": {m: [list(p) for p in pairs] for m, pairs in self.indistinguishable.items()},
             "top_groups": self.top_groups,
             "runs_to_separate": [r.to_dict() for r in self.runs_to_separate],
             "pairs": [p.to_dict() for p in self.pairs],
             "confidence_sets": {m: c.to_dict() for m, c in self.confidence_sets.items()},
-        }
+        })
 
 
-@validate_params({"n_boot": N_BOOT, "confidence": CONFIDENCE, "seed": SEED})
+@validate_params({"resampling": RESAMPLING})
 def analyse_sweep(
     runs: Any,
     *,
     metrics: Sequence[str] = ("cql", "ql"),
     ground_truth: str = "ql",
     pairs: Sequence[tuple[str, str]] = (),
-    n_boot: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
+    resampling: Resampling = DEFAULT,
     days: Any = None,
 ) -> SweepResult:
     """Rank the configurations of a runs table (pure: numbers in, numbers out).
@@ -92,8 +91,8 @@ def analyse_sweep(
         Metric that picks the top two for the runs to separate and the direction of ``pairs``.
     pairs : sequence of (str, str)
         Pairs to compare explicitly (the experiment's ``compare`` section).
-    n_boot, confidence, seed
-        Bootstrap settings of every interval (recorded in ``settings``).
+    resampling : Resampling
+        Bootstrap settings of every interval, the model confidence sets' included (recorded in ``settings``).
     days : DataFrame, optional
         Per-day summaries (``score_store(...).days``): with them, the model confidence set of each
         loss metric (``ql``, ``cql``) over the per-day losses averaged over seeds.
@@ -108,10 +107,10 @@ def analyse_sweep(
     )
 
     metrics = list(metrics)
-    ranking = rank_configurations(runs, metrics=list(dict.fromkeys([*metrics, ground_truth])), confidence=confidence)
+    ranking = rank_configurations(runs, metrics=list(dict.fromkeys([*metrics, ground_truth])), resampling=resampling)
     order = ranking["pipeline"].tolist()
     matrices = {
-        m: pairwise_matrix(runs, metric=m, order=order, n_boot=n_boot, confidence=confidence, seed=seed)
+        m: pairwise_matrix(runs, metric=m, order=order, resampling=resampling)
         for m in metrics
     }
     groups = {}
@@ -119,7 +118,7 @@ def analyse_sweep(
         best = ranking.sort_values([f"{m}_rank", "pipeline"])["pipeline"].iloc[0]
         groups[m] = top_group(matrices[m], best=best)
     enough = len(order) > 1 and int(ranking["n_runs"].min()) >= 2  # a std needs two runs
-    needed = runs_to_separate_top_two(runs, metrics=metrics, by=ground_truth, confidence=confidence) if enough else []
+    needed = runs_to_separate_top_two(runs, metrics=metrics, by=ground_truth, resampling=resampling) if enough else []
     comparisons = []
     by_name = {name: g for name, g in runs.groupby("pipeline")}
     for a, b in pairs:
@@ -130,10 +129,10 @@ def analyse_sweep(
             compare_pair(
                 a, {m: by_name[a][m].to_numpy(float) for m in dict.fromkeys([ground_truth, *metrics])},
                 b, {m: by_name[b][m].to_numpy(float) for m in dict.fromkeys([ground_truth, *metrics])},
-                ground_truth=ground_truth, metrics=metrics, n_boot=n_boot, confidence=confidence, seed=seed,
+                ground_truth=ground_truth, metrics=metrics, resampling=resampling,
             )
         )
-    sets = _confidence_sets(days, order, metrics, n_boot=n_boot, confidence=confidence, seed=seed) \
+    sets = _confidence_sets(days, order, metrics, resampling=resampling) \
         if days is not None and len(order) > 1 else {}
     return SweepResult(
         confidence_sets=sets,
@@ -143,14 +142,13 @@ def analyse_sweep(
         top_groups=groups,
         runs_to_separate=needed,
         pairs=comparisons,
-        settings={"metrics": metrics, "ground_truth": ground_truth, "n_boot": n_boot,
-                  "confidence": confidence, "seed": seed, "configurations": len(order),
+        settings={"metrics": metrics, "ground_truth": ground_truth, **resampling.to_dict(), "configurations": len(order),
                   "runs": int(len(runs))},
     )
 
 
-def _confidence_sets(days: Any, order: Sequence[str], metrics: Sequence[str], *, n_boot: int, confidence: float,
-                     seed: int) -> dict[str, Any]:
+def _confidence_sets(days: Any, order: Sequence[str], metrics: Sequence[str], *,
+                     resampling: Resampling) -> dict[str, Any]:
     """The model confidence set of each loss metric over per-day losses averaged over seeds (common days only)."""
     from rolling_calib.analysis.verdicts import VERDICT_METRICS
     from rolling_calib.core.verdict import model_confidence_set
@@ -159,13 +157,12 @@ def _confidence_sets(days: Any, order: Sequence[str], metrics: Sequence[str], *,
     for metric in metrics:
         if metric not in ("ql", "cql"):
             continue
-        total, weight, _ = VERDICT_METRICS[metric]
+        total, weight = VERDICT_METRICS[metric]
         rows = days[days["pipeline"].isin(list(order)) & days[total].notna()]
         per_day = (rows[total] / rows[weight]).groupby([rows["pipeline"], rows["date"]]).mean().unstack("pipeline")
         per_day = per_day.reindex(columns=list(order)).dropna()
         if len(per_day) >= 3:
-            out[metric] = model_confidence_set(per_day.to_numpy(), list(order), confidence=confidence,
-                                               n_boot=n_boot, seed=seed)
+            out[metric] = model_confidence_set(per_day.to_numpy(), list(order), resampling=resampling)
     return out
 
 

@@ -47,18 +47,23 @@ from rolling_calib.core.guards import (
     skill_check,
 )
 from rolling_calib.core.label import Label
+from rolling_calib.core.metric_table import METRIC_TABLE
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
+from rolling_calib.core.validation import validate_params
 from rolling_calib.core.tables import sig
 from rolling_calib.core.verdict import LossPanel, Verdict, decide
+from rolling_calib.core.jsonable import jsonable
 
 __all__ = ["VERDICT_METRICS", "GuardWarning", "PairVerdicts", "decide_pair", "guard_warnings", "loss_panel",
            "pooled_moments", "scale_findings"]
 
-#: Metric -> (day columns: total, weight; orientation; only days where ``weight > 0`` / ``sse_cql`` is defined).
-VERDICT_METRICS: dict[str, tuple[str, str, str]] = {
-    "ql": ("sse_ql", "rows", "lower"),
-    "cql": ("sse_cql", "rows", "lower"),
-    "ic": ("ic_sum", "ic_n", "higher"),
-    "rank_ic": ("rank_ic_sum", "rank_ic_n", "higher"),
+#: Metric -> its day columns (total, weight); only days where ``weight > 0`` / ``sse_cql`` is defined. Direction,
+#: title and unit: :data:`~rolling_calib.core.metric_table.METRIC_TABLE`.
+VERDICT_METRICS: dict[str, tuple[str, str]] = {
+    "ql": ("sse_ql", "rows"),
+    "cql": ("sse_cql", "rows"),
+    "ic": ("ic_sum", "ic_n"),
+    "rank_ic": ("rank_ic_sum", "rank_ic_n"),
 }
 #: Advice for model classes known to ignore seeds in common settings (shown with the degenerate-seeds warning).
 SEED_HINTS = {
@@ -72,18 +77,19 @@ SEED_HINTS = {
 
 def loss_panel(days: pd.DataFrame, pipeline: str, metric: str) -> LossPanel | None:
     """The :class:`LossPanel` of one pipeline and metric from per-day summaries (None: no usable days)."""
-    total_col, weight_col, _ = VERDICT_METRICS[metric]
+    total_col, weight_col = VERDICT_METRICS[metric]
     rows = days[days["pipeline"] == pipeline]
     rows = rows[np.isfinite(rows[total_col].to_numpy(dtype=float)) & (rows[weight_col].to_numpy(dtype=float) > 0)]
     if rows.empty:
         return None
-    total = rows.pivot_table(index="seed", columns="date", values=total_col, aggfunc="sum", fill_value=0.0)
-    weight = rows.pivot_table(index="seed", columns="date", values=weight_col, aggfunc="sum", fill_value=0.0)
-    weight = weight.reindex(index=total.index, columns=total.columns, fill_value=0.0)
-    if (weight.to_numpy().sum(axis=1) <= 0).any():
+    seeds, seed_idx = np.unique(rows["seed"].to_numpy(), return_inverse=True)   # a seed x date table of sums
+    dates, date_idx = np.unique(rows["date"].to_numpy(), return_inverse=True)
+    cell, shape = seed_idx * len(dates) + date_idx, (len(seeds), len(dates))
+    total = np.bincount(cell, weights=rows[total_col].to_numpy(dtype=float), minlength=shape[0] * shape[1])
+    weight = np.bincount(cell, weights=rows[weight_col].to_numpy(dtype=float), minlength=shape[0] * shape[1])
+    if (weight.reshape(shape).sum(axis=1) <= 0).any():
         return None
-    return LossPanel.from_arrays(seeds=total.index.to_numpy(), total=total.to_numpy(), weight=weight.to_numpy(),
-                                 times=total.columns.to_numpy())
+    return LossPanel.from_arrays(seeds=seeds, total=total.reshape(shape), weight=weight.reshape(shape), times=dates)
 
 
 @dataclass(frozen=True)
@@ -114,8 +120,8 @@ class PairVerdicts:
         return {"ground_truth_determined": self.ground_truth_determined, "verdicts": out}
 
 
-def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, confidence: float = 0.95,
-                n_boot: int = 2000, seed: int = 0, block_size: float | None = None, target: str = "future",
+@validate_params({"resampling": RESAMPLING})
+def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, resampling: Resampling = DEFAULT,
                 metrics: Sequence[str] = tuple(VERDICT_METRICS)) -> PairVerdicts:
     """Verdicts of ``better`` against ``worse`` for every metric both have days of.
 
@@ -127,23 +133,19 @@ def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, co
         The pair, named as the comparison names it (by mean QL).
     label : Label
         What QL and CQL are measured against: their unit (``label.loss_unit``) goes into reason texts.
-    confidence :
-        The verdicts' level (:func:`rolling_calib.core.verdict.decide`).
-    n_boot, seed, block_size :
-        Not used by the verdict (its interval is analytic); kept for the callers' settings.
-    target : {"future", "period"}
-        The question: over seeds and the market's future, or over seeds on the evaluated days.
+    resampling : Resampling
+        See :func:`rolling_calib.core.verdict.decide`: its ``confidence`` is the verdicts' level and its
+        ``target`` their question (over seeds and the market's future, or over seeds on these days).
     """
     verdicts: dict[str, Verdict] = {}
     for metric in metrics:
         pa, pb = loss_panel(days, better, metric), loss_panel(days, worse, metric)
         if pa is None or pb is None:
             continue
-        orientation = VERDICT_METRICS[metric][2]
-        unit = label.loss_unit if orientation == "lower" else ""
+        spec = METRIC_TABLE[metric]
         try:
-            verdicts[metric] = decide(pa, pb, names=(better, worse), metric=metric, orientation=orientation,  # type: ignore[arg-type]
-                                      confidence=confidence, target=target, unit=unit)  # type: ignore[arg-type]
+            verdicts[metric] = decide(pa, pb, names=(better, worse), metric=metric, orientation=spec.orientation,
+                                      resampling=resampling, unit=spec.unit(label))
         except ValueError:   # fewer than 2 common days: no verdict for this metric
             continue
     ql = verdicts.get("ql")
@@ -162,7 +164,7 @@ class GuardWarning:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "pipelines": list(self.pipelines), "message": self.message,
-                "measured": _plain(self.measured)}
+                "measured": jsonable(self.measured)}
 
 
 def pooled_moments(days: pd.DataFrame, pipeline: str) -> Moments:
@@ -303,13 +305,3 @@ def _undetermined(pair: PairVerdicts, label: Label) -> GuardWarning:
                          "seeds_needed": v.seeds_needed.n})
 
 
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, (np.integer, np.bool_)):
-        return obj.item()
-    return obj

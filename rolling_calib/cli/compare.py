@@ -1,4 +1,4 @@
-"""``rolling-calib compare --store DIR``: QL vs CQL per pipeline and pairwise accuracies per pair."""
+"""``rolling-calib compare --store DIR``: the verdict per pair and metric, the guards' warnings, then the numbers behind them."""
 
 from __future__ import annotations
 
@@ -27,12 +27,18 @@ def handle(args: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "compare",
-        help="compare pipelines in a result store: QL vs calibrated QL, pairwise accuracy",
+        help="compare pipelines in a result store: a verdict per pair and metric (QL, CQL, IC, Rank IC), warnings",
         description=(
-            "Score every run (pipeline x seed) of a store with the plain quadratic loss (QL) and the "
-            "monthly rolling calibrated quadratic loss (CQL), then print per pipeline the mean and std "
-            "of both and the seed budget, and per pair the pairwise accuracy of QL and CQL with "
-            "bootstrap intervals (direction decided by QL, the ground truth)."
+            "Score every run (pipeline x seed) of a store with the plain quadratic loss (QL), the rolling "
+            "calibrated quadratic loss (CQL, the store's calibration rule unless given) and Qlib's IC, ICIR "
+            "and Rank IC. Then print, per pair and metric, the verdict: better, worse or undetermined at "
+            "--confidence, the difference of means in the label's unit with its interval over seeds and "
+            "blocks of market time, the dominant source of uncertainty, how much pairing seeds narrowed it, "
+            "the Diebold-Mariano p-value and the seeds needed to decide; the guards' warnings (scale "
+            "mismatch, degenerate seeds, no skill, undetermined ground truth); per pipeline the mean and std "
+            "over seeds of every metric, the std ratio CQL / QL and the seed budget; and per pair the "
+            "pairwise accuracies with bootstrap intervals, shown only where the ground truth (QL) is "
+            "determined and the seeds differ."
         ),
         epilog="Example: rolling-calib compare --store runs/demo --pipelines wd0 wd1e-4 --json",
     )

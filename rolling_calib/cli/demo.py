@@ -15,6 +15,7 @@ from rolling_calib.cli.options import (
     add_seeds_argument,
     add_tracking_arguments,
     add_workers_argument,
+    resampling_from_args,
     show_progress,
 )
 
@@ -28,7 +29,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
             result = run_demo(args.out, workers=args.workers, seeds=args.seeds, cases=cases,
-                              n_boot=args.n_boot, progress=show_progress(args), track=not args.no_tracking)
+                              resampling=resampling_from_args(args), progress=show_progress(args), track=not args.no_tracking)
     except (ConfigError, ValueError) as exc:
         print(f"rolling-calib demo: error: {exc}", file=sys.stderr)
         return 2

@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 
 from rolling_calib.cli.options import (
+    add_bootstrap_arguments,
     add_calibration_arguments,
     add_output_arguments,
     add_store_argument,
     score_with_options,
+    resampling_from_args,
     show_progress,
 )
 
@@ -41,7 +43,7 @@ def handle(args: argparse.Namespace) -> int:
         with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
             scores = score_with_options(args, progress=show_progress(args))  # the rule and label options as compare
             diagnosis = diagnose_store(args.store, pipelines=args.pipelines, scores=scores,
-                                       progress=show_progress(args))
+                                       progress=show_progress(args), resampling=resampling_from_args(args))
     except ValueError as exc:
         print(f"rolling-calib diagnose: error: {exc}", file=sys.stderr)
         return 2
@@ -81,6 +83,7 @@ def register(subparsers) -> None:
     )
     add_store_argument(parser, positional_alias=True)
     add_calibration_arguments(parser)
+    add_bootstrap_arguments(parser)
     parser.add_argument("--figures", metavar="DIR", default=None,
                         help="also write PNG figures to DIR: each pipeline's offsets per seed over time "
                              "(refits marked) and each pair's per-seed differences")

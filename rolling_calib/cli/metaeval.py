@@ -14,6 +14,7 @@ from rolling_calib.cli.options import (
     add_store_argument,
     calibration_from_args,
     checked,
+    resampling_from_args,
     show_progress,
 )
 from rolling_calib.core.calibration import Calibration
@@ -27,8 +28,8 @@ def handle(args: argparse.Namespace) -> int:
         with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
             base = calibration_from_args(args, Calibration())   # the variants change the paper's rule
             result = metaeval_store(args.store, calibration=base, label=args.label, pipelines=args.pipelines,
-                                    variants=args.variants, n_boot=args.n_boot, confidence=args.confidence,
-                                    seed=args.boot_seed, n_splits=args.splits, split_seed=args.split_seed,
+                                    variants=args.variants, resampling=resampling_from_args(args),
+                                    n_splits=args.splits, split_seed=args.split_seed,
                                     progress=show_progress(args))
     except ValueError as exc:
         print(f"rolling-calib metaeval: error: {exc}", file=sys.stderr)
@@ -57,7 +58,7 @@ def register(subparsers) -> None:
     parser.add_argument("--variants", nargs="+", default=None, metavar="NAME",
                         help="metric variants (default: all: ql ql_scored cql cql_per_instrument cql_week cql_20d "
                              "cql_validation cql_validation_per_instrument)")
-    add_bootstrap_arguments(parser)
+    add_bootstrap_arguments(parser, only=("n_boot", "confidence", "boot_seed"))   # no market-time blocks here
     parser.add_argument("--splits", type=checked(POSITIVE_INT, int), default=200, metavar="N",
                         help="random half-splits of the seeds (default 200)")
     parser.add_argument("--split-seed", type=checked(SEED, int), default=0, metavar="SEED",

@@ -26,8 +26,11 @@ from data_prep.cli import JSON_HELP, NO_PROGRESS_HELP, add_output_options, show_
 from rolling_calib.config.overrides import parse_set
 from rolling_calib.core.calibration import CALIBRATION_FIELDS, Calibration
 from rolling_calib.core.label import LABEL_KINDS
+from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
+from rolling_calib.core.resampling import Resampling
 from rolling_calib.core.validation import (
     BIAS_MODES,
+    BLOCK_SIZE,
     CALIBRATION_PERIOD,
     CALIBRATION_PERIODS,
     CALIBRATION_SOURCES,
@@ -48,6 +51,7 @@ __all__ = ["CommandParser", "DEFAULT_WORKERS", "JSON_HELP", "NO_PROGRESS_HELP", 
            "add_output_arguments", "add_output_options", "add_overrides_argument", "add_pipelines_argument",
            "add_rule_arguments", "add_scoring_arguments", "add_seeds_argument", "add_store_argument",
            "add_tracking_arguments", "add_workers_argument", "calibration_from_args", "checked",
+           "resampling_from_args",
            "executor_options", "overrides", "score_and_compare", "score_with_options", "show_progress"]
 
 #: Units run at once by default, by every command that runs units (``run``, ``sweep``, ``demo``): two
@@ -323,19 +327,35 @@ def calibration_from_args(args: argparse.Namespace, recorded: Calibration) -> Ca
     return recorded.replace(**changes)
 
 
-#: The bootstrap options: name -> (flag, keyword arguments of ``add_argument``).
+#: The bootstrap options (the fields of :class:`~rolling_calib.core.resampling.Resampling`, defaults and
+#: constraints taken from it): name -> (flag, keyword arguments of ``add_argument``).
 _BOOTSTRAP: dict[str, tuple[str, dict[str, Any]]] = {
-    "n_boot": ("--n-boot", dict(type=checked(N_BOOT, int), default=2000, metavar="N",
-                                help="bootstrap resamples of every interval (default 2000)")),
-    "confidence": ("--confidence", dict(type=checked(CONFIDENCE, float), default=0.95, metavar="LEVEL",
-                                        help="interval level (default 0.95)")),
-    "boot_seed": ("--boot-seed", dict(type=checked(SEED, int), default=0, metavar="SEED",
-                                      help="bootstrap seed, recorded in the output (default 0)")),
+    "n_boot": ("--n-boot", dict(type=checked(N_BOOT, int), default=RESAMPLING_DEFAULTS.n_boot, metavar="N",
+                                help=f"bootstrap resamples of every interval (default {RESAMPLING_DEFAULTS.n_boot})")),
+    "confidence": ("--confidence", dict(type=checked(CONFIDENCE, float), default=RESAMPLING_DEFAULTS.confidence,
+                                        metavar="LEVEL",
+                                        help=f"interval level (default {RESAMPLING_DEFAULTS.confidence})")),
+    "boot_seed": ("--boot-seed", dict(type=checked(SEED, int), default=RESAMPLING_DEFAULTS.seed, metavar="SEED",
+                                      help=f"bootstrap seed, recorded in the output (default "
+                                           f"{RESAMPLING_DEFAULTS.seed})")),
+    "block_size": ("--block-size", dict(type=checked(BLOCK_SIZE, float), default=RESAMPLING_DEFAULTS.block_size,
+                                        metavar="DAYS",
+                                        help="mean block length (trading days) of the stationary bootstrap over "
+                                             "market time (default: chosen from the data, Politis-White)")),
 }
 
 
+def resampling_from_args(args: argparse.Namespace) -> Resampling:
+    """The one :class:`~rolling_calib.core.resampling.Resampling` of a command, from its bootstrap options.
+
+    An option the command does not take keeps its default.
+    """
+    fields = {"n_boot": "n_boot", "confidence": "confidence", "seed": "boot_seed", "block_size": "block_size"}
+    return Resampling(**{name: getattr(args, dest) for name, dest in fields.items() if hasattr(args, dest)})
+
+
 def add_bootstrap_arguments(parser: argparse.ArgumentParser, *, only: tuple[str, ...] = tuple(_BOOTSTRAP)) -> None:
-    """``--n-boot``, ``--confidence``, ``--boot-seed`` (``only``: a subset, by destination name)."""
+    """``--n-boot``, ``--confidence``, ``--boot-seed``, ``--block-size`` (``only``: a subset, by destination name)."""
     group = parser.add_argument_group("bootstrap")
     for name in only:
         flag, kwargs = _BOOTSTRAP[name]
@@ -363,5 +383,5 @@ def score_and_compare(args: argparse.Namespace):
     from rolling_calib.analysis.comparison import compare_store
 
     scores = score_with_options(args, progress=show_progress(args))
-    comparison = compare_store(scores, n_boot=args.n_boot, confidence=args.confidence, seed=args.boot_seed)
+    comparison = compare_store(scores, resampling=resampling_from_args(args))
     return scores, comparison

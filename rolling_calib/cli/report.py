@@ -17,13 +17,13 @@ from rolling_calib.cli.options import (
 )
 
 
-def _diagnosis(store: str, scores):
+def _diagnosis(store: str, scores, resampling):
     """The seed-variance verdicts, when every diagnosed pipeline has two runs or more (else ``None``: no spread to split)."""
     from rolling_calib.analysis.diagnostics import diagnose_store
 
     if scores.runs.groupby("pipeline")["seed"].nunique().max() < 2:
         return None
-    return diagnose_store(store, scores=scores)
+    return diagnose_store(store, scores=scores, resampling=resampling)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -33,7 +33,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
             scores, comparison = score_and_compare(args)
-            paths = write_report(scores, comparison, out, diagnosis=_diagnosis(args.store, scores))
+            paths = write_report(scores, comparison, out, diagnosis=_diagnosis(args.store, scores, comparison.resampling))
     except ValueError as exc:
         print(f"rolling-calib report: error: {exc}", file=sys.stderr)
         return 2

@@ -21,8 +21,10 @@ from rolling_calib.cli.options import (
     add_tracking_arguments,
     executor_options,
     overrides,
+    resampling_from_args,
     show_progress,
 )
+from rolling_calib.core.jsonable import jsonable
 
 DESCRIPTION = """\
 Run every configuration of a grid (or the experiment's own pipelines when no --grid
@@ -124,8 +126,7 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
     plan, summary = outcome.plan, outcome.summary
     runs = outcome.scores.runs[outcome.scores.runs["seed"].isin(plan.seeds)]
     days = outcome.scores.days[outcome.scores.days["seed"].isin(plan.seeds)]
-    result = analyse_sweep(runs, pairs=experiment.compare, n_boot=args.n_boot, confidence=args.confidence,
-                           seed=args.boot_seed, days=days)
+    result = analyse_sweep(runs, pairs=experiment.compare, resampling=resampling_from_args(args), days=days)
     paths = write_sweep_report(result, Path(args.out) if args.out else plan.store / "sweep_report")
     tracking_uri = outcome.tracking_uri
     if args.json:
@@ -136,7 +137,7 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
                             "heatmaps": {m: str(p) for m, p in paths["heatmaps"].items()}}
         payload["tracking_uri"] = tracking_uri
         payload["tracking_message"] = outcome.tracking_message
-        print(json.dumps(payload, indent=2, default=str), file=stdout)
+        print(json.dumps(jsonable(payload), indent=2), file=stdout)
     else:
         print(format_sweep(result, style="text"), file=stdout)
         print(f"units: {summary.ran} ran, {summary.skipped} already in the store ({summary.seconds:.1f} s)", file=stdout)

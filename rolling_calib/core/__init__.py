@@ -1,5 +1,7 @@
-"""The pure core: metrics, pairwise comparison and ranking, schedules, synthetic experiments, validation.
+"""The pure core: metrics, pairwise comparison and ranking, verdicts, schedules, synthetic experiments, validation.
 
-Imports numpy, pandas and scipy only: never Qlib, torch, Ray, MLflow, matplotlib or
-``data_prep`` (``tests/test_layers.py`` runs the import contracts that enforce it).
+Imports numpy, pandas and scipy, and three small declared dependencies: ``arch`` (the verdicts' block
+length, HAC variance and model confidence set), ``tabulate`` (``tables``) and ``filelock``
+(``file_lock``); never Qlib, torch, Ray, MLflow, matplotlib, polars or ``data_prep``
+(``tests/test_layers.py`` runs the import contracts that enforce it).
 """

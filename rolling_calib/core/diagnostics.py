@@ -63,6 +63,10 @@ from typing import Any
 
 import numpy as np
 
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
+from rolling_calib.core.validation import validate_params
+from rolling_calib.core.jsonable import fields_dict
+
 __all__ = [
     "LOW_PERSISTENCE",
     "SeedVarianceSplit",
@@ -142,19 +146,6 @@ def _ratio(num: float, den: float) -> float:
     return num / den if den > 0 else math.nan
 
 
-def _plain(obj: Any) -> Any:
-    """JSON-friendly: arrays to lists, NaN to None, numpy scalars to Python."""
-    if isinstance(obj, np.ndarray):
-        return [_plain(v) for v in obj.tolist()]
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
-
-
 # --------------------------------------------------------------------------- variance split
 @dataclass(frozen=True)
 class SeedVarianceSplit:
@@ -189,7 +180,7 @@ class SeedVarianceSplit:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (per-seed arrays as lists, NaN as None)."""
-        return {name: _plain(getattr(self, name)) for name in self.__dataclass_fields__}
+        return fields_dict(self)
 
 
 def split_seed_variance(bias: Any, ql: Any, weights: Any) -> SeedVarianceSplit:
@@ -313,7 +304,7 @@ class OffsetPersistence:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (NaN as None)."""
-        out = {name: _plain(getattr(self, name)) for name in self.__dataclass_fields__}
+        out = fields_dict(self)
         out["previous_predicts"] = self.previous_predicts
         return out
 
@@ -395,7 +386,7 @@ class PredictionSpread:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (NaN as None)."""
-        return {name: _plain(getattr(self, name)) for name in self.__dataclass_fields__}
+        return fields_dict(self)
 
 
 def prediction_spread(mean_prediction: Any, prediction_std: Any) -> PredictionSpread:
@@ -464,24 +455,27 @@ class StdRatio:
     seed: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: _plain(getattr(self, name)) for name in self.__dataclass_fields__}
+        return fields_dict(self)
 
 
-def std_ratio_interval(ql: Any, cql: Any, *, confidence: float = 0.95, n_boot: int = 2000, seed: int = 0) -> StdRatio:
+@validate_params({"resampling": RESAMPLING})
+def std_ratio_interval(ql: Any, cql: Any, *, resampling: Resampling = DEFAULT) -> StdRatio:
     """``std(CQL) / std(QL2..K)`` over the seeds, with a percentile bootstrap interval (seeds resampled jointly).
 
     Parameters
     ----------
     ql, cql : arrays ``(n_seeds,)``
         Per seed, QL over CQL's periods and CQL (the same rows).
-    confidence, n_boot, seed : bootstrap settings (replicates with a zero QL std are left out).
+    resampling : Resampling
+        Bootstrap settings (replicates with a zero QL std are left out).
 
     Examples
     --------
-    >>> r = std_ratio_interval([1.0, 2.0, 3.0, 4.0], [1.0, 1.5, 2.0, 2.5], n_boot=200)
+    >>> r = std_ratio_interval([1.0, 2.0, 3.0, 4.0], [1.0, 1.5, 2.0, 2.5], resampling=Resampling(n_boot=200))
     >>> r.ratio, r.ci_high <= 0.5 + 1e-12
     (0.5, True)
     """
+    confidence, n_boot, seed = resampling.confidence, resampling.n_boot, resampling.seed
     q = np.asarray(ql, dtype=np.float64)
     c = np.asarray(cql, dtype=np.float64)
     if q.shape != c.shape or q.ndim != 1 or q.size < 2:
@@ -490,7 +484,7 @@ def std_ratio_interval(ql: Any, cql: Any, *, confidence: float = 0.95, n_boot: i
     ratio = float(np.std(c, ddof=1)) / sq if sq > 0 else math.nan
     if q.size < MIN_INTERVAL_SEEDS:   # two seeds resample to themselves or to a single value: no interval
         return StdRatio(ratio, math.nan, math.nan, float(confidence), int(n_boot), int(seed))
-    idx = np.random.default_rng(int(seed)).integers(0, q.size, size=(int(n_boot), q.size))
+    idx = resampling.seed_indices(q.size, rng=resampling.rng())
     sq_b, sc_b = np.std(q[idx], axis=1, ddof=1), np.std(c[idx], axis=1, ddof=1)
     ok = sq_b > 0
     if not ok.any() or not math.isfinite(ratio):

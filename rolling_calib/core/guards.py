@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from rolling_calib.core.jsonable import fields_dict
 
 __all__ = [
     "DEGENERATE_LIMIT",
@@ -87,14 +88,6 @@ SPREAD_LIMIT: float = 4.0
 DEGENERATE_LIMIT: float = 1e-6
 #: The sums :class:`Moments` holds, in order.
 MOMENT_FIELDS = ("n", "sp", "sy", "spp", "syy", "spy")
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, (np.integer, np.bool_)):
-        return value.item()
-    return value
 
 
 def _pct(frac: float) -> str:
@@ -189,7 +182,7 @@ class ScaleCheck:
     mismatch: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _plain(getattr(self, k)) for k in self.__dataclass_fields__}
+        return fields_dict(self)
 
     def finding(self, *, unit: str = "") -> str:
         """What was measured, in words: QL split into its four terms, with their shares of QL.
@@ -253,7 +246,7 @@ class SeedSpread:
     degenerate: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _plain(getattr(self, k)) for k in self.__dataclass_fields__}
+        return fields_dict(self)
 
 
 def seed_spread(predictions: Any) -> SeedSpread:
@@ -303,7 +296,7 @@ class SkillCheck:
     skill: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _plain(getattr(self, k)) for k in self.__dataclass_fields__}
+        return fields_dict(self)
 
 
 def skill_check(*, ql: Sequence[float], baseline_ql: float, ic: Sequence[float] | None = None) -> SkillCheck:
@@ -351,7 +344,7 @@ class VarianceComponents:
     residual_scale: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _plain(getattr(self, k)) for k in self.__dataclass_fields__}
+        return fields_dict(self)
 
     @property
     def dominant(self) -> str:

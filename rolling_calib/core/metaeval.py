@@ -34,7 +34,7 @@ Example
 -------
 >>> scores = {"a": {"ql": [1.0, 2.0, 1.5, 1.2], "cql": [1.0, 1.1, 1.0, 1.1]},
 ...           "b": {"ql": [2.0, 1.1, 2.5, 2.2], "cql": [2.0, 2.1, 2.0, 2.1]}}
->>> result = meta_evaluate(scores, metrics=["ql", "cql"], n_boot=200, n_splits=50)
+>>> result = meta_evaluate(scores, metrics=["ql", "cql"], resampling=Resampling(n_boot=200), n_splits=50)
 >>> result.summary[["metric", "mean_accuracy", "split_concordance"]].round(3).values.tolist()
 [['ql', 0.781, 0.82], ['cql', 1.0, 0.86]]
 """
@@ -52,7 +52,9 @@ import pandas as pd
 from scipy import stats
 
 from rolling_calib.core.pairwise import pairwise_accuracy_ci
-from rolling_calib.core.validation import CONFIDENCE, N_BOOT, POSITIVE_INT, SEED, validate_params
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
+from rolling_calib.core.validation import POSITIVE_INT, SEED, validate_params
+from rolling_calib.core.jsonable import jsonable
 
 __all__ = ["MetaEvaluation", "meta_evaluate", "pair_directions", "pairwise_meta", "split_seed_accuracy",
            "split_seed_agreement"]
@@ -111,10 +113,9 @@ def pair_directions(scores: Mapping[str, Mapping[str, Any]], pairs: Sequence[tup
     return out
 
 
-@validate_params({"n_boot": N_BOOT, "confidence": CONFIDENCE, "seed": SEED})
+@validate_params({"resampling": RESAMPLING})
 def pairwise_meta(scores: Mapping[str, Mapping[str, Any]], pairs: Sequence[tuple[str, str]] | None = None, *,
-                  metrics: Sequence[str], ground_truth: str = "ql", n_boot: int = 2000,
-                  confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+                  metrics: Sequence[str], ground_truth: str = "ql", resampling: Resampling = DEFAULT) -> pd.DataFrame:
     """Pairwise accuracy of every metric on every pair, direction by the mean ground truth.
 
     Returns a frame with columns ``better, worse, gap, tie, metric, accuracy, ci_low, ci_high``
@@ -122,7 +123,8 @@ def pairwise_meta(scores: Mapping[str, Mapping[str, Any]], pairs: Sequence[tuple
 
     Example
     -------
-    >>> pairwise_meta({"a": {"ql": [1.0, 3.0]}, "b": {"ql": [2.0, 4.0]}}, metrics=["ql"], n_boot=50)[
+    >>> pairwise_meta({"a": {"ql": [1.0, 3.0]}, "b": {"ql": [2.0, 4.0]}}, metrics=["ql"],
+    ...               resampling=Resampling(n_boot=50))[
     ...     ["better", "worse", "accuracy"]].values.tolist()
     [['a', 'b', 0.75]]
     """
@@ -130,7 +132,7 @@ def pairwise_meta(scores: Mapping[str, Mapping[str, Any]], pairs: Sequence[tuple
     rows = []
     for better, worse, gap, tie in pair_directions(s, pairs, ground_truth=ground_truth):
         for metric in metrics:
-            acc = pairwise_accuracy_ci(s[better][metric], s[worse][metric], n_boot=n_boot, confidence=confidence, seed=seed)
+            acc = pairwise_accuracy_ci(s[better][metric], s[worse][metric], resampling=resampling)
             rows.append((better, worse, gap, tie, metric, acc.accuracy, acc.ci_low, acc.ci_high))
     return pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
 
@@ -169,8 +171,7 @@ def split_seed_accuracy(scores: Mapping[str, Mapping[str, Any]], pairs: Sequence
     for _ in range(int(n_splits)):
         halves = {}
         for n in names:
-            order = rng.permutation(s[n][ground_truth].size)
-            halves[n] = (order[: order.size // 2], order[order.size // 2:])
+            halves[n] = Resampling.half_split(s[n][ground_truth].size, rng=rng)
         for i, (a, b) in enumerate(chosen):
             ga, gb = s[a][ground_truth][halves[a][1]].mean(), s[b][ground_truth][halves[b][1]].mean()
             for m in metrics:
@@ -227,9 +228,7 @@ def split_seed_agreement(scores: Mapping[str, Mapping[str, Any]], pairs: Sequenc
     for _ in range(int(n_splits)):
         first_half, second_half = {}, {}
         for n in names:
-            order = rng.permutation(s[n][ground_truth].size)
-            half = order.size // 2
-            first_half[n], second_half[n] = order[:half], order[half:]
+            first_half[n], second_half[n] = Resampling.half_split(s[n][ground_truth].size, rng=rng)
         truth = np.array([s[n][ground_truth][second_half[n]].mean() for n in names])
         for m in metrics:
             ranked = np.array([s[n][m][first_half[n]].mean() for n in names])
@@ -268,25 +267,21 @@ class MetaEvaluation:
     split_seed: int
 
     def to_dict(self) -> dict[str, Any]:
-        def clean(rec: dict) -> dict:
-            return {k: (None if isinstance(v, float) and not math.isfinite(v) else
-                        v.item() if isinstance(v, np.generic) else v) for k, v in rec.items()}
-
-        return {
+        return jsonable({
             "ground_truth": self.ground_truth,
             "bootstrap": {"n_boot": self.n_boot, "confidence": self.confidence, "seed": self.seed},
             "split_seed_check": {"n_splits": self.n_splits, "seed": self.split_seed},
-            "metrics": [clean(r) for r in self.summary.to_dict(orient="records")],
-            "pairs": [clean(r) for r in self.pairs.to_dict(orient="records")],
-        }
+            "metrics": self.summary.to_dict(orient="records"),
+            "pairs": self.pairs.to_dict(orient="records"),
+        })
 
 
+@validate_params({"resampling": RESAMPLING, "n_splits": POSITIVE_INT, "split_seed": SEED})
 def meta_evaluate(scores: Mapping[str, Mapping[str, Any]], pairs: Sequence[tuple[str, str]] | None = None, *,
-                  metrics: Sequence[str], ground_truth: str = "ql", n_boot: int = 2000, confidence: float = 0.95,
-                  seed: int = 0, n_splits: int = 200, split_seed: int = 0) -> MetaEvaluation:
+                  metrics: Sequence[str], ground_truth: str = "ql", resampling: Resampling = DEFAULT,
+                  n_splits: int = 200, split_seed: int = 0) -> MetaEvaluation:
     """:func:`pairwise_meta` and :func:`split_seed_agreement` of ``metrics`` with the mean accuracy over pairs."""
-    table = pairwise_meta(scores, pairs, metrics=metrics, ground_truth=ground_truth, n_boot=n_boot,
-                          confidence=confidence, seed=seed)
+    table = pairwise_meta(scores, pairs, metrics=metrics, ground_truth=ground_truth, resampling=resampling)
     directed = [(better, worse) for better, worse, _, _ in pair_directions(scores, pairs, ground_truth=ground_truth)]
     held_out = split_seed_accuracy(scores, directed, metrics=metrics, ground_truth=ground_truth, n_splits=n_splits,
                                    seed=split_seed)
@@ -302,5 +297,6 @@ def meta_evaluate(scores: Mapping[str, Mapping[str, Any]], pairs: Sequence[tuple
         "mean_accuracy": [float(mean.loc[m, "accuracy"]) if m in mean.index else math.nan for m in metrics],
         "n_pairs": [int(size.loc[m]) if m in size.index else 0 for m in metrics]})
     summary = summary.merge(split, on="metric", how="left")
-    return MetaEvaluation(pairs=table, summary=summary, ground_truth=ground_truth, n_boot=int(n_boot),
-                          confidence=float(confidence), seed=int(seed), n_splits=int(n_splits), split_seed=int(split_seed))
+    return MetaEvaluation(pairs=table, summary=summary, ground_truth=ground_truth, n_boot=int(resampling.n_boot),
+                          confidence=float(resampling.confidence), seed=int(resampling.seed), n_splits=int(n_splits),
+                          split_seed=int(split_seed))

@@ -24,21 +24,20 @@ Example
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import (
-    CONFIDENCE,
-    N_BOOT,
     POSITIVE_INT,
-    SEED,
     STANDARD_DEVIATION,
     validate_params,
 )
+from rolling_calib.core.jsonable import fields_dict
 
 __all__ = [
     "CALIBRATION_BLIND_SPOT",
@@ -114,7 +113,8 @@ class PairwiseAccuracy:
 
     ``accuracy`` is the point estimate on all runs; ``[ci_low, ci_high]`` the
     central ``confidence`` interval of ``n_boot`` bootstrap replicates drawn with
-    ``numpy.random.default_rng(seed)``; ``n_a``/``n_b`` are the run counts.
+    ``numpy.random.default_rng(seed)``; ``n_a``/``n_b`` are the run counts;
+    ``higher_is_better``: a run scores better with a higher value (IC) rather than a lower one.
     """
 
     accuracy: float
@@ -125,21 +125,16 @@ class PairwiseAccuracy:
     confidence: float
     n_boot: int
     seed: int
+    higher_is_better: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dictionary (JSON-friendly)."""
-        return asdict(self)
+        """Plain dictionary (JSON-friendly: NaN and inf as None)."""
+        return fields_dict(self)
 
 
-@validate_params({"n_boot": N_BOOT, "confidence": CONFIDENCE, "seed": SEED})
-def pairwise_accuracy_ci(
-    scores_better: Any,
-    scores_worse: Any,
-    *,
-    n_boot: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> PairwiseAccuracy:
+@validate_params({"resampling": RESAMPLING})
+def pairwise_accuracy_ci(scores_better: Any, scores_worse: Any, *, resampling: Resampling = DEFAULT,
+                         higher_is_better: bool = False) -> PairwiseAccuracy:
     """Pairwise accuracy with a seeded percentile-bootstrap confidence interval.
 
     Each replicate resamples the run indices of A (``m`` draws with replacement)
@@ -147,36 +142,33 @@ def pairwise_accuracy_ci(
     ``Acc* = c_A^T W c_B / (m n)`` with ``W`` the m x n win matrix and ``c_A``,
     ``c_B`` the resampled run counts (vectorised over replicates). The interval
     is the ``(1 - confidence)/2`` and ``(1 + confidence)/2`` quantiles of the
-    replicates. Same ``seed`` -> same interval.
+    replicates. Same ``resampling`` (its ``n_boot``, ``confidence``, ``seed``) -> same interval.
+    With ``higher_is_better`` (a score such as IC) a run beats another with a higher value:
+    the accuracy is ``P(better > worse)``, computed as that of the negated scores.
 
     Example
     -------
-    >>> r = pairwise_accuracy_ci([1.0, 2.0, 3.0], [2.5, 3.5, 4.5], n_boot=500, seed=1)
+    >>> r = pairwise_accuracy_ci([1.0, 2.0, 3.0], [2.5, 3.5, 4.5], resampling=Resampling(n_boot=500, seed=1))
     >>> round(r.accuracy, 4), r.ci_low <= r.accuracy <= r.ci_high
     (0.8889, True)
     """
-    a = _as_scores("scores_better", scores_better)
-    b = _as_scores("scores_worse", scores_worse)
+    sign = -1.0 if higher_is_better else 1.0
+    a = sign * _as_scores("scores_better", scores_better)
+    b = sign * _as_scores("scores_worse", scores_worse)
     m, n = a.size, b.size
     w = _win_matrix(a, b)
     point = float(w.mean())
-    rng = np.random.default_rng(int(seed))
-    counts_a = _resample_counts(rng, m, int(n_boot))
-    counts_b = _resample_counts(rng, n, int(n_boot))
+    rng = resampling.rng()
+    counts_a = resampling.seed_counts(m, rng=rng)
+    counts_b = resampling.seed_counts(n, rng=rng)
     replicates = np.sum((counts_a @ w) * counts_b, axis=1) / (m * n)   # c_A^T W c_B per replicate
-    alpha = (1.0 - confidence) / 2.0
+    alpha = (1.0 - resampling.confidence) / 2.0
     low, high = np.quantile(replicates, [alpha, 1.0 - alpha])
     return PairwiseAccuracy(
         accuracy=point, ci_low=float(low), ci_high=float(high), n_a=m, n_b=n,
-        confidence=float(confidence), n_boot=int(n_boot), seed=int(seed),
+        confidence=float(resampling.confidence), n_boot=int(resampling.n_boot), seed=int(resampling.seed),
+        higher_is_better=bool(higher_is_better),
     )
-
-
-def _resample_counts(rng: np.random.Generator, size: int, n_boot: int) -> np.ndarray:
-    """How often each of ``size`` runs is drawn in each of ``n_boot`` resamples (shape (n_boot, size))."""
-    idx = rng.integers(0, size, size=(n_boot, size))
-    flat = idx + size * np.arange(n_boot)[:, None]
-    return np.bincount(flat.ravel(), minlength=n_boot * size).reshape(n_boot, size).astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -220,6 +212,7 @@ class PairComparison:
         }
 
 
+@validate_params({"resampling": RESAMPLING})
 def compare_pair(
     name_a: str,
     scores_a: Mapping[str, Any],
@@ -228,15 +221,14 @@ def compare_pair(
     *,
     ground_truth: str = "ql",
     metrics: Sequence[str] | None = None,
-    n_boot: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
+    resampling: Resampling = DEFAULT,
+    higher_is_better: Collection[str] = (),
 ) -> PairComparison:
     """Compare two pipelines: direction by the ground truth, then accuracy of each metric.
 
     The pipeline with the lower mean of ``ground_truth`` (default ``'ql'``, the
     vanilla loss) is "better"; for every metric, :func:`pairwise_accuracy_ci`
-    of better vs worse is reported. All metrics use the same bootstrap ``seed``
+    of better vs worse is reported. All metrics use the same ``resampling`` (its seed)
     (so with equal run counts the replicates resample the same runs for every metric).
 
     Parameters
@@ -247,11 +239,14 @@ def compare_pair(
         Lower is better. Must both hold ``ground_truth`` and every metric compared.
     metrics : sequence of str, optional
         Metrics to report; default: the metrics present in both, in ``scores_a`` order.
+    higher_is_better : collection of str
+        The metrics where a higher value is better (IC; :data:`rolling_calib.core.metric_table.METRIC_TABLE`
+        says which); the others, and the ground truth, are losses.
 
     Example
     -------
     >>> c = compare_pair("a", {"ql": [2.0, 3.0], "cql": [1.0, 1.1]},
-    ...                  "b", {"ql": [1.0, 2.5], "cql": [0.9, 0.95]}, n_boot=100)
+    ...                  "b", {"ql": [1.0, 2.5], "cql": [0.9, 0.95]}, resampling=Resampling(n_boot=100))
     >>> c.better, c.accuracies["cql"].accuracy
     ('b', 1.0)
     """
@@ -277,7 +272,8 @@ def compare_pair(
     mean_b = float(arrays[name_b][ground_truth].mean())
     better, worse = (name_a, name_b) if mean_a <= mean_b else (name_b, name_a)
     accuracies = {
-        m: pairwise_accuracy_ci(arrays[better][m], arrays[worse][m], n_boot=n_boot, confidence=confidence, seed=seed)
+        m: pairwise_accuracy_ci(arrays[better][m], arrays[worse][m], resampling=resampling,
+                                higher_is_better=m in higher_is_better)
         for m in metrics
     }
     means = {name: {m: float(v.mean()) for m, v in arrays[name].items()} for name in (name_a, name_b)}
@@ -363,8 +359,8 @@ class VarianceReduction:
     seed_budget: float
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dictionary (JSON-friendly)."""
-        return asdict(self)
+        """Plain dictionary (JSON-friendly: NaN and inf as None)."""
+        return fields_dict(self)
 
 
 def variance_reduction(

@@ -26,7 +26,7 @@ Example
 >>> import pandas as pd
 >>> runs = pd.DataFrame({"pipeline": ["a", "a", "b", "b"], "seed": [0, 1, 0, 1],
 ...                      "cql": [1.0, 2.0, 3.0, 1.5], "ql": [1.0, 2.0, 3.0, 4.0]})
->>> m = pairwise_matrix(runs, metric="cql", n_boot=200)
+>>> m = pairwise_matrix(runs, metric="cql", resampling=Resampling(n_boot=200))
 >>> float(m.accuracy[0, 1])   # a beats b in 3 of the 4 pairs
 0.75
 >>> rank_configurations(runs)[["pipeline", "cql_rank", "ql_rank"]].to_dict("list")
@@ -44,13 +44,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import (
     CONFIDENCE,
-    N_BOOT,
-    SEED,
     STANDARD_DEVIATION,
     validate_params,
 )
+from rolling_calib.core.jsonable import jsonable
 
 __all__ = [
     "PairwiseMatrix",
@@ -111,7 +111,7 @@ def scores_by_config(
 
 # --------------------------------------------------------------------------- ranking
 @validate_params({"confidence": CONFIDENCE})
-def mean_interval(values: np.ndarray, *, confidence: float = 0.95) -> tuple[float, float]:
+def mean_interval(values: np.ndarray, *, confidence: float) -> tuple[float, float]:
     """Student-t interval of the mean: ``mean ± t_{(1+c)/2, n-1} · s / sqrt(n)``.
 
     ``s`` is the sample standard deviation (ddof=1). With fewer than two values
@@ -132,12 +132,13 @@ def mean_interval(values: np.ndarray, *, confidence: float = 0.95) -> tuple[floa
     return (centre - float(half), centre + float(half))
 
 
+@validate_params({"resampling": RESAMPLING})
 def rank_configurations(
     runs: pd.DataFrame,
     *,
     metrics: Sequence[str] = ("cql", "ql"),
     config_col: str = "pipeline",
-    confidence: float = 0.95,
+    resampling: Resampling = DEFAULT,
 ) -> pd.DataFrame:
     """One row per configuration: mean, std, t-interval of the mean and rank, per metric.
 
@@ -153,8 +154,8 @@ def rank_configurations(
         Metric columns to rank by, the first one orders the table.
     config_col : str
         Column naming the configuration.
-    confidence : float
-        Level of the interval of the mean (see :func:`mean_interval`).
+    resampling : Resampling
+        Its ``confidence`` is the level of the interval of the mean (see :func:`mean_interval`).
 
     Returns
     -------
@@ -170,7 +171,7 @@ def rank_configurations(
         row: dict[str, Any] = {config_col: name, "n_runs": len(group)}
         for metric in metrics:
             values = group[metric].to_numpy(dtype=float)
-            low, high = mean_interval(values, confidence=confidence)
+            low, high = mean_interval(values, confidence=resampling.confidence)
             row[f"{metric}_mean"] = float(values.mean())
             row[f"{metric}_std"] = float(values.std(ddof=1)) if values.size > 1 else math.nan
             row[f"{metric}_ci_low"] = low
@@ -239,33 +240,27 @@ class PairwiseMatrix:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (NaN on the diagonal becomes ``None``)."""
-
-        def clean(a: np.ndarray) -> list[list[float | None]]:
-            return [[None if not np.isfinite(v) else float(v) for v in row] for row in a]
-
-        return {
+        return jsonable({
             "names": list(self.names),
             "metric": self.metric,
-            "accuracy": clean(self.accuracy),
-            "ci_low": clean(self.ci_low),
-            "ci_high": clean(self.ci_high),
+            "accuracy": self.accuracy,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
             "n_runs": list(self.n_runs),
             "confidence": self.confidence,
             "n_boot": self.n_boot,
             "seed": self.seed,
-        }
+        })
 
 
-@validate_params({"n_boot": N_BOOT, "confidence": CONFIDENCE, "seed": SEED})
+@validate_params({"resampling": RESAMPLING})
 def pairwise_matrix(
     runs: pd.DataFrame,
     *,
     metric: str = "cql",
     config_col: str = "pipeline",
     order: Sequence[str] | None = None,
-    n_boot: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
+    resampling: Resampling = DEFAULT,
 ) -> PairwiseMatrix:
     """Pairwise accuracy (probability of improvement) of every configuration over every other.
 
@@ -279,7 +274,7 @@ def pairwise_matrix(
         Column naming the configuration.
     order : sequence of str, optional
         Row/column order (default: order of first appearance in ``runs``).
-    n_boot, confidence, seed
+    resampling : Resampling
         Bootstrap resamples, interval level and base seed (see
         :class:`PairwiseMatrix` for how cells are seeded).
 
@@ -290,7 +285,7 @@ def pairwise_matrix(
     Examples
     --------
     >>> runs = pd.DataFrame({"pipeline": ["a", "a", "b", "b"], "cql": [1.0, 2.0, 3.0, 1.5]})
-    >>> pairwise_matrix(runs, metric="cql", n_boot=100).accuracy.round(2).tolist()
+    >>> pairwise_matrix(runs, metric="cql", resampling=Resampling(n_boot=100)).accuracy.round(2).tolist()
     [[nan, 0.75], [0.25, nan]]
     """
     from rolling_calib.core.pairwise import pairwise_accuracy_ci
@@ -304,8 +299,7 @@ def pairwise_matrix(
     for i in range(k):
         for j in range(i + 1, k):
             result = pairwise_accuracy_ci(
-                groups[names[i]], groups[names[j]], n_boot=n_boot, confidence=confidence, seed=seed + i * k + j
-            )
+                groups[names[i]], groups[names[j]], resampling=resampling.replace(seed=resampling.seed + i * k + j))
             accuracy[i, j], low[i, j], high[i, j] = result.accuracy, result.ci_low, result.ci_high
             accuracy[j, i], low[j, i], high[j, i] = 1 - result.accuracy, 1 - result.ci_high, 1 - result.ci_low
     return PairwiseMatrix(
@@ -315,9 +309,9 @@ def pairwise_matrix(
         ci_low=low,
         ci_high=high,
         n_runs=tuple(len(groups[name]) for name in names),
-        confidence=confidence,
-        n_boot=n_boot,
-        seed=seed,
+        confidence=resampling.confidence,
+        n_boot=resampling.n_boot,
+        seed=resampling.seed,
     )
 
 
@@ -333,7 +327,7 @@ def indistinguishable(matrix: PairwiseMatrix) -> list[tuple[str, str]]:
     Examples
     --------
     >>> runs = pd.DataFrame({"pipeline": list("aabbcc"), "ql": [1, 2, 1.5, 2.5, 9, 10]})
-    >>> indistinguishable(pairwise_matrix(runs, metric="ql", n_boot=200))
+    >>> indistinguishable(pairwise_matrix(runs, metric="ql", resampling=Resampling(n_boot=200)))
     [('a', 'b')]
     """
     pairs = []
@@ -391,7 +385,7 @@ class RunsToSeparate:
 
 
 @validate_params({"std_a": STANDARD_DEVIATION, "std_b": STANDARD_DEVIATION, "confidence": CONFIDENCE})
-def runs_to_separate(*, gap: float, std_a: float, std_b: float, confidence: float = 0.95) -> float:
+def runs_to_separate(*, gap: float, std_a: float, std_b: float, confidence: float) -> float:
     """``ceil(z² (std_a² + std_b²) / gap²)``, at least 2; ``inf`` for a zero gap.
 
     Examples
@@ -405,13 +399,14 @@ def runs_to_separate(*, gap: float, std_a: float, std_b: float, confidence: floa
     return max(2, math.ceil(z**2 * (std_a**2 + std_b**2) / gap**2 - 1e-12))
 
 
+@validate_params({"resampling": RESAMPLING})
 def runs_to_separate_top_two(
     runs: pd.DataFrame,
     *,
     metrics: Sequence[str] = ("cql", "ql"),
     by: str = "ql",
     config_col: str = "pipeline",
-    confidence: float = 0.95,
+    resampling: Resampling = DEFAULT,
 ) -> list[RunsToSeparate]:
     """Runs (seeds) each metric needs to separate the two best configurations.
 
@@ -425,8 +420,9 @@ def runs_to_separate_top_two(
     list of RunsToSeparate
         One per metric, in ``metrics`` order.
     """
+    confidence = resampling.confidence
     table = rank_configurations(runs, metrics=list(dict.fromkeys([by, *metrics])), config_col=config_col,
-                                confidence=confidence)
+                                resampling=resampling)
     if len(table) < 2:
         raise ValueError(f"runs: need at least two configurations to separate, found {len(table)}")
     top = table.sort_values([f"{by}_mean", config_col]).iloc[:2]

@@ -66,6 +66,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from rolling_calib.core.resampling import DEFAULT, Resampling
+from rolling_calib.core.validation import CONFIDENCE, POSITIVE_INT, TARGET, Interval, validate_params
 from rolling_calib.core.verdict import LossPanel, decide, predictive_probability
 
 __all__ = ["OUTCOMES", "Look", "SequentialResult", "boundaries", "obrien_fleming_spending", "replay"]
@@ -228,7 +230,7 @@ def _decide_look(a: LossPanel, b: LossPanel, names: tuple[str, str], *, alpha: f
                  futility: float, spending: str) -> tuple[Look, tuple[float, ...]]:
     """The verdict at this look: information fraction, spent boundary, outcome."""
     k = min(a.n_seeds, b.n_seeds)
-    v = decide(a, b, names=names, orientation=orientation, target=target)   # the variance parts
+    v = decide(a, b, names=names, orientation=orientation, resampling=Resampling(target=target))   # the parts
     cv = v.variance
     v_now = cv.var
     v_max = cv.per_seed_var / max_seeds + cv.var_time
@@ -267,7 +269,10 @@ def _decide_look(a: LossPanel, b: LossPanel, names: tuple[str, str], *, alpha: f
     return look, fractions
 
 
-def replay(panels: Mapping[str, LossPanel], *, first: int, batch: int, max_seeds: int, confidence: float = 0.95,
+@validate_params({"confidence": CONFIDENCE, "first": POSITIVE_INT, "batch": POSITIVE_INT,
+                  "max_seeds": POSITIVE_INT, "target": TARGET, "futility": Interval(float, 0, 1)})
+def replay(panels: Mapping[str, LossPanel], *, first: int, batch: int, max_seeds: int,
+           confidence: float = DEFAULT.confidence,
            orientation: str = "lower", order_seed: int = 0, target: str = "future", margin: float | None = None,
            pairs: list[tuple[str, str]] | None = None, futility: float = FUTILITY,
            spending: str = SPENDING_DEFAULT) -> SequentialResult:

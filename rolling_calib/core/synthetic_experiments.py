@@ -60,6 +60,7 @@ from rolling_calib.core.validation import (
     check,
     validate_params,
 )
+from rolling_calib.core.jsonable import jsonable
 
 __all__ = [
     "SyntheticResult",
@@ -373,8 +374,8 @@ class SyntheticResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The summary keys, ``experiment``, the metric names and ``params`` (JSON-friendly; NaN -> None)."""
-        summary = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in self.summary().items()}
-        return {
+        summary = self.summary()
+        return jsonable({
             "experiment": self.experiment,
             "vanilla_metric": self.vanilla_name,
             "calibrated_metric": self.calibrated_name,
@@ -383,7 +384,7 @@ class SyntheticResult:
             "runs": int(self.params["runs"]),
             "seed": int(self.params["seed"]),
             "params": dict(self.params),
-        }
+        })
 
     def format_table(self) -> str:
         """Readable table of the summary (what ``rolling-calib synthetic`` prints)."""

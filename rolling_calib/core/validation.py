@@ -46,6 +46,8 @@ __all__ = [
     "BIAS_MODE",
     "BIAS_MODES",
     "BIAS_WINDOW",
+    "BLOCK_LENGTH",
+    "BLOCK_SIZE",
     "CALIBRATION_PERIOD",
     "CALIBRATION_PERIODS",
     "CALIBRATION_SOURCE",
@@ -54,6 +56,9 @@ __all__ = [
     "FALLBACK",
     "FALLBACKS",
     "FINETUNE_ON",
+    "MAX_N_BOOT",
+    "TARGET",
+    "TARGETS",
     "MODES",
     "NON_NEGATIVE_INT",
     "N_BOOT",
@@ -331,10 +336,18 @@ def _either(values: tuple[Any, ...], last: str | None = None) -> str:
 #: Counts and seeds in the project's words (``"a positive int"``, ``"a non-negative int"``).
 POSITIVE_INT = Worded(Interval(int, 1, None), "a positive int")
 NON_NEGATIVE_INT = Worded(Interval(int, 0, None), "a non-negative int")
-#: Bootstrap settings (pairwise accuracy, the ranking matrix, the CLI).
-N_BOOT = POSITIVE_INT
+#: Bootstrap settings (the fields of :class:`rolling_calib.core.resampling.Resampling`). The replicates are
+#: bounded by the memory they take: the time draws hold ``2 * n_boot * n_times`` numbers (16 bytes each).
+MAX_N_BOOT = 100_000
+N_BOOT = Worded(Interval(int, 1, MAX_N_BOOT), f"a positive int <= {MAX_N_BOOT} (the replicates are held in memory)")
 CONFIDENCE = Worded(Interval(float, 0, 1, closed="neither"), "a number strictly between 0 and 1")
 SEED = NON_NEGATIVE_INT
+#: ``block_size``: None (chosen from the data by :func:`arch.bootstrap.optimal_block_length`) or a mean length >= 1.
+BLOCK_LENGTH = Worded(Interval(float, 1, None), "a mean block length >= 1 (time units)")
+BLOCK_SIZE = Worded(AnyOf((Options(None), BLOCK_LENGTH)), "None or a mean block length >= 1 (time units)")
+#: The questions a verdict answers: over seeds and the market's future, or over seeds on the evaluated days.
+TARGETS = ("future", "period")
+TARGET = Worded(Options(*TARGETS), "future (over seeds and the market's future) or period (over seeds, on these days)")
 #: A standard deviation (of scores over runs).
 STANDARD_DEVIATION = Worded(Interval(float, 0, None), "a finite standard deviation >= 0")
 

@@ -78,6 +78,8 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
+from rolling_calib.core.validation import TARGETS
+
 __all__ = [
     "BLOCK_DAYS",
     "TARGETS",
@@ -90,8 +92,6 @@ __all__ = [
     "welch_df",
 ]
 
-#: The questions a verdict can answer (see the module docstring).
-TARGETS = ("future", "period")
 #: Default block of the month-scale estimate: a month of trading days.
 BLOCK_DAYS = 21
 #: Level of the drift check (the F test of month-scale against short-memory variance).

@@ -77,18 +77,10 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
-from rolling_calib.core.variance import BLOCK_DAYS, TARGETS, CrossedVariance, crossed_variance, influence, welch_df
-from rolling_calib.core.validation import (
-    CONFIDENCE,
-    N_BOOT,
-    SEED,
-    TRADING_DAYS,
-    AnyOf,
-    Interval,
-    Options,
-    Worded,
-    validate_params,
-)
+from rolling_calib.core.jsonable import fields_dict
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling, stationary_counts
+from rolling_calib.core.validation import BLOCK_SIZE, CONFIDENCE, TARGET, TRADING_DAYS, Options, validate_params
+from rolling_calib.core.variance import BLOCK_DAYS, CrossedVariance, crossed_variance, influence, welch_df
 
 __all__ = [
     "BLOCK_SIZE",
@@ -108,13 +100,9 @@ __all__ = [
     "stationary_counts",
 ]
 
-#: ``block_size``: None (chosen from the data by :func:`arch.bootstrap.optimal_block_length`) or a positive mean length.
-BLOCK_SIZE = Worded(AnyOf((Options(None), Interval(float, 1, None))), "None or a mean block length >= 1 (time units)")
 #: What a verdict says of pipeline A against B.
 OUTCOMES = ("better", "worse", "undetermined")
 _ORIENTATION = Options("lower", "higher")
-#: ``target``: the question a verdict answers.
-TARGET = Worded(Options(*TARGETS), "future (over seeds and the market's future) or period (over seeds, on these days)")
 
 
 # --------------------------------------------------------------------------- panels
@@ -222,25 +210,6 @@ def _align(a: LossPanel, b: LossPanel) -> tuple[LossPanel, LossPanel, int]:
 
 
 # --------------------------------------------------------------------------- resampling
-def stationary_counts(n_times: int, n_boot: int, *, block_size: float, rng: np.random.Generator) -> np.ndarray:
-    """How often each time unit appears in each stationary-bootstrap replicate, shape ``(n_boot, n_times)``.
-
-    The replicates are :class:`arch.bootstrap.StationaryBootstrap` draws (mean block length
-    ``block_size``) of the unit indices ``0..n_times-1``; each row sums to ``n_times``.
-
-    >>> c = stationary_counts(10, 3, block_size=3.0, rng=np.random.default_rng(0))
-    >>> c.shape, c.sum(axis=1).astype(int).tolist()
-    ((3, 10), [10, 10, 10])
-    """
-    from arch.bootstrap import StationaryBootstrap
-
-    boot = StationaryBootstrap(float(block_size), np.arange(n_times), seed=rng)
-    counts = np.empty((int(n_boot), int(n_times)), dtype=np.float64)
-    for i, (pos, _) in enumerate(boot.bootstrap(int(n_boot))):
-        counts[i] = np.bincount(pos[0], minlength=n_times)
-    return counts
-
-
 def _block_size(differential: np.ndarray) -> float:
     """Mean block length for the stationary bootstrap of ``differential`` (Politis-White, at least 1)."""
     from arch.bootstrap import optimal_block_length
@@ -264,7 +233,7 @@ class DieboldMariano:
     n_periods: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _plain(getattr(self, k)) for k in self.__dataclass_fields__}
+        return fields_dict(self)
 
 
 def diebold_mariano(differential: Any, *, bandwidth: float | None = None) -> DieboldMariano:
@@ -332,9 +301,10 @@ class SeedsNeeded:
     confidence: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _plain(getattr(self, k)) for k in self.__dataclass_fields__}
+        return fields_dict(self)
 
 
+@validate_params({"confidence": CONFIDENCE})
 def decide_probability(*, gap: float, n: int, per_seed_var: float, time_variance: float, time_df: float,
                        confidence: float) -> float:
     """Chance that ``n`` seeds per pipeline decide a true gap ``gap`` (normal approximation).
@@ -357,6 +327,7 @@ def decide_probability(*, gap: float, n: int, per_seed_var: float, time_variance
     return float(stats.norm.cdf(r - t) + stats.norm.cdf(-r - t))
 
 
+@validate_params({"confidence": CONFIDENCE})
 def predictive_probability(*, gap: float, n: int, k: int, per_seed_var: float, time_variance: float,
                            time_df: float, confidence: float) -> float:
     """Chance that a follow-up with ``n`` seeds (the pilot's ``k`` plus ``n - k`` new) on the same days
@@ -382,8 +353,9 @@ def predictive_probability(*, gap: float, n: int, k: int, per_seed_var: float, t
     return float(stats.norm.sf((thr - gap) / spread) + stats.norm.cdf((-thr - gap) / spread))
 
 
+@validate_params({"confidence": CONFIDENCE})
 def seeds_needed(*, gap: float, per_seed_var: float, time_variance: float = 0.0, time_df: float = math.inf,
-                 confidence: float = 0.95, power: float = POWER, k_pilot: int = 0, unit: str = "") -> SeedsNeeded:
+                 confidence: float = DEFAULT.confidence, power: float = POWER, k_pilot: int = 0, unit: str = "") -> SeedsNeeded:
     """The smallest seeds per pipeline ``n`` whose chance of deciding the pair reaches ``power``.
 
     The chance is :func:`decide_probability` at the measured gap, with the same Student t and
@@ -542,20 +514,17 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (NaN as None)."""
-        out = {k: _plain(getattr(self, k)) for k in self.__dataclass_fields__
-               if k not in ("diebold_mariano", "seeds_needed", "variance")}
-        out["variance"] = {k: _plain(getattr(self.variance, k)) for k in self.variance.__dataclass_fields__}
+        out = fields_dict(self, exclude=("diebold_mariano", "seeds_needed", "variance"))
+        out["variance"] = fields_dict(self.variance)
         out["diebold_mariano"] = self.diebold_mariano.to_dict()
         out["seeds_needed"] = self.seeds_needed.to_dict()
         return out
 
 
-@validate_params({"confidence": CONFIDENCE, "orientation": _ORIENTATION, "target": TARGET,
-                  "block_days": TRADING_DAYS})
+@validate_params({"orientation": _ORIENTATION, "resampling": RESAMPLING, "block_days": TRADING_DAYS})
 def decide(a: LossPanel, b: LossPanel, *, names: tuple[str, str] = ("A", "B"), metric: str = "ql",
-           orientation: Literal["lower", "higher"] = "lower", target: Literal["future", "period"] = "future",
-           confidence: float = 0.95, block_days: int = BLOCK_DAYS, pair_seeds: bool = True,
-           unit: str = "") -> Verdict:
+           orientation: Literal["lower", "higher"] = "lower", resampling: Resampling = DEFAULT,
+           block_days: int = BLOCK_DAYS, pair_seeds: bool = True, unit: str = "") -> Verdict:
     """Better, worse or undetermined: the verdict on ``a`` against ``b`` (see the module docstring).
 
     Parameters
@@ -567,11 +536,10 @@ def decide(a: LossPanel, b: LossPanel, *, names: tuple[str, str] = ("A", "B"), m
         Name recorded in the result.
     orientation : {"lower", "higher"}
         ``"lower"``: lower is better (losses); ``"higher"``: higher is better (IC).
-    target : {"future", "period"}
-        ``"future"``: over seeds and the market-time process (what to expect on new periods);
-        ``"period"``: over seeds, on the evaluated days.
-    confidence : float
-        Level of the interval (0.95).
+    resampling : Resampling
+        ``confidence``: the interval's level; ``target``: ``"future"`` (over seeds and the
+        market-time process: what to expect on new periods) or ``"period"`` (over seeds, on the
+        evaluated days). The interval is analytic: no bootstrap replicate is drawn.
     block_days : int
         Time units per block of the month-scale (drift) estimate (21: a month of trading days).
     pair_seeds : bool
@@ -583,6 +551,7 @@ def decide(a: LossPanel, b: LossPanel, *, names: tuple[str, str] = ("A", "B"), m
     -------
     Verdict
     """
+    confidence, target = resampling.confidence, resampling.target
     a, b, dropped = _align(a, b)
     ma, mb = a.run_means(), b.run_means()
     d_t = np.nanmean(a.unit_means(), axis=0) - np.nanmean(b.unit_means(), axis=0)
@@ -679,12 +648,11 @@ class ConfidenceSet:
     n_periods: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _plain(getattr(self, k)) for k in self.__dataclass_fields__}
+        return fields_dict(self)
 
 
-@validate_params({"confidence": CONFIDENCE, "n_boot": N_BOOT, "seed": SEED, "block_size": BLOCK_SIZE})
-def model_confidence_set(losses: Any, names: Sequence[str], *, confidence: float = 0.95, n_boot: int = 1000,
-                         block_size: float | None = None, seed: int = 0) -> ConfidenceSet:
+@validate_params({"resampling": RESAMPLING})
+def model_confidence_set(losses: Any, names: Sequence[str], *, resampling: Resampling = DEFAULT) -> ConfidenceSet:
     """Hansen, Lunde and Nason's model confidence set over per-period losses (:class:`arch.bootstrap.MCS`).
 
     Parameters
@@ -693,11 +661,11 @@ def model_confidence_set(losses: Any, names: Sequence[str], *, confidence: float
         Per time unit, each configuration's loss (seed-averaged); lower is better.
     names : sequence of str
         The ``m`` configurations.
-    confidence : float
-        ``1 - size`` of the test: the set holds the best configuration with this probability.
-    n_boot, block_size, seed :
-        Stationary-bootstrap settings (block size as in :func:`decide` when None, from the
-        differential of each configuration to the cross-sectional mean).
+    resampling : Resampling
+        ``confidence`` is ``1 - size`` of the test (the set holds the best configuration with this
+        probability); ``n_boot``, ``block_size`` and ``seed`` the stationary bootstrap's settings (block
+        size as in :func:`decide` when None, from the differential of each configuration to the
+        cross-sectional mean). The same replicates as every other interval (the user's ``--n-boot``).
 
     Returns
     -------
@@ -708,7 +676,7 @@ def model_confidence_set(losses: Any, names: Sequence[str], *, confidence: float
     --------
     >>> rng = np.random.default_rng(3)
     >>> L = rng.normal(0, 1, (400, 3)) + np.array([0.0, 0.02, 1.0])
-    >>> model_confidence_set(L, ["a", "b", "c"], n_boot=300, seed=1).included
+    >>> model_confidence_set(L, ["a", "b", "c"], resampling=Resampling(n_boot=300, seed=1)).included
     ['a', 'b']
     """
     from arch.bootstrap import MCS
@@ -719,6 +687,8 @@ def model_confidence_set(losses: Any, names: Sequence[str], *, confidence: float
         raise ValueError(f"losses: expected shape (periods >= 3, {len(names)} configurations), found {arr.shape}")
     if not np.isfinite(arr).all():
         raise ValueError("losses: expected finite values")
+    confidence, n_boot, block_size, seed = (resampling.confidence, resampling.n_boot, resampling.block_size,
+                                            resampling.seed)
     if block_size is None:
         centred = arr - arr.mean(axis=1, keepdims=True)
         block_size = max(_block_size(centred[:, j]) for j in range(arr.shape[1]))
@@ -740,17 +710,3 @@ def model_confidence_set(losses: Any, names: Sequence[str], *, confidence: float
 def _g(x: float, digits: int = 3) -> str:
     """``x`` with ``digits`` significant digits."""
     return "n/a" if not math.isfinite(x) else f"{x:.{digits}g}"
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value

@@ -67,7 +67,8 @@ from typing import Any
 import numpy as np
 from scipy import signal, stats
 
-from rolling_calib.core.validation import CONFIDENCE, SEED, Interval, Options, validate_params
+from rolling_calib.core.validation import CONFIDENCE, N_BOOT, SEED, TARGETS, Interval, Options, validate_params
+from rolling_calib.core.resampling import DEFAULT, Resampling
 from rolling_calib.core.verdict import LossPanel, decide, diebold_mariano
 
 __all__ = [
@@ -90,12 +91,12 @@ __all__ = [
 ]
 
 #: The verdict's two questions (see :func:`rolling_calib.core.verdict.decide`).
-TARGETS = ("future", "period")
 #: Methods measured by :func:`calibrate`, in table order.
 METHODS = ("decide", "paired_t", "welch_t", "dm", "seed_bootstrap")
 _TARGET = Options(*TARGETS)
 _POS_INT = Interval(int, 1, None)
 _N_BOOT_SEEDS = 1000       # seed-bootstrap replicates of the baseline
+_RESAMPLING = {t: Resampling(target=t) for t in TARGETS}   # the verdict's settings per target (analytic: no draws)
 
 
 # --------------------------------------------------------------------------- the model
@@ -416,7 +417,8 @@ def _t_interval(center: np.ndarray, se: np.ndarray, df: Any, confidence: float) 
     return center - q * se, center + q * se
 
 
-def paired_t_interval(ma: Any, mb: Any, *, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+@validate_params({"confidence": CONFIDENCE})
+def paired_t_interval(ma: Any, mb: Any, *, confidence: float = DEFAULT.confidence) -> tuple[np.ndarray, np.ndarray]:
     """Paired t interval of ``mean(ma - mb)`` over seeds (last axis: seeds; ``k - 1`` degrees of freedom).
 
     >>> lo, hi = paired_t_interval([1.0, 2.0, 3.0], [0.0, 0.0, 1.0])
@@ -428,7 +430,8 @@ def paired_t_interval(ma: Any, mb: Any, *, confidence: float = 0.95) -> tuple[np
     return _t_interval(d.mean(axis=-1), d.std(axis=-1, ddof=1) / math.sqrt(k), k - 1, confidence)
 
 
-def welch_interval(ma: Any, mb: Any, *, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+@validate_params({"confidence": CONFIDENCE})
+def welch_interval(ma: Any, mb: Any, *, confidence: float = DEFAULT.confidence) -> tuple[np.ndarray, np.ndarray]:
     """Welch's t interval of ``mean(ma) - mean(mb)`` (independent seeds; last axis: seeds).
 
     >>> lo, hi = welch_interval([1.0, 2.0, 3.0], [0.0, 1.0, 2.0])
@@ -444,7 +447,8 @@ def welch_interval(ma: Any, mb: Any, *, confidence: float = 0.95) -> tuple[np.nd
     return _t_interval(ma.mean(axis=-1) - mb.mean(axis=-1), np.sqrt(se2), df, confidence)
 
 
-def dm_interval(differential: Any, *, confidence: float = 0.95) -> tuple[float, float]:
+@validate_params({"confidence": CONFIDENCE})
+def dm_interval(differential: Any, *, confidence: float = DEFAULT.confidence) -> tuple[float, float]:
     """Diebold-Mariano's interval of the mean daily differential: ``mean -/+ t_{T-1} sqrt(LRV / T)``.
 
     ``LRV`` from :func:`rolling_calib.core.verdict.diebold_mariano` (Bartlett kernel, automatic bandwidth).
@@ -459,7 +463,8 @@ def dm_interval(differential: Any, *, confidence: float = 0.95) -> tuple[float, 
     return r.mean_differential - half, r.mean_differential + half
 
 
-def seed_bootstrap_interval(ma: Any, mb: Any, *, confidence: float = 0.95, n_boot: int = _N_BOOT_SEEDS,
+@validate_params({"confidence": CONFIDENCE, "n_boot": N_BOOT})
+def seed_bootstrap_interval(ma: Any, mb: Any, *, confidence: float = DEFAULT.confidence, n_boot: int = _N_BOOT_SEEDS,
                             rng: np.random.Generator, paired: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """rliable-style percentile bootstrap over seeds of ``mean(ma) - mean(mb)`` (days fixed; last axis: seeds).
 
@@ -486,7 +491,7 @@ def seed_bootstrap_interval(ma: Any, mb: Any, *, confidence: float = 0.95, n_boo
 # --------------------------------------------------------------------------- the verdict
 def _verdict(a: LossPanel, b: LossPanel, target: str, orientation: str = "lower") -> Any:
     """:func:`~rolling_calib.core.verdict.decide` on the pair for ``target``, at its defaults otherwise."""
-    return decide(a, b, orientation=orientation, target=target)
+    return decide(a, b, orientation=orientation, resampling=_RESAMPLING[target])
 
 
 # --------------------------------------------------------------------------- calibration
@@ -526,7 +531,7 @@ def _method_intervals(a: np.ndarray, b: np.ndarray, *, confidence: float,
 
 @validate_params({"n_rep": Interval(int, 2, None), "seed": SEED, "confidence": CONFIDENCE})
 def calibrate(model: PanelModel, *, cells: Iterable[Cell | tuple[int, int]], effects_in_se: Sequence[float] = (0, 2, 3),
-              n_rep: int = 300, seed: int = 0, targets: Sequence[str] = TARGETS, confidence: float = 0.95,
+              n_rep: int = 300, seed: int = 0, targets: Sequence[str] = TARGETS, confidence: float = DEFAULT.confidence,
               methods: Sequence[str] = METHODS, progress: Callable[[Iterable], Iterable] | None = None,
               ) -> list[dict[str, Any]]:
     """False decisions, coverage and power of the verdict beside the baselines, per cell, target and effect.

@@ -71,7 +71,7 @@ def make_executor(options: ExecutorOptions) -> Executor:
         return LocalExecutor(workers=options.workers or 1)
     try:
         from rolling_calib.execution.ray_executor import RayExecutor
-    except ImportError as exc:  # pragma: no cover - ray is a declared dependency
+    except ImportError as exc:  # Ray is an optional extra (rolling-calib[ray]): absent from a core install
         raise ValueError(f"--executor ray: the Ray executor is not available ({exc}); pip install 'rolling-calib[ray]'") from exc
     return RayExecutor(
         options.address,

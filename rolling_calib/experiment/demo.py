@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rolling_calib.config.workflows import packaged_workflow
+from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
+from rolling_calib.core.resampling import Resampling
 
 __all__ = ["DEMO_CASES", "DEMO_CONFIG", "CaseResult", "DemoCase", "DemoResult", "ensure_demo_data", "run_demo"]
 
@@ -134,7 +136,7 @@ def run_demo(
     workers: int = 2,
     seeds: int | None = None,
     cases: Sequence[DemoCase] = DEMO_CASES,
-    n_boot: int = 2000,
+    resampling: Resampling = RESAMPLING_DEFAULTS,
     progress: bool = True,
     track: bool = True,
 ) -> DemoResult:
@@ -151,8 +153,8 @@ def run_demo(
         10 in ``workflows/demo.yaml`` as in docs/method.md §3.3).
     cases : sequence of DemoCase
         The cases to run (default :data:`DEMO_CASES`); the first case's file sizes the data.
-    n_boot : int
-        Bootstrap resamples of the intervals.
+    resampling : Resampling
+        Bootstrap settings of the intervals and verdicts.
     progress : bool
         Progress bars for data generation and units.
     track : bool
@@ -166,13 +168,14 @@ def run_demo(
     out = Path(out_dir).resolve()
     data_dir = out / "qlib_data"
     built = ensure_demo_data(data_dir, config=Path(cases[0].config), progress=progress)
-    results = [_run_case(case, out, data_dir, workers=workers, seeds=seeds, n_boot=n_boot, progress=progress,
-                         track=track) for case in cases]
+    results = [_run_case(case, out, data_dir, workers=workers, seeds=seeds, resampling=resampling,
+                         progress=progress, track=track) for case in cases]
     return DemoResult(data_dir=data_dir, cases=results, seconds=time.perf_counter() - t0, data_built=built,
-                      settings={"workers": workers, "n_boot": n_boot, "seeds": seeds})
+                      settings={"workers": workers, "n_boot": resampling.n_boot, "seeds": seeds,
+                                "resampling": resampling.to_dict()})
 
 
-def _run_case(case: DemoCase, out: Path, data_dir: Path, *, workers: int, seeds: int | None, n_boot: int,
+def _run_case(case: DemoCase, out: Path, data_dir: Path, *, workers: int, seeds: int | None, resampling: Resampling,
               progress: bool, track: bool) -> CaseResult:
     """Train, score, compare and report one case; re-score against the learned label when it differs."""
     from rolling_calib.config import load_experiment
@@ -185,16 +188,16 @@ def _run_case(case: DemoCase, out: Path, data_dir: Path, *, workers: int, seeds:
         raise ValueError(f"{case.config}: rolling.seeds: expected >= 2 seeds (a spread needs two runs), "
                          f"found {len(experiment.rolling.seeds)}")
     outcome = run_experiment(experiment, RunOptions(
-        store=out / case.store, seeds=seeds, progress=progress, track=track, compare=CompareOptions(n_boot=n_boot),
+        store=out / case.store, seeds=seeds, progress=progress, track=track, compare=CompareOptions(resampling=resampling),
         report=out / case.report, executor=ExecutorOptions(workers=workers, threads=1)))
-    learned, learned_diagnosis = _learned(outcome, n_boot=n_boot, progress=progress)
+    learned, learned_diagnosis = _learned(outcome, resampling=resampling, progress=progress)
     return CaseResult(case=case, store=outcome.plan.store, comparison=outcome.comparison, report=outcome.report or {},
                       diagnosis=outcome.diagnosis, learned=learned, learned_diagnosis=learned_diagnosis,
                       tracking_uri=outcome.tracking_uri, tracking_message=outcome.tracking_message,
                       seconds=time.perf_counter() - t0)
 
 
-def _learned(outcome, *, n_boot: int, progress: bool) -> tuple[object, object]:
+def _learned(outcome, *, resampling: Resampling, progress: bool) -> tuple[object, object]:
     """The comparison and diagnosis against the learned label, when the models learned a processed one."""
     from rolling_calib.analysis.comparison import compare_store
     from rolling_calib.analysis.diagnostics import diagnose_store
@@ -206,4 +209,5 @@ def _learned(outcome, *, n_boot: int, progress: bool) -> tuple[object, object]:
         return None, None
     learned = score_store(outcome.plan.store, calibration=scores.calibration, label="learn",
                           pipelines=scores.pipelines, progress=progress)
-    return compare_store(learned, n_boot=n_boot), diagnose_store(outcome.plan.store, scores=learned, n_boot=n_boot)
+    return (compare_store(learned, resampling=resampling),
+            diagnose_store(outcome.plan.store, scores=learned, resampling=resampling))

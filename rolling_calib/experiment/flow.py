@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 from rolling_calib.analysis.comparison import StoreComparison, compare_store
 from rolling_calib.analysis.scoring import StoreScores, score_store
 from rolling_calib.config.experiment import ExperimentConfig
+from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
+from rolling_calib.core.resampling import Resampling
 from rolling_calib.execution.factory import ExecutorOptions, make_executor
 from rolling_calib.execution.lock import StoreLock
 from rolling_calib.execution.runner import RunPlan, RunSummary, plan_run, run_plan
@@ -40,14 +42,11 @@ __all__ = ["CompareOptions", "ExperimentResult", "RunOptions", "run_experiment",
 class CompareOptions:
     """How the runs are compared after scoring (:func:`~rolling_calib.analysis.comparison.compare_store`).
 
-    The pairs are the experiment's ``compare:`` pairs, else every pair. ``n_boot``,
-    ``confidence`` and ``seed`` are those of ``rolling-calib compare`` (same defaults), so the
-    verdicts tracking logs are the ones ``compare`` prints.
+    The pairs are the experiment's ``compare:`` pairs, else every pair. ``resampling`` is that of
+    ``rolling-calib compare`` (same defaults), so the verdicts tracking logs are the ones ``compare`` prints.
     """
 
-    n_boot: int = 2000
-    confidence: float = 0.95
-    seed: int = 0
+    resampling: Resampling = RESAMPLING_DEFAULTS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,7 +179,7 @@ def _compare(scores: StoreScores | None, options: CompareOptions | None) -> Stor
     """The comparison of the scored pipelines (None without scores or options)."""
     if scores is None or options is None:
         return None
-    return compare_store(scores, n_boot=options.n_boot, confidence=options.confidence, seed=options.seed)
+    return compare_store(scores, resampling=options.resampling)
 
 
 def _report(store: Path, scores: StoreScores | None, comparison: StoreComparison | None,
@@ -198,5 +197,5 @@ def _report(store: Path, scores: StoreScores | None, comparison: StoreComparison
     from rolling_calib.reporting.document import write_report
 
     enough = scores.runs.groupby("pipeline")["seed"].nunique().max() >= 2
-    diagnosis = diagnose_store(store, scores=scores) if enough else None
+    diagnosis = diagnose_store(store, scores=scores, resampling=comparison.resampling) if enough else None
     return diagnosis, write_report(scores, comparison, Path(out), diagnosis=diagnosis)

@@ -27,7 +27,7 @@ Example
 >>> scores = score_store(example_store, progress=False)
 >>> with warnings.catch_warnings():
 ...     warnings.simplefilter("ignore")    # the example store records no library versions
-...     paths = write_report(scores, compare_store(scores, n_boot=200), example_store / "report")
+...     paths = write_report(scores, compare_store(scores, resampling=Resampling(n_boot=200)), example_store / "report")
 >>> paths["html"].name, paths["html"].read_text().startswith("<!DOCTYPE html>")
 ('report.html', True)
 >>> sorted(k for k in paths if k.endswith("_csv"))
@@ -49,7 +49,8 @@ import jinja2
 import pandas as pd
 from matplotlib.figure import Figure
 
-from rolling_calib.analysis.comparison import METRIC_TITLES, VERDICT_COLUMNS, StoreComparison
+from rolling_calib.analysis.comparison import VERDICT_COLUMNS, StoreComparison
+from rolling_calib.core.metric_table import COMPARED_METRICS, METRIC_TABLE, title
 from rolling_calib.analysis.scoring import StoreScores
 from rolling_calib.core.atomic import atomic_write_bytes, atomic_write_text
 from rolling_calib.core.tables import format_table, sig
@@ -182,10 +183,10 @@ def _accuracies(comparison: StoreComparison) -> tuple[Table | None, list[str]]:
               for p in comparison.pairs if comparison.accuracies_shown(p) is not None]
     if not shown_pairs:
         return None, hidden
-    metrics = [m for m in ("ql", "cql", "ic", "icir", "rank_ic") if all(m in p.accuracies for p in shown_pairs)]
+    metrics = [m for m in COMPARED_METRICS if all(m in p.accuracies for p in shown_pairs)]
     rows = [[p.better, p.worse, *(f"{p.accuracies[m].accuracy:.3f} [{p.accuracies[m].ci_low:.3f}, "
                                   f"{p.accuracies[m].ci_high:.3f}]" for m in metrics)] for p in shown_pairs]
-    return _table(["better by QL", "other", *(f"Acc {METRIC_TITLES[m]}" for m in metrics)], rows, left=2), hidden
+    return _table(["better by QL", "other", *(f"Acc {title(m)}" for m in metrics)], rows, left=2), hidden
 
 
 def _provenance(scores: StoreScores) -> tuple[Table | None, str]:
@@ -344,7 +345,7 @@ def _tables(scores: StoreScores, comparison: StoreComparison) -> dict[str, pd.Da
             rows.append({"better_by_ql": pv.better, "worse_by_ql": pv.worse, "metric": metric,
                          "outcome": v.outcome, "winner": v.winner or "", "difference": v.difference,
                          "ci_low": v.ci_low, "ci_high": v.ci_high,
-                         "unit": comparison.label.loss_unit if metric in ("ql", "cql") else "",
+                         "unit": METRIC_TABLE[metric].unit(comparison.label),
                          "confidence": v.confidence, "dominant_uncertainty": v.dominant_uncertainty,
                          "var_seeds": v.var_seeds, "var_time": v.var_time, "paired": v.paired,
                          "pairing_narrowing": d["pairing_narrowing"], "target": v.target,

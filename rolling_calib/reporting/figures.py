@@ -22,7 +22,7 @@ Example
 >>> import pandas as pd
 >>> from rolling_calib.core.ranking import pairwise_matrix
 >>> runs = pd.DataFrame({"pipeline": ["a", "a", "b", "b"], "seed": [0, 1, 0, 1], "cql": [1.0, 2.0, 3.0, 1.5]})
->>> fig = plot_pairwise_heatmap(pairwise_matrix(runs, metric="cql", n_boot=100))
+>>> fig = plot_pairwise_heatmap(pairwise_matrix(runs, metric="cql", resampling=Resampling(n_boot=100)))
 >>> fig.axes[0].get_title(loc="left").splitlines()[0]
 'P(a run of row beats a run of column) by cql'
 """
@@ -43,9 +43,11 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from scipy import stats
 
-from rolling_calib.analysis.comparison import METRIC_TITLES
 from rolling_calib.analysis.scoring import StoreScores
 from rolling_calib.core.atomic import atomic_write
+from rolling_calib.core.metric_table import title
+from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
+from rolling_calib.core.resampling import Resampling
 
 if TYPE_CHECKING:
     from rolling_calib.analysis.comparison import StoreComparison
@@ -274,7 +276,8 @@ def _period_differential(scores: StoreScores, a: str, b: str, column: str, confi
 
 
 def plot_loss_differential(scores: StoreScores, a: str, b: str, *, ax: Axes | None = None,
-                           colors: Mapping[str, str] | None = None, confidence: float = 0.95) -> Figure:
+                           colors: Mapping[str, str] | None = None,
+                           resampling: Resampling = RESAMPLING_DEFAULTS) -> Figure:
     """Per calibration period, QL and CQL of ``a`` minus ``b`` (mean over seeds, t-interval over seeds); refits marked.
 
     Bars below 0: ``a`` had the lower loss that period. A dashed line separates the periods
@@ -283,11 +286,13 @@ def plot_loss_differential(scores: StoreScores, a: str, b: str, *, ax: Axes | No
     verdict's business: the Diebold-Mariano test and the verdict table).
     """
     colors = _colors(colors, scores.pipelines)
+    confidence = resampling.confidence
     ql, cql = (_period_differential(scores, a, b, c, confidence) for c in ("ql", "cql"))
     periods = list(ql["period"])
     fig, (axis,), made_here = _panels(ax, 1, figsize=(max(8.0, 0.55 * len(periods) + 4.0), 4.0))
     x = np.arange(len(periods))
-    for offset, frame, metric, label in ((-0.2, ql, "ql", "QL"), (0.2, cql, "cql", "CQL")):
+    for offset, frame, metric in ((-0.2, ql, "ql"), (0.2, cql, "cql")):
+        label = title(metric)
         pos = x[[periods.index(p) for p in frame["period"]]] + offset if len(frame) else np.array([])
         err = np.vstack([frame["diff"] - frame["low"], frame["high"] - frame["diff"]]) if len(frame) else None
         axis.bar(pos, frame["diff"], width=0.4, color=METRIC_SHADES[metric], label=label,
@@ -343,7 +348,7 @@ def plot_probability_of_improvement(comparison: StoreComparison, *, ax: Axes | N
             a.text(1.02, y, f"{acc.accuracy:.2f} [{acc.ci_low:.2f}, {acc.ci_high:.2f}]", fontsize=8, va="center",
                    transform=a.get_yaxis_transform())
             ticks.append(y)
-            labels.append(METRIC_TITLES.get(m, m))
+            labels.append(title(m))
             y -= 1
     a.axvline(0.5, color="grey", ls="--", lw=1.0)
     a.set_xlim(0.0, 1.0)
@@ -374,7 +379,7 @@ def make_figures(scores: StoreScores, comparison: StoreComparison | None = None,
         if a in diagnosed and b in diagnosed:
             figs[f"paired_{i}"] = plot_paired_differences(diagnosis, a, b, colors=colors)
         figs[f"differential_{i}"] = plot_loss_differential(
-            scores, a, b, colors=colors, confidence=comparison.confidence)
+            scores, a, b, colors=colors, resampling=comparison.resampling)
     if diagnosis is not None and diagnosis.pipelines:
         k = len(diagnosis.pipelines)
         fig = Figure(figsize=(9, 3.4 * k), layout="constrained")
@@ -517,7 +522,8 @@ def plot_paired_differences(diagnosis: StoreDiagnosis, a: str, b: str, *, ax: Ax
     colors = _colors(colors, [p.pipeline for p in diagnosis.pipelines])
     fig, (axis,), _ = _panels(ax, 1, figsize=(max(8.0, 0.5 * len(diff) + 4.0), 3.8))
     x = np.arange(len(diff))
-    for offset, column, label in ((-0.2, "ql_scored", "QL 2..K"), (0.2, "cql", "CQL")):
+    for offset, column in ((-0.2, "ql_scored"), (0.2, "cql")):
+        label = title(column)
         values = diff[column].to_numpy(dtype=float)
         spread = f"{values.std(ddof=1):.3g}" if values.size > 1 else "n/a"
         axis.bar(x + offset, values, width=0.4, color=METRIC_SHADES[column],

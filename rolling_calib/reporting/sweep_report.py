@@ -8,7 +8,7 @@ Example
 >>> from rolling_calib.analysis.scoring import score_store
 >>> from rolling_calib.analysis.sweep import analyse_sweep
 >>> runs = score_store(example_store, progress=False).runs
->>> paths = write_sweep_report(analyse_sweep(runs, n_boot=200), example_store / "sweep_report")
+>>> paths = write_sweep_report(analyse_sweep(runs, resampling=Resampling(n_boot=200)), example_store / "sweep_report")
 >>> sorted(paths), paths["json"].name
 (['heatmaps', 'json', 'markdown'], 'sweep.json')
 """
@@ -16,7 +16,6 @@ Example
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ def write_sweep_report(result: SweepResult, out_dir: str | os.PathLike[str]) -> 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Any] = {"json": out / "sweep.json", "markdown": out / "sweep.md", "heatmaps": {}}
-    atomic_write_text(paths["json"], json.dumps(result.to_dict(), indent=2, default=_json_default) + "\n")
+    atomic_write_text(paths["json"], json.dumps(result.to_dict(), indent=2) + "\n")
     atomic_write_text(paths["markdown"], "# Sweep\n\n" + format_sweep(result))
     for metric, matrix in result.matrices.items():
         paths["heatmaps"][metric] = save_figure(plot_pairwise_heatmap(matrix), out / f"pairwise_{metric}.png",
@@ -44,9 +43,3 @@ def write_sweep_report(result: SweepResult, out_dir: str | os.PathLike[str]) -> 
     return paths
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)

@@ -82,7 +82,7 @@ Example
 >>> scores = score_store(example_store)
 >>> with warnings.catch_warnings():
 ...     warnings.simplefilter("ignore")          # MLflow's own deprecation chatter
-...     log_store(scores, tracking_uri=uri, comparison=compare_store(scores, n_boot=200))
+...     log_store(scores, tracking_uri=uri, comparison=compare_store(scores, resampling=Resampling(n_boot=200)))
 >>> from mlflow.tracking import MlflowClient
 >>> client = MlflowClient(uri)
 >>> experiment = client.search_experiments()[0]
@@ -111,6 +111,7 @@ import pandas as pd
 from rolling_calib.analysis.comparison import StoreComparison
 from rolling_calib.analysis.scoring import StoreScores
 from rolling_calib.core.fingerprint import stable_hash
+from rolling_calib.core.metric_table import ALL_METRICS
 from rolling_calib.core.tables import format_table
 from rolling_calib.execution import store as st
 from rolling_calib.execution.reader import label_columns, read_unit
@@ -424,7 +425,7 @@ def _summary_metrics(scores: StoreScores, comparison: StoreComparison | None, pi
             rec = row.iloc[0].to_dict()
             return out + [(k, float(v), 0) for k, v in rec.items()
                           if k.endswith(("_mean", "_std")) or k in ("std_ratio", "seed_budget") if _finite(v)]
-    for metric in ("ql", "ql_scored", "cql", "ic", "icir", "rank_ic"):
+    for metric in ALL_METRICS:
         values = p_runs[metric].astype(float)
         out.append((f"{metric}_mean", float(values.mean()), 0))
         if len(values) > 1:
@@ -438,8 +439,7 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
     names = list(comparison.summary["pipeline"])
     data = comparison.to_dict()
     files = sorted({Path(p) for p in (report or {}).values() if Path(p).is_file()})
-    settings = {"n_boot": comparison.n_boot, "confidence": comparison.confidence, "seed": comparison.seed,
-                "block_size": comparison.block_size}
+    settings = comparison.resampling.to_dict()
     content = stable_hash({"comparison": data, "files": [(f.name, hashlib.sha256(f.read_bytes()).hexdigest())
                                                          for f in files]})
 
@@ -578,8 +578,8 @@ def _pipeline_spec(ctx: _Context, pipeline: str, entry: Mapping[str, Any], p_run
 def _seed_spec(ctx: _Context, pipeline: str, config_hash: str, row: Any, done: list, parent_id: str) -> _Spec:
     seed = int(row.seed)
     s_periods = ctx.periods[(ctx.periods["pipeline"] == pipeline) & (ctx.periods["seed"] == seed)]
-    seed_metrics = [(m, float(getattr(row, m)), 0) for m in ("ql", "ql_scored", "cql", "ic", "icir", "rank_ic",
-                                                              "n_all", "n_scored") if _finite(getattr(row, m, None))]
+    seed_metrics = [(m, float(getattr(row, m)), 0) for m in (*ALL_METRICS, "n_all", "n_scored")
+                    if _finite(getattr(row, m, None))]
     params = {"pipeline": pipeline, "seed": str(seed), **config_params(ctx.manifest, pipeline, seed=seed)}
     return _Spec(
         key=f"{pipeline}|{config_hash}|seed{seed}", name=f"{pipeline} seed{seed}", level="seed", parent_id=parent_id,

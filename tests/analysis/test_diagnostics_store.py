@@ -20,6 +20,7 @@ from rolling_calib.core.calibration import Calibration
 from rolling_calib.analysis.scoring import score_store
 from rolling_calib.execution.reader import read_unit
 from rolling_calib.execution.units import UnitKey
+from rolling_calib.core.resampling import Resampling
 
 PIPES = {"wild": {"bias_sd": 3.0, "noise": 1.0}, "flat": {"bias_sd": 0.0, "noise": 1.0}}
 SEEDS = 5
@@ -71,7 +72,7 @@ def test_calibration_erases_a_difference_that_is_only_a_bias(tmp_path):
     store = tmp_path / "store"
     write_fake_store(store, pipelines={"plain": {"bias_sd": 0.0, "noise": 1.0}, "biased": {"bias_sd": 2.0, "noise": 1.0}},
                      seeds=16, rng_seed=0)
-    d = diagnose_store(store, n_boot=500).of("biased")
+    d = diagnose_store(store, resampling=Resampling(n_boot=500)).of("biased")
     assert d.assessment.narrows and d.assessment.keeps_order is False and d.assessment.helps is False
     assert d.verdict.startswith("Calibration narrows the seed spread but orders the pipelines worse than QL")
 
@@ -81,7 +82,7 @@ def test_calibration_helps_when_the_pipelines_differ_beyond_their_bias(tmp_path)
     store = tmp_path / "store"
     write_fake_store(store, pipelines={"sharp": {"bias_sd": 1.0, "noise": 1.0}, "blunt": {"bias_sd": 1.0, "noise": 2.0}},
                      seeds=8, rng_seed=1)
-    d = diagnose_store(store, n_boot=500)
+    d = diagnose_store(store, resampling=Resampling(n_boot=500))
     for p in d.pipelines:
         assert p.assessment.helps is True, p.verdict
         assert p.verdict.startswith("Calibration helps here: CQL's seed std is ")

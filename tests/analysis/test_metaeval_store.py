@@ -12,6 +12,7 @@ from rolling_calib.analysis.scoring import score_store
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.execution.reader import MissingValidationError
 from rolling_calib.cli import main
+from rolling_calib.core.resampling import Resampling
 from runner_helpers import write_fake_store
 
 CQL_VARIANTS = ["cql", "cql_per_instrument", "cql_week", "cql_20d"]
@@ -20,7 +21,7 @@ CQL_VARIANTS = ["cql", "cql_per_instrument", "cql_week", "cql_20d"]
 def test_per_seed_offsets_calibrated_variants_win(tmp_path):
     write_fake_store(tmp_path, pipelines={"good": {"bias_sd": 1.0, "noise": 1.0}, "bad": {"bias_sd": 1.0, "noise": 1.2}},
                      seeds=8, end="2018-06", valid=True)
-    result = metaeval_store(tmp_path, n_boot=200, n_splits=50)
+    result = metaeval_store(tmp_path, n_splits=50, resampling=Resampling(n_boot=200))
     acc = result.summary.set_index("metric")
     assert "cql_validation" in acc.index and result.notes == []
     for v in [*CQL_VARIANTS, "cql_validation", "cql_validation_per_instrument"]:
@@ -32,7 +33,7 @@ def test_per_seed_offsets_calibrated_variants_win(tmp_path):
 def test_no_offsets_calibrated_variants_do_not_win(tmp_path):
     write_fake_store(tmp_path, pipelines={"good": {"bias_sd": 0.0, "noise": 1.0}, "bad": {"bias_sd": 0.0, "noise": 1.03}},
                      seeds=8, end="2018-06")
-    result = metaeval_store(tmp_path, n_boot=200, n_splits=50)
+    result = metaeval_store(tmp_path, n_splits=50, resampling=Resampling(n_boot=200))
     acc = result.summary.set_index("metric")["mean_accuracy"]
     assert "cql_validation" not in acc.index and "validation-source variants left out" in result.notes[0]
     assert all(acc[v] <= acc["ql"] + 0.1 for v in CQL_VARIANTS)
@@ -46,7 +47,7 @@ def test_validation_source_scores_and_refuses_old_stores(tmp_path):
     scores = score_store(new, calibration=Calibration(source="validation"))
     assert scores.calibration.source == "validation" and (scores.runs["n_scored"] == scores.runs["n_all"]).all()
     assert scores.runs["cql_refit_first"].notna().all()
-    assert compare_store(scores, n_boot=50).to_dict()["source"] == "validation"
+    assert compare_store(scores, resampling=Resampling(n_boot=50)).to_dict()["source"] == "validation"
     with pytest.raises(MissingValidationError, match=f"{old}: source 'validation' needs each window's validation"):
         score_store(old, calibration=Calibration(source="validation"))
     assert main(["compare", "--store", str(old), "--source", "validation", "--json"]) == 2

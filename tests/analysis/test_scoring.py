@@ -18,6 +18,7 @@ from rolling_calib.core.tables import sig
 from rolling_calib.execution import store as st
 from rolling_calib.execution.executors import UnitKey
 from rolling_calib.execution.reader import load_run
+from rolling_calib.core.resampling import Resampling
 
 PIPES = {"calm": {"bias_sd": 0.2, "noise": 1.0}, "wild": {"bias_sd": 2.0, "noise": 1.5}}
 
@@ -96,7 +97,7 @@ def test_score_store_matches_hand_computation(tmp_path):
 def test_compare_store_direction_accuracy_and_budget(tmp_path):
     write_fake_store(tmp_path, pipelines=PIPES, seeds=6)
     scores = score_store(tmp_path)
-    result = compare_store(scores, n_boot=300, seed=1)
+    result = compare_store(scores, resampling=Resampling(n_boot=300, seed=1))
     summary = result.summary.set_index("pipeline")
     calm = scores.scores_of("calm")
     assert summary.loc["calm", "ql_std"] == pytest.approx(np.std(calm["ql"], ddof=1))
@@ -168,11 +169,11 @@ def test_compare_notes_pipelines_trained_under_different_shared_settings(tmp_pat
     """After a partial re-run under a changed base config, compare says the pipelines mix configurations."""
     write_fake_store(tmp_path, pipelines={"a": {"bias_sd": 1.0}, "b": {"bias_sd": 1.0}}, seeds=3)
     manifest = st.read_manifest(tmp_path)
-    assert compare_store(score_store(tmp_path, progress=False), n_boot=50).notes == []
+    assert compare_store(score_store(tmp_path, progress=False), resampling=Resampling(n_boot=50)).notes == []
     manifest["pipelines"]["a"]["shared_hash"] = "1111"
     manifest["pipelines"]["b"]["shared_hash"] = "2222"
     st.atomic_write_json(tmp_path / st.MANIFEST, manifest)
-    comparison = compare_store(score_store(tmp_path, progress=False), n_boot=50)
+    comparison = compare_store(score_store(tmp_path, progress=False), resampling=Resampling(n_boot=50))
     assert len(comparison.notes) == 1
     assert "a (shared config 1111); b (shared config 2222)" in comparison.notes[0]
     assert "Note: pipelines come from runs with different shared settings" in comparison.format()

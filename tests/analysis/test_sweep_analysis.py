@@ -13,6 +13,7 @@ import pytest
 from rolling_calib.analysis.sweep import analyse_sweep, format_sweep
 from rolling_calib.config.grid import Pipeline
 from rolling_calib.reporting.sweep_report import write_sweep_report
+from rolling_calib.core.resampling import Resampling
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +33,7 @@ def synthetic_runs(seed: int = 0, n: int = 8) -> pd.DataFrame:
 
 
 def test_analysis_ranks_groups_and_runs_to_separate():
-    result = analyse_sweep(synthetic_runs(), pairs=[("bad", "good")], n_boot=500, seed=4)
+    result = analyse_sweep(synthetic_runs(), pairs=[("bad", "good")], resampling=Resampling(n_boot=500, seed=4))
     assert result.ranking["pipeline"].tolist()[-1] == "bad"
     assert result.matrices["cql"].names == tuple(result.ranking["pipeline"])  # matrix in ranking order
     assert ("bad" not in result.top_groups["cql"]) and len(result.top_groups["cql"]) >= 1
@@ -45,24 +46,24 @@ def test_analysis_ranks_groups_and_runs_to_separate():
     budgets = {b.metric: b for b in result.runs_to_separate}
     assert budgets["cql"].a == budgets["ql"].a  # same top two for both metrics
     assert result.settings == {"metrics": ["cql", "ql"], "ground_truth": "ql", "n_boot": 500, "confidence": 0.95,
-                               "seed": 4, "configurations": 3, "runs": 24}
+                               "seed": 4, "block_size": None, "target": "future", "configurations": 3, "runs": 24}
 
 
 def test_analysis_is_reproducible_with_its_seed():
-    one = analyse_sweep(synthetic_runs(), n_boot=300, seed=9).to_dict()
-    two = analyse_sweep(synthetic_runs(), n_boot=300, seed=9).to_dict()
+    one = analyse_sweep(synthetic_runs(), resampling=Resampling(n_boot=300, seed=9)).to_dict()
+    two = analyse_sweep(synthetic_runs(), resampling=Resampling(n_boot=300, seed=9)).to_dict()
     assert one == two
-    other = analyse_sweep(synthetic_runs(), n_boot=300, seed=10).to_dict()
+    other = analyse_sweep(synthetic_runs(), resampling=Resampling(n_boot=300, seed=10)).to_dict()
     assert other["ranking"] == one["ranking"]  # only the bootstrap intervals depend on the seed
 
 
 def test_unknown_pair_is_a_clear_error():
     with pytest.raises(ValueError, match="'nope' has no runs"):
-        analyse_sweep(synthetic_runs(), pairs=[("good", "nope")], n_boot=50)
+        analyse_sweep(synthetic_runs(), pairs=[("good", "nope")], resampling=Resampling(n_boot=50))
 
 
 def test_report_files_are_written(tmp_path):
-    result = analyse_sweep(synthetic_runs(n=3), pairs=[("good", "twin")], n_boot=200)
+    result = analyse_sweep(synthetic_runs(n=3), pairs=[("good", "twin")], resampling=Resampling(n_boot=200))
     paths = write_sweep_report(result, tmp_path / "out")
     data = json.loads(paths["json"].read_text())
     assert data["settings"]["n_boot"] == 200 and len(data["ranking"]) == 3 and len(data["pairs"]) == 1
@@ -125,7 +126,7 @@ def test_grid_points_become_pipelines(tmp_path):
 
 def test_single_seed_sweep_ranks_without_runs_to_separate():
     runs = synthetic_runs(n=1)
-    result = analyse_sweep(runs, n_boot=50)
+    result = analyse_sweep(runs, resampling=Resampling(n_boot=50))
     assert len(result.ranking) == 3 and result.runs_to_separate == []
     assert "Runs to separate" not in format_sweep(result)
 
@@ -140,7 +141,7 @@ def test_model_confidence_set_keeps_the_best_and_drops_the_clearly_worse(tmp_pat
     write_fake_store(store, pipelines={"sharp": {"bias_sd": 0.2, "noise": 1.0}, "sharp2": {"bias_sd": 0.2, "noise": 1.0},
                                        "noisy": {"bias_sd": 0.2, "noise": 4.0}}, seeds=3, rng_seed=5)
     scores = score_store(store)
-    result = analyse_sweep(scores.runs, n_boot=300, seed=2, days=scores.days)
+    result = analyse_sweep(scores.runs, days=scores.days, resampling=Resampling(n_boot=300, seed=2))
     for metric in ("ql", "cql"):
         cs = result.confidence_sets[metric]
         assert "noisy" in cs.excluded and cs.pvalues["noisy"] < 0.05
@@ -148,4 +149,4 @@ def test_model_confidence_set_keeps_the_best_and_drops_the_clearly_worse(tmp_pat
     text = format_sweep(result, style="text")
     assert "Model confidence set by cql (95%)" in text
     assert result.to_dict()["confidence_sets"]["ql"]["excluded"] == result.confidence_sets["ql"].excluded
-    assert analyse_sweep(scores.runs, n_boot=100).confidence_sets == {}   # without per-day losses: none
+    assert analyse_sweep(scores.runs, resampling=Resampling(n_boot=100)).confidence_sets == {}   # without per-day losses: none

@@ -13,6 +13,7 @@ from runner_helpers import write_fake_store
 from rolling_calib.analysis.comparison import compare_store
 from rolling_calib.analysis.scoring import score_store
 from rolling_calib.cli import main
+from rolling_calib.core.resampling import Resampling
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden_tiny_demo"
 VERDICT_KEYS = {"winner", "difference", "ci_low", "ci_high", "dominant_uncertainty"}
@@ -59,7 +60,7 @@ def test_compare_json_carries_verdicts_and_warnings(demo_store, capsys):
 
 def test_verdict_differences_are_the_runs_means(skilled_store):
     scores = score_store(skilled_store)
-    comparison = compare_store(scores, n_boot=200)
+    comparison = compare_store(scores, resampling=Resampling(n_boot=200))
     runs = scores.runs.set_index("pipeline")
     for pv in comparison.verdicts:
         for metric, v in pv.verdicts.items():
@@ -118,7 +119,7 @@ def test_text_output_leads_with_the_verdicts_in_the_labels_unit(demo_store, caps
 
 def test_confidence_changes_the_verdicts_level(skilled_store):
     scores = score_store(skilled_store)
-    narrow = compare_store(scores, n_boot=200, confidence=0.5).verdicts[0].verdicts["ql"]
-    wide = compare_store(scores, n_boot=200, confidence=0.99).verdicts[0].verdicts["ql"]
+    narrow = compare_store(scores, resampling=Resampling(n_boot=200, confidence=0.5)).verdicts[0].verdicts["ql"]
+    wide = compare_store(scores, resampling=Resampling(n_boot=200, confidence=0.99)).verdicts[0].verdicts["ql"]
     assert wide.ci_high - wide.ci_low > narrow.ci_high - narrow.ci_low
     assert wide.confidence == 0.99

@@ -14,6 +14,7 @@ from rolling_calib.cli import main
 from rolling_calib.cli.options import add_scoring_arguments, calibration_from_args
 from rolling_calib.config.experiment import ConfigError, load_experiment, read_rolling
 from rolling_calib.core.calibration import Calibration
+from rolling_calib.core.resampling import Resampling
 from runner_helpers import REPO, write_fake_store
 
 ROLLING = {"initial_train_start": "2018-01", "start": "2018-03", "end": "2018-04", "step_months": 1, "seeds": 2}
@@ -92,7 +93,7 @@ def test_compare_scores_with_the_options_given(tmp_path, capsys):
     from rolling_calib.analysis.metaeval import metaeval_store
 
     week = Calibration(period="week")
-    runs = metaeval_store(tmp_path, calibration=week, variants=["cql", "cql_per_instrument"], n_boot=20, n_splits=5).runs
+    runs = metaeval_store(tmp_path, calibration=week, variants=["cql", "cql_per_instrument"], n_splits=5, resampling=Resampling(n_boot=20)).runs
     assert runs["cql"].tolist() == score_store(tmp_path, calibration=week).runs["cql"].tolist()
     per = score_store(tmp_path, calibration=week.replace(bias="per_instrument")).runs["cql"].tolist()
     assert runs["cql_per_instrument"].tolist() == per

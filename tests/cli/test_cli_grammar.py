@@ -135,6 +135,17 @@ def test_the_grammar_shares_its_options():
         assert option in SHARED, option
 
 
+@pytest.mark.parametrize("path", sorted(SHARED["--n-boot"]), ids=" ".join)
+def test_replicates_beyond_their_memory_bound_are_refused_at_parse_time(path, capsys):
+    """``--n-boot 1000000000`` is refused before any work, with the bound named (one Resampling constraint)."""
+    positional = {"run": ["workflows/demo.yaml"], "sweep": ["workflows/demo.yaml"]}.get(path[0], [])
+    with pytest.raises(SystemExit) as exit_info:
+        main([*path, *positional, "--n-boot", "1000000000"])
+    assert exit_info.value.code == 2
+    assert ("--n-boot: expected a positive int <= 100000 (the replicates are held in memory), found 1000000000"
+            in capsys.readouterr().err)
+
+
 @pytest.mark.parametrize("option", sorted(set(SHARED) - set(OWN_WORDS)))
 def test_a_shared_option_reads_the_same_in_every_command(option, helps):
     entries = {path: _option_blocks(helps[path])[option] for path in SHARED[option]}

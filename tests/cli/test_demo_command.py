@@ -9,6 +9,7 @@ import yaml
 
 from rolling_calib.cli import main
 from rolling_calib.core.tables import sig
+from rolling_calib.core.resampling import Resampling
 
 from runner_helpers import REPO
 
@@ -79,7 +80,7 @@ def test_the_two_cases_name_the_scale_mismatch_and_rescore_the_learned_label(tmp
     rank.write_text(yaml.safe_dump(doc))
     cases = (DemoCase("raw_label", "case 1", tiny, "store", "report"),
              DemoCase("normalised_label", "case 2", rank, "store_csrank", "report_csrank"))
-    result = run_demo(tmp_path / "out", workers=1, seeds=2, cases=cases, n_boot=100, progress=False, track=False)
+    result = run_demo(tmp_path / "out", workers=1, seeds=2, cases=cases, progress=False, track=False, resampling=Resampling(n_boot=100))
     first, second = result.cases
     kinds = [{w.kind for w in c.comparison.warnings} for c in result.cases]
     assert "scale_mismatch" not in kinds[0] and "scale_mismatch" in kinds[1]

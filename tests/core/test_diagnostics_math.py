@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from rolling_calib.core import diagnostics as D
+from rolling_calib.core.resampling import Resampling
 
 SETTINGS = settings(max_examples=80, deadline=None)
 
@@ -167,10 +168,10 @@ def test_reasons_come_from_the_measurements():
 
 
 def test_std_ratio_interval_by_hand_and_with_a_seed():
-    r = D.std_ratio_interval([1.0, 2.0, 4.0, 7.0], [1.0, 1.5, 2.5, 4.0], n_boot=500, seed=3)
+    r = D.std_ratio_interval([1.0, 2.0, 4.0, 7.0], [1.0, 1.5, 2.5, 4.0], resampling=Resampling(n_boot=500, seed=3))
     assert r.ratio == pytest.approx(np.std([1.0, 1.5, 2.5, 4.0], ddof=1) / np.std([1.0, 2.0, 4.0, 7.0], ddof=1))
     assert r.ci_low <= r.ratio <= r.ci_high
-    assert r == D.std_ratio_interval([1.0, 2.0, 4.0, 7.0], [1.0, 1.5, 2.5, 4.0], n_boot=500, seed=3)
+    assert r == D.std_ratio_interval([1.0, 2.0, 4.0, 7.0], [1.0, 1.5, 2.5, 4.0], resampling=Resampling(n_boot=500, seed=3))
     with pytest.raises(ValueError, match="at least 2 seeds"):
         D.std_ratio_interval([1.0], [1.0])
 

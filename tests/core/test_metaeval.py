@@ -8,12 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from rolling_calib.core.metaeval import meta_evaluate, pair_directions, pairwise_meta, split_seed_agreement
+from rolling_calib.core.resampling import Resampling
 
 
 def test_direction_by_mean_ground_truth_and_hand_accuracy():
     scores = {"a": {"ql": [3.0, 3.0], "m": [1.0, 4.0]}, "b": {"ql": [1.0, 2.0], "m": [2.0, 3.0]}}
     assert pair_directions(scores) == [("b", "a", 1.5, False)]
-    table = pairwise_meta(scores, metrics=["ql", "m"], n_boot=50)
+    table = pairwise_meta(scores, metrics=["ql", "m"], resampling=Resampling(n_boot=50))
     # m: b = [2, 3] vs a = [1, 4]: 2<4, 3<4 win, 2>1, 3>1 lose -> 2/4
     assert table.set_index("metric")["accuracy"].to_dict() == {"ql": 1.0, "m": 0.5}
     assert (table["ci_low"] <= table["accuracy"]).all() and (table["accuracy"] <= table["ci_high"]).all()
@@ -45,11 +46,11 @@ def test_errors():
 def test_properties_same_seed_same_result_and_shift_invariance(seed, shift):
     rng = np.random.default_rng(seed)
     scores = {n: {"ql": rng.normal(i, 1.0, 6), "m": rng.normal(i, 0.5, 6)} for i, n in enumerate("abc")}
-    one = meta_evaluate(scores, metrics=["ql", "m"], n_boot=50, n_splits=10, split_seed=seed)
-    two = meta_evaluate(scores, metrics=["ql", "m"], n_boot=50, n_splits=10, split_seed=seed)
+    one = meta_evaluate(scores, metrics=["ql", "m"], n_splits=10, split_seed=seed, resampling=Resampling(n_boot=50))
+    two = meta_evaluate(scores, metrics=["ql", "m"], n_splits=10, split_seed=seed, resampling=Resampling(n_boot=50))
     assert one.to_dict() == two.to_dict()
     moved = {n: {"ql": v["ql"], "m": v["m"] + shift} for n, v in scores.items()}   # a common shift changes no order
-    three = meta_evaluate(moved, metrics=["ql", "m"], n_boot=50, n_splits=10, split_seed=seed)
+    three = meta_evaluate(moved, metrics=["ql", "m"], n_splits=10, split_seed=seed, resampling=Resampling(n_boot=50))
     assert three.summary["mean_accuracy"].tolist() == one.summary["mean_accuracy"].tolist()
     assert ((one.summary["mean_accuracy"] >= 0) & (one.summary["mean_accuracy"] <= 1)).all()
     assert one.summary["n_pairs"].tolist() == [3, 3]

@@ -14,6 +14,7 @@ from hypothesis.extra import numpy as hnp
 from scipy import stats
 
 from rolling_calib.core import pairwise as C
+from rolling_calib.core.resampling import Resampling
 
 scores = hnp.arrays(np.float64, st.integers(1, 30), elements=st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.25]))
 any_scores = hnp.arrays(np.float64, st.integers(1, 30), elements=st.floats(-1e6, 1e6))
@@ -56,7 +57,7 @@ def test_pairwise_accuracy_depends_only_on_the_order(a, b, shift):
 def test_bootstrap_matches_loop_over_the_same_resamples():
     rng_data = np.random.default_rng(0)
     a, b = rng_data.normal(size=7), rng_data.normal(0.5, size=9)
-    got = C.pairwise_accuracy_ci(a, b, n_boot=300, confidence=0.9, seed=11)
+    got = C.pairwise_accuracy_ci(a, b, resampling=Resampling(n_boot=300, confidence=0.9, seed=11))
     rng = np.random.default_rng(11)                     # same draws, in the documented order
     ia = rng.integers(0, a.size, size=(300, a.size))
     ib = rng.integers(0, b.size, size=(300, b.size))
@@ -70,7 +71,7 @@ def test_bootstrap_matches_loop_over_the_same_resamples():
 def test_bootstrap_interval_close_to_scipy_bootstrap():
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=20), rng.normal(0.4, size=25)
-    ours = C.pairwise_accuracy_ci(a, b, n_boot=4000, seed=3)
+    ours = C.pairwise_accuracy_ci(a, b, resampling=Resampling(n_boot=4000, seed=3))
     ref = stats.bootstrap((a, b), lambda x, y: C.pairwise_accuracy(x, y), vectorized=False, paired=False,
                           n_resamples=4000, method="percentile", random_state=5).confidence_interval
     assert ours.ci_low == pytest.approx(ref.low, abs=0.03)
@@ -80,9 +81,9 @@ def test_bootstrap_interval_close_to_scipy_bootstrap():
 def test_bootstrap_is_seeded():
     rng = np.random.default_rng(9)
     a, b = rng.normal(size=15), rng.normal(0.3, size=15)
-    r1 = C.pairwise_accuracy_ci(a, b, n_boot=200, seed=4)
-    r2 = C.pairwise_accuracy_ci(a, b, n_boot=200, seed=4)
-    r3 = C.pairwise_accuracy_ci(a, b, n_boot=200, seed=5)
+    r1 = C.pairwise_accuracy_ci(a, b, resampling=Resampling(n_boot=200, seed=4))
+    r2 = C.pairwise_accuracy_ci(a, b, resampling=Resampling(n_boot=200, seed=4))
+    r3 = C.pairwise_accuracy_ci(a, b, resampling=Resampling(n_boot=200, seed=5))
     assert r1 == r2
     assert (r1.ci_low, r1.ci_high) != (r3.ci_low, r3.ci_high)   # 225 pairs: the seed visibly matters
 
@@ -90,7 +91,7 @@ def test_bootstrap_is_seeded():
 def test_compare_pair_direction_by_ground_truth_and_json():
     a = {"ql": [2.0, 2.2, 2.1], "cql": [1.50, 1.52, 1.51]}
     b = {"ql": [1.9, 2.3, 1.8], "cql": [1.40, 1.41, 1.42]}   # lower QL mean: b is better
-    c = C.compare_pair("a", a, "b", b, n_boot=100, seed=2)
+    c = C.compare_pair("a", a, "b", b, resampling=Resampling(n_boot=100, seed=2))
     assert (c.better, c.worse, c.ground_truth, c.tie) == ("b", "a", "ql", False)
     assert c.ground_truth_gap == pytest.approx(np.mean(a["ql"]) - np.mean(b["ql"]))
     assert c.accuracies["cql"].accuracy == 1.0
@@ -99,12 +100,12 @@ def test_compare_pair_direction_by_ground_truth_and_json():
     d = json.loads(json.dumps(c.to_dict()))
     assert d["better"] == "b" and d["accuracies"]["cql"]["seed"] == 2 and d["means"]["a"]["ql"] == pytest.approx(2.1)
     # another ground truth flips nothing here but is reported
-    c2 = C.compare_pair("a", a, "b", b, ground_truth="cql", metrics=["ql"], n_boot=50)
+    c2 = C.compare_pair("a", a, "b", b, ground_truth="cql", metrics=["ql"], resampling=Resampling(n_boot=50))
     assert c2.ground_truth == "cql" and list(c2.accuracies) == ["ql"]
 
 
 def test_compare_pair_tie_and_errors():
-    tie = C.compare_pair("a", {"ql": [1.0, 2.0]}, "b", {"ql": [2.0, 1.0]}, n_boot=10)
+    tie = C.compare_pair("a", {"ql": [1.0, 2.0]}, "b", {"ql": [2.0, 1.0]}, resampling=Resampling(n_boot=10))
     assert tie.tie and tie.better == "a" and tie.ground_truth_gap == 0.0
     with pytest.raises(ValueError, match=r"scores for 'b': metric 'cql' is missing; found \['ql'\]"):
         C.compare_pair("a", {"ql": [1.0], "cql": [1.0]}, "b", {"ql": [2.0]}, metrics=["cql"])
@@ -120,9 +121,9 @@ def test_compare_pair_tie_and_errors():
         (lambda: C.pairwise_accuracy([], [1.0]), r"scores_better: expected at least one run, found 0"),
         (lambda: C.pairwise_accuracy([1.0], [[1.0]]), r"scores_worse: expected a 1-D array"),
         (lambda: C.pairwise_accuracy([1.0], [math.inf]), r"scores_worse: expected finite scores, found inf at run 0"),
-        (lambda: C.pairwise_accuracy_ci([1.0], [2.0], n_boot=0), r"n_boot: expected a positive int, found 0"),
-        (lambda: C.pairwise_accuracy_ci([1.0], [2.0], confidence=1.0), r"confidence: expected a number strictly between 0 and 1"),
-        (lambda: C.pairwise_accuracy_ci([1.0], [2.0], seed=-1), r"seed: expected a non-negative int, found -1"),
+        (lambda: C.pairwise_accuracy_ci([1.0], [2.0], resampling=Resampling(n_boot=0)), r"n_boot: expected a positive int <= 100000 \(the replicates are held in memory\), found 0"),
+        (lambda: C.pairwise_accuracy_ci([1.0], [2.0], resampling=Resampling(confidence=1.0)), r"confidence: expected a number strictly between 0 and 1"),
+        (lambda: C.pairwise_accuracy_ci([1.0], [2.0], resampling=Resampling(seed=-1)), r"seed: expected a non-negative int, found -1"),
         (lambda: C.seed_budget(-1.0, 1.0, 10), r"std_vanilla: expected a finite standard deviation >= 0, found -1.0"),
         (lambda: C.seed_budget(1.0, 1.0, 0), r"runs: expected a positive int, found 0"),
         (lambda: C.seed_budget(0.0, 0.0, 5), r"both standard deviations are 0"),

@@ -22,6 +22,7 @@ from rolling_calib.core.ranking import (
     scores_by_config,
     top_group,
 )
+from rolling_calib.core.resampling import Resampling
 
 
 def runs_frame(scores: dict[str, list[float]], metric: str = "cql", other: dict[str, list[float]] | None = None):
@@ -56,7 +57,7 @@ def test_mean_interval_matches_scipy_t_interval():
     low, high = mean_interval(values, confidence=0.9)
     ref = stats.t.interval(0.9, len(values) - 1, loc=values.mean(), scale=stats.sem(values))
     assert (low, high) == pytest.approx(ref)
-    assert all(math.isnan(v) for v in mean_interval(np.array([1.0])))
+    assert all(math.isnan(v) for v in mean_interval(np.array([1.0]), confidence=0.95))
 
 
 def test_bad_runs_tables_are_rejected_with_clear_errors():
@@ -75,7 +76,7 @@ def test_bad_runs_tables_are_rejected_with_clear_errors():
 # --------------------------------------------------------------------------- pairwise matrix
 def test_pairwise_matrix_hand_computed():
     runs = runs_frame({"a": [1.0, 2.0], "b": [3.0, 1.5], "c": [2.0, 2.0]})
-    m = pairwise_matrix(runs, metric="cql", n_boot=200, seed=3)
+    m = pairwise_matrix(runs, metric="cql", resampling=Resampling(n_boot=200, seed=3))
     assert m.names == ("a", "b", "c")
     # a vs b: 1<3, 1<1.5, 2<3 win; 2<1.5 loses -> 3/4
     # a vs c: 1<2 twice win; 2 vs 2 tie twice (1/2 each) -> (2 + 1) / 4
@@ -97,7 +98,7 @@ def test_pairwise_matrix_matches_mann_whitney_u():
         "y": rng.normal(0.5, 1.0, 6).round(1),
         "z": rng.normal(0.2, 2.0, 5).round(1),
     }
-    m = pairwise_matrix(runs_frame(scores), metric="cql", n_boot=100)
+    m = pairwise_matrix(runs_frame(scores), metric="cql", resampling=Resampling(n_boot=100))
     for i, a in enumerate(m.names):
         for j, b in enumerate(m.names):
             if i == j:
@@ -109,8 +110,8 @@ def test_pairwise_matrix_matches_mann_whitney_u():
 
 def test_pairwise_matrix_is_reproducible_and_seeded():
     runs = runs_frame({k: list(np.random.default_rng(i).normal(size=6)) for i, k in enumerate("abcd")})
-    one = pairwise_matrix(runs, metric="cql", n_boot=300, seed=11)
-    two = pairwise_matrix(runs, metric="cql", n_boot=300, seed=11)
+    one = pairwise_matrix(runs, metric="cql", resampling=Resampling(n_boot=300, seed=11))
+    two = pairwise_matrix(runs, metric="cql", resampling=Resampling(n_boot=300, seed=11))
     np.testing.assert_array_equal(one.ci_low, two.ci_low)
     np.testing.assert_array_equal(one.ci_high, two.ci_high)
 
@@ -125,7 +126,7 @@ def test_pairwise_matrix_is_reproducible_and_seeded():
 )
 def test_matrix_properties(columns):
     runs = runs_frame({f"p{i}": values for i, values in enumerate(columns)})
-    m = pairwise_matrix(runs, metric="cql", n_boot=50, seed=0)
+    m = pairwise_matrix(runs, metric="cql", resampling=Resampling(n_boot=50, seed=0))
     k = len(columns)
     off = ~np.eye(k, dtype=bool)
     np.testing.assert_allclose((m.accuracy + m.accuracy.T)[off], 1.0)  # complementary
@@ -147,7 +148,7 @@ def test_matrix_properties(columns):
 
 def test_indistinguishable_and_top_group():
     runs = runs_frame({"a": [1.0, 2.0, 1.2, 1.8], "b": [1.5, 2.5, 1.1, 2.2], "c": [9.0, 10.0, 9.5, 9.9]})
-    m = pairwise_matrix(runs, metric="cql", n_boot=500)
+    m = pairwise_matrix(runs, metric="cql", resampling=Resampling(n_boot=500))
     assert indistinguishable(m) == [("a", "b")]  # c is beaten by both in every pair: intervals [1, 1]
     assert m.ci_low[0, 2] == 1.0 and m.ci_high[0, 2] == 1.0
     assert top_group(m, best="a") == ["a", "b"]
@@ -159,18 +160,18 @@ def test_indistinguishable_and_top_group():
 # --------------------------------------------------------------------------- runs to separate
 def test_runs_to_separate_hand_computed():
     # z = 1.959964; z^2 * (0.1^2 + 0.1^2) / 0.1^2 = 7.68 -> 8
-    assert runs_to_separate(gap=0.1, std_a=0.1, std_b=0.1) == 8
+    assert runs_to_separate(gap=0.1, std_a=0.1, std_b=0.1, confidence=0.95) == 8
     # z^2 * (1 + 4) / 1 = 19.21 -> 20 (sign of the gap does not matter)
-    assert runs_to_separate(gap=-1.0, std_a=1.0, std_b=2.0) == 20
-    assert runs_to_separate(gap=1.0, std_a=0.0, std_b=0.0) == 2  # never fewer than two runs
-    assert runs_to_separate(gap=0.0, std_a=1.0, std_b=1.0) == math.inf
+    assert runs_to_separate(gap=-1.0, std_a=1.0, std_b=2.0, confidence=0.95) == 20
+    assert runs_to_separate(gap=1.0, std_a=0.0, std_b=0.0, confidence=0.95) == 2  # never fewer than two runs
+    assert runs_to_separate(gap=0.0, std_a=1.0, std_b=1.0, confidence=0.95) == math.inf
     with pytest.raises(ValueError, match="std_a"):
-        runs_to_separate(gap=1.0, std_a=-1.0, std_b=1.0)
+        runs_to_separate(gap=1.0, std_a=-1.0, std_b=1.0, confidence=0.95)
 
 
 @given(st.floats(0.01, 10), st.floats(0.0, 3), st.floats(0.0, 3))
 def test_runs_to_separate_is_the_smallest_separating_n(gap, std_a, std_b):
-    n = runs_to_separate(gap=gap, std_a=std_a, std_b=std_b)
+    n = runs_to_separate(gap=gap, std_a=std_a, std_b=std_b, confidence=0.95)
     z = stats.norm.ppf(0.975)
     half = lambda k: z * math.sqrt((std_a**2 + std_b**2) / k)  # noqa: E731
     assert half(n) <= gap * (1 + 1e-9)
@@ -187,7 +188,7 @@ def test_runs_to_separate_top_two_uses_the_same_top_two_for_every_metric():
     assert (budgets["cql"].a, budgets["cql"].b) == ("a", "b") == (budgets["ql"].a, budgets["ql"].b)
     std_q = float(np.std(ql["a"], ddof=1))
     assert budgets["ql"].gap == pytest.approx(0.5)
-    assert budgets["ql"].runs_needed == runs_to_separate(gap=0.5, std_a=std_q, std_b=std_q)
+    assert budgets["ql"].runs_needed == runs_to_separate(gap=0.5, std_a=std_q, std_b=std_q, confidence=0.95)
     assert budgets["cql"].runs_needed < budgets["ql"].runs_needed
     assert budgets["cql"].runs_observed == 4
     assert budgets["ql"].to_dict()["runs_needed"] == budgets["ql"].runs_needed
@@ -199,7 +200,7 @@ def test_heatmap_hatches_exactly_the_indistinguishable_cells():
     from rolling_calib.reporting.figures import plot_pairwise_heatmap
 
     runs = runs_frame({"a": [1.0, 2.0, 1.2, 1.8], "b": [1.5, 2.5, 1.1, 2.2], "c": [9.0, 10.0, 9.5, 9.9]})
-    m = pairwise_matrix(runs, metric="cql", n_boot=300)
+    m = pairwise_matrix(runs, metric="cql", resampling=Resampling(n_boot=300))
     fig = plot_pairwise_heatmap(m)
     ax = fig.axes[0]
     hatched = [p for p in ax.patches if p.get_hatch() == "//"]

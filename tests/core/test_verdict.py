@@ -23,6 +23,7 @@ from rolling_calib.core.verdict import (
     seeds_needed,
     stationary_counts,
 )
+from rolling_calib.core.resampling import Resampling
 
 
 def _panels(rng, *, k=6, T=80, effect=0.0, seed_sd=0.2, time_sd=1.0, shared_seed=False, ar=0.5, interaction_sd=0.0):
@@ -77,7 +78,7 @@ def test_period_target_is_the_paired_t_interval_of_run_means():
     stats = __import__("scipy").stats
     rng = np.random.default_rng(8)
     a, b = _panels(rng, k=7, T=50, effect=-0.1)
-    v = decide(a, b, target="period")
+    v = decide(a, b, resampling=Resampling(target="period"))
     d_s = a.run_means() - b.run_means()
     ci = stats.ttest_1samp(d_s, 0.0).confidence_interval(0.95)
     assert v.target == "period" and v.var_time == 0.0 and v.paired
@@ -97,7 +98,7 @@ def test_seed_noise_is_not_counted_twice():
         v = decide(a, b)
         shares.append(v.var_time / (v.var_seeds + v.var_time))
         for target in decided:
-            decided[target] += decide(a, b, target=target).determined
+            decided[target] += decide(a, b, resampling=Resampling(target=target)).determined
     assert np.mean(shares) < 0.1
     assert all(n / 150 <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 150) for n in decided.values())
 
@@ -201,7 +202,7 @@ def test_bad_panels_are_refused(kwargs, match):
 def test_bad_options_are_refused():
     a = LossPanel.from_arrays(seeds=[0], total=np.ones((1, 4)))
     with pytest.raises(ValueError, match="confidence"):
-        decide(a, a, confidence=1.5)
+        decide(a, a, resampling=Resampling(confidence=1.5))
     with pytest.raises(ValueError, match="orientation"):
         decide(a, a, orientation="up")
 
@@ -289,7 +290,7 @@ def test_model_confidence_set_keeps_the_equally_good_and_drops_the_worse():
     T = 300
     common = rng.normal(0, 1, (T, 1))
     losses = common + rng.normal(0, 0.5, (T, 5)) + np.array([0.0, 0.0, 0.6, 1.0, 2.0])
-    result = model_confidence_set(losses, ["a", "b", "c", "d", "e"])
+    result = model_confidence_set(losses, ["a", "b", "c", "d", "e"], resampling=Resampling(n_boot=500, seed=1))
     assert result.included == ["a", "b"]
     assert result.excluded == ["c", "d", "e"]
     assert all(result.pvalues[n] < 0.05 for n in result.excluded)
@@ -300,6 +301,6 @@ def test_model_confidence_set_keeps_all_when_none_differ():
     rng = np.random.default_rng(1)
     losses = rng.normal(0, 1, (200, 3))
     losses -= losses.mean(axis=0)            # equal sample means: nothing to tell apart
-    assert model_confidence_set(losses, ["x", "y", "z"]).included == ["x", "y", "z"]
+    assert model_confidence_set(losses, ["x", "y", "z"], resampling=Resampling(n_boot=300, seed=0)).included == ["x", "y", "z"]
     with pytest.raises(ValueError, match="configurations"):
         model_confidence_set(losses, ["x", "y"])

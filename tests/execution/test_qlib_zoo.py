@@ -28,6 +28,7 @@ from rolling_calib.execution import store as st
 from rolling_calib.execution.reader import read_unit
 from rolling_calib.execution.executors import LocalExecutor, UnitKey
 from rolling_calib.execution.runner import check_store_coverage, plan_run, run_plan, window_task
+from rolling_calib.core.resampling import Resampling
 
 from runner_helpers import REPO
 
@@ -124,7 +125,7 @@ def test_compare_shows_ic_beside_ql_and_cql(lgb_run):
     assert {"ic", "icir", "rank_ic"} <= set(scores.runs.columns)
     assert scores.runs[["ic", "rank_ic"]].abs().max().max() <= 1
     assert scores.label.kind == "raw" and scores.label.unit == "return"
-    comparison = compare_store(scores, n_boot=100)
+    comparison = compare_store(scores, resampling=Resampling(n_boot=100))
     assert set(comparison.pairs[0].accuracies) >= {"ql", "cql", "ic", "icir", "rank_ic"}
     text = comparison.format()
     assert "IC mean" in text and "Acc IC" in text and "raw label: Ref($close, -2)/Ref($close, -1) - 1, plain return" in text

@@ -29,6 +29,7 @@ from rolling_calib.analysis.scoring import score_store
 from rolling_calib.core.tables import sig
 from rolling_calib.execution.executors import LocalExecutor, UnitKey
 from rolling_calib.execution.runner import check_store_coverage, pending_units, plan_run, run_plan, window_task
+from rolling_calib.core.resampling import Resampling
 
 from runner_helpers import REPO
 
@@ -241,7 +242,7 @@ def test_scores_compare_and_report_on_the_run(full_run, tmp_path, capsys):
     scores = score_store(plan.store)
     assert len(scores.runs) == 4 and (scores.runs["n_all"] > scores.runs["n_scored"]).all()
     assert list(scores.periods["period"].unique()) == ["2018-03", "2018-04"]
-    comparison = compare_store(scores, n_boot=100)
+    comparison = compare_store(scores, resampling=Resampling(n_boot=100))
     assert main(["compare", "--store", str(plan.store), "--json", "--n-boot", "100"]) == 0
     data = json.loads(capsys.readouterr().out)
     by_name = {p["pipeline"]: p for p in data["pipelines"]}
@@ -317,7 +318,7 @@ def test_pipelines_of_one_run_share_one_shared_hash(full_run):
     _, plan, _ = full_run
     entries = st.read_manifest(plan.store)["pipelines"]
     hashes = {entries[name]["shared_hash"] for name in ("wd0", "wdbig")}
-    assert len(hashes) == 1 and compare_store(score_store(plan.store, progress=False), n_boot=50).notes == []
+    assert len(hashes) == 1 and compare_store(score_store(plan.store, progress=False), resampling=Resampling(n_boot=50)).notes == []
 
 
 def test_units_keep_validation_predictions_for_source_validation(full_run):

@@ -16,6 +16,7 @@ from rolling_calib.analysis.scoring import score_store
 from rolling_calib.core.ranking import indistinguishable, pairwise_matrix
 from rolling_calib.core.synthetic_experiments import run_linear_experiment
 from rolling_calib.reporting import figures as F
+from rolling_calib.core.resampling import Resampling
 
 PIPES = {"calm": {"bias_sd": 0.2}, "wild": {"bias_sd": 2.0}}
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -33,7 +34,7 @@ def matrix():
     rows = [{"pipeline": name, "seed": s, "cql": v}
             for name, values in {"a": [1.0, 2.0, 1.2, 1.8], "b": [1.5, 2.5, 1.1, 2.2], "c": [9.0, 10.0, 9.5, 9.9]}.items()
             for s, v in enumerate(values)]
-    return pairwise_matrix(pd.DataFrame(rows), metric="cql", n_boot=200)
+    return pairwise_matrix(pd.DataFrame(rows), metric="cql", resampling=Resampling(n_boot=200))
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +107,7 @@ def compared(scores):
     from rolling_calib.analysis.comparison import compare_store
     from rolling_calib.analysis.diagnostics import diagnose_store
 
-    return compare_store(scores, n_boot=100), diagnose_store(scores.store, scores=scores)
+    return compare_store(scores, resampling=Resampling(n_boot=100)), diagnose_store(scores.store, scores=scores)
 
 
 def test_loss_differential_per_period_with_refits(scores):

@@ -16,6 +16,7 @@ from rolling_calib.analysis.scoring import score_store
 from rolling_calib.analysis.comparison import VERDICT_COLUMNS
 from rolling_calib.core.tables import sig
 from rolling_calib.reporting.document import CAVEAT, CSV_FILES, report_context, write_report
+from rolling_calib.core.resampling import Resampling
 
 from runner_helpers import write_fake_store
 
@@ -35,7 +36,7 @@ def written(fake_store, tmp_path_factory):
     from rolling_calib.analysis.diagnostics import diagnose_store
 
     scores = score_store(fake_store)
-    comparison = compare_store(scores, n_boot=200)
+    comparison = compare_store(scores, resampling=Resampling(n_boot=200))
     out = tmp_path_factory.mktemp("rep") / "report"
     paths = write_report(scores, comparison, out, diagnosis=diagnose_store(fake_store, scores=scores))
     return {"scores": scores, "comparison": comparison, "paths": paths, "out": out,
@@ -157,7 +158,7 @@ def test_report_says_whether_calibration_can_help(fake_store, tmp_path):
     md = (out / "report.md").read_text()
     assert "## Can calibration help here?" in md
     html = (out / "report.html").read_text()
-    for d in diagnose_store(fake_store).pipelines:
+    for d in diagnose_store(fake_store, resampling=Resampling(n_boot=50)).pipelines:   # the report's --n-boot too
         assert f"- {d.pipeline}: {d.assessment.text}" in md
         assert f"<strong>{d.pipeline}</strong>: {d.assessment.text}" in html.replace("&#39;", "'")
     assert "Can calibration help here?" in html
