@@ -9,8 +9,9 @@ price, factor 1), then run, each in its own process so that its peak memory is i
 * ``data_prep.ingest`` (polars, vectorised validation, symbol by symbol through spill files,
   NumPy binary writer), in the default validate mode;
 * Qlib's ``scripts/dump_bin.py dump_all --freq 1min`` (no validation; calendar = union of the
-  timestamps), with ``--max_workers`` = the CPU count: the copy in ``bench/qlib_scripts/`` (it is
-  not part of the pyqlib wheel), or the script ``--dump-bin PATH`` or ``QLIB_DUMP_BIN`` names;
+  timestamps), with ``--max_workers`` = the CPU count: read from the Qlib checkout ``--qlib-repo DIR``
+  names (a clone or its git directory; the script is not part of the pyqlib wheel, and this project
+  holds no copy of it); skipped, and said so, without one;
 * the baseline below: the same conversion done the plain pandas way (``read_parquet``,
   per-symbol ``groupby``, the same validation checks with pandas idioms, ``reindex`` on the
   calendar, ``Series.values.tofile``).
@@ -26,7 +27,7 @@ on a shared machine; wall times vary with load.
 Usage::
 
     nice -n 10 .venv/bin/python bench/bench_data_ingest.py [--start 2012-01-01 --end 2018-12-31] [--symbols N]
-        [--dump-bin PATH/TO/qlib/scripts/dump_bin.py] [--skip-baseline] [--skip-dump-bin]
+        [--qlib-repo PATH/TO/qlib] [--skip-baseline] [--skip-dump-bin]
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ import pandas as pd
 _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # run as a script: the repository's packages
     sys.path.insert(0, str(_ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/qlib_checkout.py
 
 TARGET_GIB = 3.0
 FIELDS7 = ("open", "high", "low", "close", "volume", "vwap", "factor")
@@ -221,18 +223,15 @@ def run_process(label: str, argv: list[str], env: dict | None = None) -> Run:
                chunks.get("out", "") + chunks.get("err", ""), proc.returncode)
 
 
-def _find_dump_bin(arg: str | None) -> Path | None:
-    candidates = [arg, os.environ.get("QLIB_DUMP_BIN"), str(Path(__file__).resolve().parent / "qlib_scripts" / "dump_bin.py")]
-    try:
-        import qlib
+def _dump_bin(qlib_repo: Path, tmp: Path) -> tuple[Path, str]:
+    """Qlib's ``scripts/dump_bin.py`` from the checkout, written into ``tmp`` (a git directory has no tree to run
+    it from); the script's path and the checkout's commit."""
+    from qlib_checkout import commit, read_file
 
-        candidates.append(str(Path(qlib.__file__).resolve().parents[1] / "scripts" / "dump_bin.py"))
-    except ImportError:
-        pass
-    for c in candidates:
-        if c and Path(c).is_file():
-            return Path(c)
-    return None
+    script = tmp / "qlib_scripts" / "dump_bin.py"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_bytes(read_file(qlib_repo, "scripts/dump_bin.py"))
+    return script, commit(qlib_repo)
 
 
 # ---------------------------------------------------------------------------- comparisons
@@ -299,7 +298,8 @@ def main() -> int:
     parser.add_argument("--symbols", type=int, default=25, help="first N of the 25 default symbols")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-baseline", action="store_true", help="no pandas baseline")
-    parser.add_argument("--dump-bin", default=None, help="Qlib's scripts/dump_bin.py (default: $QLIB_DUMP_BIN)")
+    parser.add_argument("--qlib-repo", type=Path, default=None,
+                        help="a Qlib checkout or git directory: its scripts/dump_bin.py is the baseline")
     parser.add_argument("--dump-bin-workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--skip-dump-bin", action="store_true")
     parser.add_argument("--child", nargs=3, metavar=("KIND", "SRC", "OUT"), help=argparse.SUPPRESS)
@@ -311,9 +311,10 @@ def main() -> int:
     from data_prep import DEFAULT_SYMBOLS
 
     symbols = DEFAULT_SYMBOLS[: args.symbols]
-    dump_bin = None if args.skip_dump_bin else _find_dump_bin(args.dump_bin)
     tmp = Path(tempfile.mkdtemp(prefix="bench_ingest_"))
     try:
+        dump_bin, qlib_commit = (None, None) if args.skip_dump_bin or args.qlib_repo is None else \
+            _dump_bin(args.qlib_repo.resolve(), tmp)
         src, per_symbol = tmp / "bars.parquet", tmp / "per_symbol"
         t = time.perf_counter()
         rows = make_sources(src, per_symbol if dump_bin else None, start=args.start, end=args.end, symbols=symbols,
@@ -324,10 +325,12 @@ def main() -> int:
         runs = {"ours": run_process("data_prep.ingest", [*me, "ours", str(src), str(tmp / "store")])}
         if dump_bin is None:
             print("dump_bin.py           skipped" if args.skip_dump_bin else
-                  "dump_bin.py           not found: pass --dump-bin PATH (Qlib's scripts/dump_bin.py) or set QLIB_DUMP_BIN")
+                  "dump_bin.py           skipped: pass --qlib-repo DIR (a Qlib checkout: git clone "
+                  "https://github.com/microsoft/qlib) to compare with Qlib's scripts/dump_bin.py")
         else:
             digest = hashlib.sha256(dump_bin.read_bytes()).hexdigest()[:12]
-            print(f"dump_bin.py           {dump_bin} (sha256 {digest}), --max_workers {args.dump_bin_workers}")
+            print(f"dump_bin.py           {args.qlib_repo} at {qlib_commit[:12]} (sha256 {digest}), "
+                  f"--max_workers {args.dump_bin_workers}")
             runs["dump_bin"] = run_process("Qlib dump_bin.py", [
                 sys.executable, str(dump_bin), "dump_all", "--data_path", str(per_symbol), "--qlib_dir",
                 str(tmp / "dump_bin"), "--freq", "1min", "--date_field_name", "date", "--file_suffix", ".parquet",

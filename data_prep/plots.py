@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from data_prep import qlib_store
+from data_prep.atomic import atomic_write
 
 __all__ = ["store_profiles", "plot_store_profiles", "plot_store"]
 
@@ -119,11 +120,4 @@ def plot_store(store: str | Path, path: str | Path, *, symbols: list[str] | None
         stats, title=f"{Path(store)}: {stats['daily_close'].shape[1]} symbols, {len(stats['daily_close'])} sessions"
     )
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
-    try:
-        fig.savefig(tmp, dpi=110, format=out.suffix.lstrip(".").lower() or "png")
-        tmp.replace(out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return out
+    return atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=110, format=out.suffix.lstrip(".").lower() or "png"))

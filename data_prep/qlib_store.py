@@ -42,8 +42,8 @@ Notes found by running it:
 * Qlib reads the whole calendar file once per process (about 1 s per 700k lines).
 * ``kernels=1`` avoids a process pool per call; tests and small stores are faster that way.
 
-Atomic writes: every file is written to a temporary name in its directory and moved in place
-with ``os.replace``. A write that fails (disk full, quota, permissions, a read-only file system)
+Atomic writes (:mod:`data_prep.atomic`): every file is written to a temporary name in its directory,
+fsynced, and moved in place with ``os.replace``. A write that fails (disk full, quota, permissions, a read-only file system)
 raises :class:`WriteFailed`, one line naming the file, the free space of its file system and
 the fix; the temporary file is removed.
 
@@ -83,13 +83,10 @@ or a calendar running past every instrument).
 from __future__ import annotations
 
 import contextlib
-import errno
 import glob
 import json
 import os
-import re
 import shutil
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +94,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from data_prep.atomic import OSProblem, WriteFailed, atomic_write_bytes, atomic_write_text, describe_os_error
 from data_prep.symbols import symbol_to_fname
 
 __all__ = [
@@ -150,148 +148,7 @@ META_FILE = "meta.json"
 
 
 # ---------------------------------------------------------------------------- atomic writes
-@dataclass(frozen=True)
-class OSProblem:
-    """What an OS error while writing a file means (:func:`describe_os_error`).
-
-    Attributes: ``head`` (the file, what happened, the free space), ``fix`` (what to do),
-    ``errno`` (``None`` when neither the exception nor its text gives one) and ``free`` (bytes
-    free to this user on the file's file system, ``None`` when it cannot be measured).
-    """
-
-    head: str
-    fix: str
-    errno: int | None
-    free: int | None
-
-    @property
-    def message(self) -> str:
-        return f"{self.head}; {self.fix}"
-
-
-class WriteFailed(ValueError):
-    """A file could not be written (disk full, quota, permissions, read-only): one line naming it.
-
-    Attributes: ``path`` (the file) and ``problem`` (:class:`OSProblem`: ``head``, ``fix``,
-    ``errno``, ``free``).
-    """
-
-    def __init__(self, problem: OSProblem, *, path: str | os.PathLike):
-        super().__init__(problem.message)
-        self.path, self.problem = Path(path), problem
-
-
-#: What an OS error code means for a write, and what to do about it.
-_WRITE_ERRORS: dict[int, tuple[str, str]] = {
-    errno.ENOSPC: ("the disk is full", "free space there, or write to another disk"),
-    errno.EDQUOT: ("the disk quota is exceeded", "free space within your quota, or write to another disk"),
-    errno.EACCES: ("permission denied", "make the directory writable, or write elsewhere"),
-    errno.EPERM: ("operation not permitted", "make the directory writable, or write elsewhere"),
-    errno.EROFS: ("the file system is read-only", "write to a writable file system"),
-}
-_OS_ERROR_IN_TEXT = re.compile(r"os error (\d+)")  # polars / Rust: "No space left on device (os error 28)"
-
-
-def _free_bytes(path: Path) -> int | None:
-    """Bytes free to this user on the file system holding ``path`` (its nearest existing parent)."""
-    p = Path(path)
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    try:
-        return shutil.disk_usage(p).free
-    except OSError:
-        return None
-
-
-def _size_text(n: int) -> str:
-    """``1536`` -> ``1.5 KiB``.
-
-    >>> _size_text(0), _size_text(17161), _size_text(3 * 2**30)
-    ('0 B', '16.8 KiB', '3.0 GiB')
-    """
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
-def describe_os_error(exc: BaseException, path: str | os.PathLike, *, nbytes: int | None = None,
-                      fix: str | None = None, verb: str = "cannot write") -> OSProblem:
-    """What an OS error on ``path`` means, in one line (``verb``: what failed).
-
-    The code is the exception's ``errno``, else the ``os error N`` in its text (polars' errors
-    carry no ``errno``); without either, ``ENOSPC`` when the free space measured is below
-    ``nbytes``. The line names the file, what happened, the free space (``shutil.disk_usage``)
-    and the fix (``fix`` overrides the default of the code).
-
-    Example
-    -------
-    >>> p = describe_os_error(OSError(errno.ENOSPC, "No space left on device"), "/tmp/x.bin")
-    >>> p.head.startswith("/tmp/x.bin: cannot write: the disk is full (No space left on device; "), p.errno, p.fix
-    (True, 28, 'free space there, or write to another disk, then re-run')
-    """
-    text = str(exc.strerror if isinstance(exc, OSError) and exc.strerror else exc).strip() or type(exc).__name__
-    code = exc.errno if isinstance(exc, OSError) and exc.errno else None
-    if code is None and (m := _OS_ERROR_IN_TEXT.search(text)):
-        code = int(m.group(1))
-    free = _free_bytes(Path(path).parent)
-    if code is None and nbytes is not None and free is not None and free < nbytes:
-        code = errno.ENOSPC
-    what, default_fix = _WRITE_ERRORS.get(code, (None, "check the file system"))
-    where = f"{_size_text(free)} free on its file system" if free is not None else "free space unknown"
-    head = f"{path}: {verb}: {what} ({text}; {where})" if what else f"{path}: {verb} ({text}; {where})"
-    return OSProblem(head, f"{fix or default_fix}, then re-run", code, free)
-
-
-def _write_data(fh, data: bytes | np.ndarray) -> None:
-    """The low-level write of :func:`atomic_write_bytes` (a seam for tests that fill the disk).
-
-    Arrays are written through the Python file, not ``ndarray.tofile``: numpy's own buffered
-    write loses the error of its last buffer on a full disk (an array smaller than the buffer is
-    then silently not written) and reports the others without an error code.
-    """
-    if isinstance(data, np.ndarray):
-        fh.write(memoryview(np.ascontiguousarray(data)).cast("B"))
-    else:
-        fh.write(data)
-
-
-def atomic_write_bytes(path: Path, data: bytes | np.ndarray) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same directory, then ``os.replace``).
-
-    Raises
-    ------
-    WriteFailed
-        The file could not be written (the message: :func:`describe_os_error`); nothing is left
-        behind but what was there before.
-    """
-    path = Path(path)
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            _write_data(fh, data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        _remove_quietly(tmp)
-        nbytes = data.nbytes if isinstance(data, np.ndarray) else len(data)
-        raise WriteFailed(describe_os_error(exc, path, nbytes=nbytes), path=path) from exc
-    except BaseException:
-        _remove_quietly(tmp)
-        raise
-
-
-def _remove_quietly(tmp: str | None) -> None:
-    if tmp is not None and os.path.exists(tmp):
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+# The one atomic write (fsync, then rename; WriteFailed naming the file): data_prep.atomic.
 
 
 def store_file(store: str | os.PathLike, *parts: str) -> Path:

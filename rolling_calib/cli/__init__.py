@@ -5,7 +5,9 @@ that function adds one parser (with ``set_defaults(func=handler)``) and must not
 import heavy libraries (Qlib, torch, Ray, MLflow) at module level: handlers import
 them when they run, so ``rolling-calib --help`` stays fast. Options shared by several
 commands come from :mod:`rolling_calib.cli.options` (one grammar: ``--store DIR``,
-``--json`` and ``--no-progress`` everywhere, the same words for the same option).
+``--json`` and ``--no-progress`` everywhere, the same words for the same option). Every handler
+turns the errors it expects into one line and an exit status through one decorator,
+:func:`rolling_calib.cli.errors.command_errors`.
 """
 
 from __future__ import annotations

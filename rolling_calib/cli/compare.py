@@ -7,16 +7,14 @@ import contextlib
 import json
 import sys
 
+from rolling_calib.cli.errors import command_errors
 from rolling_calib.cli.options import add_output_arguments, add_scoring_arguments, add_store_argument, score_and_compare
 
 
+@command_errors("compare")
 def handle(args: argparse.Namespace) -> int:
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
-            _, comparison = score_and_compare(args)
-    except ValueError as exc:
-        print(f"rolling-calib compare: error: {exc}", file=sys.stderr)
-        return 2
+    with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
+        _, comparison = score_and_compare(args)
     if args.json:
         print(json.dumps(comparison.to_dict(), indent=2))
     else:

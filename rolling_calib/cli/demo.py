@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from rolling_calib.cli.errors import command_errors
 from rolling_calib.cli.options import (
     add_bootstrap_arguments,
     add_out_argument,
@@ -20,19 +21,15 @@ from rolling_calib.cli.options import (
 )
 
 
+@command_errors("demo")
 def handle(args: argparse.Namespace) -> int:
-    from rolling_calib.config.experiment import ConfigError
     from rolling_calib.experiment.demo import DEMO_CASES, DemoCase, run_demo
 
     cases = DEMO_CASES if args.config is None else (DemoCase("custom", f"The experiment of {args.config}",
                                                              Path(args.config), "store", "report"),)
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
-            result = run_demo(args.out, workers=args.workers, seeds=args.seeds, cases=cases,
-                              resampling=resampling_from_args(args), progress=show_progress(args), track=not args.no_tracking)
-    except (ConfigError, ValueError) as exc:
-        print(f"rolling-calib demo: error: {exc}", file=sys.stderr)
-        return 2
+    with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
+        result = run_demo(args.out, workers=args.workers, seeds=args.seeds, cases=cases,
+                          resampling=resampling_from_args(args), progress=show_progress(args), track=not args.no_tracking)
     if args.json:
         print(json.dumps(_json(result), indent=2))
         return 0

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from rolling_calib.cli.errors import command_errors
 from rolling_calib.cli.options import (
     add_bootstrap_arguments,
     add_calibration_arguments,
@@ -36,24 +37,23 @@ def _write_figures(diagnosis, directory: Path) -> list[Path]:
     return written
 
 
+def _write_error(exc: OSError, args: argparse.Namespace) -> str | None:
+    """--figures under a file (a full disk or a read-only directory: the atomic write names the file itself);
+    ``None`` for an error that is not about the figures (it propagates)."""
+    if args.figures is None or (exc.filename and not Path(exc.filename).is_relative_to(Path(args.figures))):
+        return None
+    return f"cannot write figures to {args.figures}: {exc}"
+
+
+@command_errors("diagnose", write_error=_write_error)
 def handle(args: argparse.Namespace) -> int:
     from rolling_calib.analysis.diagnostics import diagnose_store
 
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
-            scores = score_with_options(args, progress=show_progress(args))  # the rule and label options as compare
-            diagnosis = diagnose_store(args.store, pipelines=args.pipelines, scores=scores,
-                                       progress=show_progress(args), resampling=resampling_from_args(args))
-    except ValueError as exc:
-        print(f"rolling-calib diagnose: error: {exc}", file=sys.stderr)
-        return 2
-    written: list[Path] = []
-    if args.figures is not None:
-        try:
-            written = _write_figures(diagnosis, Path(args.figures))
-        except OSError as exc:
-            print(f"rolling-calib diagnose: error: cannot write figures to {args.figures}: {exc}", file=sys.stderr)
-            return 2
+    with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
+        scores = score_with_options(args, progress=show_progress(args))  # the rule and label options as compare
+        diagnosis = diagnose_store(args.store, pipelines=args.pipelines, scores=scores,
+                                   progress=show_progress(args), resampling=resampling_from_args(args))
+    written = _write_figures(diagnosis, Path(args.figures)) if args.figures is not None else []
     if args.json:
         out = diagnosis.to_dict()
         if args.figures is not None:

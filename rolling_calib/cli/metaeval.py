@@ -7,6 +7,7 @@ import contextlib
 import json
 import sys
 
+from rolling_calib.cli.errors import command_errors
 from rolling_calib.cli.options import (
     add_bootstrap_arguments,
     add_calibration_arguments,
@@ -21,19 +22,16 @@ from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.validation import POSITIVE_INT, SEED
 
 
+@command_errors("metaeval")
 def handle(args: argparse.Namespace) -> int:
     from rolling_calib.analysis.metaeval import metaeval_store
 
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
-            base = calibration_from_args(args, Calibration())   # the variants change the paper's rule
-            result = metaeval_store(args.store, calibration=base, label=args.label, pipelines=args.pipelines,
-                                    variants=args.variants, resampling=resampling_from_args(args),
-                                    n_splits=args.splits, split_seed=args.split_seed,
-                                    progress=show_progress(args))
-    except ValueError as exc:
-        print(f"rolling-calib metaeval: error: {exc}", file=sys.stderr)
-        return 2
+    with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
+        base = calibration_from_args(args, Calibration())   # the variants change the paper's rule
+        result = metaeval_store(args.store, calibration=base, label=args.label, pipelines=args.pipelines,
+                                variants=args.variants, resampling=resampling_from_args(args),
+                                n_splits=args.splits, split_seed=args.split_seed,
+                                progress=show_progress(args))
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.format())
     return 0
 

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from rolling_calib.cli.errors import command_errors
 from rolling_calib.cli.options import (
     add_out_argument,
     add_output_arguments,
@@ -26,21 +27,23 @@ def _diagnosis(store: str, scores, resampling):
     return diagnose_store(store, scores=scores, resampling=resampling)
 
 
+def _out(args: argparse.Namespace) -> Path:
+    return Path(args.out) if args.out else Path(args.store) / "report"
+
+
+def _write_error(exc: OSError, args: argparse.Namespace) -> str:
+    """A read-only store, --out under a file (a full disk: the atomic write names the file itself)."""
+    return (f"cannot write the report to {_out(args)}: {exc.strerror or exc} ({exc.filename or _out(args)}); "
+            "pass --out DIR to write it elsewhere")
+
+
+@command_errors("report", write_error=_write_error)
 def handle(args: argparse.Namespace) -> int:
     from rolling_calib.reporting.document import write_report
 
-    out = Path(args.out) if args.out else Path(args.store) / "report"
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
-            scores, comparison = score_and_compare(args)
-            paths = write_report(scores, comparison, out, diagnosis=_diagnosis(args.store, scores, comparison.resampling))
-    except ValueError as exc:
-        print(f"rolling-calib report: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # a read-only store, a full disk, --out under a file
-        print(f"rolling-calib report: error: cannot write the report to {out}: {exc.strerror or exc} "
-              f"({exc.filename or out}); pass --out DIR to write it elsewhere", file=sys.stderr)
-        return 2
+    with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
+        scores, comparison = score_and_compare(args)
+        paths = write_report(scores, comparison, _out(args), diagnosis=_diagnosis(args.store, scores, comparison.resampling))
     if args.json:
         print(json.dumps({k: str(v) for k, v in paths.items()}, indent=2))
     else:

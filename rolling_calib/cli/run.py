@@ -7,6 +7,7 @@ import contextlib
 import json
 import sys
 
+from rolling_calib.cli.errors import command_errors
 from rolling_calib.cli.options import (
     add_execution_arguments,
     add_output_arguments,
@@ -21,42 +22,39 @@ from rolling_calib.cli.options import (
 )
 
 
+def _failure_line(exc, args: argparse.Namespace) -> str:
+    """What ``run`` says when units failed: a store that takes no more writes in one line, else the failure and its cause."""
+    from rolling_calib.execution.store import StoreWriteError
+
+    if exc.failures and isinstance(exc.failures[0][1], StoreWriteError):   # the file, the free space and the fix
+        key, first = exc.failures[0]
+        return f"{first} (unit {key.slug()} not stored; {len(exc.completed)} unit(s) completed and kept in {args.store})"
+    return (f"{exc} (cause: {exc.__cause__!r}); completed units are kept in {args.store}: fix the cause and re-run "
+            "to resume")
+
+
+@command_errors("run", unit_failure=_failure_line)
 def handle(args: argparse.Namespace) -> int:
     """Library chatter (Qlib prints on import) goes to stderr; stdout carries only the result."""
     with contextlib.redirect_stdout(sys.stderr):
-        code, result = _run(args)
-    if result is not None:
-        print(json.dumps(result, indent=2) if args.json else result)
-    return code
+        result = _run(args)
+    print(json.dumps(result, indent=2) if args.json else result)
+    return 0
 
 
-def _run(args: argparse.Namespace) -> tuple[int, object]:
-    from rolling_calib.config import ConfigError, load_experiment
-    from rolling_calib.execution.executors import UnitFailedError
-    from rolling_calib.execution.lock import StoreLockedError
-    from rolling_calib.execution.store import CorruptStoreFileError
+def _run(args: argparse.Namespace) -> dict | str:
+    from rolling_calib.config import load_experiment
     from rolling_calib.experiment.flow import RunOptions, run_experiment
 
-    try:
-        executor = executor_options(args, quiet=args.json)
-        config = load_experiment(args.config, overrides=overrides(args))
-        options = RunOptions(store=args.store, pipelines=args.pipelines, seeds=args.seeds, executor=executor,
-                             tracking_uri=args.tracking_uri, track=not args.no_tracking, score=False,
-                             progress=show_progress(args))
-    except (ConfigError, ValueError) as exc:
-        print(f"rolling-calib run: error: {exc}", file=sys.stderr)
-        return 2, None
+    executor = executor_options(args, quiet=args.json)
+    config = load_experiment(args.config, overrides=overrides(args))
+    options = RunOptions(store=args.store, pipelines=args.pipelines, seeds=args.seeds, executor=executor,
+                         tracking_uri=args.tracking_uri, track=not args.no_tracking, score=False,
+                         progress=show_progress(args))
     if not args.json:
         print(f"{args.config} -> {args.store} ({args.executor}, {executor.workers or 1} worker(s), "
               f"{args.threads} thread(s) each)", file=sys.stderr)
-    try:
-        outcome = run_experiment(config, options)
-    except UnitFailedError as exc:
-        print(f"rolling-calib run: error: {_failure_line(exc, args.store)}", file=sys.stderr)
-        return 1, None
-    except (CorruptStoreFileError, StoreLockedError, ValueError) as exc:
-        print(f"rolling-calib run: error: {exc}", file=sys.stderr)
-        return 2, None
+    outcome = run_experiment(config, options)
     summary = outcome.summary
     result = summary.to_dict()
     if outcome.tracking_uri is not None:
@@ -64,7 +62,7 @@ def _run(args: argparse.Namespace) -> tuple[int, object]:
     if outcome.tracking_message:
         result["tracking_message"] = outcome.tracking_message
     if args.json:
-        return 0, result
+        return result
     corrupt = (f"{len(summary.corrupt_moved)} corrupt moved to {outcome.plan.store / 'corrupt'}/ and recomputed, "
                if summary.corrupt_moved else "")
     text = (
@@ -77,17 +75,7 @@ def _run(args: argparse.Namespace) -> tuple[int, object]:
         text += f"\nMLflow: {outcome.tracking_uri}"
     if outcome.tracking_message:  # a repaired tracking database, or why tracking failed
         text += f"\n{outcome.tracking_message}"
-    return 0, text
-
-
-def _failure_line(exc, store: str) -> str:
-    """What ``run`` says when units failed: a store that takes no more writes in one line, else the failure and its cause."""
-    from rolling_calib.execution.store import StoreWriteError
-
-    if exc.failures and isinstance(exc.failures[0][1], StoreWriteError):   # the file, the free space and the fix
-        key, first = exc.failures[0]
-        return f"{first} (unit {key.slug()} not stored; {len(exc.completed)} unit(s) completed and kept in {store})"
-    return f"{exc} (cause: {exc.__cause__!r}); completed units are kept in {store}: fix the cause and re-run to resume"
+    return text
 
 
 def register(subparsers) -> None:

@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from rolling_calib.cli.errors import command_errors
 from rolling_calib.cli.options import (
     add_bootstrap_arguments,
     add_execution_arguments,
@@ -80,6 +81,15 @@ def register(subparsers) -> None:
     parser.set_defaults(func=handle)
 
 
+def _store(args: argparse.Namespace) -> Path:
+    return Path(args.store) if args.store else Path("runs") / f"{Path(args.config).stem}-sweep"
+
+
+def _failure(exc: Exception, args: argparse.Namespace) -> str:
+    return f"{exc}\ncompleted units are kept in {_store(args)}: fix the cause and re-run to resume"
+
+
+@command_errors("sweep", unit_failure=_failure)
 def handle(args: argparse.Namespace) -> int:
     """Run the sweep; returns the exit status.
 
@@ -96,33 +106,19 @@ def handle(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace, stdout) -> int:
     from rolling_calib.analysis.sweep import analyse_sweep, format_sweep
     from rolling_calib.config.grid import expand_grid, parse_grid, sweep_experiment
-    from rolling_calib.config import ConfigError, load_experiment
-    from rolling_calib.execution.executors import UnitFailedError
-    from rolling_calib.execution.lock import StoreLockedError
+    from rolling_calib.config import load_experiment
     from rolling_calib.experiment.flow import RunOptions, run_experiment
     from rolling_calib.reporting.sweep_report import write_sweep_report
 
-    try:
-        executor = executor_options(args, quiet=args.json)
-        config = load_experiment(args.config, overrides=overrides(args))
-        pipelines = expand_grid(parse_grid(args.grid, config={"task": config.task})) if args.grid else None
-        experiment = sweep_experiment(config, pipelines)
-        store = Path(args.store) if args.store else Path("runs") / f"{Path(args.config).stem}-sweep"
-        options = RunOptions(store=store, seeds=args.seeds, executor=executor, tracking_uri=args.tracking_uri,
-                             track=not args.no_tracking, progress=show_progress(args))
-    except (ConfigError, ValueError) as exc:
-        print(f"rolling-calib sweep: error: {exc}", file=sys.stderr)
-        return 2
+    executor = executor_options(args, quiet=args.json)
+    config = load_experiment(args.config, overrides=overrides(args))
+    pipelines = expand_grid(parse_grid(args.grid, config={"task": config.task})) if args.grid else None
+    experiment = sweep_experiment(config, pipelines)
+    store = _store(args)
+    options = RunOptions(store=store, seeds=args.seeds, executor=executor, tracking_uri=args.tracking_uri,
+                         track=not args.no_tracking, progress=show_progress(args))
     print(f"sweep: {len(experiment.pipelines)} configurations -> {store}", file=sys.stderr)
-    try:
-        outcome = run_experiment(experiment, options)
-    except UnitFailedError as exc:
-        print(f"rolling-calib sweep: error: {exc}\ncompleted units are kept in {store}: fix the cause and "
-              "re-run to resume", file=sys.stderr)
-        return 1
-    except (StoreLockedError, ValueError) as exc:
-        print(f"rolling-calib sweep: error: {exc}", file=sys.stderr)
-        return 2
+    outcome = run_experiment(experiment, options)
     plan, summary = outcome.plan, outcome.summary
     runs = outcome.scores.runs[outcome.scores.runs["seed"].isin(plan.seeds)]
     days = outcome.scores.days[outcome.scores.days["seed"].isin(plan.seeds)]

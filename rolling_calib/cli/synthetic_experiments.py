@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rolling_calib.cli.errors import command_errors
 from rolling_calib.cli.options import add_output_arguments, checked, show_progress
 
 _DESCRIPTION = {
@@ -104,11 +105,12 @@ def register(subparsers) -> None:
 
 
 def _write_csv_atomically(frame, path: Path) -> None:
-    from rolling_calib.core.atomic import atomic_write
+    from data_prep.atomic import atomic_write
 
     atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
 
 
+@command_errors(lambda args: f"synthetic {args.experiment}")
 def handler(args: argparse.Namespace) -> int:
     """Run the chosen experiment, print the table (or JSON); 2 on bad parameters."""
     from rolling_calib.core.synthetic_experiments import run_linear_experiment, run_logistic_experiment
@@ -119,14 +121,10 @@ def handler(args: argparse.Namespace) -> int:
         n_bias=args.n_bias, n_remaining=args.n_remaining, progress=show_progress(args),
     )
     started = time.perf_counter()
-    try:
-        if args.experiment == "linear":
-            result = run_linear_experiment(noise_mean=args.noise_mean, noise_std=args.noise_std, **common)
-        else:
-            result = run_logistic_experiment(l2=args.l2, **common)
-    except ValueError as exc:
-        print(f"rolling-calib synthetic {args.experiment}: error: {exc}", file=sys.stderr)
-        return 2
+    if args.experiment == "linear":
+        result = run_linear_experiment(noise_mean=args.noise_mean, noise_std=args.noise_std, **common)
+    else:
+        result = run_logistic_experiment(l2=args.l2, **common)
     elapsed = time.perf_counter() - started
     if args.rounds_csv is not None:
         _write_csv_atomically(result.rounds, args.rounds_csv)

@@ -30,7 +30,7 @@ each holding ``pipelines:`` and optionally ``compare:``.
 
 A Qlib workflow is read as ``qrun`` reads it: Qlib's ``examples/benchmarks/*/workflow_config*.yaml``
 validate unchanged once a ``rolling:`` section is added (e.g. by a small file with
-``BASE_CONFIG_PATH``; ``tests/config/qlib_benchmarks`` holds four of them). qrun's ``sys:``
+``BASE_CONFIG_PATH``; ``tests/config/qlib_format`` holds four workflows in their format). qrun's ``sys:``
 section is followed (``path`` and ``rel_path``, relative to the file, appended to ``sys.path``),
 and a ``module_path`` naming a ``.py`` file is found in the current directory, as ``qrun``
 finds it, else beside the file (:func:`rolling_calib.qlib_adapter.task_spec.resolve_module_files`).

@@ -64,8 +64,7 @@ from typing import Any
 
 import pandas as pd
 
-from data_prep.qlib_store import describe_os_error
-from rolling_calib.core.atomic import atomic_write
+from data_prep.atomic import WriteFailed, atomic_write_bytes, atomic_write_text, describe_os_error
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import LABEL_KINDS, Label
 from rolling_calib.execution.units import UnitKey
@@ -117,14 +116,10 @@ FORMAT_VERSION = 1
 
 
 # --------------------------------------------------------------------------- atomic writes
-class StoreWriteError(ValueError):
-    """A store file could not be written (disk full, quota, read-only, permissions).
-
-    The message is one line naming the file, what happened, the free space on its file
-    system and the fix (:func:`data_prep.qlib_store.describe_os_error`). Nothing half-written
-    is left in place (the write was atomic), so the unit being written stays incomplete.
-    """
-
+#: A store file could not be written (disk full, quota, read-only, permissions): the one error of a refused
+#: write, :class:`data_prep.atomic.WriteFailed` (one line naming the file, what happened, the free space on its
+#: file system and the fix). Nothing half-written is left in place, so the unit being written stays incomplete.
+StoreWriteError = WriteFailed
 
 #: OS errors that mean the file system takes no more writes (never a problem of the data read).
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
@@ -139,26 +134,7 @@ def write_failure(exc: OSError, path: str | os.PathLike) -> StoreWriteError | No
     """
     if exc.errno not in NO_SPACE_ERRNOS:
         return None
-    return StoreWriteError(describe_os_error(exc, path).message)
-
-
-def _write_bytes(tmp: str, data: bytes) -> None:
-    """The low-level write of every store file (a seam for the tests that fill the disk)."""
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically; :class:`StoreWriteError` (one line) when the OS refuses."""
-    try:
-        return atomic_write(path, lambda tmp: _write_bytes(tmp, data))
-    except OSError as exc:
-        raise StoreWriteError(describe_os_error(exc, path, nbytes=len(data)).message) from exc
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (see :mod:`rolling_calib.core.atomic`)."""
-    return atomic_write_bytes(path, text.encode("utf-8"))
+    return StoreWriteError(describe_os_error(exc, path), path=path)
 
 
 def atomic_write_json(path: str | os.PathLike, data: Any) -> Path:

@@ -9,8 +9,10 @@ CatBoost, OpenMP), and ``sys.stdout`` / ``sys.stderr`` are replaced by streams w
 descriptors *by number* (``print``, ``warnings``, ``tqdm``, the logging handlers Qlib installs:
 also when something, such as pytest, had replaced the streams). A logging handler created during
 the unit (Qlib's, on its first ``qlib.init`` in a worker) keeps such a stream, which writes to
-the console again once the descriptors are restored. Everything is flushed before and after. The file is rewritten by each attempt of the unit (it describes the last
-one); its path is named when the unit fails (:func:`attach_log`).
+the console again once the descriptors are restored. Everything is flushed before and after. The file is
+rewritten by each attempt of the unit (it describes the last one), atomically like every file of the store
+(:mod:`data_prep.atomic`: a temporary file renamed into place when the unit ends); its path is named when
+the unit fails (:func:`attach_log`).
 
 Example
 -------
@@ -32,6 +34,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from data_prep.atomic import atomic_file
+
 __all__ = ["attach_log", "unit_log"]
 
 
@@ -43,21 +47,40 @@ def _flush() -> None:
 
 @contextlib.contextmanager
 def unit_log(path: str | os.PathLike) -> Iterator[Path]:
-    """Send everything written to stdout/stderr (Python and C level) to ``path`` while the block runs."""
+    """Send everything written to stdout/stderr (Python and C level) to ``path`` while the block runs.
+
+    The log is written like every other file of the store (:func:`data_prep.atomic.atomic_file`): into a
+    hidden temporary file beside ``path``, which is fsynced and renamed to ``path`` when the block ends,
+    also when it raises (the log then describes the failed attempt, and the error names it). A run
+    killed meanwhile leaves the previous attempt's log in place and an orphan temporary file.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    failure: BaseException | None = None
+    with atomic_file(path) as tmp:
+        with _redirected(tmp):
+            try:
+                yield path
+            except BaseException as exc:  # the log of a failed unit is kept: its error names it
+                failure = exc
+    if failure is not None:
+        raise failure
+
+
+@contextlib.contextmanager
+def _redirected(file: str) -> Iterator[None]:
+    """File descriptors 1 and 2, ``sys.stdout``/``sys.stderr`` and the console's logging handlers into ``file``."""
     _flush()
     saved = {fd: os.dup(fd) for fd in (1, 2)}
     streams = sys.stdout, sys.stderr
     try:
-        with open(path, "wb", buffering=0) as raw:
+        with open(file, "wb", buffering=0) as raw:
             for fd in saved:
                 os.dup2(raw.fileno(), fd)
             sys.stdout, sys.stderr = (open(fd, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
                                       for fd in (1, 2))
             moved = _move_handlers({id(s): sys.stderr for s in (*streams, sys.__stdout__, sys.__stderr__)})
             try:
-                yield path
+                yield
             finally:
                 _flush()
                 for handler, stream in moved:

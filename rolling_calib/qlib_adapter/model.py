@@ -65,7 +65,7 @@ import pandas as pd
 import torch
 from qlib.log import get_module_logger
 
-from rolling_calib.core.atomic import atomic_write_bytes
+from data_prep.atomic import atomic_write_bytes
 from rolling_calib.core.validation import AnyOf, Constraint, Interval, Options, validate_params
 from rolling_calib.qlib_adapter.dataset import MinuteTSDataset, MinuteWindowSampler, WindowNorm
 from rolling_calib.qlib_adapter.lstm_core import (

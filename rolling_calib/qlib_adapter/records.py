@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from rolling_calib.core.file_lock import exclusive_file_lock
+from rolling_calib.qlib_adapter.qlib_compat import recorder_provider
 
 __all__ = ["RecorderSpec", "record_configs", "run_records", "store_recorder_uri"]
 
@@ -133,12 +134,11 @@ def _exp_manager(qlib_init: Mapping[str, Any], spec: RecorderSpec):
     from qlib.workflow.expm import MLflowExpManager
 
     if qlib_init.get("exp_manager"):  # the workflow's own choice, registered by qlib.init
-        return R._provider.exp_manager, False
-    provider = getattr(R, "_provider", None)
-    current = getattr(provider, "exp_manager", None)
+        return recorder_provider().exp_manager, False
+    current = getattr(recorder_provider(), "exp_manager", None)  # None before anything is registered
     if not (isinstance(current, MLflowExpManager) and current.default_uri == spec.uri):
         R.register(QlibRecorder(MLflowExpManager(uri=spec.uri, default_exp_name=spec.experiment_name)))
-    return R._provider.exp_manager, True
+    return recorder_provider().exp_manager, True
 
 
 def _ensure_experiment(manager, spec: RecorderSpec) -> None:

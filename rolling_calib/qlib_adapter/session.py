@@ -11,6 +11,7 @@ import pandas as pd
 
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.core.validation import ConfigError, expect, reject_unknown
+from rolling_calib.qlib_adapter.qlib_compat import qlib_init_keys
 
 __all__ = ["FREQ", "FREQS", "init_qlib_once", "resolve_qlib_init", "store_calendar", "store_freq", "store_path"]
 
@@ -22,12 +23,8 @@ _QLIB_STATE: dict[str, str] = {}
 
 def resolve_qlib_init(section: Any, where: str) -> dict:
     """Validate a ``qlib_init`` section against Qlib's own settings and fill our defaults."""
-    from qlib.config import MODE_CONF, _default_config, _default_region_config
-
     expect(section, dict, "qlib_init", "a mapping of qlib.init arguments", where)
-    allowed = set(_default_config) | set(MODE_CONF["client"]) | {"clear_mem_cache", "skip_if_reg"}
-    allowed |= set().union(*(set(v) for v in _default_region_config.values()))
-    reject_unknown(section, allowed, "qlib_init.", where)
+    reject_unknown(section, qlib_init_keys(), "qlib_init.", where)
     if "provider_uri" not in section:
         raise ConfigError(f"{where}: qlib_init.provider_uri: missing (expected a Qlib store directory: "
                           f"minute bars, calendars/{FREQ}.txt, or daily bars, calendars/day.txt)")

@@ -47,10 +47,11 @@ from typing import Any
 
 import pandas as pd
 
-from rolling_calib.core.atomic import atomic_write
+from data_prep.atomic import atomic_write
 from rolling_calib.core.label import LABEL_KINDS
 from rolling_calib.core.schedule import Window
 from rolling_calib.core.validation import ConfigError
+from rolling_calib.qlib_adapter.qlib_compat import RECORDER_LOGGING, lgb_finetune_broken, logged_epoch, recorder_provider
 from rolling_calib.qlib_adapter.records import RecorderSpec, record_configs, run_records
 from rolling_calib.qlib_adapter.session import init_qlib_once, store_freq
 from rolling_calib.qlib_adapter.task_spec import accepted_kwargs, import_class
@@ -275,7 +276,6 @@ def _test_labels(dataset: Any, label: str, segment: str = "test") -> pd.Series |
 
 
 #: Recorder methods Qlib's models call during fit (``LGBModel.fit``: ``R.log_metrics`` per boosting round).
-_RECORDER_LOGGING = ("log_metrics", "log_params", "set_tags")
 
 
 @contextlib.contextmanager
@@ -287,20 +287,18 @@ def _no_recorder_logging():
     numbers live in the result store; training curves are not kept. Under an active
     experiment (a user's ``R.start``), nothing is changed.
     """
-    from qlib.workflow import R
-
-    provider = getattr(R, "_provider", None)
+    provider = recorder_provider()
     active = getattr(getattr(provider, "exp_manager", None), "active_experiment", None)
     if provider is None or active is not None:
         yield
         return
-    for name in _RECORDER_LOGGING:
+    for name in RECORDER_LOGGING:
         setattr(provider, name, lambda *args, **kwargs: None)
     provider.get_recorder = lambda *args, **kwargs: _NullRecorder()  # GRU.fit: R.get_recorder().log_metrics
     try:
         yield
     finally:
-        for name in (*_RECORDER_LOGGING, "get_recorder"):
+        for name in (*RECORDER_LOGGING, "get_recorder"):
             provider.__dict__.pop(name, None)
 
 
@@ -308,7 +306,7 @@ class _NullRecorder:
     """Stands in for Qlib's recorder while none is active: every logging call is dropped."""
 
     def __getattr__(self, name: str):
-        if name in _RECORDER_LOGGING:
+        if name in RECORDER_LOGGING:
             return lambda *args, **kwargs: None
         raise AttributeError(f"no Qlib experiment is active: the recorder has no {name!r} here")
 
@@ -321,14 +319,7 @@ def _finetune(model: Any, dataset: Any) -> None:
     Qlib's main branch takes ``ds_l[0]``. Here that fixed version runs: 10 more boosting rounds
     on the train segment from the previous window's booster (``init_model``), as Qlib does.
     """
-    import inspect
-
-    method = type(model).finetune
-    try:
-        broken = "dtrain, _ = self._prepare_data(" in inspect.getsource(method)
-    except (OSError, TypeError):
-        broken = False
-    if not broken:
+    if not lgb_finetune_broken(type(model)):
         model.finetune(dataset)
         return
     import lightgbm as lgb
@@ -475,16 +466,14 @@ class QlibEpochs(logging.Handler):
     [{'epoch': 2, 'epochs': 3}]
     """
 
-    MESSAGES = ("Epoch%d:", "Epoch %d:")
-
     def __init__(self, report: Callable[..., None], epochs: int | None) -> None:
         super().__init__(level=logging.DEBUG)
         self.report, self.epochs = report, epochs
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            if record.msg in self.MESSAGES and len(record.args or ()) == 1 and isinstance(record.args[0], int):
-                self.report(epoch=record.args[0] + 1, epochs=self.epochs)
+            if (epoch := logged_epoch(record)) is not None:
+                self.report(epoch=epoch, epochs=self.epochs)
         except Exception:  # noqa: BLE001 -- progress never fails a unit: logging's own error path
             self.handleError(record)
 

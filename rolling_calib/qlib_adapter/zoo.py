@@ -36,6 +36,7 @@ import ast
 import copy
 import functools
 import inspect
+import io
 import os
 import sys
 import textwrap
@@ -44,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from data_prep.atomic import atomic_write_bytes
 from rolling_calib.core.validation import ConfigError
 from rolling_calib.qlib_adapter.task_spec import accepted_kwargs, import_class
 
@@ -415,7 +417,9 @@ def pretrain_base(base: Mapping[str, Any], dataset: Any, *, seed: int, threads: 
     finally:
         scratch.unlink(missing_ok=True)
     network = next(v for v in vars(trainer).values() if isinstance(v, torch.nn.Module))
-    torch.save(network.state_dict(), os.fspath(path))
+    buffer = io.BytesIO()  # serialised in memory: the bytes do not depend on the (temporary) file name
+    torch.save(network.state_dict(), buffer)
+    atomic_write_bytes(path, buffer.getvalue())
     return {"class": f"{spec['module_path']}.{spec['class']}", "kwargs": spec["kwargs"], "file": os.fspath(path),
             "replaces": base["model_path"], **settings}
 

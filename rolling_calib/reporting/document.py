@@ -52,7 +52,7 @@ from matplotlib.figure import Figure
 from rolling_calib.analysis.comparison import VERDICT_COLUMNS, StoreComparison
 from rolling_calib.core.metric_table import COMPARED_METRICS, METRIC_TABLE, title
 from rolling_calib.analysis.scoring import StoreScores
-from rolling_calib.core.atomic import atomic_write_bytes, atomic_write_text
+from data_prep.atomic import atomic_write_bytes, atomic_write_text
 from rolling_calib.core.tables import format_table, sig
 from rolling_calib.reporting.figures import make_figures
 

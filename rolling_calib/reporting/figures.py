@@ -44,7 +44,7 @@ from matplotlib.patches import Rectangle
 from scipy import stats
 
 from rolling_calib.analysis.scoring import StoreScores
-from rolling_calib.core.atomic import atomic_write
+from data_prep.atomic import atomic_write
 from rolling_calib.core.metric_table import title
 from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
 from rolling_calib.core.resampling import Resampling

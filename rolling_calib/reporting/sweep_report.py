@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rolling_calib.analysis.sweep import SweepResult, format_sweep
-from rolling_calib.core.atomic import atomic_write_text
+from data_prep.atomic import atomic_write_text
 from rolling_calib.reporting.figures import plot_pairwise_heatmap, save_figure
 
 __all__ = ["write_sweep_report"]

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rolling_calib.core.file_lock import exclusive_file_lock
+from rolling_calib.tracking import mlflow_compat
 
 __all__ = ["DbRepair", "NewerSchemaError", "TrackingBusyError", "repair_tracking_db", "sqlite_path", "tracking_db_lock"]
 
@@ -116,16 +117,6 @@ class _State:
     newer_revision: str | None = None  # a revision this MLflow does not know: a newer MLflow wrote it
 
 
-def _mlflow_schema() -> tuple[str, set[str], object]:
-    """(head revision, tables MLflow's models define, alembic script directory)."""
-    import mlflow.store.db.utils as dbu  # also imports every model, filling Base.metadata
-    from alembic.script import ScriptDirectory
-    from mlflow.store.db.base_sql_model import Base
-
-    return dbu._get_latest_schema_revision(), set(Base.metadata.tables), \
-        ScriptDirectory.from_config(dbu._get_alembic_config(db_url=""))
-
-
 def _inspect(db: Path) -> _State:
     """Classify the file (see the module docstring). Locked / busy / I/O errors propagate."""
     try:
@@ -148,7 +139,7 @@ def _inspect(db: Path) -> _State:
     data_tables = {t for t in tables if t != "alembic_version"}
     if not data_tables and not versions:
         return _State()  # empty: MLflow creates the schema
-    head, expected, scripts = _mlflow_schema()
+    head, expected, scripts = mlflow_compat.schema()
     if not versions:
         if not data_tables & expected:
             return _State()  # some other SQLite database: not ours to move
@@ -205,7 +196,6 @@ def _upgrade_copy(db: Path) -> tuple[Path | None, str | None]:
     A full disk (or another resource error) while copying or upgrading propagates: the
     database is then neither upgraded nor moved, and the next logging tries again.
     """
-    import mlflow.store.db.utils as dbu
     import sqlalchemy
     from sqlalchemy.pool import NullPool
 
@@ -221,7 +211,7 @@ def _upgrade_copy(db: Path) -> tuple[Path | None, str | None]:
             dst.close()
         engine = sqlalchemy.create_engine(f"sqlite:///{tmp}", poolclass=NullPool)
         try:
-            dbu._upgrade_db(engine)
+            mlflow_compat.upgrade_db(engine)
         except Exception as exc:  # a half-applied migration makes the copy useless
             if _resource_error(exc):
                 raise
@@ -249,11 +239,9 @@ def repair_tracking_db(db: Path) -> DbRepair | None:
         return None
     state = _inspect(db)
     if state.newer_revision is not None:
-        import mlflow
-
         raise NewerSchemaError(
             f"{db} was written by a newer MLflow: its schema revision {state.newer_revision} is unknown to the "
-            f"installed MLflow {mlflow.__version__}; open it with the MLflow that wrote it, or log to another "
+            f"installed MLflow {mlflow_compat.mlflow_version()}; open it with the MLflow that wrote it, or log to another "
             "database (--tracking-uri); the file is left as it is")
     if state.problem is None and state.old_revision is None:
         return None
@@ -263,46 +251,14 @@ def repair_tracking_db(db: Path) -> DbRepair | None:
             kept = _aside_name(db, "pre-upgrade")
             _move_aside(db, kept)
             os.replace(upgraded, db)
-            _forget_cached_connections(db)
+            mlflow_compat.forget_cached_stores(db)
             return DbRepair("upgraded", db, kept, f"was at an out-of-date MLflow schema revision {state.old_revision}")
         reason = f"a schema migration from revision {state.old_revision} was interrupted: {error}"
     else:
         reason = state.problem
     target = _aside_name(db, "broken")
     _move_aside(db, target)
-    _forget_cached_connections(db)
+    mlflow_compat.forget_cached_stores(db)
     return DbRepair("recreated", db, target, reason)
 
 
-def _forget_cached_connections(db: Path) -> None:
-    """Drop MLflow's cached stores and engines of ``db`` in this process (they point at the moved file)."""
-    with contextlib.suppress(Exception):
-        from mlflow.tracking._tracking_service.registry import TrackingStoreRegistry
-
-        TrackingStoreRegistry._get_store_with_resolved_uri.cache_clear()
-    with contextlib.suppress(Exception):
-        from mlflow.tracking._model_registry.registry import ModelRegistryStoreRegistry
-
-        ModelRegistryStoreRegistry._get_store_with_resolved_uri.cache_clear()
-    classes = []
-    with contextlib.suppress(Exception):
-        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-
-        classes.append(SqlAlchemyStore)
-    with contextlib.suppress(Exception):
-        from mlflow.store.model_registry.sqlalchemy_store import (
-            SqlAlchemyStore as RegistryStore,
-        )
-
-        classes.append(RegistryStore)
-    target = db.resolve()
-    for cls in classes:
-        engines = getattr(cls, "_engine_map", None)
-        if not isinstance(engines, dict):
-            continue
-        for key, engine in list(engines.items()):
-            with contextlib.suppress(Exception):
-                database = engine.url.database
-                if engine.url.get_backend_name() == "sqlite" and database and Path(database).resolve() == target:
-                    engines.pop(key, None)
-                    engine.dispose()

@@ -1,7 +1,8 @@
 """Qlib's own benchmark workflows are read as ``qrun`` reads them.
 
-The four files in ``qlib_benchmarks/`` are copied unchanged from microsoft/qlib (see its
-README). Each validates with only the store pointed at the tests' tiny minute store
+The four files in ``qlib_format/`` are workflows written in the format of Qlib's benchmarks (see its
+README; they parse as ``qrun`` parses them, and to the same values as Qlib's own files when ``QLIB_REPO`` names a
+checkout). Each validates with only the store pointed at the tests' tiny minute store
 (``qlib_init.provider_uri`` and the handler's ``instruments`` universe) and a ``rolling:``
 section added by a two-line wrapper with ``BASE_CONFIG_PATH``. Their YAML anchors
 (``market``, ``benchmark``, ``data_handler_config``, ``port_analysis_config``) are ignored
@@ -31,7 +32,7 @@ from rolling_calib.config.experiment import (
     read_rolling,
 )
 
-BENCHMARKS = Path(__file__).parent / "qlib_benchmarks"
+BENCHMARKS = Path(__file__).parent / "qlib_format"
 FILES = ["workflow_config_lstm_Alpha360.yaml", "workflow_config_gru_Alpha360.yaml",
          "workflow_config_alstm_Alpha158.yaml", "workflow_config_lightgbm_Alpha158.yaml"]
 ROLLING = {"initial_train_start": "2018-01", "start": "2018-03", "end": "2018-04", "step_months": 1, "seeds": 1}
@@ -169,3 +170,41 @@ def test_a_file_without_pipelines_is_one_configuration_named_after_it(tiny_data,
     cfg = load_experiment(path)
     assert cfg.pipelines == {"my_lstm": {}} and cfg.compare == []
     assert cfg.pipeline_task("my_lstm") == cfg.task
+
+
+@pytest.mark.parametrize("file", FILES)
+def test_our_workflows_parse_as_qrun_parses_them(file):
+    """qrun's own reader (pyqlib's ``qlib.cli.run``: Jinja2 over the environment, ruamel's safe YAML 1.2) gives
+    the mapping rolling-calib reads: anchors, ``1e-3`` floats, dates, flow-style mappings and ``<PRED>`` alike."""
+    from ruamel.yaml import YAML
+
+    from qlib.cli.run import render_template
+
+    path = BENCHMARKS / file
+    qrun = YAML(typ="safe", pure=True).load(render_template(str(path)))
+    assert load_yaml(path, template=True) == qrun
+    assert qrun["task"]["model"]["class"] and qrun["task"]["dataset"]["kwargs"]["segments"]["test"]
+
+
+@pytest.mark.parametrize("file", FILES)
+def test_our_workflows_hold_the_configuration_of_qlibs_benchmarks(file):
+    """Written by us, yet the same configuration as Qlib's examples/benchmarks file (the workflows in
+    workflows/qlib_zoo and workflows/source run Qlib's benchmark). Needs a Qlib checkout: ``QLIB_REPO=DIR``."""
+    import os
+    import sys
+
+    repo = os.environ.get("QLIB_REPO")
+    if not repo:
+        pytest.skip("set QLIB_REPO to a Qlib checkout (or its git directory) to compare with Qlib's benchmark files")
+    sys.path.insert(0, str(REPO / "bench"))
+    from qlib_checkout import git_blob_id, read_file
+
+    model = {"lstm": "LSTM", "gru": "GRU", "alstm": "ALSTM", "lightgbm": "LightGBM"}[file.split("_")[2]]
+    theirs = read_file(Path(repo), f"examples/benchmarks/{model}/{file}")
+    copy = BENCHMARKS.parent / f".qlib_{file}"
+    try:
+        copy.write_bytes(theirs)
+        assert load_yaml(BENCHMARKS / file) == load_yaml(copy)
+    finally:
+        copy.unlink(missing_ok=True)
+    assert git_blob_id((BENCHMARKS / file).read_bytes()) != git_blob_id(theirs)  # not a copy

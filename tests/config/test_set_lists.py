@@ -9,7 +9,7 @@ from rolling_calib.config.overrides import parse_set
 
 from runner_helpers import REPO
 
-BENCH = REPO / "tests" / "config" / "qlib_benchmarks" / "workflow_config_lightgbm_Alpha158.yaml"
+BENCH = REPO / "tests" / "config" / "qlib_format" / "workflow_config_lightgbm_Alpha158.yaml"
 BENCHMARK_KEY = "kwargs.config.backtest.benchmark"
 
 

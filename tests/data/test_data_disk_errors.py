@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from data_helpers import clean_day_rows, write_vendor_csv
-from data_prep import qlib_store
+from data_prep import atomic, qlib_store
 from data_prep.ingest import IngestError, IngestOptions, ingest
 from rolling_calib.cli import main
 
@@ -28,7 +28,7 @@ def _tree(root: Path) -> dict[str, str]:
 
 def _fill_disk(monkeypatch, kinds: tuple[type, ...]) -> None:
     """Store writes of ``kinds`` (numpy arrays: feature files; bytes: text files) go to the full device."""
-    original = qlib_store._write_data
+    original = atomic._write_data
 
     def to_full_device(fh, data):
         if not isinstance(data, kinds):
@@ -36,7 +36,7 @@ def _fill_disk(monkeypatch, kinds: tuple[type, ...]) -> None:
         with open("/dev/full", "wb") as full:
             original(full, data)
 
-    monkeypatch.setattr(qlib_store, "_write_data", to_full_device)
+    monkeypatch.setattr(atomic, "_write_data", to_full_device)
 
 
 def _one_line(err: str) -> str:

@@ -119,15 +119,17 @@ def test_a_corrupt_checkpoint_a_window_fine_tunes_from_is_recomputed_not_a_torch
 # --------------------------------------------------------------------------- a full disk during run
 def _fill_disk(monkeypatch, name: str) -> None:
     """Store writes of files called ``name`` go to the full device (ENOSPC from the kernel)."""
-    original = st._write_bytes
+    from data_prep import atomic
 
-    def to_full_device(tmp: str, data: bytes) -> None:
-        if not Path(tmp).name.startswith(f".{name}."):
-            return original(tmp, data)
+    original = atomic._write_data
+
+    def to_full_device(fh, data: bytes) -> None:
+        if not Path(fh.name).name.startswith(f".{name}."):
+            return original(fh, data)
         with open("/dev/full", "wb") as full:
             full.write(data)
 
-    monkeypatch.setattr(st, "_write_bytes", to_full_device)
+    monkeypatch.setattr(atomic, "_write_data", to_full_device)
 
 
 full_disk = pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")

@@ -87,7 +87,7 @@ def test_stacking_a_model_without_fit_stack_is_refused_at_plan_time(runs):
 
 
 def test_unit_seconds_of_a_stack_are_shares_of_its_time():
-    from rolling_calib.execution.runner import UnitResult, _split_time
+    from rolling_calib.execution.unit_execution import UnitResult, _split_time
     from rolling_calib.execution.units import UnitKey
 
     results = [UnitResult(UnitKey("p", seed, 1), rows=10, seconds=99.0, ql=0.5) for seed in (0, 1, 2)]

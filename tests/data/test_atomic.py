@@ -1,0 +1,93 @@
+"""Atomic writes (data_prep.atomic, the one implementation): all or nothing, fsynced, no temp files left behind,
+umask-respecting modes, one error type naming the file; unit logs written the same way."""
+
+from __future__ import annotations
+
+import errno
+import os
+import pickle
+import stat
+from pathlib import Path
+
+import pytest
+
+from data_prep import atomic
+from data_prep.atomic import WriteFailed, atomic_write, atomic_write_text
+
+
+def test_replaces_the_whole_file(tmp_path):
+    target = tmp_path / "sub" / "result.json"
+    atomic_write_text(target, "old")
+    atomic_write_text(target, "new")
+    assert target.read_text() == "new"
+    assert [p.name for p in target.parent.iterdir()] == ["result.json"]
+
+
+def test_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path):
+    target = tmp_path / "unit.parquet"
+    atomic_write_text(target, "complete")
+
+    def half_then_crash(tmp: str) -> None:
+        Path(tmp).write_text("half")
+        raise OSError("disk full")
+
+    with pytest.raises(WriteFailed, match=f"^{target}: cannot write \\(disk full; ") as caught:
+        atomic_write(target, half_then_crash)
+    assert caught.value.path == target
+    assert target.read_text() == "complete"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["unit.parquet"]
+
+
+def test_mode_follows_umask_not_mkstemp(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = atomic_write_text(tmp_path / "report.md", "x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_every_write_is_fsynced_before_the_rename(tmp_path, monkeypatch):
+    synced = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self/fd") else fd)
+        return real_fsync(fd)
+
+    monkeypatch.setattr(atomic.os, "fsync", recording_fsync)
+    atomic_write_text(tmp_path / "a.txt", "x")
+    assert len(synced) == 1 and (not isinstance(synced[0], str) or Path(synced[0]).name.startswith(".a.txt."))
+
+
+def test_the_write_error_crosses_a_process_pool_whole(tmp_path):
+    exc = WriteFailed(atomic.describe_os_error(OSError(errno.ENOSPC, "No space left on device"), tmp_path / "w.pt"),
+                      path=tmp_path / "w.pt")
+    exc.args = (f"{exc.args[0]} (library output: w00.log)",)
+    back = pickle.loads(pickle.dumps(exc))
+    assert type(back) is WriteFailed and back.args == exc.args and back.path == exc.path
+    assert back.problem.errno == errno.ENOSPC
+
+
+def test_the_store_and_data_prep_raise_the_same_error_type():
+    from data_prep import qlib_store
+    from rolling_calib.execution import store
+
+    assert store.StoreWriteError is WriteFailed is qlib_store.WriteFailed
+
+
+def test_a_unit_log_appears_whole_when_the_unit_ends_and_is_kept_when_it_fails(tmp_path):
+    from rolling_calib.execution.unit_log import unit_log
+
+    log = tmp_path / "w00.log"
+    log.write_text("previous attempt\n")
+    with unit_log(log):
+        os.write(1, b"from C\n")
+        print("from Python")
+        assert log.read_text() == "previous attempt\n"   # the old log until this one is complete
+    assert log.read_text() == "from C\nfrom Python\n"
+    with pytest.raises(RuntimeError, match="boom"), unit_log(log):
+        print("failing attempt")
+        raise RuntimeError("boom")
+    assert log.read_text() == "failing attempt\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w00.log"]
