@@ -189,7 +189,7 @@ class StoreComparison:
 
     def _verdict_table(self) -> str:
         over = ("over seeds and the market's future (seed noise counted once, market time by a long-run variance)"
-                if self.target == "future" else "over seeds, on the evaluated days (paired t on run means)")
+                if self.target == "future" else "over seeds, on the evaluated days (the runs' t interval; pooled with their day noise when they vary no more than it)")
         head = (f"Verdicts at {self.confidence:.0%} (difference = mean of the first minus the second pipeline; "
                 f"interval {over})")
         rows = [[row["pair"] if row["first"] else "", *(row[k] for k in list(VERDICT_COLUMNS)[1:])]
