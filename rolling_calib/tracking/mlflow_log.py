@@ -11,8 +11,10 @@ Layout in MLflow (experiment = the store's ``experiment_name`` unless given)::
     │                                            the seed say "per window" / "per seed");
     │                                            metrics: mean and std over seeds of QL, CQL, IC, ICIR,
     │                                            Rank IC; per compared pipeline OTHER and metric M:
-    │                                            diff.OTHER.M, ci_low.OTHER.M, ci_high.OTHER.M, dm_p.OTHER.M,
-    │                                            seeds_needed.OTHER.M; tags: verdict.OTHER.M (better | worse |
+    │                                            diff.OTHER.M, ci_low.OTHER.M, ci_high.OTHER.M,
+    │                                            seeds_needed.OTHER.M, timeseries_dm_p.OTHER.M (the
+    │                                            Diebold-Mariano p of the seed-averaged differential:
+    │                                            a time-series detail, not the verdict's); tags: verdict.OTHER.M (better | worse |
     │                                            undetermined, this pipeline against OTHER), warning.KIND
     │                                            (the guard's message), config hash, store
     ├── <pipeline> seed<k>           nested run  params: the resolved configuration with this seed;
@@ -409,10 +411,13 @@ def _verdict_note(comparison: StoreComparison, pipeline: str | None = None) -> s
     rows = [r for r in comparison.verdict_rows() if pipeline is None or pipeline in r["pair"].split(" vs ")]
     if not rows:
         return ""
-    table = format_table([[r["pair"], r["metric"], r["verdict"], r["difference"], r["interval"], r["dm_p"]]
-                          for r in rows], ["pair", "metric", "verdict", "difference", "interval", "DM p"],
+    table = format_table([[r["pair"], r["metric"], r["verdict"], r["difference"], r["interval"], r["seeds"]]
+                          for r in rows], ["pair", "metric", "verdict", "difference", "interval", "seeds to decide"],
                          style="markdown")
-    return f"Verdicts at {comparison.confidence:.0%} (difference = first minus second pipeline):\n\n{table}"
+    question = ("over seeds and the market's future" if comparison.target == "future"
+                else "over seeds, on the evaluated days")
+    return (f"Verdicts at {comparison.confidence:.0%} {question} (difference = first minus second "
+            f"pipeline):\n\n{table}")
 
 
 def _summary_metrics(scores: StoreScores, comparison: StoreComparison | None, pipeline: str,
