@@ -33,7 +33,7 @@ HEAVY = ("rolling_calib.qlib_adapter", "rolling_calib.model", "rolling_calib.dat
          "rolling_calib.experiment", "rolling_calib.__main__")
 #: Values tried, in order, to find one a constraint rejects and one it accepts.
 CANDIDATES = (object(), "not-an-option", -(10 ** 12), 10 ** 12, -1.5, float("nan"), float("inf"), True, None, 0, 1,
-              2, 0.5, 1.0, 2.5, "month", "pooled", "previous", "error", "lower", Resampling())
+              2, 0.5, 1.0, 2.5, "month", "pooled", "previous", "error", "lower", "future", Resampling())
 
 
 def _modules():

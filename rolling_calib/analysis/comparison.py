@@ -58,7 +58,7 @@ __all__ = ["VERDICT_COLUMNS", "StoreComparison", "compare_store"]
 
 #: The verdict table's columns: key of :meth:`StoreComparison.verdict_rows` -> heading.
 VERDICT_COLUMNS = {"pair": "pair", "metric": "metric", "verdict": "verdict", "difference": "difference",
-                   "interval": "interval", "uncertainty": "uncertainty", "pairing": "pairing", "dm_p": "DM p",
+                   "interval": "interval", "uncertainty": "uncertainty", "pairing": "pairing",
                    "seeds": "seeds to decide"}
 
 
@@ -106,6 +106,11 @@ class StoreComparison:
     @property
     def seed(self) -> int:
         return self.resampling.seed
+
+    @property
+    def target(self) -> str:
+        """The verdicts' question: ``"future"`` or ``"period"``."""
+        return self.resampling.target
 
     def verdicts_of(self, pair: cmp.PairComparison) -> PairVerdicts | None:
         """The verdicts of ``pair`` (None when not computed)."""
@@ -183,23 +188,30 @@ class StoreComparison:
         return "\n".join(lines)
 
     def _verdict_table(self) -> str:
+        over = ("over seeds and the market's future (seed noise counted once, market time by a long-run variance)"
+                if self.target == "future" else "over seeds, on the evaluated days (the runs' t interval; pooled with their day noise when they vary no more than it)")
         head = (f"Verdicts at {self.confidence:.0%} (difference = mean of the first minus the second pipeline; "
-                f"interval over seeds and blocks of market time, Student t on both parts)")
+                f"interval {over})")
         rows = [[row["pair"] if row["first"] else "", *(row[k] for k in list(VERDICT_COLUMNS)[1:])]
                 for row in self.verdict_rows()]
         table = format_table(rows, list(VERDICT_COLUMNS.values()),
-                             align=["left", "left", "left", "right", "left", "left", "left", "right", "left"])
+                             align=["left", "left", "left", "right", "left", "left", "left", "left"])
         foot = ("uncertainty: the source that dominates the interval's variance (its share); pairing: how much "
-                "comparing seed i with seed i narrowed the interval; DM p: Diebold-Mariano test of the daily loss "
-                "differential (HAC variance); seeds to decide: seeds per pipeline the metric needs at this confidence.")
+                "comparing seed i with seed i narrowed the interval; seeds to decide: seeds per pipeline that give an 80% "
+                "chance to decide if the true gap is the measured one (none suffices: the market-time part alone "
+                "exceeds the gap).")
+        drifts = sorted({f"{r['pair']} {r['metric']}" for r in self.verdict_rows() if r.get("drift")})
+        if drifts:
+            foot += ("\nDrift: the loss differential varies more at the scale of months than day to day for "
+                     f"{', '.join(drifts)}; their market-time part comes from month blocks (wider).")
         return f"{head}\n{table}\n{foot}"
 
     def verdict_rows(self) -> list[dict[str, Any]]:
         """The cells of the verdict table, one dict per (pair, metric): the words ``compare`` prints.
 
         Keys: :data:`VERDICT_COLUMNS` (``pair``, ``metric``, ``verdict``, ``difference`` with the
-        label's loss unit for QL and CQL, ``interval``, ``uncertainty``, ``pairing``, ``dm_p``,
-        ``seeds``), and ``first`` (the pair's first metric).
+        label's loss unit for QL and CQL, ``interval``, ``uncertainty``, ``pairing``, ``seeds``),
+        ``first`` (the pair's first metric) and ``drift`` (the drift check fired).
         """
         rows = []
         for pv in self.verdicts:
@@ -210,7 +222,7 @@ class StoreComparison:
                              "difference": _with_unit(v.difference, unit),
                              "interval": _with_unit(f"[{sig(v.ci_low)}, {sig(v.ci_high)}]", unit),
                              "uncertainty": _uncertainty(v), "pairing": _pairing(v),
-                             "dm_p": sig(v.diebold_mariano.p_value, 2), "seeds": _seeds(v)})
+                             "seeds": _seeds(v), "drift": v.drift})
         return rows
 
     def _unit(self, metric: str) -> str:
@@ -276,7 +288,9 @@ def _pairing(v: Verdict) -> str:
 def _seeds(v: Verdict) -> str:
     n = v.seeds_needed.n
     if n is None:
-        return "none suffices" if "market time" in v.seeds_needed.reason else "gap is 0"
+        reason = v.seeds_needed.reason
+        return ("none suffices" if "market-time part alone" in reason else
+                "gap is 0" if "gap is 0" in reason else "> 1000")
     return str(n)
 
 

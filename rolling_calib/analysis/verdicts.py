@@ -114,7 +114,7 @@ class PairVerdicts:
                            "ci_low": full["ci_low"], "ci_high": full["ci_high"],
                            "dominant_uncertainty": v.dominant_uncertainty,
                            **{k: full[k] for k in ("var_seeds", "var_time", "degrees_of_freedom", "paired",
-                                                   "unpaired_ci", "paired_ci", "pairing_narrowing", "block_size",
+                                                   "unpaired_ci", "paired_ci", "pairing_narrowing", "target", "variance",
                                                    "n_times", "n_seeds", "times_dropped", "diebold_mariano",
                                                    "seeds_needed", "means", "higher_is_better")}}
         return {"ground_truth_determined": self.ground_truth_determined, "verdicts": out}
@@ -134,8 +134,8 @@ def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, re
     label : Label
         What QL and CQL are measured against: their unit (``label.loss_unit``) goes into reason texts.
     resampling : Resampling
-        See :func:`rolling_calib.core.verdict.decide`: every metric and every pair given the same value
-        resamples market time with the same draws.
+        See :func:`rolling_calib.core.verdict.decide`: its ``confidence`` is the verdicts' level and its
+        ``target`` their question (over seeds and the market's future, or over seeds on these days).
     """
     verdicts: dict[str, Verdict] = {}
     for metric in metrics:

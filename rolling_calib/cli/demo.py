@@ -116,7 +116,7 @@ def register(subparsers) -> None:
     parser.add_argument("--config", default=None, metavar="YAML",
                         help=f"run one experiment file instead of the two cases ({workflows / 'demo.yaml'} and "
                              f"{workflows / 'demo_csrank.yaml'})")
-    add_bootstrap_arguments(parser, only=("n_boot",))
+    add_bootstrap_arguments(parser, only=("n_boot", "target"))
     add_tracking_arguments(parser, uri=False)
     add_output_arguments(parser, json_prints="the comparisons (the first case's at the top, every case under "
                                              "'cases')")

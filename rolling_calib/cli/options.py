@@ -29,6 +29,7 @@ from rolling_calib.core.label import LABEL_KINDS
 from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
 from rolling_calib.core.resampling import Resampling
 from rolling_calib.core.validation import (
+    TARGETS,
     BIAS_MODES,
     BLOCK_SIZE,
     CALIBRATION_PERIOD,
@@ -341,6 +342,10 @@ _BOOTSTRAP: dict[str, tuple[str, dict[str, Any]]] = {
                                         metavar="DAYS",
                                         help="mean block length (trading days) of the stationary bootstrap over "
                                              "market time (default: chosen from the data, Politis-White)")),
+    "target": ("--target", dict(choices=TARGETS, default=RESAMPLING_DEFAULTS.target,
+                                help="the verdicts' question: future = over seeds and the market's future (what to "
+                                     "expect on new periods), period = over seeds on the evaluated days (a fixed "
+                                     f"backtest) (default {RESAMPLING_DEFAULTS.target})")),
 }
 
 
@@ -349,13 +354,15 @@ def resampling_from_args(args: argparse.Namespace) -> Resampling:
 
     An option the command does not take keeps its default.
     """
-    fields = {"n_boot": "n_boot", "confidence": "confidence", "seed": "boot_seed", "block_size": "block_size"}
+    fields = {"n_boot": "n_boot", "confidence": "confidence", "seed": "boot_seed", "block_size": "block_size",
+              "target": "target"}
     return Resampling(**{name: getattr(args, dest) for name, dest in fields.items() if hasattr(args, dest)})
 
 
 def add_bootstrap_arguments(parser: argparse.ArgumentParser, *, only: tuple[str, ...] = tuple(_BOOTSTRAP)) -> None:
-    """``--n-boot``, ``--confidence``, ``--boot-seed``, ``--block-size`` (``only``: a subset, by destination name)."""
-    group = parser.add_argument_group("bootstrap")
+    """``--n-boot``, ``--confidence``, ``--boot-seed``, ``--block-size``, ``--target`` (``only``: a subset, by
+    destination name)."""
+    group = parser.add_argument_group("bootstrap and verdicts")
     for name in only:
         flag, kwargs = _BOOTSTRAP[name]
         group.add_argument(flag, **kwargs)

@@ -51,6 +51,7 @@ from rolling_calib.core.validation import (
     N_BOOT,
     POSITIVE_INT,
     SEED,
+    TARGET,
     InstanceOf,
     check,
     validate_params,
@@ -133,17 +134,22 @@ class Resampling:
     block_size : float or None
         Mean block length (time units) of the stationary bootstrap over market time; None:
         chosen from the data (Politis-White) for every differential.
+    target : {"future", "period"}
+        The question every verdict answers: over seeds and the market's future (the market-time
+        process resampled beside the seeds), or over seeds on the evaluated days (the days fixed).
     """
 
     n_boot: int = 2000
     confidence: float = 0.95
     seed: int = 0
     block_size: float | None = None
+    target: str = "future"
     _time_draws: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
     _time_counts: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     #: Each field's declared constraint.
-    CONSTRAINTS = {"n_boot": N_BOOT, "confidence": CONFIDENCE, "seed": SEED, "block_size": BLOCK_SIZE}
+    CONSTRAINTS = {"n_boot": N_BOOT, "confidence": CONFIDENCE, "seed": SEED, "block_size": BLOCK_SIZE,
+                   "target": TARGET}
 
     def __post_init__(self) -> None:
         for name, constraint in self.CONSTRAINTS.items():
@@ -156,7 +162,7 @@ class Resampling:
     def to_dict(self) -> dict[str, Any]:
         """The settings as recorded with every result."""
         return {"n_boot": int(self.n_boot), "confidence": float(self.confidence), "seed": int(self.seed),
-                "block_size": None if self.block_size is None else float(self.block_size)}
+                "block_size": None if self.block_size is None else float(self.block_size), "target": self.target}
 
     def describe(self) -> str:
         """``"2000 resamples, seed 0"`` (for reports)."""

@@ -57,6 +57,8 @@ __all__ = [
     "FALLBACKS",
     "FINETUNE_ON",
     "MAX_N_BOOT",
+    "TARGET",
+    "TARGETS",
     "MODES",
     "NON_NEGATIVE_INT",
     "N_BOOT",
@@ -343,6 +345,9 @@ SEED = Worded(Interval(int, 0, 2**32 - 1), "a non-negative integer seed below 2*
 #: ``block_size``: None (chosen from the data by :func:`arch.bootstrap.optimal_block_length`) or a mean length >= 1.
 BLOCK_LENGTH = Worded(Interval(float, 1, None), "a mean block length >= 1 (time units)")
 BLOCK_SIZE = Worded(AnyOf((Options(None), BLOCK_LENGTH)), "None or a mean block length >= 1 (time units)")
+#: The questions a verdict answers: over seeds and the market's future, or over seeds on the evaluated days.
+TARGETS = ("future", "period")
+TARGET = Worded(Options(*TARGETS), "future (over seeds and the market's future) or period (over seeds, on these days)")
 #: A standard deviation (of scores over runs).
 STANDARD_DEVIATION = Worded(Interval(float, 0, None), "a finite standard deviation >= 0")
 

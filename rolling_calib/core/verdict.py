@@ -10,40 +10,47 @@ value is the row-weighted mean over its time units, and a pipeline's is the mean
     M_s   = sum_t total[s, t] / sum_t weight[s, t]          (one run: QL, CQL, ... of seed s)
     D     = mean_s M^A_s - mean_s M^B_s                      (difference of means; < 0: A lower)
 
-**Interval: seeds and blocks of time.** The difference has two variance components. Market time:
-the time units are resampled with a stationary bootstrap (Politis-Romano blocks of random length,
-mean ``block_size``, drawn by :class:`arch.bootstrap.StationaryBootstrap`, so serial dependence
-inside blocks is kept) -- the same units for both pipelines, since both were scored on the same
-days -- and ``var_time`` is the variance of ``D`` over the replicates (seeds fixed). Seeds: runs
-are independent draws, so the seed component is the unbiased ``var_seeds = s_A^2 / k_A + s_B^2 /
-k_B`` (the sample variances of the run values ``M_s``), or, when both pipelines ran the same seeds
-(*paired*: seed ``i`` of A against seed ``i`` of B, common random numbers), ``s_d^2 / k`` of the
-per-seed differences ``d_s = M^A_s - M^B_s``. The interval is::
+**Interval: seeds, and market time counted once.** The difference's variance comes from
+:func:`rolling_calib.core.variance.crossed_variance` (formulas there), which answers one of two
+questions (``target``):
 
-    D -/+ t_nu(1 - alpha/2) sqrt(var_seeds + var_time)
+* ``"future"`` (default): over seeds *and* the market-time process, what to expect on new
+  periods. ``var_seeds`` is the unbiased between-run variance of the difference (``s_d^2 / k`` of
+  the per-seed differences ``d_s = M^A_s - M^B_s`` when both pipelines ran the same seeds --
+  *paired*, common random numbers -- else ``s_A^2 / k_A + s_B^2 / k_B``); it already holds each
+  run's day-to-day noise. ``var_time`` is the long-run variance of the pipelines' *common*
+  per-day difference only: the seed-averaged differential's, less the seeds' own noise
+  (estimated from the seeds' deviations), by a Bartlett kernel whose bandwidth is chosen on the
+  noise-removed autocorrelation, or, when a drift check finds more variance at the scale of
+  months, by month-scale batch means.
+* ``"period"``: over seeds, on the evaluated days (a fixed backtest): ``var_time = 0`` and the
+  interval is the paired (or Welch) t interval of the run means.
 
-with ``nu`` the Welch-Satterthwaite degrees of freedom of the two parts (``k - 1`` or Welch's for
-the seeds, the number of time blocks ``T / block_size`` minus 1 for time). A percentile bootstrap
-over 5-10 seeds would be too narrow (it covered 0 in 80% of null cases at 95% in our tests): with
-few seeds the t quantile matters. Each part keeps the interaction of seed and time once, so the
-interval errs on the wide side. The larger part names the dominant source of uncertainty.
+The interval is ``D -/+ t_nu(1 - alpha/2) sqrt(var_seeds + var_time)`` with ``nu`` the
+Welch-Satterthwaite degrees of freedom of the parts (``k - 1`` for the seeds; ``T / (1 + 2m/3)``
+for a Bartlett bandwidth ``m``, ``B - 1`` for ``B`` month blocks). Its error rates are measured,
+not assumed: ``bench/verdict_calibration.py`` simulates panels from a store's own variance
+components and prints false decisions, coverage and power beside the standard tests. The larger
+part names the dominant source of uncertainty.
 
 **Verdict.** ``better`` (A is better) when the interval lies entirely on A's side of 0,
 ``worse`` when it lies on B's side, ``undetermined`` otherwise.
 
-**Diebold-Mariano.** On the seed-averaged loss differential per time unit
-``d_t = mean_s L^A_{s,t} - mean_s L^B_{s,t}`` (``L = total / weight``): ``DM = mean(d) /
-sqrt(LRV / T)`` with the long-run variance from a Bartlett (Newey-West) kernel
-(:class:`arch.covariance.kernel.Bartlett`, automatic bandwidth), scaled by the
-Harvey-Leybourne-Newbold factor ``sqrt((T - 1) / T)`` and referred to Student's t with ``T - 1``
-degrees of freedom (two-sided p-value).
+**Diebold-Mariano** (a time-series detail, not the verdict). On the seed-averaged loss
+differential per time unit ``d_t = mean_s L^A_{s,t} - mean_s L^B_{s,t}`` (``L = total /
+weight``): ``DM = mean(d) / sqrt(LRV / T)`` with the long-run variance from a Bartlett
+(Newey-West) kernel (:class:`arch.covariance.kernel.Bartlett`, automatic bandwidth), scaled by
+the Harvey-Leybourne-Newbold factor ``sqrt((T - 1) / T)`` and referred to Student's t with
+``T - 1`` degrees of freedom (two-sided p-value). It treats the seed-averaged differential as the
+only randomness: persistent seed offsets make it decide pairs that seeds alone separate, so it is
+reported beside the time-series details, never as the verdict's p-value.
 
-**Seeds needed.** With ``z`` the normal quantile of the confidence, ``S`` the seed variance of one
-run's difference (``s_A^2 + s_B^2`` unpaired, the variance of the paired differences when paired)
-and ``v_time`` the time-sampling variance of ``D``, the interval half-width with ``n`` seeds per
-pipeline is about ``z sqrt(S / n + v_time)``; it excludes the measured gap ``|D|`` once::
-
-    n > z^2 S / (D^2 - z^2 v_time)        (no n suffices when D^2 <= z^2 v_time)
+**Seeds needed** (:func:`seeds_needed`): the seeds per pipeline that give the pair an 80% chance
+of being decided if the true gap equals the measured one, from the same t-based interval with
+the seeds' part shrinking as ``1/n`` and the market-time part fixed; with the chance allowing for
+this run's own uncertainty about the gap, and the count if the gap were half. "No number of
+seeds can decide it" only when the market-time part alone exceeds the gap, never beside a
+decided verdict.
 
 Examples
 --------
@@ -53,29 +60,33 @@ Two pipelines, 4 seeds, 60 days; A's loss is lower by 0.5 every day, seeds add n
 >>> base = rng.normal(10.0, 1.0, size=60)
 >>> a = LossPanel.from_arrays(seeds=range(4), total=base + rng.normal(0, 0.1, (4, 60)) - 0.5)
 >>> b = LossPanel.from_arrays(seeds=range(4), total=base + rng.normal(0, 0.1, (4, 60)))
->>> v = decide(a, b, names=("A", "B"), resampling=Resampling(n_boot=500, seed=1))
+>>> v = decide(a, b, names=("A", "B"))
 >>> v.outcome, v.winner, round(v.difference, 2)
 ('better', 'A', -0.51)
->>> v.paired, v.dominant_uncertainty
-(True, 'time')
+>>> v.paired, v.dominant_uncertainty      # the market moved both alike: only the seeds' noise is left
+(True, 'seeds')
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 from scipy import stats
 
-from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling, stationary_counts
-from rolling_calib.core.validation import BLOCK_SIZE, CONFIDENCE, Options, validate_params
 from rolling_calib.core.jsonable import fields_dict
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling, stationary_counts
+from rolling_calib.core.validation import BLOCK_SIZE, CONFIDENCE, TARGET, TRADING_DAYS, Options, validate_params
+from rolling_calib.core.variance import BLOCK_DAYS, CrossedVariance, crossed_variance, influence, welch_df
 
 __all__ = [
     "BLOCK_SIZE",
+    "TARGET",
+    "decide_probability",
+    "predictive_probability",
     "OUTCOMES",
     "ConfidenceSet",
     "DieboldMariano",
@@ -92,7 +103,6 @@ __all__ = [
 #: What a verdict says of pipeline A against B.
 OUTCOMES = ("better", "worse", "undetermined")
 _ORIENTATION = Options("lower", "higher")
-
 
 
 # --------------------------------------------------------------------------- panels
@@ -200,13 +210,6 @@ def _align(a: LossPanel, b: LossPanel) -> tuple[LossPanel, LossPanel, int]:
 
 
 # --------------------------------------------------------------------------- resampling
-def _replicate_means(panel: LossPanel, unit_counts: np.ndarray) -> np.ndarray:
-    """The pipeline's mean (over its seeds) on every time replicate, units weighted by ``unit_counts`` (T, B)."""
-    tot = panel.total @ unit_counts              # (k, B)
-    w = panel.weight @ unit_counts               # (k, B); > 0 since every unit kept has rows for every seed
-    return (tot / w).mean(axis=0)
-
-
 def _block_size(differential: np.ndarray) -> float:
     """Mean block length for the stationary bootstrap of ``differential`` (Politis-White, at least 1)."""
     from arch.bootstrap import optimal_block_length
@@ -267,66 +270,170 @@ def diebold_mariano(differential: Any, *, bandwidth: float | None = None) -> Die
 
 
 # --------------------------------------------------------------------------- seeds needed
+#: Default chance a recommended seed count gives the pair of being decided.
+POWER = 0.8
+#: Largest seed count :func:`seeds_needed` searches.
+MAX_SEEDS = 1000
+
+
 @dataclass(frozen=True)
 class SeedsNeeded:
-    """Seeds per pipeline the metric needs to decide the pair (:func:`seeds_needed`).
+    """Seeds per pipeline that give the pair a stated chance of being decided (:func:`seeds_needed`).
 
-    ``n`` is None when no number of seeds can decide it (``reason`` says why: the gap is
-    zero, or inside the time-sampling uncertainty alone).
+    ``n`` is None when no count up to ``MAX_SEEDS`` reaches the chance; ``reason`` says why (the
+    gap is 0; the market-time part alone, seed noise removed, exceeds the gap; or the count is
+    beyond the search). ``probability`` is the chance of deciding with ``n`` seeds if the true gap
+    equals the measured one; ``assurance`` the same chance averaged over the pilot's own
+    uncertainty about the gap (what a follow-up on the same days should expect);
+    ``n_half_gap`` the count if the true gap were half the measured one.
     """
 
     n: int | None
     reason: str
-    seed_variance: float
+    probability: float
+    assurance: float
+    power: float
+    per_seed_var: float
     time_variance: float
+    time_df: float
     gap: float
-    z: float
+    n_half_gap: int | None
+    confidence: float
 
     def to_dict(self) -> dict[str, Any]:
         return fields_dict(self)
 
 
 @validate_params({"confidence": CONFIDENCE})
-def seeds_needed(*, gap: float, seed_variance: float, time_variance: float, confidence: float,
-                 unit: str = "") -> SeedsNeeded:
-    """``n = ceil(z^2 S / (gap^2 - z^2 v_time))`` seeds per pipeline, or None when none suffices.
+def decide_probability(*, gap: float, n: int, per_seed_var: float, time_variance: float, time_df: float,
+                       confidence: float) -> float:
+    """Chance that ``n`` seeds per pipeline decide a true gap ``gap`` (normal approximation).
+
+    With ``V(n) = S / n + v_time`` and ``nu(n)`` Welch-Satterthwaite of ``(S / n, n - 1)`` and
+    ``(v_time, nu_time)``, the verdict decides when ``|D| > t_nu(n) sqrt(V(n))``::
+
+        P = Phi(|gap| / sqrt(V) - t) + Phi(-|gap| / sqrt(V) - t)
+
+    >>> round(decide_probability(gap=1.0, n=10, per_seed_var=1.0, time_variance=0.0, time_df=math.inf,
+    ...                          confidence=0.95), 3)
+    0.816
+    """
+    v = per_seed_var / n + time_variance
+    if not v > 0:
+        return 1.0 if gap != 0 else 0.0
+    nu = _welch([(per_seed_var / n, n - 1.0), (time_variance, time_df)])
+    t = float(stats.t.ppf(0.5 + confidence / 2, nu))
+    r = abs(gap) / math.sqrt(v)
+    return float(stats.norm.cdf(r - t) + stats.norm.cdf(-r - t))
+
+
+@validate_params({"confidence": CONFIDENCE})
+def predictive_probability(*, gap: float, n: int, k: int, per_seed_var: float, time_variance: float,
+                           time_df: float, confidence: float) -> float:
+    """Chance that a follow-up with ``n`` seeds (the pilot's ``k`` plus ``n - k`` new) on the same days
+    decides, averaging over the pilot's uncertainty (flat prior on the gap on these days)::
+
+        D_n | pilot ~ N(D_k, S (n - k) / (k n))       (S: per-seed variance)
+
+    and deciding when ``|D_n| > t_nu(n) sqrt(S / n + v_time)``.
+
+    >>> round(predictive_probability(gap=1.0, n=10, k=10, per_seed_var=1.0, time_variance=0.0, time_df=math.inf,
+    ...                              confidence=0.95), 3)      # nothing left to learn: 1 > t_9 sqrt(0.1)
+    1.0
+    """
+    v = per_seed_var / n + time_variance
+    if not v > 0:
+        return 1.0 if gap != 0 else 0.0
+    nu = _welch([(per_seed_var / n, n - 1.0), (time_variance, time_df)])
+    t = float(stats.t.ppf(0.5 + confidence / 2, nu))
+    thr = t * math.sqrt(v)
+    spread = math.sqrt(max(per_seed_var * (n - k) / (k * n), 0.0)) if k > 0 and n > k else 0.0
+    if spread == 0.0:
+        return float(abs(gap) > thr)
+    return float(stats.norm.sf((thr - gap) / spread) + stats.norm.cdf((-thr - gap) / spread))
+
+
+@validate_params({"confidence": CONFIDENCE})
+def seeds_needed(*, gap: float, per_seed_var: float, time_variance: float = 0.0, time_df: float = math.inf,
+                 confidence: float = DEFAULT.confidence, power: float = POWER, k_pilot: int = 0, unit: str = "") -> SeedsNeeded:
+    """The smallest seeds per pipeline ``n`` whose chance of deciding the pair reaches ``power``.
+
+    The chance is :func:`decide_probability` at the measured gap, with the same Student t and
+    degrees of freedom as the verdict, and the seeds' part ``S / n`` shrinking with ``n`` (the seed
+    x day noise included) while the market-time part ``v_time`` (seed noise removed) stays. "No
+    number of seeds can decide it" is said only when the market-time part alone keeps the interval
+    over the gap (``t_nu_time sqrt(v_time) >= |gap|``).
 
     Parameters
     ----------
     gap : float
-        The measured difference of means ``D``.
-    seed_variance : float
-        ``S``: the variance one seed contributes to the difference (``s_A^2 + s_B^2``, or the
-        variance of paired differences).
-    time_variance : float
-        ``v_time``: the variance of ``D`` from resampling market time alone.
+        The measured difference of means.
+    per_seed_var : float
+        ``S``: what one seed per pipeline adds to the variance of the difference.
+    time_variance, time_df : float
+        The market-time part of the verdict's variance and its degrees of freedom (0 and inf for
+        ``target="period"``).
     confidence : float
+        The verdict's level.
+    power : float
+        The chance asked for (0.8).
+    k_pilot : int
+        Seeds per pipeline already run (for the assurance of a follow-up; 0: not stated).
     unit : str
         The metric's unit, for the reason text.
 
     Examples
     --------
-    >>> seeds_needed(gap=1.0, seed_variance=4.0, time_variance=0.0, confidence=0.95).n      # z^2 * 4 / 1 = 15.4
-    16
-    >>> r = seeds_needed(gap=0.1, seed_variance=4.0, time_variance=0.01, confidence=0.95)
+    >>> seeds_needed(gap=1.0, per_seed_var=4.0).n      # sqrt(n)/2 - t_{n-1} >= z_0.8 first at n = 34
+    34
+    >>> r = seeds_needed(gap=0.1, per_seed_var=4.0, time_variance=0.01, time_df=30.0)
     >>> r.n is None, r.reason.startswith("no number of seeds")
     (True, True)
     """
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
-    g2 = float(gap) ** 2
-    zt2 = z * z * float(time_variance)
     unit_txt = f" {unit}" if unit else ""
-    if g2 == 0 or not math.isfinite(g2):
-        return SeedsNeeded(None, "no number of seeds can decide it: the measured gap is 0", seed_variance,
-                           time_variance, gap, z)
-    if g2 <= zt2:
-        half = z * math.sqrt(time_variance)
-        return SeedsNeeded(None, f"no number of seeds can decide it: resampling market time alone moves the gap by "
-                           f"±{_g(half)}{unit_txt}, more than the gap of {_g(abs(gap))}{unit_txt}",
-                           seed_variance, time_variance, gap, z)
-    n = max(2, math.ceil(z * z * float(seed_variance) / (g2 - zt2)))
-    return SeedsNeeded(n, f"{n} seeds per pipeline put the {confidence:.0%} interval's half-width below the gap of "
-                       f"{_g(abs(gap))}{unit_txt}", seed_variance, time_variance, gap, z)
+    args = dict(per_seed_var=float(per_seed_var), time_variance=float(time_variance), time_df=float(time_df),
+                confidence=float(confidence))
+
+    def smallest(g: float) -> int | None:
+        if g == 0 or not math.isfinite(g):
+            return None
+        if decide_probability(gap=g, n=MAX_SEEDS, **args) < power:
+            return None
+        lo, hi = 2, MAX_SEEDS           # decide_probability grows with n: bisect
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if decide_probability(gap=g, n=mid, **args) >= power:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    g = float(gap)
+    n = smallest(g)
+    n_half = smallest(g / 2)
+    if n is not None:
+        prob = decide_probability(gap=g, n=n, **args)
+        assur = predictive_probability(gap=g, n=max(n, k_pilot), k=k_pilot, **args) if k_pilot else math.nan
+        reason = (f"{n} seeds per pipeline give a {prob:.0%} chance to decide a gap of {_g(abs(g))}{unit_txt}"
+                  + (f" ({assur:.0%} allowing for this run's own uncertainty about the gap)" if k_pilot else "")
+                  + (f"; if the true gap is half of it, {n_half} seeds" if n_half is not None
+                     else "; if the true gap is half of it, no seed count suffices"))
+        return SeedsNeeded(n, reason, prob, assur, power, float(per_seed_var), float(time_variance),
+                           float(time_df), g, n_half, float(confidence))
+    if g == 0 or not math.isfinite(g):
+        reason = "no number of seeds can decide it: the measured gap is 0"
+    else:
+        t_time = float(stats.t.ppf(0.5 + confidence / 2, time_df)) if time_variance > 0 else 0.0
+        half = t_time * math.sqrt(max(time_variance, 0.0))
+        if half >= abs(g):
+            reason = (f"no number of seeds can decide it: the market-time part alone (seed noise removed) moves "
+                      f"the gap by ±{_g(half)}{unit_txt}, more than the gap of {_g(abs(g))}{unit_txt}")
+        else:
+            p_max = decide_probability(gap=g, n=MAX_SEEDS, **args)
+            reason = (f"more than {MAX_SEEDS} seeds per pipeline: even {MAX_SEEDS} give a {p_max:.0%} chance to "
+                      f"decide a gap of {_g(abs(g))}{unit_txt}")
+    return SeedsNeeded(None, reason, math.nan, math.nan, power, float(per_seed_var), float(time_variance),
+                       float(time_df), g, n_half, float(confidence))
 
 
 # --------------------------------------------------------------------------- the verdict
@@ -346,20 +453,26 @@ class Verdict:
         positive difference favours ``a``).
     ci_low, ci_high : float
         The interval of ``difference`` used for the verdict (paired when ``paired``).
+    target : {"future", "period"}
+        The question answered: over seeds and the market's future, or over seeds on these days.
     paired : bool
         Seed ``i`` of ``a`` compared with seed ``i`` of ``b`` (both ran the same seeds).
     unpaired_ci, paired_ci : (float, float) or None
     pairing_narrowing : float or None
         ``1 - width(paired) / width(unpaired)``: how much pairing narrowed the interval.
     var_seeds, var_time : float
-        Variance of ``difference`` from the seeds (unbiased, over runs) and from market time
-        (stationary bootstrap of the time units).
+        The variance of ``difference`` from the seeds (with their day-to-day noise) and from market
+        time (the common part only, seed noise removed; 0 for ``target="period"``).
     dominant_uncertainty : {"seeds", "time"}
     degrees_of_freedom : float
         Welch-Satterthwaite degrees of freedom of the interval's t quantile.
+    variance : CrossedVariance
+        The decomposition behind the interval (bandwidth, month blocks, drift check).
     diebold_mariano : DieboldMariano
+        The classical test on the seed-averaged differential: a time-series detail, not the verdict
+        (it ignores persistent seed offsets).
     seeds_needed : SeedsNeeded
-    confidence, n_boot, block_size, seed, n_times, n_seeds, times_dropped : settings and sizes
+    confidence, n_times, n_seeds, times_dropped : settings and sizes
     higher_is_better : bool
     """
 
@@ -371,6 +484,7 @@ class Verdict:
     difference: float
     ci_low: float
     ci_high: float
+    target: str
     paired: bool
     unpaired_ci: tuple[float, float]
     paired_ci: tuple[float, float] | None
@@ -379,12 +493,10 @@ class Verdict:
     var_time: float
     dominant_uncertainty: str
     degrees_of_freedom: float
+    variance: CrossedVariance
     diebold_mariano: DieboldMariano
     seeds_needed: SeedsNeeded
     confidence: float
-    n_boot: int
-    block_size: float
-    seed: int
     n_times: int
     n_seeds: tuple[int, int]
     times_dropped: int = 0
@@ -395,24 +507,24 @@ class Verdict:
     def determined(self) -> bool:
         return self.winner is not None
 
+    @property
+    def drift(self) -> bool:
+        """The market-time part came from month-scale blocks (the drift check fired)."""
+        return bool(self.variance.drift)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (NaN as None)."""
-        out = fields_dict(self, exclude=("diebold_mariano", "seeds_needed"))
+        out = fields_dict(self, exclude=("diebold_mariano", "seeds_needed", "variance"))
+        out["variance"] = fields_dict(self.variance)
         out["diebold_mariano"] = self.diebold_mariano.to_dict()
         out["seeds_needed"] = self.seeds_needed.to_dict()
         return out
 
 
-def _percentile(values: np.ndarray, confidence: float) -> tuple[float, float]:
-    alpha = 1.0 - confidence
-    lo, hi = np.quantile(values, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi)
-
-
-@validate_params({"orientation": _ORIENTATION, "resampling": RESAMPLING})
+@validate_params({"orientation": _ORIENTATION, "resampling": RESAMPLING, "block_days": TRADING_DAYS})
 def decide(a: LossPanel, b: LossPanel, *, names: tuple[str, str] = ("A", "B"), metric: str = "ql",
            orientation: Literal["lower", "higher"] = "lower", resampling: Resampling = DEFAULT,
-           pair_seeds: bool = True, unit: str = "") -> Verdict:
+           block_days: int = BLOCK_DAYS, pair_seeds: bool = True, unit: str = "") -> Verdict:
     """Better, worse or undetermined: the verdict on ``a`` against ``b`` (see the module docstring).
 
     Parameters
@@ -425,9 +537,11 @@ def decide(a: LossPanel, b: LossPanel, *, names: tuple[str, str] = ("A", "B"), m
     orientation : {"lower", "higher"}
         ``"lower"``: lower is better (losses); ``"higher"``: higher is better (IC).
     resampling : Resampling
-        The interval's level, the stationary-bootstrap replicates of the time units (drawn once per
-        time axis by ``resampling`` and shared by every call given the same value), their mean block
-        length (None: Politis-White's optimal length for the seed-averaged differential) and seed.
+        ``confidence``: the interval's level; ``target``: ``"future"`` (over seeds and the
+        market-time process: what to expect on new periods) or ``"period"`` (over seeds, on the
+        evaluated days). The interval is analytic: no bootstrap replicate is drawn.
+    block_days : int
+        Time units per block of the month-scale (drift) estimate (21: a month of trading days).
     pair_seeds : bool
         Compare seed ``i`` with seed ``i`` when both pipelines ran the same seeds.
     unit : str
@@ -437,41 +551,46 @@ def decide(a: LossPanel, b: LossPanel, *, names: tuple[str, str] = ("A", "B"), m
     -------
     Verdict
     """
+    confidence, target = resampling.confidence, resampling.target
     a, b, dropped = _align(a, b)
     ma, mb = a.run_means(), b.run_means()
     d_t = np.nanmean(a.unit_means(), axis=0) - np.nanmean(b.unit_means(), axis=0)
-    confidence = resampling.confidence
-    bsize = float(resampling.block_size) if resampling.block_size is not None else _block_size(d_t)
     T = a.n_times
-    unit_counts = resampling.time_counts(T, bsize).T   # (T, B), C-contiguous: BLAS is ~100x slower on the transpose
-    reps = _replicate_means(a, unit_counts) - _replicate_means(b, unit_counts)
-    var_time = float(np.var(reps, ddof=1))
-    df_time = max(T / bsize - 1.0, 1.0)
-    unpaired = _interval(float(ma.mean() - mb.mean()), *_unpaired_seed_part(ma, mb), var_time, df_time, confidence)
+    cv_u = crossed_variance(a=(a.total, a.weight), b=(b.total, b.weight), target=target, block_days=block_days)
+    unpaired = _interval(float(ma.mean() - mb.mean()), cv_u, confidence)
     paired = bool(pair_seeds and a.n_seeds >= 2 and set(a.seeds.tolist()) == set(b.seeds.tolist()))
-    chosen, paired_iv, narrowing = unpaired, None, None
+    chosen, cv, paired_iv, narrowing = unpaired, cv_u, None, None
     if paired:
         order = np.argsort(b.seeds)[np.searchsorted(np.sort(b.seeds), a.seeds)]
+        _, za = influence(a.total, a.weight)
+        _, zb = influence(b.total[order], b.weight[order])
         d_s = ma - mb[order]
-        paired_iv = _interval(float(d_s.mean()), _var1(d_s) / d_s.size, d_s.size - 1.0, var_time, df_time, confidence)
+        cv = crossed_variance(d_s[:, None] + (za - zb), target=target, block_days=block_days)
+        paired_iv = _interval(float(d_s.mean()), cv, confidence)
         width_u = unpaired.high - unpaired.low
         narrowing = 1.0 - (paired_iv.high - paired_iv.low) / width_u if width_u > 0 else None
         chosen = paired_iv
     outcome = _outcome((chosen.low, chosen.high), orientation)
-    var_seeds = chosen.var_seeds
-    per_seed = var_seeds * a.n_seeds if paired else _var1(ma) + _var1(mb)   # what one seed per pipeline adds
+    needed = seeds_needed(gap=chosen.center, per_seed_var=cv.per_seed_var, time_variance=cv.var_time,
+                          time_df=cv.df_time, confidence=confidence, k_pilot=min(a.n_seeds, b.n_seeds), unit=unit)
+    if outcome != "undetermined" and needed.n is None:   # decided already: never "no number of seeds" beside it
+        k = min(a.n_seeds, b.n_seeds)
+        prob = decide_probability(gap=chosen.center, n=k, per_seed_var=cv.per_seed_var,
+                                  time_variance=cv.var_time, time_df=cv.df_time, confidence=confidence)
+        needed = replace(needed, n=k, probability=prob,
+                         reason=f"decided with {k} seeds per pipeline (the chance to decide again with {k} at "
+                                f"this gap is {prob:.0%})")
     return Verdict(
         metric=metric, a=names[0], b=names[1], outcome=outcome,
         winner={"better": names[0], "worse": names[1]}.get(outcome), difference=chosen.center,
-        ci_low=chosen.low, ci_high=chosen.high, paired=paired, unpaired_ci=(unpaired.low, unpaired.high),
+        ci_low=chosen.low, ci_high=chosen.high, target=target, paired=paired,
+        unpaired_ci=(unpaired.low, unpaired.high),
         paired_ci=None if paired_iv is None else (paired_iv.low, paired_iv.high), pairing_narrowing=narrowing,
-        var_seeds=var_seeds, var_time=var_time, dominant_uncertainty="seeds" if var_seeds >= var_time else "time",
-        degrees_of_freedom=chosen.df, diebold_mariano=_dm_or_nan(d_t),
-        seeds_needed=seeds_needed(gap=chosen.center, seed_variance=per_seed, time_variance=var_time,
-                                  confidence=confidence, unit=unit),
-        confidence=float(confidence), n_boot=int(resampling.n_boot), block_size=bsize, seed=int(resampling.seed), n_times=T,
-        n_seeds=(a.n_seeds, b.n_seeds), times_dropped=dropped, higher_is_better=orientation == "higher",
-        means=(float(ma.mean()), float(mb.mean())),
+        var_seeds=cv.var_seeds, var_time=cv.var_time,
+        dominant_uncertainty="seeds" if cv.var_seeds >= cv.var_time else "time",
+        degrees_of_freedom=cv.df, variance=cv, diebold_mariano=_dm_or_nan(d_t), seeds_needed=needed,
+        confidence=float(confidence), n_times=T, n_seeds=(a.n_seeds, b.n_seeds), times_dropped=dropped,
+        higher_is_better=orientation == "higher", means=(float(ma.mean()), float(mb.mean())),
     )
 
 
@@ -480,28 +599,16 @@ class _Interval:
     center: float
     low: float
     high: float
-    var_seeds: float
-    df: float
 
 
-def _unpaired_seed_part(ma: np.ndarray, mb: np.ndarray) -> tuple[float, float]:
-    """``(s_A^2 / k_A + s_B^2 / k_B, Welch's degrees of freedom)``; a side with one run contributes 0."""
-    va, vb = _var1(ma) / ma.size, _var1(mb) / mb.size
-    parts = [(v, n - 1.0) for v, n in ((va, ma.size), (vb, mb.size)) if v > 0]
-    if not parts:
-        return 0.0, math.inf
-    total = sum(v for v, _ in parts)
-    return total, total ** 2 / sum(v * v / df for v, df in parts)
+def _interval(center: float, cv: CrossedVariance, confidence: float) -> _Interval:
+    """``center -/+ t_nu sqrt(var)`` from the decomposition."""
+    half = cv.half_width(confidence)
+    return _Interval(center, center - half, center + half)
 
 
-def _interval(center: float, var_seeds: float, df_seeds: float, var_time: float, df_time: float,
-              confidence: float) -> _Interval:
-    """``center -/+ t_nu sqrt(var_seeds + var_time)``, ``nu`` by Welch-Satterthwaite."""
-    total = var_seeds + var_time
-    parts = [(v, df) for v, df in ((var_seeds, df_seeds), (var_time, df_time)) if v > 0]
-    nu = total ** 2 / sum(v * v / df for v, df in parts) if parts else math.inf
-    half = float(stats.t.ppf(0.5 + confidence / 2, nu)) * math.sqrt(total) if total > 0 else 0.0
-    return _Interval(center, center - half, center + half, var_seeds, nu)
+def _welch(parts: list[tuple[float, float]]) -> float:
+    return welch_df(parts)
 
 
 def _dm_or_nan(d_t: np.ndarray) -> DieboldMariano:
@@ -603,5 +710,3 @@ def model_confidence_set(losses: Any, names: Sequence[str], *, resampling: Resam
 def _g(x: float, digits: int = 3) -> str:
     """``x`` with ``digits`` significant digits."""
     return "n/a" if not math.isfinite(x) else f"{x:.{digits}g}"
-
-

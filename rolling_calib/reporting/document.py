@@ -66,7 +66,8 @@ CAVEAT = (
 )
 #: The CSV tables written beside the report: file -> what one row is.
 CSV_FILES = {
-    "verdicts.csv": "one row per pair and metric: verdict, difference, interval, variance parts, Diebold-Mariano, "
+    "verdicts.csv": "one row per pair and metric: verdict, difference, interval, variance parts, drift check, "
+                   "Diebold-Mariano (time-series detail), "
                     "seeds to decide",
     "warnings.csv": "one row per guard that fired: kind, pipelines, message",
     "pipelines.csv": "one row per pipeline: mean and std over seeds of every metric, std ratio, seed budget",
@@ -133,7 +134,7 @@ def _store_name(store: Path, out_dir: Path) -> str:
     return rel.as_posix() if rel.parts.count("..") <= 2 else store.resolve().name
 
 
-def _scope(scores: StoreScores, out_dir: Path) -> str:
+def _scope(scores: StoreScores, out_dir: Path, target: str = "future") -> str:
     seeds = scores.runs.groupby("pipeline")["seed"].nunique()
     periods = sorted(scores.periods["period"].astype(str).unique())
     span = f"{periods[0]}..{periods[-1]}" if periods else "none"
@@ -141,14 +142,16 @@ def _scope(scores: StoreScores, out_dir: Path) -> str:
     return (f"Store {_store_name(scores.store, out_dir)}: {len(scores.runs)} runs of {len(scores.pipelines)} "
             f"pipeline(s) ({', '.join(scores.pipelines)}), {seed_text} seeds each, {len(periods)} calibration "
             f"periods ({span}). Scored against the {scores.label.describe()}; calibration: "
-            f"{scores.calibration.describe()}.")
+            f"{scores.calibration.describe()}. Verdicts answer: "
+            + ("over seeds and the market's future (target future)." if target == "future" else
+               "over seeds, on these days (target period)."))
 
 
 def _verdicts(comparison: StoreComparison) -> Table:
     rows = [[r["pair"] if r["first"] else "", *(r[k] for k in list(VERDICT_COLUMNS)[1:])]
             for r in comparison.verdict_rows()]
     return Table(list(VERDICT_COLUMNS.values()), rows,
-                 ["left", "left", "left", "right", "left", "left", "left", "right", "left"])
+                 ["left", "left", "left", "right", "left", "left", "left", "left"])
 
 
 def _summary_table(comparison: StoreComparison, columns: Sequence[tuple[str, str]], digits: int) -> Table:
@@ -224,11 +227,17 @@ def _definitions(scores: StoreScores, comparison: StoreComparison) -> list[str]:
         f"CQL: each period's predictions shifted by a bias fitted elsewhere ({cal.describe()}); it {scored} "
         "(docs/method.md §2.2).",
         f"Verdict: at {comparison.confidence:.0%}, the difference of means (first pipeline minus second) with an "
-        "interval over seeds and blocks of market time (stationary bootstrap, Student t on both parts); better or "
-        "worse when the interval excludes 0, else undetermined (docs/method.md §5).",
+        + ("interval over seeds and the market's future: the seeds' part from the runs (their day-to-day noise "
+           "included), the market-time part from the long-run variance of the pipelines' common daily difference "
+           "with the seeds' noise removed (month blocks where it drifts), Student t with Welch-Satterthwaite degrees "
+           "of freedom" if comparison.target == "future" else
+           "interval over seeds on the evaluated days (paired t on run means)")
+        + "; better or worse when the interval excludes 0, else undetermined (docs/method.md §5; its error rates "
+        "on data like these: bench/verdict_calibration.py).",
         "Uncertainty: the source that dominates the interval's variance (its share). Pairing: how much comparing "
-        "seed i with seed i narrowed the interval. DM p: Diebold-Mariano test of the daily loss differential (HAC "
-        "variance). Seeds to decide: seeds per pipeline the metric needs at this confidence.",
+        "seed i with seed i narrowed the interval. Seeds to decide: seeds per pipeline that give an 80% chance to "
+        "decide if the true gap is the measured one. The Diebold-Mariano p-value (verdicts.csv) tests the "
+        "seed-averaged daily differential only: it ignores persistent seed offsets, so it is not the verdict's.",
         "IC, Rank IC: mean over test dates of the cross-sectional Pearson / Spearman correlation of prediction and "
         "label; ICIR: mean / std of the daily IC. Higher is better.",
         "Pairwise accuracy (probability of improvement): the share of (seed of A, seed of B) pairs ranked like the "
@@ -279,7 +288,7 @@ def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir:
         for d in diagnosis.pipelines]
     return {
         "title": f"rolling-calib report: {', '.join(scores.pipelines)}",
-        "scope": _scope(scores, out),
+        "scope": _scope(scores, out, comparison.target),
         "verdict_heading": f"Verdicts at {comparison.confidence:.0%}",
         "verdicts": _verdicts(comparison) if comparison.verdicts else None,
         "warnings": [{"kind": w.kind, "message": rel(w.message)} for w in comparison.warnings],
@@ -339,7 +348,9 @@ def _tables(scores: StoreScores, comparison: StoreComparison) -> dict[str, pd.Da
                          "unit": METRIC_TABLE[metric].unit(comparison.label),
                          "confidence": v.confidence, "dominant_uncertainty": v.dominant_uncertainty,
                          "var_seeds": v.var_seeds, "var_time": v.var_time, "paired": v.paired,
-                         "pairing_narrowing": d["pairing_narrowing"], "block_size": v.block_size,
+                         "pairing_narrowing": d["pairing_narrowing"], "target": v.target,
+                         "degrees_of_freedom": v.degrees_of_freedom, "bandwidth": v.variance.bandwidth,
+                         "drift": v.drift, "drift_p": v.variance.drift_p,
                          "dm_statistic": v.diebold_mariano.statistic, "dm_p_value": v.diebold_mariano.p_value,
                          "seeds_needed": v.seeds_needed.n, "n_times": v.n_times})
     warn = [{"kind": w.kind, "pipelines": " ".join(w.pipelines), "message": w.message} for w in comparison.warnings]

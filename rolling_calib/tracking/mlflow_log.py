@@ -11,8 +11,10 @@ Layout in MLflow (experiment = the store's ``experiment_name`` unless given)::
     │                                            the seed say "per window" / "per seed");
     │                                            metrics: mean and std over seeds of QL, CQL, IC, ICIR,
     │                                            Rank IC; per compared pipeline OTHER and metric M:
-    │                                            diff.OTHER.M, ci_low.OTHER.M, ci_high.OTHER.M, dm_p.OTHER.M,
-    │                                            seeds_needed.OTHER.M; tags: verdict.OTHER.M (better | worse |
+    │                                            diff.OTHER.M, ci_low.OTHER.M, ci_high.OTHER.M,
+    │                                            seeds_needed.OTHER.M, timeseries_dm_p.OTHER.M (the
+    │                                            Diebold-Mariano p of the seed-averaged differential:
+    │                                            a time-series detail, not the verdict's); tags: verdict.OTHER.M (better | worse |
     │                                            undetermined, this pipeline against OTHER), warning.KIND
     │                                            (the guard's message), config hash, store
     ├── <pipeline> seed<k>           nested run  params: the resolved configuration with this seed;
@@ -374,7 +376,7 @@ def _window_of(periods: pd.DataFrame, window: Mapping[str, Any]) -> pd.DataFrame
 
 # --------------------------------------------------------------------------- the comparison
 def _verdict_entries(comparison: StoreComparison, pipeline: str) -> tuple[dict[str, str], list[tuple[str, float, int]]]:
-    """Tags ``verdict.OTHER.M`` and metrics ``diff/ci_low/ci_high/dm_p/seeds_needed.OTHER.M`` of ``pipeline``.
+    """Tags ``verdict.OTHER.M`` and metrics ``diff/ci_low/ci_high/seeds_needed/timeseries_dm_p.OTHER.M`` of ``pipeline``.
 
     Seen from ``pipeline``: the difference is ``mean(pipeline) - mean(OTHER)``, so for the pair's
     second pipeline the difference and interval of ``compare --json`` are negated (exactly).
@@ -390,8 +392,9 @@ def _verdict_entries(comparison: StoreComparison, pipeline: str) -> tuple[dict[s
             tags[f"verdict.{other}.{metric}"] = ("undetermined" if v.winner is None else
                                                  "better" if v.winner == pipeline else "worse")
             diff, low, high = (v.difference, v.ci_low, v.ci_high) if first else (-v.difference, -v.ci_high, -v.ci_low)
-            values = {"diff": diff, "ci_low": low, "ci_high": high, "dm_p": v.diebold_mariano.p_value,
-                      "seeds_needed": v.seeds_needed.n}
+            values = {"diff": diff, "ci_low": low, "ci_high": high, "seeds_needed": v.seeds_needed.n,
+                      # a time-series detail, not the verdict's p-value: it ignores persistent seed offsets
+                      "timeseries_dm_p": v.diebold_mariano.p_value}
             metrics += [(f"{name}.{other}.{metric}", float(value), 0) for name, value in values.items() if _finite(value)]
     return tags, metrics
 
@@ -408,10 +411,13 @@ def _verdict_note(comparison: StoreComparison, pipeline: str | None = None) -> s
     rows = [r for r in comparison.verdict_rows() if pipeline is None or pipeline in r["pair"].split(" vs ")]
     if not rows:
         return ""
-    table = format_table([[r["pair"], r["metric"], r["verdict"], r["difference"], r["interval"], r["dm_p"]]
-                          for r in rows], ["pair", "metric", "verdict", "difference", "interval", "DM p"],
+    table = format_table([[r["pair"], r["metric"], r["verdict"], r["difference"], r["interval"], r["seeds"]]
+                          for r in rows], ["pair", "metric", "verdict", "difference", "interval", "seeds to decide"],
                          style="markdown")
-    return f"Verdicts at {comparison.confidence:.0%} (difference = first minus second pipeline):\n\n{table}"
+    question = ("over seeds and the market's future" if comparison.target == "future"
+                else "over seeds, on the evaluated days")
+    return (f"Verdicts at {comparison.confidence:.0%} {question} (difference = first minus second "
+            f"pipeline):\n\n{table}")
 
 
 def _summary_metrics(scores: StoreScores, comparison: StoreComparison | None, pipeline: str,

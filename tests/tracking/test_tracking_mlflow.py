@@ -313,7 +313,7 @@ def test_pipeline_runs_log_the_verdicts_exactly_as_compare_prints_them(run_store
             word = {None: ("undetermined", "undetermined"), a: ("better", "worse"), b: ("worse", "better")}[v["winner"]]
             assert (first.tags[f"verdict.{b}.{metric}"], second.tags[f"verdict.{a}.{metric}"]) == word
             if v["diebold_mariano"]["p_value"] is not None:
-                assert first.metrics[f"dm_p.{b}.{metric}"] == v["diebold_mariano"]["p_value"]
+                assert first.metrics[f"timeseries_dm_p.{b}.{metric}"] == v["diebold_mariano"]["p_value"]
     for row in printed["pipelines"]:
         for key in ("ic_mean", "ic_std", "rank_ic_mean", "rank_ic_std", "cql_mean", "ql_std"):
             assert parents[row["pipeline"]].metrics[key] == row[key]

@@ -1,0 +1,344 @@
+"""Compute to a verdict: seeds in batches, each pair stopped once it is decided, with error rates that hold.
+
+A comparison looks at its pipelines after every batch of seeds (the *looks*). Looking again and
+stopping at the first decision inflates the false-decision rate (replayed on the real daily store:
+27% of identical pairs decided at a nominal 5%). This module spends the error rate over the looks
+instead, and stops a pair for four reasons:
+
+``better`` / ``worse``
+    the verdict's interval (:func:`rolling_calib.core.verdict.decide`, same target and t quantile)
+    at the look's *spent* level excludes 0;
+``equivalent``
+    (only with a ``margin``) that interval lies inside ``(-margin, margin)``;
+``undecidable``
+    the market-time part alone (seed noise removed) keeps the interval over the gap even with
+    infinitely many seeds, at the gap's optimistic end (the measured gap plus one standard error
+    of the seeds' part at this look): more seeds cannot help;
+``undetermined``
+    the budget is spent, or (futility) the predictive chance of deciding by ``max_seeds`` is below
+    ``futility`` (20%): :func:`rolling_calib.core.verdict.predictive_probability`, which averages
+    over the gap's uncertainty at this look (the seeds still to come, on the same days).
+
+**Error control across looks: alpha spending** (Lan and DeMets 1983) with the O'Brien-Fleming-type
+function ``alpha(u) = 2 - 2 Phi(z_{1-alpha/2} / sqrt(u))`` on the *information fraction* ``u_j =
+V_max / V_j`` (``V_j`` the verdict's variance at look ``j``, ``V_max`` its prediction at
+``max_seeds``: ``S / max_seeds + v_time``). Seeds are added to the same days, so for nested seed
+sets ``Cov(D_i, D_j) = Var(D_j)`` (``i < j``): the standardised statistics have the canonical
+joint law of a Brownian motion observed at the information times, with or without a market-time
+part. The boundary ``c_j`` solves ``P(|Z_1| <= c_1, ..., |Z_{j-1}| <= c_{j-1}, |Z_j| > c_j) =
+alpha(u_j) - alpha(u_{j-1})`` under that law (the Armitage-McPherson-Rowe recursion, numerically
+integrated on a grid), and
+the look's verdict uses the t quantile at the nominal level ``2 (1 - Phi(c_j))`` -- the verdict's
+own Student t with its degrees of freedom. The futility and undecidable stops are non-binding: they
+only ever stop a pair *without* a decision, so they cannot raise the false-decision rate.
+
+**Across pairs: Bonferroni** -- each pair spends ``alpha / m`` for ``m`` pairs (valid under any
+dependence between pairs; conservative when pairs share pipelines).
+
+Assumptions: the verdict's interval is valid at a fixed sample (measured by
+``bench/verdict_calibration.py``); the information fraction uses estimated variances (the usual
+information-based monitoring); seeds are exchangeable (a random order of the seeds is a random
+sample).
+
+Examples
+--------
+Two pipelines 1 standard deviation of a run apart, 20 seeds each; A/A (identical) too:
+
+>>> from rolling_calib.core.verdict import LossPanel
+>>> rng = np.random.default_rng(0)
+>>> day = rng.normal(0, 0.2, 60)
+>>> def panel(shift):
+...     return LossPanel.from_arrays(seeds=range(20), total=10 + day + shift + rng.normal(0, 1, (20, 1))
+...                                  + rng.normal(0, 1, (20, 60)))
+>>> r = replay({"a": panel(-2.0), "b": panel(0.0)}, first=3, batch=2, max_seeds=20)
+>>> r.outcomes[("a", "b")], r.seeds_used["a"] < 20
+('better', True)
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from rolling_calib.core.resampling import DEFAULT, Resampling
+from rolling_calib.core.validation import CONFIDENCE, POSITIVE_INT, TARGET, Interval, validate_params
+from rolling_calib.core.verdict import LossPanel, decide, predictive_probability
+
+__all__ = ["OUTCOMES", "Look", "SequentialResult", "boundaries", "obrien_fleming_spending", "replay"]
+
+#: What a pair can end as (``a`` against ``b``).
+OUTCOMES = ("better", "worse", "equivalent", "undecidable", "undetermined")
+#: Futility: stop (undetermined) when the predictive chance to decide by the budget is below this.
+FUTILITY = 0.20
+#: The spending function used unless another is named.
+SPENDING_DEFAULT = "hwang-shih-decani"
+_GRID = 401
+#: The spending functions by name.
+SPENDING: dict[str, Any] = {}
+
+
+def hwang_shih_decani_spending(u: float, alpha: float, gamma: float = -2.0) -> float:
+    """Hwang-Shih-DeCani spending ``alpha (1 - exp(-gamma u)) / (1 - exp(-gamma))`` (gamma -2: between Pocock's
+    early stops and O'Brien-Fleming's late ones).
+
+    >>> round(hwang_shih_decani_spending(1.0, 0.05), 6), round(hwang_shih_decani_spending(0.25, 0.05), 5)
+    (0.05, 0.00508)
+    """
+    if u <= 0:
+        return 0.0
+    u = min(u, 1.0)
+    return float(alpha * (1.0 - math.exp(-gamma * u)) / (1.0 - math.exp(-gamma)))
+
+
+def obrien_fleming_spending(u: float, alpha: float) -> float:
+    """Lan-DeMets O'Brien-Fleming-type spending ``2 - 2 Phi(z_{1-alpha/2} / sqrt(u))`` (0 at 0, ``alpha`` at 1).
+
+    >>> round(obrien_fleming_spending(1.0, 0.05), 6), round(obrien_fleming_spending(0.25, 0.05), 6)
+    (0.05, 8.9e-05)
+    """
+    if u <= 0:
+        return 0.0
+    u = min(u, 1.0)
+    return float(2.0 - 2.0 * stats.norm.cdf(stats.norm.ppf(1 - alpha / 2) / math.sqrt(u)))
+
+
+SPENDING.update({"obrien-fleming": obrien_fleming_spending, "hwang-shih-decani": hwang_shih_decani_spending})
+
+
+@functools.lru_cache(maxsize=4096)
+def _state(fractions: tuple[float, ...], alpha: float, spending: str) -> tuple[tuple[float, ...], Any, Any, float]:
+    """Armitage-McPherson-Rowe recursion on a grid: the boundaries so far, the continuation grid of the score
+    ``S_j = Z_j sqrt(u_j)`` (Brownian motion at the information times), its sub-density over the paths not
+    yet stopped, and the error spent. Cached by prefix, so each new look adds one step."""
+    from scipy.optimize import brentq
+
+    if not fractions:
+        return (), None, None, 0.0
+    bounds, grid, dens, spent = _state(fractions[:-1], alpha, spending)
+    u = fractions[-1]
+    prev_u = fractions[-2] if len(fractions) > 1 else 0.0
+    target = SPENDING[spending](u, alpha) - spent
+    delta = max(u - prev_u, 1e-12)
+    sd = math.sqrt(delta)
+    if target <= 1e-15:
+        c = math.inf
+    elif grid is None:
+        c = float(stats.norm.isf(target / 2))
+    else:
+        def cross(c_: float) -> float:
+            edge = c_ * math.sqrt(u)
+            tail = stats.norm.sf((edge - grid) / sd) + stats.norm.cdf((-edge - grid) / sd)
+            return float(np.trapz(dens * tail, grid)) - target
+
+        c = 0.0 if cross(0.0) < 0 else float(brentq(cross, 0.0, 40.0, xtol=1e-8))
+    edge = c * math.sqrt(u) if math.isfinite(c) else 10.0 * math.sqrt(u)
+    new_grid = np.linspace(-edge, edge, _GRID)
+    if grid is None:
+        new_dens = stats.norm.pdf(new_grid, scale=math.sqrt(u))
+    else:
+        kernel = np.exp(-0.5 * ((new_grid[:, None] - grid[None, :]) / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
+        new_dens = np.trapz(kernel * dens[None, :], grid, axis=1)
+    return bounds + (c,), new_grid, new_dens, spent + (target if math.isfinite(c) else 0.0)
+
+
+def _boundaries(fractions: tuple[float, ...], alpha: float, spending: str) -> tuple[float, ...]:
+    return _state(fractions, alpha, spending)[0]
+
+
+def boundaries(fractions: Any, *, alpha: float = 0.05, spending: str = "obrien-fleming") -> np.ndarray:
+    """Two-sided z boundaries at the information ``fractions`` (increasing, last <= 1) spending ``alpha``.
+
+    >>> b = boundaries([0.25, 0.5, 0.75, 1.0])
+    >>> b.round(2).tolist()     # Lan-DeMets O'Brien-Fleming type: strict early, near 1.96 at the end
+    [3.92, 2.77, 2.3, 2.04]
+    """
+    fr = tuple(float(min(max(f, 1e-9), 1.0)) for f in np.atleast_1d(fractions))
+    if any(b < a for a, b in zip(fr, fr[1:])):
+        fr = tuple(np.maximum.accumulate(fr))
+    return np.asarray(_boundaries(fr, float(alpha), spending))
+
+
+@dataclass(frozen=True)
+class Look:
+    """One look at one pair: seeds per pipeline, the verdict's difference and spent-level interval."""
+
+    pair: tuple[str, str]
+    seeds: int
+    fraction: float
+    boundary: float
+    level: float
+    difference: float
+    ci_low: float
+    ci_high: float
+    outcome: str
+    why: str
+
+
+@dataclass(frozen=True)
+class SequentialResult:
+    """Result of :func:`replay`: per pair the outcome, the look it stopped at and why; seeds per pipeline.
+
+    Attributes
+    ----------
+    outcomes : dict[(str, str), str]
+        One of :data:`OUTCOMES`, ``a`` against ``b``.
+    stopped : dict[(str, str), Look]
+        The look each pair stopped at.
+    seeds_used : dict[str, int]
+        Seeds each pipeline ran.
+    full_grid : int
+        ``max_seeds``: seeds per pipeline without stopping.
+    looks : list of Look
+        Every look at every pair, in order.
+    """
+
+    outcomes: dict[tuple[str, str], str]
+    stopped: dict[tuple[str, str], Look]
+    seeds_used: dict[str, int]
+    full_grid: int
+    looks: list[Look] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fraction_of_grid(self) -> float:
+        """Seeds run over the full grid's (every pipeline at ``max_seeds``)."""
+        return sum(self.seeds_used.values()) / (self.full_grid * len(self.seeds_used))
+
+    def to_dict(self) -> dict[str, Any]:
+        from rolling_calib.core.jsonable import jsonable
+
+        return jsonable({
+            "outcomes": {f"{a} vs {b}": o for (a, b), o in self.outcomes.items()},
+            "stopped": {f"{a} vs {b}": vars(look) for (a, b), look in self.stopped.items()},
+            "seeds_used": self.seeds_used, "full_grid": self.full_grid,
+            "fraction_of_grid": self.fraction_of_grid, "settings": self.settings,
+        })
+
+
+def _first(panel: LossPanel, order: np.ndarray, n: int) -> LossPanel:
+    return panel.select(seeds=order[:n])
+
+
+def _decide_look(a: LossPanel, b: LossPanel, names: tuple[str, str], *, alpha: float, max_seeds: int,
+                 previous: tuple[float, ...], orientation: str, target: str, margin: float | None,
+                 futility: float, spending: str) -> tuple[Look, tuple[float, ...]]:
+    """The verdict at this look: information fraction, spent boundary, outcome."""
+    k = min(a.n_seeds, b.n_seeds)
+    v = decide(a, b, names=names, orientation=orientation, resampling=Resampling(target=target))   # the parts
+    cv = v.variance
+    v_now = cv.var
+    v_max = cv.per_seed_var / max_seeds + cv.var_time
+    u = 1.0 if k >= max_seeds or not v_now > 0 else float(min(max(v_max / v_now, 1e-6), 1.0))
+    fractions = previous + (u,)
+    c = float(boundaries(fractions, alpha=alpha, spending=spending)[-1])
+    level = 1.0 - 2.0 * float(stats.norm.sf(c)) if math.isfinite(c) else 1.0 - 1e-12
+    level = min(max(level, 1e-6), 1.0 - 1e-12)
+    half = cv.half_width(level)          # the verdict's own t interval, at the spent level
+    d = v.difference
+    low, high = d - half, d + half
+    lower_wins = orientation == "lower"
+    outcome, why = "open", ""
+    if (high < 0 if lower_wins else low > 0):
+        outcome, why = "better", f"interval at the spent level {level:.4f} excludes 0"
+    elif (low > 0 if lower_wins else high < 0):
+        outcome, why = "worse", f"interval at the spent level {level:.4f} excludes 0"
+    elif margin is not None and -margin < low and high < margin:
+        outcome, why = "equivalent", f"interval at the spent level {level:.4f} inside ±{margin:g}"
+    elif k >= max_seeds:
+        outcome, why = "undetermined", f"budget of {max_seeds} seeds spent"
+    else:
+        # non-binding stops, judged at an optimistic gap: the measured one plus one standard error of the seeds
+        final_level = 1.0 - alpha
+        optimistic = abs(d) + math.sqrt(max(cv.var_seeds, 0.0))
+        t_time = float(stats.t.ppf(0.5 + final_level / 2, cv.df_time)) if cv.var_time > 0 else 0.0
+        chance = predictive_probability(gap=d, n=max_seeds, k=k, per_seed_var=cv.per_seed_var,
+                                        time_variance=cv.var_time, time_df=cv.df_time, confidence=final_level)
+        if t_time * math.sqrt(max(cv.var_time, 0.0)) >= optimistic:
+            outcome, why = "undecidable", ("the market-time part alone keeps the interval over the gap, even at "
+                                           "the gap's optimistic end")
+        elif chance < futility:
+            outcome, why = "undetermined", (f"{chance:.0%} predictive chance to decide by {max_seeds} seeds "
+                                            "(futility)")
+    look = Look(names, k, u, c, level, d, low, high, outcome, why)
+    return look, fractions
+
+
+@validate_params({"confidence": CONFIDENCE, "first": POSITIVE_INT, "batch": POSITIVE_INT,
+                  "max_seeds": POSITIVE_INT, "target": TARGET, "futility": Interval(float, 0, 1)})
+def replay(panels: Mapping[str, LossPanel], *, first: int, batch: int, max_seeds: int,
+           confidence: float = DEFAULT.confidence,
+           orientation: str = "lower", order_seed: int = 0, target: str = "future", margin: float | None = None,
+           pairs: list[tuple[str, str]] | None = None, futility: float = FUTILITY,
+           spending: str = SPENDING_DEFAULT) -> SequentialResult:
+    """Replay the stopping rule on finished panels: seeds revealed ``first``, then ``batch`` at a time.
+
+    Parameters
+    ----------
+    panels : dict[str, LossPanel]
+        Each pipeline's finished panel (its seeds in any order; every pipeline should hold the same
+        seeds, so pairs are compared seed for seed).
+    first, batch, max_seeds : int
+        Seeds per pipeline at the first look, added per look, and the budget.
+    confidence : float
+        ``1 - alpha`` over all looks and pairs.
+    orientation : {"lower", "higher"}
+    order_seed : int
+        Seed of the random order in which seeds are revealed (the same order for every pipeline).
+    target : {"future", "period"}
+    margin : float, optional
+        Equivalence margin in the metric's unit.
+    pairs : list of (str, str), optional
+        Default: every pair of pipelines.
+    futility : float
+        Stop a pair undetermined when its chance to decide by ``max_seeds`` is below this.
+
+    Returns
+    -------
+    SequentialResult
+    """
+    names = list(panels)
+    if first < 2 or batch < 1 or max_seeds < first:
+        raise ValueError(f"first >= 2, batch >= 1 and max_seeds >= first expected, found first={first}, "
+                         f"batch={batch}, max_seeds={max_seeds}")
+    common = set.intersection(*(set(p.seeds.tolist()) for p in panels.values()))
+    if len(common) < max_seeds:
+        raise ValueError(f"max_seeds: expected at most the {len(common)} seeds every pipeline ran, found {max_seeds}")
+    seeds = np.random.default_rng(order_seed).permutation(sorted(common))[:max_seeds]
+    rows = {n: np.array([int(np.flatnonzero(p.seeds == s)[0]) for s in seeds]) for n, p in panels.items()}
+    pairs = list(pairs) if pairs is not None else [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    alpha = (1.0 - confidence) / max(len(pairs), 1)
+    n_seeds = {n: min(first, max_seeds) for n in names}
+    fractions: dict[tuple[str, str], tuple[float, ...]] = {p: () for p in pairs}
+    outcomes: dict[tuple[str, str], str] = {}
+    stopped: dict[tuple[str, str], Look] = {}
+    looks: list[Look] = []
+    while True:
+        for pair in pairs:
+            if pair in outcomes:
+                continue
+            a, b = pair
+            k = min(n_seeds[a], n_seeds[b])
+            look, fractions[pair] = _decide_look(
+                _first(panels[a], rows[a], k), _first(panels[b], rows[b], k), pair, alpha=alpha,
+                max_seeds=max_seeds, previous=fractions[pair], orientation=orientation, target=target,
+                margin=margin, futility=futility, spending=spending)
+            looks.append(look)
+            if look.outcome != "open":
+                outcomes[pair], stopped[pair] = look.outcome, look
+        open_names = {n for pair in pairs if pair not in outcomes for n in pair}
+        if not open_names:
+            break
+        for n in open_names:
+            n_seeds[n] = min(n_seeds[n] + batch, max_seeds)
+    return SequentialResult(outcomes=outcomes, stopped=stopped, seeds_used=dict(n_seeds), full_grid=max_seeds,
+                            looks=looks, settings={"first": first, "batch": batch, "max_seeds": max_seeds,
+                                                   "confidence": confidence, "order_seed": order_seed,
+                                                   "target": target, "margin": margin, "futility": futility,
+                                                   "spending": spending,
+                                                   "pairs": "Bonferroni"})
