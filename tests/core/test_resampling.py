@@ -70,7 +70,7 @@ def test_the_value_records_itself_and_refuses_bad_settings():
         Resampling(n_boot=100_001)
     with pytest.raises(ValueError, match=r"^n_boot: .*found True"):
         Resampling(n_boot=True)
-    with pytest.raises(ValueError, match=r"^seed: expected a non-negative int, found -1$"):
+    with pytest.raises(ValueError, match=r"^seed: expected a non-negative integer seed below 2\*\*32 .*, found -1$"):
         Resampling(seed=-1)
     with pytest.raises(ValueError, match=r"^block_size: expected None or a mean block length >= 1"):
         r.replace(block_size=0.0)
