@@ -115,8 +115,9 @@ def _ratio(diagnosis, name: str) -> dict:
             "headline": d.assessment.headline}
 
 
-def analyse(cell: Cell, store: Path, *, n_boot: int) -> list[dict]:
+def analyse(cell: Cell, store: Path, *, n_boot: int, target: str = "future") -> list[dict]:
     """One row per (label scored, compared pair) of a trained store."""
+    from rolling_calib.core.resampling import Resampling
     from rolling_calib.analysis.comparison import compare_store
     from rolling_calib.analysis.diagnostics import diagnose_store
     from rolling_calib.analysis.scoring import score_store
@@ -132,8 +133,9 @@ def analyse(cell: Cell, store: Path, *, n_boot: int) -> list[dict]:
         if label == "learn" and scores.learned_labels and all(lab.unit != "normalised"
                                                                for lab in scores.learned_labels.values()):
             continue   # the learned label is the raw one: the raw row says it all
-        comparison = compare_store(scores, n_boot=n_boot)
-        diagnosis = diagnose_store(store, scores=scores, n_boot=n_boot)
+        resampling = Resampling(n_boot=n_boot, target=target)
+        comparison = compare_store(scores, resampling=resampling)
+        diagnosis = diagnose_store(store, scores=scores, resampling=resampling)
         values = {n: scores.scores_of(n) for n in scores.pipelines}
         for pair, pv in zip(comparison.pairs, comparison.verdicts):
             held = split_seed_accuracy(values, [(pair.better, pair.worse)], metrics=["ql", "cql"], ground_truth="ql")
@@ -148,7 +150,9 @@ def analyse(cell: Cell, store: Path, *, n_boot: int) -> list[dict]:
                 "held_out": {m: {"accuracy": float(held.loc[m, "split_accuracy"]), "low": float(held.loc[m, "split_low"]),
                                  "high": float(held.loc[m, "split_high"])} for m in ("ql", "cql")},
                 "verdicts": {m: {"outcome": v.outcome, "winner": v.winner, "difference": v.difference,
-                                 "ci_low": v.ci_low, "ci_high": v.ci_high, "dominant": v.dominant_uncertainty}
+                                 "ci_low": v.ci_low, "ci_high": v.ci_high, "dominant": v.dominant_uncertainty,
+                                 "target": v.target, "seeds_needed": v.seeds_needed.n,
+                                 "seeds_reason": v.seeds_needed.reason}
                              for m, v in pv.verdicts.items()},
                 "ground_truth_determined": pv.ground_truth_determined,
                 "in_sample": {m: {"accuracy": pair.accuracies[m].accuracy, "low": pair.accuracies[m].ci_low,
@@ -158,6 +162,16 @@ def analyse(cell: Cell, store: Path, *, n_boot: int) -> list[dict]:
                 "warnings": sorted({w.kind for w in comparison.warnings}),
             })
     return rows
+
+
+def _verdict_cell(v: dict) -> str:
+    """``winner (n seeds)``: the verdict and the seeds per pipeline that give an 80% chance to decide."""
+    if not v:
+        return "n/a"
+    n = v.get("seeds_needed")
+    seeds = f"{n} seeds" if n is not None else ("none suffices" if "market-time" in (v.get("seeds_reason") or "")
+                                                 else "> 1000 seeds")
+    return f"{v.get('winner') or 'undetermined'} ({seeds})"
 
 
 def _f(x: float, d: int = 2) -> str:
@@ -181,11 +195,11 @@ def markdown(rows: list[dict]) -> str:
                      r["seeds"], ratio,
                      f"{_f(held['ql']['accuracy'])} [{_f(held['ql']['low'])}, {_f(held['ql']['high'])}]",
                      f"{_f(held['cql']['accuracy'])} [{_f(held['cql']['low'])}, {_f(held['cql']['high'])}]",
-                     v.get("ql", {}).get("winner") or "undetermined", v.get("cql", {}).get("winner") or "undetermined",
+                     _verdict_cell(v.get("ql", {})), _verdict_cell(v.get("cql", {})),
                      ", ".join(sig(x, 2) for x in r["ic"].values()), ", ".join(r["warnings"]) or "none", helps])
     return format_table(body, ["frequency", "model", "label normalisation", "epochs", "label scored", "pair", "seeds",
-                               "CQL/QL seed std [95% CI]", "held-out Acc QL", "held-out Acc CQL", "QL verdict",
-                               "CQL verdict", "IC", "guards", "calibration helps"], style="markdown")
+                               "CQL/QL seed std [95% CI]", "held-out Acc QL", "held-out Acc CQL",
+                               "QL verdict (seeds to decide)", "CQL verdict (seeds to decide)", "IC", "guards", "calibration helps"], style="markdown")
 
 
 #: The source's reported pairwise accuracies, QL -> CQL (docs/method.md §3.3), by our pipeline names.
