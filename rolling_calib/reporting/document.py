@@ -164,7 +164,8 @@ def _sequential(store: Path) -> tuple[Table | None, str]:
     if cpu.get("full_grid_estimate"):
         line += (f"; {cpu['used']:.0f} CPU-s of an estimated {cpu['full_grid_estimate']:.0f} "
                  f"({cpu['full_grid_estimate'] - cpu['used']:.0f} saved)")
-    table = _table(["pair (a vs b)", "outcome", "stopped at look", "seeds per pipeline", "spent level", "why"], rows)
+    table = _table(["pair (a vs b)", "outcome", "stopped at look", "seeds per pipeline", "spent level", "why"], rows,
+                   left=2)
     table.align[-1] = "left"
     return table, line + "."
 
