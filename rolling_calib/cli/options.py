@@ -43,6 +43,8 @@ from rolling_calib.core.validation import (
     SEED,
     TRADING_DAYS,
     Constraint,
+    Interval,
+    Worded,
     explain,
 )
 from rolling_calib.execution.factory import EXECUTORS, ExecutorOptions
@@ -394,6 +396,10 @@ def score_and_compare(args: argparse.Namespace):
     return scores, comparison
 
 
+#: ``--futility``: a probability.
+_PROBABILITY = Worded(Interval(float, 0, 1), "a probability in [0, 1]")
+
+
 def _int_at_least_2(text: str) -> int:
     """``--first``: an int of at least 2 (a verdict needs two seeds)."""
     try:
@@ -421,6 +427,9 @@ def add_until_decided_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--decide-by", choices=["ql", "cql", "ic"], default="ql", help="metric that decides (default ql)")
     group.add_argument("--margin", type=float, default=None, metavar="X",
                        help="equivalence margin in the metric's unit (default: no equivalence stop)")
+    group.add_argument("--futility", type=checked(_PROBABILITY, float), default=0.2, metavar="P",
+                       help="stop a pair undetermined when its predictive chance to decide by --max-seeds is below P "
+                            "(default 0.2; 0: never)")
 
 
 def until_decided_from_args(args: argparse.Namespace):
@@ -430,4 +439,4 @@ def until_decided_from_args(args: argparse.Namespace):
     from rolling_calib.experiment.until_decided import UntilDecided
 
     return UntilDecided(first=args.first, batch=args.batch, max_seeds=args.max_seeds, decide_by=args.decide_by,
-                        margin=args.margin)
+                        margin=args.margin, futility=args.futility)

@@ -40,7 +40,7 @@ from rolling_calib.analysis.verdicts import VERDICT_METRICS, loss_panel
 from rolling_calib.config.experiment import ExperimentConfig
 from rolling_calib.core.metric_table import METRIC_TABLE
 from rolling_calib.core.resampling import Resampling
-from rolling_calib.core.sequential import SequentialState
+from rolling_calib.core.sequential import FUTILITY, SequentialState
 from rolling_calib.core.validation import ConfigError
 from rolling_calib.core.verdict import LossPanel
 from rolling_calib.execution import store as st
@@ -66,6 +66,9 @@ class UntilDecided:
         The metric whose verdict stops a pair.
     margin : float or None
         Equivalence margin in the metric's unit (None: no equivalence stop).
+    futility : float
+        Stop a pair undetermined when its predictive chance to decide by ``max_seeds`` is below this
+        (:data:`rolling_calib.core.sequential.FUTILITY`; 0: never).
 
     Examples
     --------
@@ -78,6 +81,7 @@ class UntilDecided:
     max_seeds: int = 20
     decide_by: str = "ql"
     margin: float | None = None
+    futility: float = FUTILITY
 
     def __post_init__(self) -> None:
         if self.decide_by not in DECIDE_BY:
@@ -87,6 +91,8 @@ class UntilDecided:
                              f"--first {self.first}, --batch {self.batch}, --max-seeds {self.max_seeds}")
         if self.margin is not None and not self.margin > 0:
             raise ValueError(f"--margin: expected a positive number in the metric's unit, found {self.margin}")
+        if not 0 <= self.futility <= 1:
+            raise ValueError(f"--futility: expected a probability in [0, 1], found {self.futility}")
 
 
 def _panels(days, plan: RunPlan, wanted: Mapping[str, int], metric: str) -> dict[str, LossPanel]:
@@ -170,7 +176,8 @@ def run_until_decided(config: ExperimentConfig, plan: RunPlan, *, rule: UntilDec
     pairs = [tuple(p) for p in config.compare if p[0] in names and p[1] in names] or None
     state = SequentialState(names, first=rule.first, batch=rule.batch, max_seeds=rule.max_seeds,
                             confidence=resampling.confidence, target=resampling.target,
-                            orientation=METRIC_TABLE[rule.decide_by].orientation, margin=rule.margin, pairs=pairs)
+                            orientation=METRIC_TABLE[rule.decide_by].orientation, margin=rule.margin, pairs=pairs,
+                            futility=rule.futility)
     if rule.decide_by not in VERDICT_METRICS:
         raise ValueError(f"--decide-by: {rule.decide_by!r} has no verdict")
     t0 = time.perf_counter()
