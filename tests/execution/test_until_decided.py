@@ -85,3 +85,14 @@ def test_until_decided_refuses_seeds(experiment, tmp_path, capsys):
     argv = ["run", str(experiment), "--store", str(tmp_path / "s"), "--until-decided", "--seeds", "3", "--no-tracking"]
     assert main(argv) == 2
     assert "--seeds" in capsys.readouterr().err
+
+
+def test_sweep_until_decided_stops_every_pair_of_the_grid(experiment, tmp_path, capsys):
+    store = tmp_path / "sweep"
+    argv = ["sweep", str(experiment), "--grid", "hidden_size=4,8", "--store", str(store), "--until-decided",
+            "--first", "2", "--max-seeds", "3", "--margin", "1e9", "--workers", "1", "--no-tracking", "--json"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    path = read_path(store)
+    assert path["done"] and set(path["outcomes"].values()) == {"equivalent"}
+    assert set(path["seeds_used"].values()) == {2} and path["units"]["used"] == 2 * 2 * 2
