@@ -221,10 +221,6 @@ class SequentialResult:
         })
 
 
-def _first(panel: LossPanel, order: np.ndarray, n: int) -> LossPanel:
-    return panel.select(seeds=order[:n])
-
-
 def _decide_look(a: LossPanel, b: LossPanel, names: tuple[str, str], *, alpha: float, max_seeds: int,
                  previous: tuple[float, ...], orientation: str, target: str, margin: float | None,
                  futility: float, spending: str) -> tuple[Look, tuple[float, ...]]:
@@ -356,7 +352,7 @@ class SequentialState:
                     raise ValueError(f"panel {n!r}: expected at least {k} seeds at look {self.n_looks + 1}, "
                                      f"found {panels[n].n_seeds}")
             look, self.fractions[pair] = _decide_look(
-                _first(panels[a], np.arange(k), k), _first(panels[b], np.arange(k), k), pair, alpha=self.alpha,
+                panels[a].select(seeds=np.arange(k)), panels[b].select(seeds=np.arange(k)), pair, alpha=self.alpha,
                 max_seeds=self.max_seeds, previous=self.fractions[pair], orientation=self.orientation,
                 target=self.target, margin=self.margin, futility=self.futility, spending=self.spending)
             out.append(look)
