@@ -106,6 +106,16 @@ def _rate(hits: list[bool]) -> tuple[float, float]:
     return p, math.sqrt(p * (1 - p) / x.size)
 
 
+def _wrong(rec: dict[str, Any], method: str, effect: float | str) -> bool:
+    """A decision against the true direction; on a real store's pair (``effect`` names it), against the full
+    grid's decision (no wrong direction where the full grid did not decide)."""
+    outcome = rec[method][0]
+    if isinstance(effect, str):
+        truth = rec["full_grid"][0]
+        return truth in ("better", "worse") and outcome in ("better", "worse") and outcome != truth
+    return outcome == ("worse" if effect > 0 else "better") if effect != 0 else False
+
+
 def summarise(records: list[dict[str, Any]], max_seeds: int) -> list[dict[str, Any]]:
     """Per (effect, method): decided, wrong direction, agreement with the full grid, seeds used / full grid."""
     rows = []
@@ -114,9 +124,9 @@ def summarise(records: list[dict[str, Any]], max_seeds: int) -> list[dict[str, A
         recs = [r for r in records if r["effect"] == effect]
         for m in METHODS:
             decided = [r[m][0] in ("better", "worse") for r in recs]
-            wrong = [r[m][0] == ("worse" if effect > 0 else "better") if effect != 0 else False for r in recs]
+            wrong = [_wrong(r, m, effect) for r in recs]
             agree = [_decision(r[m][0]) == _decision(r["full_grid"][0]) for r in recs]
-            used = np.asarray([r[m][1] / max_seeds for r in recs], dtype=float)
+            used = np.asarray([r[m][1] / r.get("max_seeds", max_seeds) for r in recs], dtype=float)
             row = {"effect_se": effect, "method": m, "n": len(recs)}
             row["decided"], row["decided_mcse"] = _rate(decided)
             row["wrong_direction"], row["wrong_mcse"] = _rate(wrong)
@@ -176,6 +186,7 @@ def store_replays(store: str, *, metric: str, orders: int, first: int, batch: in
                 rec = replay_pair(panels[a], panels[b], first=first, batch=batch, max_seeds=m, target=target,
                                   order_seed=o)
                 rec["effect"] = f"{a} vs {b}"
+                rec["max_seeds"] = m
                 records.append(rec)
     return records
 

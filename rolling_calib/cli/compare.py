@@ -7,6 +7,7 @@ import contextlib
 import json
 import sys
 
+from rolling_calib.analysis.sequential_path import format_path, read_path
 from rolling_calib.cli.errors import command_errors
 from rolling_calib.cli.options import add_output_arguments, add_scoring_arguments, add_store_argument, score_and_compare
 
@@ -14,11 +15,14 @@ from rolling_calib.cli.options import add_output_arguments, add_scoring_argument
 @command_errors("compare")
 def handle(args: argparse.Namespace) -> int:
     with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
-        _, comparison = score_and_compare(args)
+        scores, comparison = score_and_compare(args)
+        path = read_path(scores.store)
     if args.json:
-        print(json.dumps(comparison.to_dict(), indent=2))
+        print(json.dumps({**comparison.to_dict(), **({"sequential": path} if path else {})}, indent=2))
     else:
         print(comparison.format())
+        if path:   # the store was run --until-decided: where and why each pair stopped, compute saved
+            print("\n" + format_path(path))
     return 0
 
 

@@ -41,6 +41,8 @@ from rolling_calib.core.validation import (
     SEED,
     TRADING_DAYS,
     Constraint,
+    Interval,
+    Worded,
     explain,
 )
 from rolling_calib.core.validation import GPUS, RETRIES, SEED_COUNT, THREADS, WORKERS  # upper bounds (issue 30)
@@ -391,3 +393,49 @@ def score_and_compare(args: argparse.Namespace):
     scores = score_with_options(args, progress=show_progress(args))
     comparison = compare_store(scores, resampling=resampling_from_args(args))
     return scores, comparison
+
+
+#: ``--futility``: a probability.
+_PROBABILITY = Worded(Interval(float, 0, 1), "a probability in [0, 1]")
+
+
+def _int_at_least_2(text: str) -> int:
+    """``--first``: an int of at least 2 (a verdict needs two seeds)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < 2:
+        raise argparse.ArgumentTypeError(f"expected an int >= 2, found {text!r}")
+    return value
+
+
+def add_until_decided_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--until-decided`` and its rule's settings (:class:`rolling_calib.experiment.until_decided.UntilDecided`)."""
+    group = parser.add_argument_group(
+        "compute to a verdict", "With --until-decided: train --first seeds per pipeline, then --batch more only for "
+        "pipelines in an undecided pair, until every pair is decided, equivalent, undecidable or out of --max-seeds "
+        "(error rates held over the looks); the path is recorded in STORE/sequential.json.")
+    group.add_argument("--until-decided", action="store_true", help="stop training seeds once the pairs are decided")
+    group.add_argument("--first", type=_int_at_least_2, default=3,
+                       metavar="N", help="seeds per pipeline at the first look (default 3)")
+    group.add_argument("--batch", type=checked(POSITIVE_INT, int), default=2, metavar="N",
+                       help="seeds added per look (default 2)")
+    group.add_argument("--max-seeds", type=checked(POSITIVE_INT, int), default=20, metavar="N",
+                       help="seed budget per pipeline: seeds 0..N-1 (default 20)")
+    group.add_argument("--decide-by", choices=["ql", "cql", "ic"], default="ql", help="metric that decides (default ql)")
+    group.add_argument("--margin", type=float, default=None, metavar="X",
+                       help="equivalence margin in the metric's unit (default: no equivalence stop)")
+    group.add_argument("--futility", type=checked(_PROBABILITY, float), default=0.2, metavar="P",
+                       help="stop a pair undetermined when its predictive chance to decide by --max-seeds is below P "
+                            "(default 0.2; 0: never)")
+
+
+def until_decided_from_args(args: argparse.Namespace):
+    """The run's :class:`~rolling_calib.experiment.until_decided.UntilDecided` (None without ``--until-decided``)."""
+    if not getattr(args, "until_decided", False):
+        return None
+    from rolling_calib.experiment.until_decided import UntilDecided
+
+    return UntilDecided(first=args.first, batch=args.batch, max_seeds=args.max_seeds, decide_by=args.decide_by,
+                        margin=args.margin, futility=args.futility)

@@ -16,9 +16,11 @@ from rolling_calib.cli.options import (
     add_seeds_argument,
     add_store_argument,
     add_tracking_arguments,
+    add_until_decided_arguments,
     executor_options,
     overrides,
     show_progress,
+    until_decided_from_args,
 )
 
 
@@ -50,13 +52,17 @@ def _run(args: argparse.Namespace) -> dict | str:
     config = load_experiment(args.config, overrides=overrides(args))
     options = RunOptions(store=args.store, pipelines=args.pipelines, seeds=args.seeds, executor=executor,
                          tracking_uri=args.tracking_uri, track=not args.no_tracking, score=False,
-                         progress=show_progress(args))
+                         progress=show_progress(args), until_decided=until_decided_from_args(args))
     if not args.json:
         print(f"{args.config} -> {args.store} ({args.executor}, {executor.workers or 1} worker(s), "
               f"{args.threads} thread(s) each)", file=sys.stderr)
     outcome = run_experiment(config, options)
     summary = outcome.summary
     result = summary.to_dict()
+    if options.until_decided is not None:
+        from rolling_calib.analysis.sequential_path import read_path
+
+        result["sequential"] = read_path(outcome.plan.store)
     if outcome.tracking_uri is not None:
         result["tracking_uri"] = outcome.tracking_uri
     if outcome.tracking_message:
@@ -71,6 +77,10 @@ def _run(args: argparse.Namespace) -> dict | str:
         f"{result['rows_dropped_unlabelled']} prediction(s) without a label dropped, {summary.seconds:.1f} s.\n"
         f"Next: rolling-calib compare --store {outcome.plan.store}"
     )
+    if result.get("sequential"):
+        from rolling_calib.analysis.sequential_path import format_path
+
+        text += "\n" + format_path(result["sequential"])
     if outcome.tracking_uri is not None:
         text += f"\nMLflow: {outcome.tracking_uri}"
     if outcome.tracking_message:  # a repaired tracking database, or why tracking failed
@@ -107,5 +117,6 @@ def register(subparsers) -> None:
     add_overrides_argument(parser)
     add_execution_arguments(parser)
     add_tracking_arguments(parser)
+    add_until_decided_arguments(parser)
     add_output_arguments(parser, json_prints="the run summary")
     parser.set_defaults(func=handle)

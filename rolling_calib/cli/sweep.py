@@ -20,10 +20,12 @@ from rolling_calib.cli.options import (
     add_seeds_argument,
     add_store_argument,
     add_tracking_arguments,
+    add_until_decided_arguments,
     executor_options,
     overrides,
     resampling_from_args,
     show_progress,
+    until_decided_from_args,
 )
 from rolling_calib.core.jsonable import jsonable
 
@@ -76,6 +78,7 @@ def register(subparsers) -> None:
     add_execution_arguments(parser)
     add_bootstrap_arguments(parser)
     add_tracking_arguments(parser)
+    add_until_decided_arguments(parser)
     add_output_arguments(parser, json_prints="the ranking, the matrices, the run and the written files instead of "
                                              "the tables")
     parser.set_defaults(func=handle)
@@ -116,7 +119,8 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
     experiment = sweep_experiment(config, pipelines)
     store = _store(args)
     options = RunOptions(store=store, seeds=args.seeds, executor=executor, tracking_uri=args.tracking_uri,
-                         track=not args.no_tracking, progress=show_progress(args))
+                         track=not args.no_tracking, progress=show_progress(args),
+                         until_decided=until_decided_from_args(args))
     print(f"sweep: {len(experiment.pipelines)} configurations -> {store}", file=sys.stderr)
     outcome = run_experiment(experiment, options)
     plan, summary = outcome.plan, outcome.summary

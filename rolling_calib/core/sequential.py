@@ -70,7 +70,7 @@ from rolling_calib.core.resampling import DEFAULT, Resampling
 from rolling_calib.core.validation import CONFIDENCE, POSITIVE_INT, TARGET, Interval, validate_params
 from rolling_calib.core.verdict import LossPanel, decide, predictive_probability
 
-__all__ = ["OUTCOMES", "Look", "SequentialResult", "boundaries", "obrien_fleming_spending", "replay"]
+__all__ = ["OUTCOMES", "Look", "SequentialResult", "SequentialState", "boundaries", "obrien_fleming_spending", "replay"]
 
 #: What a pair can end as (``a`` against ``b``).
 OUTCOMES = ("better", "worse", "equivalent", "undecidable", "undetermined")
@@ -221,10 +221,6 @@ class SequentialResult:
         })
 
 
-def _first(panel: LossPanel, order: np.ndarray, n: int) -> LossPanel:
-    return panel.select(seeds=order[:n])
-
-
 def _decide_look(a: LossPanel, b: LossPanel, names: tuple[str, str], *, alpha: float, max_seeds: int,
                  previous: tuple[float, ...], orientation: str, target: str, margin: float | None,
                  futility: float, spending: str) -> tuple[Look, tuple[float, ...]]:
@@ -269,6 +265,127 @@ def _decide_look(a: LossPanel, b: LossPanel, names: tuple[str, str], *, alpha: f
     return look, fractions
 
 
+class SequentialState:
+    """The stopping rule between looks: which pairs are open, how many seeds each pipeline has, the looks so far.
+
+    One implementation of the rule for :func:`replay` (finished panels, seeds revealed in a random
+    order) and for a live run (``rolling-calib run --until-decided``: the seeds trained so far).
+    :meth:`wanted` says how many seeds each pipeline needs at the next look; :meth:`look` judges
+    every open pair on the panels of those seeds and plans the next batch (``batch`` more seeds
+    for every pipeline that is still in an open pair, up to ``max_seeds``).
+
+    Parameters
+    ----------
+    names : sequence of str
+        The pipelines.
+    first, batch, max_seeds, confidence, orientation, target, margin, pairs, futility, spending
+        As in :func:`replay`.
+
+    Examples
+    --------
+    >>> s = SequentialState(["a", "b"], first=3, batch=2, max_seeds=5)
+    >>> s.wanted(), s.done
+    ({'a': 3, 'b': 3}, False)
+    """
+
+    def __init__(self, names: Any, *, first: int, batch: int, max_seeds: int,
+                 confidence: float = DEFAULT.confidence, orientation: str = "lower", target: str = "future",
+                 margin: float | None = None, pairs: list[tuple[str, str]] | None = None,
+                 futility: float = FUTILITY, spending: str = SPENDING_DEFAULT) -> None:
+        names = list(names)
+        if first < 2 or batch < 1 or max_seeds < first:
+            raise ValueError(f"first >= 2, batch >= 1 and max_seeds >= first expected, found first={first}, "
+                             f"batch={batch}, max_seeds={max_seeds}")
+        if spending not in SPENDING:
+            raise ValueError(f"spending: expected one of {', '.join(SPENDING)}, found {spending!r}")
+        self.names = names
+        self.pairs = (list(map(tuple, pairs)) if pairs is not None
+                      else [(a, b) for i, a in enumerate(names) for b in names[i + 1:]])
+        self.first, self.batch, self.max_seeds = first, batch, max_seeds
+        self.confidence, self.orientation, self.target = confidence, orientation, target
+        self.margin, self.futility, self.spending = margin, futility, spending
+        self.alpha = (1.0 - confidence) / max(len(self.pairs), 1)
+        self.n_seeds = {n: min(first, max_seeds) for n in names}
+        self.fractions: dict[tuple[str, str], tuple[float, ...]] = {p: () for p in self.pairs}
+        self.outcomes: dict[tuple[str, str], str] = {}
+        self.stopped: dict[tuple[str, str], Look] = {}
+        self.looks: list[Look] = []
+        self.n_looks = 0
+
+    @property
+    def open_pairs(self) -> list[tuple[str, str]]:
+        """The pairs not stopped yet."""
+        return [p for p in self.pairs if p not in self.outcomes]
+
+    @property
+    def open_names(self) -> list[str]:
+        """The pipelines in an open pair (the ones that get the next batch)."""
+        wanted = {n for p in self.open_pairs for n in p}
+        return [n for n in self.names if n in wanted]
+
+    @property
+    def done(self) -> bool:
+        """Every pair stopped."""
+        return not self.open_pairs
+
+    def wanted(self) -> dict[str, int]:
+        """Seeds per pipeline the next look needs: ``{name: n}`` for the pipelines in an open pair."""
+        return {n: self.n_seeds[n] for n in self.open_names}
+
+    def look(self, panels: Mapping[str, LossPanel]) -> list[Look]:
+        """Judge every open pair on ``panels`` (each pipeline's first :meth:`wanted` seeds, in the order
+        they were revealed: only the first ``n`` rows of a panel are read), then plan the next batch.
+
+        Returns
+        -------
+        list of Look
+            This look's verdict on each pair that was open.
+        """
+        if self.done:
+            raise ValueError("every pair has stopped: no look left")
+        out = []
+        for pair in self.open_pairs:
+            a, b = pair
+            k = min(self.n_seeds[a], self.n_seeds[b])
+            for n in pair:
+                if panels[n].n_seeds < k:
+                    raise ValueError(f"panel {n!r}: expected at least {k} seeds at look {self.n_looks + 1}, "
+                                     f"found {panels[n].n_seeds}")
+            look, self.fractions[pair] = _decide_look(
+                panels[a].select(seeds=np.arange(k)), panels[b].select(seeds=np.arange(k)), pair, alpha=self.alpha,
+                max_seeds=self.max_seeds, previous=self.fractions[pair], orientation=self.orientation,
+                target=self.target, margin=self.margin, futility=self.futility, spending=self.spending)
+            out.append(look)
+            if look.outcome != "open":
+                self.outcomes[pair], self.stopped[pair] = look.outcome, look
+        self.looks += out
+        self.n_looks += 1
+        for n in self.open_names:
+            self.n_seeds[n] = min(self.n_seeds[n] + self.batch, self.max_seeds)
+        return out
+
+    def used(self) -> dict[str, int]:
+        """Seeds each pipeline ran: what its last look read (its count stops growing when its pairs stop)."""
+        seen = {n: 0 for n in self.names}
+        for look in self.looks:
+            for n in look.pair:
+                seen[n] = max(seen[n], look.seeds)
+        return {n: max(seen[n], min(self.first, self.max_seeds)) for n in self.names}
+
+    def settings(self) -> dict[str, Any]:
+        """The rule's settings (recorded with its result)."""
+        return {"first": self.first, "batch": self.batch, "max_seeds": self.max_seeds,
+                "confidence": self.confidence, "target": self.target, "margin": self.margin,
+                "futility": self.futility, "spending": self.spending, "orientation": self.orientation,
+                "pairs": "Bonferroni"}
+
+    def result(self, **settings: Any) -> SequentialResult:
+        """The :class:`SequentialResult` so far (``settings`` added to the rule's)."""
+        return SequentialResult(outcomes=dict(self.outcomes), stopped=dict(self.stopped), seeds_used=self.used(),
+                                full_grid=self.max_seeds, looks=list(self.looks),
+                                settings={**self.settings(), **settings})
+
+
 @validate_params({"confidence": CONFIDENCE, "first": POSITIVE_INT, "batch": POSITIVE_INT,
                   "max_seeds": POSITIVE_INT, "target": TARGET, "futility": Interval(float, 0, 1)})
 def replay(panels: Mapping[str, LossPanel], *, first: int, batch: int, max_seeds: int,
@@ -303,42 +420,15 @@ def replay(panels: Mapping[str, LossPanel], *, first: int, batch: int, max_seeds
     SequentialResult
     """
     names = list(panels)
-    if first < 2 or batch < 1 or max_seeds < first:
-        raise ValueError(f"first >= 2, batch >= 1 and max_seeds >= first expected, found first={first}, "
-                         f"batch={batch}, max_seeds={max_seeds}")
+    state = SequentialState(names, first=first, batch=batch, max_seeds=max_seeds, confidence=confidence,
+                            orientation=orientation, target=target, margin=margin, pairs=pairs, futility=futility,
+                            spending=spending)
     common = set.intersection(*(set(p.seeds.tolist()) for p in panels.values()))
     if len(common) < max_seeds:
         raise ValueError(f"max_seeds: expected at most the {len(common)} seeds every pipeline ran, found {max_seeds}")
     seeds = np.random.default_rng(order_seed).permutation(sorted(common))[:max_seeds]
-    rows = {n: np.array([int(np.flatnonzero(p.seeds == s)[0]) for s in seeds]) for n, p in panels.items()}
-    pairs = list(pairs) if pairs is not None else [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
-    alpha = (1.0 - confidence) / max(len(pairs), 1)
-    n_seeds = {n: min(first, max_seeds) for n in names}
-    fractions: dict[tuple[str, str], tuple[float, ...]] = {p: () for p in pairs}
-    outcomes: dict[tuple[str, str], str] = {}
-    stopped: dict[tuple[str, str], Look] = {}
-    looks: list[Look] = []
-    while True:
-        for pair in pairs:
-            if pair in outcomes:
-                continue
-            a, b = pair
-            k = min(n_seeds[a], n_seeds[b])
-            look, fractions[pair] = _decide_look(
-                _first(panels[a], rows[a], k), _first(panels[b], rows[b], k), pair, alpha=alpha,
-                max_seeds=max_seeds, previous=fractions[pair], orientation=orientation, target=target,
-                margin=margin, futility=futility, spending=spending)
-            looks.append(look)
-            if look.outcome != "open":
-                outcomes[pair], stopped[pair] = look.outcome, look
-        open_names = {n for pair in pairs if pair not in outcomes for n in pair}
-        if not open_names:
-            break
-        for n in open_names:
-            n_seeds[n] = min(n_seeds[n] + batch, max_seeds)
-    return SequentialResult(outcomes=outcomes, stopped=stopped, seeds_used=dict(n_seeds), full_grid=max_seeds,
-                            looks=looks, settings={"first": first, "batch": batch, "max_seeds": max_seeds,
-                                                   "confidence": confidence, "order_seed": order_seed,
-                                                   "target": target, "margin": margin, "futility": futility,
-                                                   "spending": spending,
-                                                   "pairs": "Bonferroni"})
+    ordered = {n: p.select(seeds=np.array([int(np.flatnonzero(p.seeds == s)[0]) for s in seeds]))
+               for n, p in panels.items()}
+    while not state.done:
+        state.look(ordered)
+    return state.result(order_seed=order_seed)

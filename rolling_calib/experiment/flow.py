@@ -31,11 +31,12 @@ from rolling_calib.core.resampling import Resampling
 from rolling_calib.execution.factory import ExecutorOptions, make_executor
 from rolling_calib.execution.lock import StoreLock, check_store_path
 from rolling_calib.execution.runner import RunPlan, RunSummary, plan_run, run_plan
+from rolling_calib.experiment.until_decided import UntilDecided, run_until_decided
 
 if TYPE_CHECKING:
     from rolling_calib.tracking import TrackingOutcome
 
-__all__ = ["CompareOptions", "ExperimentResult", "RunOptions", "run_experiment", "track"]
+__all__ = ["CompareOptions", "ExperimentResult", "RunOptions", "UntilDecided", "run_experiment", "track"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,6 +79,9 @@ class RunOptions:
     report : path or None
         Write the report (:func:`~rolling_calib.reporting.document.write_report`) into this
         directory before tracking (which logs it as artifacts); needs ``compare``.
+    until_decided : UntilDecided or None
+        Train seeds in batches until every pair is decided (:mod:`rolling_calib.experiment.until_decided`;
+        its ``max_seeds`` are the run's seeds, so ``seeds`` must be None).
     """
 
     store: Path
@@ -90,6 +94,7 @@ class RunOptions:
     progress: bool = True
     compare: CompareOptions | None = field(default_factory=CompareOptions)
     report: Path | None = None
+    until_decided: UntilDecided | None = None
 
     def __post_init__(self) -> None:
         check_store_path(self.store)  # a regular file or a read-only file system: one line before anything runs
@@ -153,11 +158,20 @@ def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentR
     rolling_calib.execution.executors.UnitFailedError
         Units failed (completed ones stay in the store).
     """
-    plan = plan_run(config, store=options.store, pipelines=options.pipelines, seeds=options.seeds,
+    rule = options.until_decided
+    if rule is not None and options.seeds is not None:
+        raise ValueError("--seeds: --until-decided trains seeds 0..N-1 of --max-seeds N; drop --seeds")
+    plan = plan_run(config, store=options.store, pipelines=options.pipelines,
+                    seeds=rule.max_seeds if rule is not None else options.seeds,
                     n_threads=options.executor.threads, workers=options.executor.workers or 1)
     executor = make_executor(options.executor)
     with StoreLock(plan.store):  # one writer from the first unit to the last tracking row
-        summary = run_plan(plan, executor=executor, progress=options.progress)
+        if rule is None:
+            summary = run_plan(plan, executor=executor, progress=options.progress)
+        else:
+            resampling = (options.compare or CompareOptions()).resampling
+            summary, _ = run_until_decided(config, plan, rule=rule, executor=executor, resampling=resampling,
+                                           progress=options.progress)
         scores = tracked = None
         if options.score or options.track:
             try:

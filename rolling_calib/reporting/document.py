@@ -147,6 +147,29 @@ def _scope(scores: StoreScores, out_dir: Path, target: str = "future") -> str:
                "over seeds, on these days (target period)."))
 
 
+def _sequential(store: Path) -> tuple[Table | None, str]:
+    """The sequential path of a run ``--until-decided`` (a table per pair and a line on compute), if recorded."""
+    from rolling_calib.analysis.sequential_path import path_rows, read_path
+
+    path = read_path(store)
+    if path is None:
+        return None, ""
+    rows = [[r["pair"], r["outcome"], r["look"], r["seeds"], None if r["level"] is None else f"{r['level']:.4f}",
+             r["why"]] for r in path_rows(path)]
+    units, cpu = path["units"], path.get("cpu_seconds", {})
+    line = (f"Decided by {path['metric'].upper()}; seeds used: "
+            f"{', '.join(f'{n} {k}' for n, k in path['seeds_used'].items())} of {path['full_grid']} each; units "
+            f"{units['used']} of the full grid's {units['full_grid']} "
+            f"({units['used'] / units['full_grid']:.0%}), {units['full_grid'] - units['used']} saved")
+    if cpu.get("full_grid_estimate"):
+        line += (f"; {cpu['used']:.0f} CPU-s of an estimated {cpu['full_grid_estimate']:.0f} "
+                 f"({cpu['full_grid_estimate'] - cpu['used']:.0f} saved)")
+    table = _table(["pair (a vs b)", "outcome", "stopped at look", "seeds per pipeline", "spent level", "why"], rows,
+                   left=2)
+    table.align[-1] = "left"
+    return table, line + "."
+
+
 def _verdicts(comparison: StoreComparison) -> Table:
     rows = [[r["pair"] if r["first"] else "", *(r[k] for k in list(VERDICT_COLUMNS)[1:])]
             for r in comparison.verdict_rows()]
@@ -283,6 +306,7 @@ def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir:
 
     accuracy, hidden = _accuracies(comparison)
     schedule, provenance = _provenance(scores)
+    sequential, sequential_line = _sequential(store)
     assessments = [] if diagnosis is None else [
         {"pipeline": d.pipeline, "text": rel(d.assessment.text if d.assessment is not None else d.verdict)}
         for d in diagnosis.pipelines]
@@ -292,6 +316,8 @@ def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir:
         "verdict_heading": f"Verdicts at {comparison.confidence:.0%}",
         "verdicts": _verdicts(comparison) if comparison.verdicts else None,
         "warnings": [{"kind": w.kind, "message": rel(w.message)} for w in comparison.warnings],
+        "sequential": sequential,
+        "sequential_line": sequential_line,
         "assessments": assessments,
         "ic": _ic(comparison),
         "losses": _losses(comparison),

@@ -112,6 +112,7 @@ import pandas as pd
 
 from rolling_calib.analysis.comparison import StoreComparison
 from rolling_calib.analysis.scoring import StoreScores
+from rolling_calib.analysis.sequential_path import path_metrics, path_tags, read_path
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.core.metric_table import ALL_METRICS
 from rolling_calib.core.tables import format_table
@@ -439,7 +440,7 @@ def _summary_metrics(scores: StoreScores, comparison: StoreComparison | None, pi
 
 
 def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | None,
-                     scoring: tuple[dict[str, str], str]) -> _Spec:
+                     scoring: tuple[dict[str, str], str], comparison_store: Path | None = None) -> _Spec:
     """The experiment-level run of the comparison: its settings, ``comparison.json`` and the report files."""
     names = list(comparison.summary["pipeline"])
     data = comparison.to_dict()
@@ -457,6 +458,10 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
             client.log_artifact(run_id, str(f), artifact_path="report")
 
     tags, key = scoring
+    path = read_path(comparison_store) if comparison_store is not None else None
+    if path:   # a run --until-decided: where and why each pair stopped, compute against the full grid
+        tags = {**tags, **path_tags(path)}
+        content = stable_hash({"content": content, "sequential": path})
     pairs = [f"{p.better} vs {p.worse}" for p in comparison.pairs]
     return _Spec(
         key=f"comparison|{stable_hash({'pipelines': names, **settings})[:12]}|{key}",
@@ -464,7 +469,7 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
         level="comparison", parent_id=None,
         params={**{f"compare.{k}": _param_text(v) for k, v in settings.items()},
                 "compare.pipelines": _param_text(names), "compare.pairs": _param_text(pairs)},
-        metrics=[], version=content,
+        metrics=[(k, v, 0) for k, v in (path_metrics(path) if path else {}).items() if _finite(v)], version=content,
         tags={**tags, "rc.warnings": ",".join(dict.fromkeys(w.kind for w in comparison.warnings)) or "none",
               "mlflow.note.content": _verdict_note(comparison)[:TAG_VALUE_LIMIT]},
         artifacts=artifacts)
@@ -637,7 +642,7 @@ def _log_scores(ctx: _Context, report: Mapping[str, Path] | None, path_root: str
                               repair=repair)
     logger = _Logger(client, summary.experiment_id, ctx.store, summary, _store_tag(ctx.store, path_root))
     if ctx.comparison is not None and len(ctx.comparison.summary):
-        logger.ensure(_comparison_spec(ctx.comparison, report, (ctx.scoring_tags, ctx.scoring_key)))
+        logger.ensure(_comparison_spec(ctx.comparison, report, (ctx.scoring_tags, ctx.scoring_key), ctx.store))
     for pipeline, entry in ctx.manifest["pipelines"].items():
         _log_pipeline(ctx, logger, pipeline, entry)
     return summary

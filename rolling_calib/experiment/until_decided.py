@@ -1,0 +1,215 @@
+"""Compute to a verdict, live: ``rolling-calib run CONFIG --until-decided``.
+
+Trains ``first`` seeds of every pipeline, then looks: scores the store, builds each pipeline's
+:class:`~rolling_calib.core.verdict.LossPanel` of the seeds trained so far, and lets the stopping
+rule (:class:`rolling_calib.core.sequential.SequentialState`, the same object
+:func:`~rolling_calib.core.sequential.replay` runs on finished panels) judge every open pair; then
+trains the next ``batch`` seeds only of the pipelines still in an open pair, until every pair has
+stopped (better, worse, equivalent, undecidable, undetermined) or reached ``max_seeds``.
+
+The seeds are revealed in the order of the run's seed list (``0, 1, 2, ...``; the rule assumes
+seeds are exchangeable, so this order is as good as a random one). Every look trains ordinary
+units (seed ``s`` of pipeline ``p``, window ``w``, the pipeline's usual config hash), so the run
+is resumable and bit-identical like any other: re-running the same command reuses the units,
+replays the same looks on the same numbers and goes on where it stopped; a store that already
+holds the full grid trains nothing. After every look the path (settings, looks, outcomes, seeds
+used, compute against the full grid) is written to ``STORE/sequential.json`` with the one atomic
+write (:func:`rolling_calib.analysis.sequential_path.write_path`).
+
+Looks run in lockstep: the batch of a look is trained (on the local pool or Ray, in parallel)
+before the next look is taken.
+
+Usage (trains; ``tests/execution/test_until_decided.py`` runs it on a tiny store)::
+
+    result = run_experiment(load_experiment("workflows/demo.yaml"),
+                            RunOptions(store=Path("runs/demo"), until_decided=UntilDecided(max_seeds=10)))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from rolling_calib.analysis.scoring import score_store
+from rolling_calib.analysis.sequential_path import write_path
+from rolling_calib.analysis.verdicts import VERDICT_METRICS, loss_panel
+from rolling_calib.config.experiment import ExperimentConfig
+from rolling_calib.core.metric_table import METRIC_TABLE
+from rolling_calib.core.resampling import Resampling
+from rolling_calib.core.sequential import FUTILITY, SequentialState
+from rolling_calib.core.validation import ConfigError
+from rolling_calib.core.verdict import LossPanel
+from rolling_calib.execution import store as st
+from rolling_calib.execution.executors import Executor
+from rolling_calib.execution.runner import RunPlan, RunSummary, run_plan
+from rolling_calib.execution.units import UnitKey
+
+__all__ = ["DECIDE_BY", "UntilDecided", "run_until_decided"]
+
+#: Metrics a run can be decided by.
+DECIDE_BY = ("ql", "cql", "ic")
+
+
+@dataclass(frozen=True, kw_only=True)
+class UntilDecided:
+    """The stopping rule's settings of a run ``--until-decided``.
+
+    Attributes
+    ----------
+    first, batch, max_seeds : int
+        Seeds per pipeline at the first look, added per look, and the budget (the full grid).
+    decide_by : {"ql", "cql", "ic"}
+        The metric whose verdict stops a pair.
+    margin : float or None
+        Equivalence margin in the metric's unit (None: no equivalence stop).
+    futility : float
+        Stop a pair undetermined when its predictive chance to decide by ``max_seeds`` is below this
+        (:data:`rolling_calib.core.sequential.FUTILITY`; 0: never).
+
+    Examples
+    --------
+    >>> UntilDecided(max_seeds=10).first, UntilDecided().max_seeds
+    (3, 20)
+    """
+
+    first: int = 3
+    batch: int = 2
+    max_seeds: int = 20
+    decide_by: str = "ql"
+    margin: float | None = None
+    futility: float = FUTILITY
+
+    def __post_init__(self) -> None:
+        if self.decide_by not in DECIDE_BY:
+            raise ValueError(f"--decide-by: expected one of {', '.join(DECIDE_BY)}, found {self.decide_by!r}")
+        if self.first < 2 or self.batch < 1 or self.max_seeds < self.first:
+            raise ValueError(f"--first >= 2, --batch >= 1 and --max-seeds >= --first expected, found "
+                             f"--first {self.first}, --batch {self.batch}, --max-seeds {self.max_seeds}")
+        if self.margin is not None and not self.margin > 0:
+            raise ValueError(f"--margin: expected a positive number in the metric's unit, found {self.margin}")
+        if not 0 <= self.futility <= 1:
+            raise ValueError(f"--futility: expected a probability in [0, 1], found {self.futility}")
+
+
+def _panels(days, plan: RunPlan, wanted: Mapping[str, int], metric: str) -> dict[str, LossPanel]:
+    """Each wanted pipeline's panel of its first ``n`` seeds of the plan, rows in the plan's seed order."""
+    panels = {}
+    for name, n in wanted.items():
+        panel = loss_panel(days, name, metric)
+        seeds = plan.seeds[:n]
+        have = [] if panel is None else panel.seeds.tolist()
+        missing = [s for s in seeds if s not in have]
+        if missing:
+            raise ValueError(f"until-decided: {name} has no scored {metric} for seed(s) "
+                             f"{', '.join(map(str, missing))} after training them")
+        panels[name] = panel.select(seeds=np.array([have.index(s) for s in seeds]))
+    return panels
+
+
+def _unit_seconds(plan: RunPlan, used: Mapping[str, int]) -> list[float]:
+    """The recorded training time (``total_s``) of every unit the path used."""
+    out = []
+    for name, n in used.items():
+        for seed in plan.seeds[:n]:
+            for w in plan.windows:
+                side = st.read_sidecar(plan.store, UnitKey(name, seed, w.index)) or {}
+                total = (side.get("timings") or {}).get("total_s")
+                if isinstance(total, (int, float)):
+                    out.append(float(total))
+    return out
+
+
+def _path(state: SequentialState, plan: RunPlan, rule: UntilDecided, *, ran: int) -> dict:
+    """The JSON path: settings, looks, per pair its stop (with the look's number), seeds, units and CPU-s."""
+    used = state.used() if state.done else {n: min(state.n_seeds[n], rule.max_seeds) for n in state.names}
+    looks_of: dict[tuple[str, str], int] = {}
+    looks = []
+    for look in state.looks:
+        looks_of[look.pair] = looks_of.get(look.pair, 0) + 1
+        looks.append({**dataclasses.asdict(look), "pair": " vs ".join(look.pair), "look": looks_of[look.pair]})
+    n_windows = len(plan.windows)
+    units_used = sum(used.values()) * n_windows
+    full_units = len(state.names) * rule.max_seeds * n_windows
+    seconds = _unit_seconds(plan, used)
+    cpu = {"used": float(sum(seconds))}
+    if seconds:
+        cpu["full_grid_estimate"] = float(np.mean(seconds) * full_units)
+    return {
+        "metric": rule.decide_by,
+        "settings": state.settings(),
+        "seed_order": list(plan.seeds),
+        "done": state.done,
+        "looks_done": state.n_looks,
+        "outcomes": {" vs ".join(p): o for p, o in state.outcomes.items()},
+        "open": [" vs ".join(p) for p in state.open_pairs],
+        "stopped": {" vs ".join(p): {**dataclasses.asdict(look), "look": looks_of[p]}
+                    for p, look in state.stopped.items()},
+        "looks": looks,
+        "seeds_used": used,
+        "full_grid": rule.max_seeds,
+        "units": {"used": units_used, "full_grid": full_units, "trained_by_this_run": ran},
+        "cpu_seconds": cpu,
+    }
+
+
+def run_until_decided(config: ExperimentConfig, plan: RunPlan, *, rule: UntilDecided, executor: Executor,
+                      resampling: Resampling, progress: bool) -> tuple[RunSummary, dict]:
+    """Train the seeds of ``plan`` (its full grid: ``max_seeds`` seeds) look by look until every pair has stopped.
+
+    The caller holds the store's lock. Returns the summary of everything this call trained
+    (``skipped``: units of the path that were already complete) and the path it recorded.
+
+    Raises
+    ------
+    rolling_calib.core.validation.ConfigError
+        ``rolling.stack_seeds > 1`` (a stack's members are fixed groups of the full seed list: a
+        look that trains part of a group would give other numbers than the full grid).
+    """
+    if plan.stack_seeds > 1:
+        raise ConfigError(f"{config.path or 'experiment'}: rolling.stack_seeds: --until-decided trains seeds in "
+                          f"batches and needs 1, found {plan.stack_seeds}")
+    names = [p.name for p in plan.pipelines]
+    pairs = [tuple(p) for p in config.compare if p[0] in names and p[1] in names] or None
+    state = SequentialState(names, first=rule.first, batch=rule.batch, max_seeds=rule.max_seeds,
+                            confidence=resampling.confidence, target=resampling.target,
+                            orientation=METRIC_TABLE[rule.decide_by].orientation, margin=rule.margin, pairs=pairs,
+                            futility=rule.futility)
+    if rule.decide_by not in VERDICT_METRICS:
+        raise ValueError(f"--decide-by: {rule.decide_by!r} has no verdict")
+    t0 = time.perf_counter()
+    ran, results, stale, corrupt = 0, {}, 0, []
+    path: dict = {}
+    while not state.done:
+        wanted = state.wanted()
+        n = max(wanted.values())
+        sub = dataclasses.replace(plan, pipelines=tuple(p for p in plan.pipelines if p.name in wanted),
+                                  seeds=plan.seeds[:n])
+        if progress:
+            print(f"until-decided: look {state.n_looks + 1}: {', '.join(f'{k} {v}' for k, v in wanted.items())} "
+                  "seed(s)", flush=True)
+        summary = run_plan(sub, executor=executor, progress=progress)
+        ran += summary.ran
+        results.update(summary.results)
+        stale += summary.stale_moved
+        corrupt += summary.corrupt_moved
+        scores = score_store(plan.store, calibration=config.rolling.calibration, label=config.rolling.label,
+                             pipelines=list(wanted))
+        state.look(_panels(scores.days, plan, wanted, rule.decide_by))
+        path = _path(state, plan, rule, ran=ran)
+        write_path(plan.store, path)
+        if progress:
+            for look in state.looks[-len(state.pairs):]:
+                if look.outcome != "open":
+                    print(f"until-decided: {' vs '.join(look.pair)}: {look.outcome} at {look.seeds} seeds "
+                          f"({look.why})", flush=True)
+    units_used = path["units"]["used"]
+    summary = RunSummary(store=plan.store, ran=ran, skipped=units_used - ran, stale_moved=stale,
+                         seconds=time.perf_counter() - t0,
+                         results=results, corrupt_moved=corrupt,
+                         notes=plan.notes + (f"until-decided: {units_used} of the full grid's "
+                                             f"{path['units']['full_grid']} units", ))
+    return summary, path
