@@ -419,9 +419,9 @@ def add_until_decided_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--until-decided", action="store_true", help="stop training seeds once the pairs are decided")
     group.add_argument("--first", type=_int_at_least_2, default=3,
                        metavar="N", help="seeds per pipeline at the first look (default 3)")
-    group.add_argument("--batch", type=checked(POSITIVE_INT, int), default=2, metavar="N",
+    group.add_argument("--batch", type=checked(SEED_COUNT, int), default=2, metavar="N",
                        help="seeds added per look (default 2)")
-    group.add_argument("--max-seeds", type=checked(POSITIVE_INT, int), default=20, metavar="N",
+    group.add_argument("--max-seeds", type=checked(SEED_COUNT, int), default=20, metavar="N",
                        help="seed budget per pipeline: seeds 0..N-1 (default 20)")
     group.add_argument("--decide-by", choices=["ql", "cql", "ic"], default="ql", help="metric that decides (default ql)")
     group.add_argument("--margin", type=float, default=None, metavar="X",
