@@ -5,8 +5,10 @@
 
 * per pair, the **verdict** of every metric (QL, CQL, IC, Rank IC): better, worse or
   undetermined at the chosen confidence, with the difference of means, its interval over
-  seeds *and* blocks of market time, the dominant source of uncertainty, the Diebold-Mariano
-  test, how much pairing the seeds narrowed the interval and the seeds needed to decide
+  seeds *and* the market's future (or over seeds on the evaluated days: the resampling's
+  ``target``), the dominant source of uncertainty, how much pairing the seeds narrowed the
+  interval and the seeds needed to decide (the Diebold-Mariano test is kept as a time-series
+  detail)
   (:mod:`rolling_calib.analysis.verdicts`, :mod:`rolling_calib.core.verdict`);
 * the **warnings** of the guards (scale mismatch, degenerate seeds, no skill, an undetermined
   ground truth), each measured and each with what to do;

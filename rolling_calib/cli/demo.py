@@ -100,7 +100,7 @@ def register(subparsers) -> None:
             "windows) on a local process pool: (1) trained and scored on the raw 10-minute return; (2) trained on "
             "CSRankNorm labels as Qlib's benchmarks train, scored against the raw return (the scale-mismatch "
             "warning) and re-scored against the learned label without retraining. Each case prints its verdicts "
-            "(better, worse or undetermined, over seeds and blocks of market time), the warnings and whether "
+            "(better, worse or undetermined, over seeds and the market's future), the warnings and whether "
             "calibration can help, and writes its HTML report. Re-running reuses the data and completed units. "
             "Everything goes under --out: the data (qlib_data/), each case's result store and its report. "
             "The demo files train 10 seeds per pipeline (docs/method.md §3.3) unless --seeds says otherwise."

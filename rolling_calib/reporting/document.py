@@ -314,6 +314,8 @@ def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir:
         "title": f"rolling-calib report: {', '.join(scores.pipelines)}",
         "scope": _scope(scores, out, comparison.target),
         "verdict_heading": f"Verdicts at {comparison.confidence:.0%}",
+        "interval_over": ("over seeds and the market's future (target future)" if comparison.target == "future"
+                          else "over seeds, on the evaluated days (target period)"),
         "verdicts": _verdicts(comparison) if comparison.verdicts else None,
         "warnings": [{"kind": w.kind, "message": rel(w.message)} for w in comparison.warnings],
         "sequential": sequential,
