@@ -304,6 +304,19 @@ class SeedsNeeded:
         return fields_dict(self)
 
 
+def _threshold(*, n: int, per_seed_var: float, time_variance: float, time_df: float,
+               confidence: float) -> tuple[float, float] | None:
+    """``(t_nu(n) sqrt(V(n)), sqrt(V(n)))``: the gap the verdict's interval must exceed with ``n`` seeds per
+    pipeline, and the sd of the difference (None when ``V(n)`` is 0). ``V(n) = S / n + v_time``, ``nu(n)``
+    Welch-Satterthwaite of ``(S / n, n - 1)`` and ``(v_time, nu_time)``."""
+    v = per_seed_var / n + time_variance
+    if not v > 0:
+        return None
+    nu = welch_df([(per_seed_var / n, n - 1.0), (time_variance, time_df)])
+    sd = math.sqrt(v)
+    return float(stats.t.ppf(0.5 + confidence / 2, nu)) * sd, sd
+
+
 @validate_params({"confidence": CONFIDENCE})
 def decide_probability(*, gap: float, n: int, per_seed_var: float, time_variance: float, time_df: float,
                        confidence: float) -> float:
@@ -318,13 +331,12 @@ def decide_probability(*, gap: float, n: int, per_seed_var: float, time_variance
     ...                          confidence=0.95), 3)
     0.816
     """
-    v = per_seed_var / n + time_variance
-    if not v > 0:
+    thr = _threshold(n=n, per_seed_var=per_seed_var, time_variance=time_variance, time_df=time_df,
+                     confidence=confidence)
+    if thr is None:
         return 1.0 if gap != 0 else 0.0
-    nu = _welch([(per_seed_var / n, n - 1.0), (time_variance, time_df)])
-    t = float(stats.t.ppf(0.5 + confidence / 2, nu))
-    r = abs(gap) / math.sqrt(v)
-    return float(stats.norm.cdf(r - t) + stats.norm.cdf(-r - t))
+    sd = thr[1]
+    return float(stats.norm.cdf((abs(gap) - thr[0]) / sd) + stats.norm.cdf((-abs(gap) - thr[0]) / sd))
 
 
 @validate_params({"confidence": CONFIDENCE})
@@ -341,12 +353,11 @@ def predictive_probability(*, gap: float, n: int, k: int, per_seed_var: float, t
     ...                              confidence=0.95), 3)      # nothing left to learn: 1 > t_9 sqrt(0.1)
     1.0
     """
-    v = per_seed_var / n + time_variance
-    if not v > 0:
+    limits = _threshold(n=n, per_seed_var=per_seed_var, time_variance=time_variance, time_df=time_df,
+                        confidence=confidence)
+    if limits is None:
         return 1.0 if gap != 0 else 0.0
-    nu = _welch([(per_seed_var / n, n - 1.0), (time_variance, time_df)])
-    t = float(stats.t.ppf(0.5 + confidence / 2, nu))
-    thr = t * math.sqrt(v)
+    thr = limits[0]
     spread = math.sqrt(max(per_seed_var * (n - k) / (k * n), 0.0)) if k > 0 and n > k else 0.0
     if spread == 0.0:
         return float(abs(gap) > thr)
@@ -605,10 +616,6 @@ def _interval(center: float, cv: CrossedVariance, confidence: float) -> _Interva
     """``center -/+ t_nu sqrt(var)`` from the decomposition."""
     half = cv.half_width(confidence)
     return _Interval(center, center - half, center + half)
-
-
-def _welch(parts: list[tuple[float, float]]) -> float:
-    return welch_df(parts)
 
 
 def _dm_or_nan(d_t: np.ndarray) -> DieboldMariano:
