@@ -25,7 +25,7 @@ from typing import Any
 from data_prep.cli import JSON_HELP, NO_PROGRESS_HELP, add_output_options, show_progress
 from rolling_calib.config.overrides import parse_set
 from rolling_calib.core.calibration import CALIBRATION_FIELDS, Calibration
-from rolling_calib.core.label import LABEL_KINDS
+from rolling_calib.core.label import LABEL_CHOICES
 from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
 from rolling_calib.core.resampling import Resampling
 from rolling_calib.core.validation import (
@@ -284,9 +284,9 @@ def add_rule_arguments(parser: argparse.ArgumentParser, *, paper_defaults: bool 
     """
     group = parser.add_argument_group("calibration rule and label", _RULE_BASE[paper_defaults])
     group.add_argument(
-        "--label", choices=LABEL_KINDS, default=None,
-        help="score against the handler's raw label or its learn-processed one (units store both where they "
-        "differ, so no retraining)")
+        "--label", choices=LABEL_CHOICES, default=None,
+        help="score against the handler's raw label, its learn-processed one, or auto: the learned one when a "
+        "learn processor changed it, else the raw one (units store both where they differ, so no retraining)")
     group.add_argument(
         "--period", type=_period, default=None, metavar="PERIOD",
         help=f"calibration period: {', '.join(CALIBRATION_PERIODS)} or N trading days (docs/method.md §2.2; "

@@ -140,7 +140,7 @@ def _scope(scores: StoreScores, out_dir: Path) -> str:
     seed_text = str(int(seeds.iloc[0])) if seeds.nunique() == 1 else f"{int(seeds.min())}-{int(seeds.max())}"
     return (f"Store {_store_name(scores.store, out_dir)}: {len(scores.runs)} runs of {len(scores.pipelines)} "
             f"pipeline(s) ({', '.join(scores.pipelines)}), {seed_text} seeds each, {len(periods)} calibration "
-            f"periods ({span}). Scored against the {scores.label.describe()}; calibration: "
+            f"periods ({span}). Scored against the {scores.label_scope}; calibration: "
             f"{scores.calibration.describe()}.")
 
 
