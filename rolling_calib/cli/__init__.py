@@ -30,6 +30,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "rolling_calib.cli.metaeval",
     "rolling_calib.cli.report",
     "rolling_calib.cli.sweep",
+    "rolling_calib.cli.relocate",
+    "rolling_calib.cli.ls",
     "rolling_calib.cli.synthetic_experiments",
 )
 

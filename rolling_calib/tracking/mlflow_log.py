@@ -117,6 +117,7 @@ from rolling_calib.execution import store as st
 from rolling_calib.execution.reader import label_columns, read_unit
 from rolling_calib.execution.units import UnitKey
 from rolling_calib.qlib_adapter.training import HANDLER_TIME_KWARGS
+from rolling_calib.execution.relocation import repoint_store_db
 from rolling_calib.tracking.sqlite_db import (
     DbRepair,
     repair_tracking_db,
@@ -696,6 +697,8 @@ def _track(scores: StoreScores, *, comparison: StoreComparison | None, report: M
     ctx = _Context(store=store, manifest=manifest, uri=uri, experiment=name, scores=scores, comparison=comparison,
                    periods=periods, scoring_tags=tags, scoring_key=key)
     db = sqlite_path(uri)
+    if db is not None and db.resolve() == store / "mlflow.db":   # a moved or copied store: log into its own files
+        repoint_store_db(store, timeout=lock_timeout)   # (before the lock below: it takes the same one)
     with tracking_db_lock(db, timeout=lock_timeout) if db is not None else contextlib.nullcontext():
         repair = repair_tracking_db(db) if db is not None else None
         if repair is not None:
