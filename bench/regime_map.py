@@ -12,7 +12,9 @@ Runs a grid of settings, each a real store of two or three pipelines x >= 8 seed
 Cells (``--list`` prints them): the minute synthetic market with our RollingLSTM (label normalisation none /
 CSZScoreNorm / CSRankNorm x epochs 1, 2, 5), the source's settings of ``workflows/source/`` (Qlib's
 LSTM-Alpha360 on the real daily bars, trained on CSRankNorm or raw labels; our minute LSTM with 6-month
-fine-tunes, raw or CSRankNorm labels); every store scored against the raw and the learned label.
+fine-tunes, raw or CSRankNorm labels), and the minute market with a persistent signal the models learn
+(``persistent_lstm``: weight decay, hidden size, layers and epochs against one base); every store scored against
+the raw and the learned label.
 
 Usage (from the repository root; runs are resumable, so a killed map re-runs only what is missing)::
 
@@ -86,13 +88,19 @@ CELLS: list[Cell] = [
     Cell("source_daily_s20", "workflows/source/lstm_alpha360.yaml", ("rolling.seeds=20",), frequency="daily (real)",
          model="Qlib LSTM (Alpha360)", normalisation="CSRankNorm", epochs="5", data="daily",
          notes=("Qlib's benchmark file", "20 seeds")),
+    # where the models have skill (issue 28): the minute market with a persistent predictable component
+    # (oracle IC about 0.11), the source's families (weight decay, hidden size, layers, epochs) against one base,
+    # 6-month fine-tunes, 10 seeds
+    Cell("persistent_lstm", "workflows/evidence/persistent_lstm.yaml", frequency="minute (synthetic, persistent signal)",
+         epochs="3 (+1 per fine-tune)", data="persistent", notes=("6-month fine-tunes", "oracle IC 0.11")),
 ]
 
 
-def _run(cell: Cell, store: Path, *, workers: int, daily: Path, minute: Path) -> float:
+def _run(cell: Cell, store: Path, *, workers: int, daily: Path, minute: Path, persistent: Path) -> float:
     """Train what is missing of ``cell`` into ``store`` (rolling-calib run); returns the wall seconds."""
     sets = list(cell.sets)
-    sets.append(f"qlib_init.provider_uri.day={daily}" if cell.data == "daily" else f"qlib_init.provider_uri.1min={minute}")
+    sets.append(f"qlib_init.provider_uri.day={daily}" if cell.data == "daily" else
+                f"qlib_init.provider_uri.1min={persistent if cell.data == 'persistent' else minute}")
     cmd = [sys.executable, "-m", "rolling_calib.cli", "run", cell.config, "--store", str(store), "--workers",
            str(workers), "--no-tracking", *(a for s in sets for a in ("--set", s))]
     t0 = time.perf_counter()
@@ -245,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="Qlib day store of the real daily bars (rolling-calib data ingest)")
     parser.add_argument("--minute-store", type=Path, default=OUT / "qlib_minute",
                         help="the synthetic minute store (rolling-calib data synth --start 2016-07-01 --end 2018-06-30)")
+    parser.add_argument("--persistent-store", type=Path, default=OUT / "qlib_minute_persistent",
+                        help="the synthetic minute store with a persistent signal (rolling-calib data synth --signal "
+                             "persistent --params workflows/demo_market.yaml --start 2016-07-01 --end 2018-06-30)")
     parser.add_argument("--doc", type=Path, default=None, help="write the table into this Markdown file's markers")
     args = parser.parse_args(argv)
     cells = [c for c in CELLS if not args.only or c.name in args.only]
@@ -260,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_run:
             print(f"[{time.strftime('%H:%M:%S')}] {cell.name}: training what is missing into {store}", flush=True)
             entry["run_seconds"] = round(_run(cell, store, workers=args.workers, daily=args.daily_store,
-                                               minute=args.minute_store), 1)
+                                               minute=args.minute_store, persistent=args.persistent_store), 1)
         if not (store / "manifest.json").is_file():
             print(f"{cell.name}: no store at {store}; skipped", flush=True)
             continue

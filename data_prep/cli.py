@@ -81,19 +81,29 @@ def _register_synth(sub) -> None:
         help="comma-separated symbols (default: the 25 of docs/method.md §3.3)",
     )
     p.add_argument("--seed", type=int, metavar="N", default=0, help="random seed; recorded in DIR/meta.json (default 0)")
+    p.add_argument("--signal", choices=("drifting", "persistent", "none"), default="drifting",
+                   help="the predictable component: drifting (its sign flips between 2-5-month regimes with "
+                        "probability 0.7; the default), persistent (one sign for the whole range, strength drifting "
+                        "slowly: oracle IC about 0.05), none (no predictable component, no bid-ask bounce); "
+                        "meta.json records the oracle IC")
+    p.add_argument("--params", metavar="FILE", default=None,
+                   help="YAML mapping of market parameters (fields of data_prep.synthetic.MarketParams) on top of "
+                        "--signal's; an unknown key is refused")
     add_output_options(p)
     p.set_defaults(func=_synth)
 
 
 def _synth(args: argparse.Namespace) -> int:
     from data_prep import qlib_store
-    from data_prep.synthetic import DEFAULT_SYMBOLS, build_synthetic_store
+    from data_prep.synthetic import DEFAULT_SYMBOLS, build_synthetic_store, load_market_params, market_params
 
     symbols = DEFAULT_SYMBOLS if args.symbols is None else [s for s in args.symbols.split(",") if s.strip()]
     try:
+        params = (market_params(args.signal) if args.params is None
+                  else load_market_params(args.params, signal=args.signal))
         out = build_synthetic_store(
             args.out, start=args.start, end=args.end, symbols=[s.strip() for s in symbols], seed=args.seed,
-            progress=show_progress(args),
+            params=params, progress=show_progress(args),
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -107,6 +117,8 @@ def _synth(args: argparse.Namespace) -> int:
         "sessions": meta["calendar"]["sessions"],
         "rows": meta["total_rows"],
         "regimes": len(meta["regimes"]["beta"]),
+        "signal": meta["signal"],
+        "oracle_ic": meta["oracle_ic"],
         "seconds": meta["seconds"],
     }
     if args.json:
@@ -114,7 +126,8 @@ def _synth(args: argparse.Namespace) -> int:
     else:
         print(
             f"wrote {summary['rows']:,} bars ({summary['symbols']} symbols x {summary['sessions']} sessions, "
-            f"{summary['regimes']} regimes, seed {summary['seed']}) to {out} in {summary['seconds']:.1f} s"
+            f"{summary['regimes']} regimes, seed {summary['seed']}) to {out} in {summary['seconds']:.1f} s; "
+            f"signal {summary['signal']}, oracle IC {summary['oracle_ic']}"
         )
     return 0
 
@@ -300,7 +313,9 @@ def _register_facts(sub) -> None:
             "returns, Spearman corr(volume, |return|), the 10:00-10:30 / 12:00-14:00 volatility ratio, the "
             "max/min and P95/P5 of the daily cross-stock mean realised volatility, and the drift of the "
             "label mean (mean over months of the squared monthly mean of the 10-minute forward return over "
-            "its variance). Returns never span a session close. Formulas: data_prep/facts.py. "
+            "its variance), and, for a synthetic store, its signal mode and oracle IC (meta.json: the mean per-bar IC of "
+            "the generator's conditional expectation of the 10-minute label). Returns never span a session close. "
+            "Formulas: data_prep/facts.py. "
             "No progress bar (--no-progress has nothing to hide); --json prints one object, a list for several stores."
         ),
         epilog="example: rolling-calib data facts qlib_data/synth qlib_data/real --start 2018-02-16 --end 2018-04-20",

@@ -117,6 +117,10 @@ FACTS: tuple[FactSpec, ...] = (
     FactSpec("label_drift", "mean (monthly label mean)^2 / label var", "{:.2e}"),
 )
 
+#: Not a fact of the bars: the oracle IC a synthetic store's ``meta.json`` records (data_prep.synthetic), over
+#: the whole store (not --start/--end), printed under the facts.
+_ORACLE_FACT = FactSpec("oracle_ic", "oracle IC of the 10-min label, whole store (meta.json)", "{:+.4f}")
+
 
 # ---------------------------------------------------------------------------- helpers
 def _corr(a: np.ndarray, b: np.ndarray) -> float:
@@ -482,7 +486,11 @@ def stylized_facts(store, *, start=None, end=None, symbols: Sequence[str] | None
     path = Path(store)
     times, _names, close, volume = _load(path, start, end, symbols)
     facts = compute_facts(times, close, volume)
-    return {"store": str(path), "start": str(times[0].date()), "end": str(times[-1].date()), **facts}
+    meta = qlib_store.read_meta(path) or {}
+    oracle = meta.get("oracle_ic")
+    return {"store": str(path), "start": str(times[0].date()), "end": str(times[-1].date()), **facts,
+            "signal": meta.get("signal", "drifting" if meta.get("generator") == "data_prep.synthetic" else None),
+            "oracle_ic": math.nan if oracle is None else float(oracle)}
 
 
 def format_facts(results: Mapping[str, Mapping] | Sequence[Mapping]) -> str:
@@ -496,7 +504,8 @@ def format_facts(results: Mapping[str, Mapping] | Sequence[Mapping]) -> str:
     rows = [["fact", *titles]]
     rows.append(["dates", *(f"{r.get('start', '?')}..{r.get('end', '?')}" for r in results.values())])
     rows.append(["symbols x sessions", *(f"{r.get('symbols', '?')} x {r.get('sessions', '?')}" for r in results.values())])
-    for spec in FACTS:
+    rows.append(["signal (synthetic store's meta.json)", *(str(r.get("signal") or "-") for r in results.values())])
+    for spec in (*FACTS, _ORACLE_FACT):
         cells = []
         for r in results.values():
             v = r.get(spec.key, math.nan)

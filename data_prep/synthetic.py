@@ -50,6 +50,28 @@ returns with the next 10-minute return is within +-0.04 and a linear predictor o
 10-minute forward return from the past 15-minute return reaches an out-of-sample R^2 of about
 0.05-0.3% within a regime; its optimal coefficient changes sign with the regime.
 
+**Signal modes** (``MarketParams.signal``, ``rolling-calib data synth --signal``; :data:`SIGNAL_DEFAULTS`):
+
+* ``drifting`` (the default; the market above, unchanged): the sign flips between regimes with probability
+  0.7, so a model trained on past regimes cannot carry it forward;
+* ``persistent``: one sign for the whole range (``regime_flip_prob`` 0) and a strength that drifts slowly, a
+  random walk from regime to regime (step sd ``beta_step_sd`` 0.005) reflected into ``[beta_min, beta_max]``
+  = [0.07, 0.11]: an oracle IC of the 10-minute label of 0.043-0.049 over 2017-07..2018-06 and 0.043-0.056
+  over 2018-01..03 (seeds 0-3), while the stylised facts stay close to the real sample's (``data facts``);
+* ``none``: no predictable component: ``beta`` 0 and no microstructure noise (whose bid-ask bounce is itself a
+  predictable component of the next return): a market where no model may find skill.
+
+A YAML file of fields (``--params FILE``, :func:`load_market_params`) overrides the mode's values.
+
+**Oracle IC.** ``meta.json`` records ``oracle_ic``: the mean over the store's bars of the cross-sectional
+Pearson correlation (rolling_calib's and Qlib's IC; in a minute store a date is a bar) between the label
+``1e4 (close[t+10] / close[t] - 1)`` (the minute handler's) and the generator's conditional expectation of the
+efficient 10-minute return given its latent state, ``beta_j G_j s_i(t)`` (:func:`_oracle_forecast`; the
+drift's part is the same for every stock and changes no cross-sectional correlation). ``s_i(t)`` is a
+function of past returns, which the features (the last 30-60 bars' prices relative to ``close[t]``) hold up
+to the microstructure noise: a model can learn it. The noise ``eta(t)`` is not conditioned on. 0 for
+``none``.
+
 **Microstructure noise.** The traded price carries a small transient error on top of the
 efficient price (bid-ask bounce): ``eta_i(t) = noise_fraction * sigma_i(t) * N(0,1)``
 (``noise_fraction`` 0.2) and the observed return is ``r_i(t) + eta_i(t) - eta_i(t-1)``: a lag-1
@@ -220,10 +242,102 @@ class MarketParams:
     volume_noise_sd: float = 0.35
     volume_abs_return_coef: float = 0.2
     missing_prob: float = 0.002
+    signal: str = "drifting"
+    beta_step_sd: float = 0.005
+
+    def __post_init__(self) -> None:
+        if self.signal not in SIGNALS:
+            raise ValueError(f"signal: expected one of {', '.join(SIGNALS)}, found {self.signal!r}")
+        if not 0.0 <= self.beta_min <= self.beta_max < 1.0:
+            raise ValueError(f"beta_min, beta_max: expected 0 <= beta_min <= beta_max < 1, found {self.beta_min}, "
+                             f"{self.beta_max}")
 
     def as_dict(self) -> dict:
         """Plain dict (for the store's metadata)."""
         return dataclasses.asdict(self)
+
+
+#: The predictable component's modes (``--signal``): see "Predictable component" in the module docstring.
+SIGNALS: tuple[str, ...] = ("drifting", "persistent", "none")
+
+#: What each mode changes from :class:`MarketParams`'s defaults (the ``drifting`` market); a ``--params`` file
+#: overrides these in turn.
+SIGNAL_DEFAULTS: dict[str, dict[str, float]] = {
+    "drifting": {},
+    "persistent": {"beta_min": 0.07, "beta_max": 0.11, "regime_flip_prob": 0.0},
+    "none": {"beta_min": 0.0, "beta_max": 0.0, "noise_fraction": 0.0},
+}
+
+#: Horizon (bars) of the label whose oracle IC a store records: the handler's default ``label_horizon``.
+ORACLE_HORIZON = 10
+
+
+def market_params(signal: str = "drifting", overrides: dict | None = None) -> MarketParams:
+    """The market of ``signal`` (:data:`SIGNAL_DEFAULTS`), with ``overrides`` (field -> value) on top.
+
+    Example
+    -------
+    >>> market_params("persistent").regime_flip_prob
+    0.0
+    >>> market_params("none", {"t_df": 5.0}).t_df
+    5.0
+    """
+    if signal not in SIGNALS:
+        raise ValueError(f"signal: expected one of {', '.join(SIGNALS)}, found {signal!r}")
+    values = {**SIGNAL_DEFAULTS[signal], **(overrides or {}), "signal": signal}
+    return MarketParams(**values)
+
+
+def load_market_params(path, *, signal: str = "drifting") -> MarketParams:
+    """Read a YAML mapping of :class:`MarketParams` fields (``--params FILE``) on top of ``signal``'s market.
+
+    Every key must be a field (``signal`` excepted: ``--signal`` sets it) and every value a number; the
+    first bad one is refused naming file, line, key, expected and found.
+
+    Example
+    -------
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "m.yaml"
+    >>> _ = f.write_text("beta_max: 0.2\\n")
+    >>> load_market_params(f, signal="persistent").beta_max
+    0.2
+    >>> _ = f.write_text("beta_max: 0.2\\nbeta_mx: 1\\n")
+    >>> try:
+    ...     load_market_params(f)
+    ... except ValueError as exc:
+    ...     print(str(exc).split(": ", 1)[1][:67])
+    key beta_mx: expected a field of MarketParams, found an unknown key
+    """
+    import yaml
+
+    path = Path(path)
+    try:
+        node = yaml.compose(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: expected a readable YAML file of market parameters, found {exc}".replace("\n", " "))
+    if node is None:
+        return market_params(signal)
+    if not isinstance(node, yaml.MappingNode):
+        raise ValueError(f"{path}, line {node.start_mark.line + 1}: expected a mapping of market parameters, found "
+                         f"a {node.id}")
+    fields = {f.name: f for f in dataclasses.fields(MarketParams) if f.name != "signal"}
+    overrides: dict = {}
+    for key_node, value_node in node.value:
+        where = f"{path}, line {key_node.start_mark.line + 1}: key {key_node.value}"
+        if key_node.value not in fields:
+            raise ValueError(f"{where}: expected a field of MarketParams, found an unknown key (fields: "
+                             f"{', '.join(fields)})")
+        value = yaml.safe_load(yaml.serialize(value_node))
+        kind = fields[key_node.value].type
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{where}: expected a number, found {value!r}")
+        if kind in ("int", int) and float(value) != int(value):
+            raise ValueError(f"{where}: expected an integer, found {value!r}")
+        overrides[key_node.value] = int(value) if kind in ("int", int) else float(value)
+    try:
+        return market_params(signal, overrides)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
 
 
 # ---------------------------------------------------------------------------- random helpers
@@ -287,14 +401,29 @@ def draw_regimes(n_sessions: int, *, seed: int, params: MarketParams = MarketPar
     rng = _rng(seed, "regimes")
     starts, drifts, betas = [], [], []
     pos, sign = 0, 1.0 if rng.random() < 0.5 else -1.0
+    strength = None
     while pos < max(n_sessions, 1):
         starts.append(pos)
         drifts.append(rng.normal(0.0, params.regime_drift_sd))
-        betas.append(sign * rng.uniform(params.beta_min, params.beta_max))
+        if params.signal == "persistent":  # a reflected random walk in [beta_min, beta_max]: slow drift
+            strength = (rng.uniform(params.beta_min, params.beta_max) if strength is None
+                        else _reflect(strength + rng.normal(0.0, params.beta_step_sd), params.beta_min, params.beta_max))
+            betas.append(sign * strength)
+        else:
+            betas.append(sign * rng.uniform(params.beta_min, params.beta_max))
         pos += int(rng.integers(params.regime_min_sessions, params.regime_max_sessions + 1))
         if rng.random() < params.regime_flip_prob:
             sign = -sign
     return Regimes(np.asarray(starts, dtype=np.int64), np.asarray(drifts), np.asarray(betas))
+
+
+def _reflect(x: float, lo: float, hi: float) -> float:
+    """``x`` reflected into ``[lo, hi]`` (a random walk's step that leaves the band bounces back)."""
+    if hi <= lo:
+        return lo
+    width = hi - lo
+    y = (x - lo) % (2.0 * width)
+    return lo + (y if y <= width else 2.0 * width - y)
 
 
 # ---------------------------------------------------------------------------- market state
@@ -380,10 +509,15 @@ def _anchor_log_price(profile: SymbolProfile, dates: np.ndarray) -> np.ndarray:
     return np.log(profile.price_2012) + frac * (np.log(profile.price_2018) - np.log(profile.price_2012))
 
 
-def _momentum_returns(shock: np.ndarray, drift_per_bar: np.ndarray, market: MarketPath) -> np.ndarray:
-    """``r = mu + beta_j s(t-1) + e`` with ``s`` the EMA of ``r``; lfilter per regime, state carried."""
+def _momentum_returns(shock: np.ndarray, drift_per_bar: np.ndarray,
+                      market: MarketPath) -> tuple[np.ndarray, np.ndarray]:
+    """``r = mu + beta_j s(t-1) + e`` with ``s`` the EMA of ``r``; lfilter per regime, state carried.
+
+    Returns ``(r, s)``: the efficient returns and the state ``s(t)`` after bar ``t``.
+    """
     lam = market.params.ema_lambda
     out = np.empty_like(shock)
+    state_after = np.empty_like(shock)
     bounds = np.searchsorted(market.session_of, market.regimes.start_session, side="left")
     bounds = np.append(bounds, len(shock))
     state = 0.0  # s(t-1) at the start of the segment
@@ -400,8 +534,63 @@ def _momentum_returns(shock: np.ndarray, drift_per_bar: np.ndarray, market: Mark
         s_prev[0] = state
         s_prev[1:] = s[:-1]
         out[a:b] = x + beta * s_prev
+        state_after[a:b] = s
         state = float(s[-1])
-    return out
+    return out, state_after
+
+
+def _oracle_forecast(state: np.ndarray, market: MarketPath, horizon: int = ORACLE_HORIZON) -> np.ndarray:
+    """The predictable part of the next ``horizon`` bars' log return, given the state ``s(t)``.
+
+    ``E[r(t+1) + ... + r(t+h) | s(t)] = beta_j G_j s(t) + c_j(t)`` with ``G_j = sum_{k<h} coef_j^k``,
+    ``coef_j = lam + (1 - lam) beta_j`` (``s(t+k) = coef s(t+k-1) + (1-lam) x``, ``E x`` = the drift);
+    ``c_j(t)`` (the drift's part) is the same for every stock at a bar and left out: it changes no
+    cross-sectional correlation. A label never spans a session close, and regimes change only between
+    sessions, so ``j`` is the regime of bar ``t``.
+    """
+    lam = market.params.ema_lambda
+    beta = market.regimes.beta[market.regime_of_bar]
+    coef = lam + (1.0 - lam) * beta
+    gain = (1.0 - coef**horizon) / (1.0 - coef)  # coef < 1: beta_max < 1 (MarketParams)
+    return beta * gain * state
+
+
+def _forward_label(close: np.ndarray, market: MarketPath, horizon: int = ORACLE_HORIZON) -> np.ndarray:
+    """The project's label ``1e4 (close[t+h] / close[t] - 1)`` (bp), as the minute handler computes it.
+
+    ``NaN`` where ``close[t]`` is missing or ``t + h`` is past the session's last bar; ``close[t+h]`` is the
+    last traded close at or before ``t + h`` (within the session: ``close[t]`` itself is traded).
+    """
+    ok = np.isfinite(close)
+    idx = np.where(ok, np.arange(len(close)), 0)
+    np.maximum.accumulate(idx, out=idx)
+    y = np.full(len(close), np.nan)
+    t = np.flatnonzero(ok & (market.minute_in_session + horizon < market.session_length))
+    y[t] = 1e4 * (close[idx[t + horizon]] / close[t] - 1.0)
+    return y
+
+
+class _DailyCorrelation:
+    """Running sums over stocks, per bar, of a forecast ``f`` and a label ``y``: the cross-sectional Pearson
+    correlation of every bar (rolling_calib's and Qlib's IC: one date = one bar of the store)."""
+
+    def __init__(self, n_bars: int) -> None:
+        self.sums = np.zeros((6, n_bars))  # n, f, y, ff, yy, fy
+
+    def add(self, f: np.ndarray, y: np.ndarray) -> None:
+        ok = np.isfinite(f) & np.isfinite(y)
+        f0, y0 = np.where(ok, f, 0.0), np.where(ok, y, 0.0)
+        for row, v in enumerate((ok, f0, y0, f0 * f0, y0 * y0, f0 * y0)):
+            self.sums[row] += v
+
+    def mean_ic(self) -> float:
+        """Mean over the bars where the correlation is defined (at least 2 stocks, neither side constant)."""
+        n, sf, sy, sff, syy, sfy = self.sums
+        with np.errstate(invalid="ignore", divide="ignore"):
+            vf, vy = n * sff - sf * sf, n * syy - sy * sy
+            ic = (n * sfy - sf * sy) / np.sqrt(vf * vy)
+        keep = (n >= 2) & (vf > 1e-12 * np.maximum(n * sff, 1e-300)) & (vy > 0)
+        return float(np.mean(ic[keep])) if keep.any() else float("nan")
 
 
 def simulate_symbol(symbol: str, market: MarketPath) -> dict[str, np.ndarray]:
@@ -417,10 +606,15 @@ def simulate_symbol(symbol: str, market: MarketPath) -> dict[str, np.ndarray]:
         ``open, high, low, close, volume, vwap, factor`` as float64 arrays aligned with
         ``market.minutes`` (missing bars NaN in every field).
     """
+    return _simulate_symbol(symbol, market)[0]
+
+
+def _simulate_symbol(symbol: str, market: MarketPath) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """:func:`simulate_symbol`'s bars and the oracle forecast (:func:`_oracle_forecast`) of every bar."""
     prof = _profile(symbol)
     rng = _rng(market.seed, f"symbol:{symbol}")
     total = len(market.minutes)
-    sigma, shock, ret = _bar_returns(rng, prof, market)
+    sigma, shock, ret, state = _bar_returns(rng, prof, market)
     log_close, log_open = _log_prices(rng, prof, market, ret)
     open_, high, low, close, vwap = _bar_prices(rng, sigma, log_close, log_open)
     volume = _bar_volume(rng, prof, market, sigma, shock)
@@ -437,12 +631,12 @@ def simulate_symbol(symbol: str, market: MarketPath) -> dict[str, np.ndarray]:
     if missing.any():
         for v in cols.values():
             v[missing] = np.nan
-    return cols
+    return cols, _oracle_forecast(state, market)
 
 
 def _bar_returns(rng: np.random.Generator, prof: SymbolProfile,
-                 market: MarketPath) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-bar volatility ``sigma``, shock ``sigma * z`` (market, sector, own Student-t) and return.
+                 market: MarketPath) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-bar volatility ``sigma``, shock ``sigma * z`` (market, sector, own Student-t), return and EMA state.
 
     The return adds the regime's drift and the regime's momentum (:func:`_momentum_returns`).
     """
@@ -462,12 +656,12 @@ def _bar_returns(rng: np.random.Generator, prof: SymbolProfile,
     z = bm * market.market_shock + bs * market.sector_shocks[prof.sector] + bi * z_own
     shock = sigma * z
     drift = market.regimes.drift[market.regime_of_bar] / (252.0 * 390.0)
-    ret = _momentum_returns(shock, drift, market)
+    ret, state = _momentum_returns(shock, drift, market)
     # microstructure noise on the traded price: r_obs(t) = r(t) + eta(t) - eta(t-1)
     eta = p.noise_fraction * sigma * rng.standard_normal(total)
     ret[1:] += eta[1:] - eta[:-1]
     ret[0] += eta[0]
-    return sigma, shock, ret
+    return sigma, shock, ret, state
 
 
 def _log_prices(rng: np.random.Generator, prof: SymbolProfile, market: MarketPath,
@@ -627,7 +821,8 @@ def build_synthetic_store(
     qlib_store.recover_interrupted(out)
     with qlib_store.staged_write(out, keep=False, writer="data_prep.synthetic") as stage:
         qlib_store.write_calendar(stage, market.minutes)
-        rows = _write_symbols(stage, symbols, market, progress)
+        oracle = _DailyCorrelation(len(market.minutes))
+        rows = _write_symbols(stage, symbols, market, progress, oracle)
         first, last = pd.Timestamp(market.minutes[0]), pd.Timestamp(market.minutes[-1])
         spans = {sym: (first, last) for sym in symbols}
         qlib_store.write_instruments(stage, "all", spans)
@@ -635,18 +830,22 @@ def build_synthetic_store(
         qlib_store.write_instruments(stage, qlib_store.UNIVERSE_NAME, {s: spans[s] for s in universe})
         meta = _synthetic_meta(market, seed=int(seed), start=start, end=end, symbols=symbols, universe=universe,
                                rows=rows)
+        meta.update(_oracle_meta(oracle, market))
         meta["seconds"] = round(time.perf_counter() - t0, 3)
         qlib_store.write_meta(stage, meta)
     return out
 
 
-def _write_symbols(out: Path, symbols: Sequence[str], market: MarketPath, progress: bool) -> dict[str, dict[str, int]]:
-    """Simulate and write each symbol's feature files; ``{symbol: {"bars", "missing"}}``."""
+def _write_symbols(out: Path, symbols: Sequence[str], market: MarketPath, progress: bool,
+                   oracle: _DailyCorrelation) -> dict[str, dict[str, int]]:
+    """Simulate and write each symbol's feature files, adding its oracle forecast and label to ``oracle``;
+    ``{symbol: {"bars", "missing"}}``."""
     from tqdm.auto import tqdm
 
     rows: dict[str, dict[str, int]] = {}
     for sym in tqdm(symbols, desc="synth", unit="symbol", disable=not progress):
-        cols = simulate_symbol(sym, market)
+        cols, forecast = _simulate_symbol(sym, market)
+        oracle.add(forecast, _forward_label(cols["close"], market))
         qlib_store.write_symbol(out, sym, 0, {f: cols[f] for f in qlib_store.FIELDS})
         qlib_store._fault_point("synth:symbol_written")
         n_missing = int(np.isnan(cols["close"]).sum())
@@ -677,4 +876,22 @@ def _synthetic_meta(market: MarketPath, *, seed: int, start, end, symbols: Seque
         "price_adjustment": "prices are generated as already back-adjusted; factor = 1.0",
         "rows": rows,
         "total_rows": int(sum(r["bars"] for r in rows.values())),
+    }
+
+
+def _oracle_meta(oracle: _DailyCorrelation, market: MarketPath) -> dict:
+    """``oracle_ic`` of ``meta.json`` and what it means."""
+    ic = oracle.mean_ic()
+    if not np.isfinite(ic) and not np.any(market.regimes.beta):
+        ic = 0.0  # no predictable component: the expectation is the same for every stock, no ranking at all
+    return {
+        "signal": market.params.signal,
+        "oracle_ic": None if not np.isfinite(ic) else round(float(ic), 6),
+        "oracle_ic_definition": (
+            f"mean over the store's bars of the cross-sectional Pearson correlation (rolling_calib's and Qlib's IC; "
+            f"a date is one minute bar) between the generator's conditional expectation of the "
+            f"{ORACLE_HORIZON}-minute forward return given its latent momentum state, beta_j G_j s_i(t), and the "
+            f"label 1e4 (close[t+{ORACLE_HORIZON}] / close[t] - 1); the microstructure noise eta is not "
+            f"conditioned on; 0 when the market has no predictable component"
+        ),
     }

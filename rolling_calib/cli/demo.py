@@ -94,7 +94,8 @@ def register(subparsers) -> None:
         "demo",
         help="run the whole method on a synthetic market in a few minutes (start here)",
         description=(
-            "Generate the synthetic 25-stock minute market if absent and run two cases of a reduced but real "
+            "Generate the synthetic 25-stock minute market (a persistent signal the models learn: "
+            "workflows/demo_market.yaml) if absent and run two cases of a reduced but real "
             "rolling schedule (2 pipelines x SEEDS seeds x 2 windows, 6 evaluation months, fine-tuning between "
             "windows) on a local process pool: (1) trained and scored on the raw 10-minute return; (2) trained on "
             "CSRankNorm labels as Qlib's benchmarks train, scored against the raw return (the scale-mismatch "

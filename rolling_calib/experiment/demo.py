@@ -3,7 +3,8 @@
 :func:`run_demo` does what ``rolling-calib demo`` (the README's main command) does:
 
 1. build the synthetic 25-stock minute market into ``OUT/qlib_data`` if it is absent
-   (exactly the months ``workflows/demo.yaml``'s schedule needs);
+   (exactly the months ``workflows/demo.yaml``'s schedule needs), with a persistent predictable component
+   (``workflows/demo_market.yaml``: oracle IC about 0.11) that the models learn;
 2. for each of :data:`DEMO_CASES`, run the reduced but real schedule of its workflow -- two
    pipelines (weight decay 0 vs 1e-2) x 10 seeds (the file's ``rolling.seeds``) x two 3-month
    windows (window 1 fine-tunes window 0's model on the new months), six evaluation months -- on a
@@ -40,6 +41,8 @@ __all__ = ["DEMO_CASES", "DEMO_CONFIG", "CaseResult", "DemoCase", "DemoResult", 
 
 #: The demo's first experiment file: ``workflows/demo.yaml`` as installed with the package (importlib.resources).
 DEMO_CONFIG = packaged_workflow("demo.yaml")
+#: The demo's market parameters (``data synth --signal persistent --params`` this file).
+DEMO_MARKET = packaged_workflow("demo_market.yaml")
 
 
 @dataclass(frozen=True)
@@ -114,19 +117,28 @@ class DemoResult:
         return self.cases[0].tracking_message
 
 
-def ensure_demo_data(data_dir: Path, *, config: Path = DEMO_CONFIG, seed: int = 0, progress: bool = True) -> bool:
-    """Build the synthetic store covering the demo schedule unless it exists; True if built."""
+def ensure_demo_data(data_dir: Path, *, config: Path = DEMO_CONFIG, seed: int = 0, progress: bool = True,
+                     market: Path = DEMO_MARKET) -> bool:
+    """Build the synthetic store covering the demo schedule unless it exists with the demo's market; True if built.
+
+    The market is ``data synth --signal persistent --params MARKET`` (``workflows/demo_market.yaml``): models
+    learn it, so the first verdict ranks forecasting models. A store built with other parameters (an older
+    demo's drifting market) is rebuilt.
+    """
     import pandas as pd
 
-    from data_prep import build_synthetic_store
+    from data_prep import build_synthetic_store, qlib_store
+    from data_prep.synthetic import load_market_params
     from rolling_calib.config.experiment import read_rolling
 
-    if (data_dir / "calendars" / "1min.txt").is_file():
+    params = load_market_params(market, signal="persistent")
+    if (data_dir / "calendars" / "1min.txt").is_file() and \
+            qlib_store.read_meta(data_dir).get("params") == params.as_dict():
         return False
     rolling = read_rolling(config)
     start = pd.Period(rolling.initial_train_start, "M").start_time.date()
     end = pd.Period(rolling.end, "M").end_time.date()
-    build_synthetic_store(data_dir, start=str(start), end=str(end), seed=seed, progress=progress)
+    build_synthetic_store(data_dir, start=str(start), end=str(end), seed=seed, params=params, progress=progress)
     return True
 
 

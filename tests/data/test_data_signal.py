@@ -1,0 +1,112 @@
+"""``data synth --signal drifting|persistent|none`` and ``--params FILE``; the oracle IC in ``meta.json`` (issue 28)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
+
+from data_prep import synthetic as sy
+from rolling_calib.cli import main
+from rolling_calib.core.ranking_ic import daily_ic
+from rolling_calib.qlib_adapter.dataset import compute_labels
+
+
+def test_the_drifting_market_is_unchanged_bit_for_bit():
+    """The hash of these bars, computed on main @ 34cd327 before the signal modes existed."""
+    bars = sy.generate_bars(["AAPL", "F", "JPM"], start="2018-01-02", end="2018-02-28", seed=3)
+    digest = hashlib.sha256(bars.to_numpy().astype(str).tobytes()).hexdigest()
+    assert digest == "a7dee4f7ef3b8a2038587f0d7716e4e43767cc9c3443515cd283865cf693dc60"
+    assert sy.market_params("drifting") == sy.MarketParams()
+
+
+def test_persistent_regimes_keep_their_sign_and_drift_slowly():
+    p = sy.market_params("persistent")
+    for seed in range(5):
+        r = sy.draw_regimes(1760, seed=seed, params=p)
+        assert len(r.beta) > 10
+        assert len(set(np.sign(r.beta))) == 1                                 # one sign for seven years
+        assert np.all((np.abs(r.beta) >= p.beta_min) & (np.abs(r.beta) <= p.beta_max))
+        assert np.max(np.abs(np.diff(np.abs(r.beta)))) <= 4 * p.beta_step_sd  # slow: steps of sd 0.005
+    drifting = sy.draw_regimes(1760, seed=0)
+    assert len(set(np.sign(drifting.beta))) == 2
+
+
+def test_none_has_no_predictable_component():
+    p = sy.market_params("none")
+    assert p.noise_fraction == 0.0
+    assert not np.any(sy.draw_regimes(500, seed=1, params=p).beta)
+
+
+def test_forward_label_is_the_handlers_label():
+    market = sy.simulate_market("2018-03-01", "2018-03-07", seed=2, sectors=["tech"],
+                                params=sy.MarketParams(missing_prob=0.05))
+    close = sy.simulate_symbol("AAPL", market)["close"]
+    ours = sy._forward_label(close, market)
+    theirs = compute_labels(close[None, :], market.session_of, horizon=sy.ORACLE_HORIZON)[0]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, equal_nan=True)
+
+
+@settings(max_examples=30, deadline=None)
+@given(hst.integers(0, 10_000), hst.integers(2, 6), hst.integers(1, 8))
+def test_running_correlation_is_rolling_calibs_ic(seed, n_stocks, n_bars):
+    rng = np.random.default_rng(seed)
+    f = rng.normal(size=(n_stocks, n_bars))
+    y = 0.3 * f + rng.normal(size=(n_stocks, n_bars))
+    y[rng.random(y.shape) < 0.2] = np.nan
+    acc = sy._DailyCorrelation(n_bars)
+    for i in range(n_stocks):
+        acc.add(f[i], y[i])
+    frame = pd.DataFrame({"datetime": np.tile(np.arange(n_bars), n_stocks), "prediction": f.ravel(),
+                          "label": y.ravel()}).dropna()
+    expected = daily_ic(frame).dropna()
+    assert acc.mean_ic() == pytest.approx(expected.mean(), abs=1e-9) if len(expected) else np.isnan(acc.mean_ic())
+
+
+def _synth(tmp_path, *args):
+    out = tmp_path / "store"
+    code = main(["data", "synth", "--out", str(out), "--start", "2018-03-01", "--end", "2018-03-09",
+                 "--symbols", "AAPL,F,JPM,KO,T", "--no-progress", *args])
+    return code, out
+
+
+def test_synth_records_the_oracle_ic_per_signal(tmp_path, capsys):
+    oracle = {}
+    for signal in ("drifting", "persistent", "none"):
+        code, out = _synth(tmp_path / signal, "--signal", signal)
+        assert code == 0
+        meta = json.loads((out / "meta.json").read_text())
+        assert meta["signal"] == signal == meta["params"]["signal"]
+        oracle[signal] = meta["oracle_ic"]
+    assert oracle["none"] == 0.0
+    assert oracle["persistent"] > 0.02   # 5 stocks x 7 sessions: noisy, but the sign is the model's own
+    text = capsys.readouterr().out
+    assert "oracle IC" in text
+    assert main(["data", "facts", str(tmp_path / "persistent" / "store")]) == 0
+    assert "oracle IC of the 10-min label" in capsys.readouterr().out
+
+
+def test_params_file_overrides_the_signal_and_refuses_unknown_keys(tmp_path, capsys):
+    good = tmp_path / "good.yaml"
+    good.write_text("beta_min: 0.2\nbeta_max: 0.25\n")
+    code, out = _synth(tmp_path / "a", "--signal", "persistent", "--params", str(good))
+    assert code == 0
+    params = json.loads((out / "meta.json").read_text())["params"]
+    assert (params["beta_min"], params["beta_max"], params["regime_flip_prob"]) == (0.2, 0.25, 0.0)
+    capsys.readouterr()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("beta_min: 0.2\nbeta_mx: 0.25\n")
+    code, _ = _synth(tmp_path / "b", "--params", str(bad))
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.startswith(f"error: {bad}, line 2: key beta_mx: expected a field of MarketParams, found an unknown key")
+    assert len(err.splitlines()) == 1
+    text = tmp_path / "text.yaml"
+    text.write_text("t_df: four\n")
+    assert _synth(tmp_path / "c", "--params", str(text))[0] == 2
+    assert "line 1: key t_df: expected a number, found 'four'" in capsys.readouterr().err
