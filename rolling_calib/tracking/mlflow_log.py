@@ -95,6 +95,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -696,6 +697,8 @@ def _track(scores: StoreScores, *, comparison: StoreComparison | None, report: M
     tags, key = _scoring_tags(scores)
     ctx = _Context(store=store, manifest=manifest, uri=uri, experiment=name, scores=scores, comparison=comparison,
                    periods=periods, scoring_tags=tags, scoring_key=key)
+    for name in ("mlflow", "alembic"):   # their INFO lines (creating tables, migrations) are not the user's business
+        logging.getLogger(name).setLevel(max(logging.getLogger(name).getEffectiveLevel(), logging.WARNING))
     db = sqlite_path(uri)
     if db is not None and db.resolve() == store / "mlflow.db":   # a moved or copied store: log into its own files
         repoint_store_db(store, timeout=lock_timeout)   # (before the lock below: it takes the same one)
