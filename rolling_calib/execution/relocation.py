@@ -84,19 +84,21 @@ def _root_of(location: str | None) -> str | None:
     return location[:at + len(marker)]
 
 
-def repoint_store_db(store: str | os.PathLike, *, timeout: float = 300.0) -> Repointed | None:
+def repoint_store_db(store: str | os.PathLike, *, timeout: float = 300.0, locked: bool = False) -> Repointed | None:
     """Point ``STORE/mlflow.db``'s artifact locations under another store's ``mlartifacts`` at this store's.
 
     Returns what changed, or None (no database, or nothing pointed elsewhere). Locations outside any
     store's ``mlartifacts`` (an ``exp_manager`` of the workflow's own, S3) are left as they are.
+    ``locked``: the caller holds the database's lock already (the lock is not taken twice).
     """
     db = Path(store).resolve() / "mlflow.db"
     if not db.is_file():
         return None
     new = store_artifact_root(store)
-    with exclusive_file_lock(db.with_name(db.name + ".lock"), timeout=timeout,
-                             busy=lambda: TimeoutError(f"{db}: another process held the database's lock for "
-                                                       f"{timeout:.0f} s")):
+    lock = contextlib.nullcontext() if locked else exclusive_file_lock(
+        db.with_name(db.name + ".lock"), timeout=timeout,
+        busy=lambda: TimeoutError(f"{db}: another process held the database's lock for {timeout:.0f} s"))
+    with lock:
         with contextlib.closing(sqlite3.connect(db, timeout=timeout)) as con, con:
             tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if not {"experiments", "runs"} <= tables:

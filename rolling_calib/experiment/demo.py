@@ -62,7 +62,7 @@ class DemoCase:
 
 #: The demo's two cases (see the module docstring).
 DEMO_CASES = (
-    DemoCase("raw_label", "Case 1: trained and scored on the raw 10-minute return (bp)", DEMO_CONFIG, "store", "report"),
+    DemoCase("raw_label", "Case 1: trained and scored on the raw 10-minute return", DEMO_CONFIG, "store", "report"),
     DemoCase("normalised_label", "Case 2: trained on CSRankNorm labels (as Qlib's benchmarks), scored against the "
              "label the models learned", packaged_workflow("demo_csrank.yaml"), "store_csrank", "report_csrank"),
 )

@@ -700,12 +700,12 @@ def _track(scores: StoreScores, *, comparison: StoreComparison | None, report: M
     for name in ("mlflow", "alembic"):   # their INFO lines (creating tables, migrations) are not the user's business
         logging.getLogger(name).setLevel(max(logging.getLogger(name).getEffectiveLevel(), logging.WARNING))
     db = sqlite_path(uri)
-    if db is not None and db.resolve() == store / "mlflow.db":   # a moved or copied store: log into its own files
-        repoint_store_db(store, timeout=lock_timeout)   # (before the lock below: it takes the same one)
     with tracking_db_lock(db, timeout=lock_timeout) if db is not None else contextlib.nullcontext():
         repair = repair_tracking_db(db) if db is not None else None
         if repair is not None:
             repairs.append(repair)
+        if db is not None and db.resolve() == store / "mlflow.db":   # a moved or copied store: its own files
+            repoint_store_db(store, locked=True)
         return _log_scores(ctx, report, path_root, repair)
 
 
