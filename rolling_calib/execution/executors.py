@@ -82,11 +82,11 @@ class UnitFailedError(RuntimeError):
         self.failures: list[tuple[UnitKey, BaseException]] = list(failures)
 
 
-class RunStopped(BaseException):
+class RunStopped(KeyboardInterrupt):
     """A stop signal (SIGTERM or SIGINT) ended the run: queued units were cancelled, the running ones finished or ended.
 
-    A ``BaseException``, as ``KeyboardInterrupt`` is: no ``except Exception`` of a unit or a library
-    swallows it. ``signum`` is the signal (the exit status is ``128 + signum``: 143, 130); the
+    A ``KeyboardInterrupt`` (a ``BaseException``): no ``except Exception`` of a unit or a library
+    swallows it, and code that handles Ctrl-C handles SIGTERM alike. ``signum`` is the signal (the exit status is ``128 + signum``: 143, 130); the
     counts say what became of the units; :meth:`line` is the one line the command prints.
 
     >>> RunStopped(signal.SIGTERM, completed=1, finished=2, cancelled=5).line()
