@@ -48,7 +48,7 @@ from rolling_calib.analysis.verdicts import (
 )
 from rolling_calib.core import pairwise as cmp
 from rolling_calib.core.calibration import Calibration
-from rolling_calib.core.label import Label
+from rolling_calib.core.label import Label, describe_choice
 from rolling_calib.core.metric_table import COMPARED_METRICS, METRIC_TABLE, title
 from rolling_calib.core.tables import format_table, sig
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
@@ -95,6 +95,7 @@ class StoreComparison:
     incomplete: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     verdicts: list[PairVerdicts] = field(default_factory=list)
+    label_choice: str = ""  # the label asked for (auto, raw, learn): the headline says why auto chose ``label``
     warnings: list[GuardWarning] = field(default_factory=list)
 
     @property
@@ -164,7 +165,7 @@ class StoreComparison:
     # ----------------------------------------------------------------------- text
     def format_headline(self) -> str:
         """The answer alone, for the terminal: what was scored, the verdict table, the warnings."""
-        lines = [f"Scored against the {self.label.describe()}; calibration: {self.calibration.describe()}."]
+        lines = [f"Scored against the {describe_choice(self.label, self.label_choice)}; calibration: {self.calibration.describe()}."]
         if self.verdicts:
             lines += ["", self._verdict_table()]
         if self.warnings:
@@ -362,7 +363,7 @@ def compare_store(
     return StoreComparison(
         summary=pd.DataFrame(rows), pairs=comparisons, calibration=scores.calibration, resampling=resampling,
         incomplete=list(scores.incomplete), notes=list(scores.notes),
-        label=scores.label, verdicts=verdicts, warnings=warnings,
+        label=scores.label, verdicts=verdicts, warnings=warnings, label_choice=scores.label_choice,
     )
 
 

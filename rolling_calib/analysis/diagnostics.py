@@ -88,6 +88,10 @@ def _pct(value: float) -> str:
     return "n/a" if value is None or not math.isfinite(value) else f"{round(value * 100)}%"
 
 
+#: Seeds a statement about the offsets' persistence needs: with 2 seeds each offset is minus the other's
+#: (offsets are deviations from the seeds' mean), so consecutive offsets correlate +-1 by construction.
+MIN_PERSISTENCE_SEEDS = 3
+
 @dataclass
 class PipelineDiagnosis:
     """Seed-variance diagnostics of one pipeline.
@@ -258,6 +262,33 @@ class StoreDiagnosis:
             "notes": list(self.notes),
             "warnings": [w.to_dict() for w in self.warnings],
         })
+
+    def table(self) -> str:
+        """"Can calibration help here?" in a few lines: per pipeline the answer, CQL's seed std against QL 2..K's
+        with its interval, the best any per-period bias correction could do, and how persistent the offsets are
+        (shown from 3 seeds: with 2, each seed's offset is minus the other's). The sentences are in the report.
+        """
+        from rolling_calib.core.tables import format_table
+
+        rows = []
+        for d in self.pipelines:
+            helps = {True: "yes", False: "no", None: "no verdict"}[d.assessment.helps if d.assessment else None]
+            ratio = d.std_ratio
+            if ratio is None or not math.isfinite(ratio.ratio):
+                std = "-"
+            elif math.isfinite(ratio.ci_low) and math.isfinite(ratio.ci_high):
+                std = f"{ratio.ratio:.2f} [{ratio.ci_low:.2f}, {ratio.ci_high:.2f}]"
+            else:
+                std = f"{ratio.ratio:.2f}"
+            best = (f"-{d.removable:.0%} std" if d.removable >= 0 else f"+{-d.removable:.0%} std") \
+                if math.isfinite(d.removable) else "-"
+            corr = d.persistence.corr if d.persistence is not None else math.nan
+            persist = (f"{corr:.2f}" if math.isfinite(corr) else "-") if len(d.seeds) >= MIN_PERSISTENCE_SEEDS \
+                else f"needs {MIN_PERSISTENCE_SEEDS} seeds"
+            rows.append([d.pipeline, helps, std, best, persist])
+        confidence = next((d.std_ratio.confidence for d in self.pipelines if d.std_ratio is not None), 0.95)
+        return format_table(rows, ["pipeline", "calibration helps?", f"std CQL / QL 2..K [{confidence:.0%}]",
+                                   "best bias correction", "offset persistence"])
 
     def format(self) -> str:
         """Plain text for the terminal: the warnings and each pipeline's verdict first, then the split behind it."""
@@ -437,7 +468,7 @@ def _diagnose_pipeline(store: Path, name: str, scores: StoreScores, manifest: di
         removable=removable, removed=removed, ratio=ratio, keeps_order=checks.keeps_order,
         order_detail=checks.order_detail, scale_mismatch=checks.scale.get(name, ""),
         cause=components.cause() if components is not None and math.isfinite(components.var_ql) else "",
-        persistence=persistence)
+        persistence=persistence if len(seeds) >= MIN_PERSISTENCE_SEEDS else None)
     return PipelineDiagnosis(
         pipeline=name,
         seeds=seeds,

@@ -30,10 +30,9 @@ import pandas as pd
 from rolling_calib.analysis.integrity import store_notes
 from rolling_calib.analysis.scoring import rolling_cql, selected_pipelines
 from rolling_calib.core.calibration import Calibration
-from rolling_calib.core.label import LABEL_KIND
 from rolling_calib.core.tables import format_table
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
-from rolling_calib.core.validation import check, validate_params
+from rolling_calib.core.validation import validate_params
 from rolling_calib.core.metaeval import MetaEvaluation, meta_evaluate
 from rolling_calib.core.schedule import CoverageError
 from rolling_calib.execution import store as st
@@ -155,8 +154,8 @@ def metaeval_store(
     store = Path(store)
     manifest = st.read_manifest(store)
     base = Calibration() if calibration is None else calibration
-    kind = check("label", st.recorded_label_kind(manifest) if label is None else label, LABEL_KIND)
     names = selected_pipelines(store, manifest, pipelines)
+    kind = st.resolve_label_kind(manifest, names, label)
     chosen = _chosen_variants(variants)
     from tqdm.auto import tqdm
 

@@ -46,7 +46,7 @@ from rolling_calib.analysis.panels import DAY_COLUMNS, SeedSpreadCollector, run_
 from rolling_calib.core import metrics
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.guards import SeedSpread
-from rolling_calib.core.label import LABEL_KIND, Label
+from rolling_calib.core.label import LABEL_CHOICE, Label, describe_choice
 from rolling_calib.core.ranking_ic import (
     DailyIC,
     PreparedLabels,
@@ -119,6 +119,8 @@ class StoreScores:
         Per pipeline, the label its model learned (the ``learn`` description).
     models : dict
         Per pipeline, the model class (``module.Class``) from the recorded task.
+    label_choice : str
+        The label asked for (``auto``, ``raw`` or ``learn``; ``label`` is the kind it resolved to).
     """
 
     store: Path
@@ -133,6 +135,12 @@ class StoreScores:
     seed_spread: dict[str, SeedSpread | None] = field(default_factory=dict)
     learned_labels: dict[str, Label] = field(default_factory=dict)
     models: dict[str, str] = field(default_factory=dict)
+    label_choice: str = ""
+
+    @property
+    def label_scope(self) -> str:
+        """The scored label in words, and why ``--label auto`` chose it (the scope line and the headline)."""
+        return describe_choice(self.label, self.label_choice)
 
     @property
     def pipelines(self) -> list[str]:
@@ -185,7 +193,8 @@ def score_store(
         ``source='validation'`` needs the windows' validation predictions (stores written since
         they are kept; older stores are refused, naming the fix).
     label : {"raw", "learn"}, optional
-        The label to score against. Default: the store's ``rolling.label``. Units store both
+        The label to score against (``"auto"``: the learned one when a learn processor changed it,
+        else the raw one). Default: the store's ``rolling.label``. Units store both
         where they differ, so the other kind is scored without retraining; a store whose units
         hold one label only refuses the other, naming the fix.
     pipelines : sequence of str, optional
@@ -207,10 +216,12 @@ def score_store(
     calibration = st.recorded_calibration(manifest) if calibration is None else calibration
     if not isinstance(calibration, Calibration):
         raise ValueError(f"calibration: expected a Calibration, found {type(calibration).__name__} {calibration!r}")
-    kind = check("label", st.recorded_label_kind(manifest) if label is None else label, LABEL_KIND)
+    choice = check("label", st.recorded_label_kind(manifest) if label is None else label, LABEL_CHOICE)
     names = selected_pipelines(store, manifest, pipelines)
+    kind = st.resolve_label_kind(manifest, names, choice)
     scored = _score_runs(store, manifest, names, calibration=calibration, kind=kind, progress=progress)
     scores = _store_scores(store, manifest, names, scored, calibration=calibration, kind=kind)
+    scores.label_choice = choice
     scores.notes[:0] = store_notes(store, manifest, names)   # data changed after training, unchecked units
     return scores
 

@@ -30,6 +30,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "rolling_calib.cli.metaeval",
     "rolling_calib.cli.report",
     "rolling_calib.cli.sweep",
+    "rolling_calib.cli.relocate",
+    "rolling_calib.cli.ls",
     "rolling_calib.cli.synthetic_experiments",
 )
 
@@ -65,8 +67,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 2
+    from rolling_calib.execution.executors import RunStopped, stop_signals
+
     try:
-        return int(handler(args) or 0)
+        with stop_signals():   # SIGTERM / Ctrl-C: queued units cancelled, running ones finish, one line, 143 / 130
+            return int(handler(args) or 0)
+    except RunStopped as stop:
+        print(f"rolling-calib: {stop.line()}", file=sys.stderr)
+        return stop.exit_status
     except ModuleNotFoundError as exc:
         extra = _EXTRAS.get((exc.name or "").split(".")[0])
         if extra is None:

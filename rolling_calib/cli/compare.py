@@ -9,14 +9,24 @@ import sys
 
 from rolling_calib.analysis.sequential_path import format_path, read_path
 from rolling_calib.cli.errors import command_errors
-from rolling_calib.cli.options import add_output_arguments, add_scoring_arguments, add_store_argument, score_and_compare
+from rolling_calib.cli.options import (
+    add_output_arguments,
+    add_scoring_arguments,
+    add_store_argument,
+    compare_across_stores,
+    score_and_compare,
+)
 
 
 @command_errors("compare")
 def handle(args: argparse.Namespace) -> int:
     with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
-        scores, comparison = score_and_compare(args)
-        path = read_path(scores.store)
+        path = None
+        if len(args.stores) > 1:   # the pipelines of several stores, evaluated on the same days
+            comparison = compare_across_stores(args, args.stores)
+        else:
+            scores, comparison = score_and_compare(args)
+            path = read_path(scores.store)
     if args.json:
         print(json.dumps({**comparison.to_dict(), **({"sequential": path} if path else {})}, indent=2))
     else:
@@ -41,11 +51,13 @@ def register(subparsers) -> None:
             "mismatch, degenerate seeds, no skill, undetermined ground truth); per pipeline the mean and std "
             "over seeds of every metric, the std ratio CQL / QL and the seed budget; and per pair the "
             "pairwise accuracies with bootstrap intervals, shown only where the ground truth (QL) is "
-            "determined and the seeds differ."
+            "determined and the seeds differ. Give --store more than once to compare the pipelines of several "
+            "stores evaluated on the same days (e.g. LightGBM in one, an LSTM in another)."
         ),
-        epilog="Example: rolling-calib compare --store runs/demo --pipelines wd0 wd1e-4 --json",
+        epilog=("Examples: rolling-calib compare --store runs/demo --pipelines wd0 wd1e-4 --json; "
+                "rolling-calib compare --store runs/lgb --store runs/lstm"),
     )
-    add_store_argument(parser, positional_alias=True)
+    add_store_argument(parser, positional_alias=True, many=True)
     add_scoring_arguments(parser)
     add_output_arguments(parser, json_prints="the comparison (what the tables show)")
     parser.set_defaults(func=handle)

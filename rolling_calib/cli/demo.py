@@ -27,17 +27,29 @@ def handle(args: argparse.Namespace) -> int:
 
     cases = DEMO_CASES if args.config is None else (DemoCase("custom", f"The experiment of {args.config}",
                                                              Path(args.config), "store", "report"),)
+
+    def answer(case) -> None:   # each case's answer as soon as it is done, before the next case trains
+        if not args.json:
+            _print_case(case)
+            sys.stdout.flush()
+
+    out = sys.stdout
     with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
         result = run_demo(args.out, workers=args.workers, seeds=args.seeds, cases=cases,
-                          resampling=resampling_from_args(args), progress=show_progress(args), track=not args.no_tracking)
+                          resampling=resampling_from_args(args), progress=show_progress(args), track=not args.no_tracking,
+                          on_case=lambda case: _to(out, answer, case))
     if args.json:
         print(json.dumps(_json(result), indent=2))
         return 0
-    for case in result.cases:
-        _print_case(case)
     print(f"data:   {result.data_dir}{' (generated)' if result.data_built else ' (reused)'}")
     print(f"wall time: {result.seconds:.1f} s ({', '.join(f'{c.case.name} {c.seconds:.0f} s' for c in result.cases)})")
     return 0
+
+
+def _to(stream, show, case) -> None:
+    """``show(case)`` with stdout on ``stream`` (the command's own, not the library chatter's stderr)."""
+    with contextlib.redirect_stdout(stream):
+        show(case)
 
 
 def _json(result) -> dict:
@@ -53,21 +65,26 @@ def _json(result) -> dict:
         "diagnosis": None if c.diagnosis is None else c.diagnosis.to_dict(),
         "learned_label": None if c.learned is None else c.learned.to_dict(),
         "learned_diagnosis": None if c.learned_diagnosis is None else c.learned_diagnosis.to_dict(),
+        "raw_label": None if c.raw is None else c.raw.to_dict(),
     } for c in result.cases]
     return data
 
 
 def _print_case(case) -> None:
-    """One case: its verdicts and warnings, whether calibration can help, the learned-label re-score, its files."""
+    """One case: its verdicts and warnings, whether calibration can help (a table), the other label, its files."""
     print(f"\n=== {case.case.title} ===\n")
     print(case.comparison.format_headline())
-    _print_assessment(case.diagnosis)
-    if case.learned is not None:
+    _print_assessment(case.diagnosis, case.report)
+    if case.learned is not None and case.learned is not case.comparison:
         print("\nRe-scored against the label the models learned (both labels are stored: nothing retrained):\n")
         print(case.learned.format_headline())
-        _print_assessment(case.learned_diagnosis)
+        _print_assessment(case.learned_diagnosis, None)
+    if case.raw is not None:
+        kinds = ", ".join(f"[{w.kind}]" for w in case.raw.warnings) or "no warning"
+        print(f"\nAgainst the raw return instead (as Qlib's SignalRecord keeps it; both labels are stored): {kinds}"
+              f" -- rolling-calib compare --store {case.store} --label raw")
     print(f"\nstore:  {case.store}  (rolling-calib compare --store {case.store} for every table"
-          f"{'; --label learn for the learned label' if case.learned is not None else ''})")
+          f"{'; --label learn for the learned label' if case.learned is not None and case.learned is not case.comparison else ''})")
     print(f"report: {case.report['html']}  (Markdown: {case.report['markdown']})")
     if case.tracking_uri is not None:
         print(f"MLflow: {case.tracking_uri} (browse: mlflow ui --backend-store-uri {case.tracking_uri})")
@@ -75,12 +92,12 @@ def _print_case(case) -> None:
         print(case.tracking_message)
 
 
-def _print_assessment(diagnosis) -> None:
+def _print_assessment(diagnosis, report) -> None:
     if diagnosis is None:
         return
-    print("\nCan calibration help here? (rolling-calib diagnose --store STORE for the seed-variance split)")
-    for d in diagnosis.pipelines:
-        print(f"- {d.pipeline}: {d.verdict}")
+    where = "the report says why" if report else "rolling-calib diagnose --store STORE says why"
+    print(f"\nCan calibration help here? ({where})\n")
+    print(diagnosis.table())
 
 
 def register(subparsers) -> None:

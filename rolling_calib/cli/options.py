@@ -19,13 +19,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from data_prep.cli import JSON_HELP, NO_PROGRESS_HELP, add_output_options, show_progress
 from rolling_calib.config.overrides import parse_set
 from rolling_calib.core.calibration import CALIBRATION_FIELDS, Calibration
-from rolling_calib.core.label import LABEL_KINDS
+from rolling_calib.core.label import LABEL_CHOICES
 from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
 from rolling_calib.core.resampling import Resampling
 from rolling_calib.core.validation import (
@@ -117,18 +118,34 @@ class CommandParser(argparse.ArgumentParser):
                 action.required = required
 
 
-def add_store_argument(parser: CommandParser, *, required: bool = True, positional_alias: bool = False) -> None:
+def add_store_argument(parser: CommandParser, *, required: bool = True, positional_alias: bool = False,
+                       many: bool = False) -> None:
     """``--store DIR``, the result store (``required`` unless the command has a default, as ``sweep``).
 
     ``positional_alias``: also accept the store as a positional argument, the old form of ``compare``,
     ``report``, ``diagnose`` and ``metaeval`` (hidden from ``--help``); both at once are refused.
+    ``many``: ``--store`` may be given more than once (the command's description says what several
+    mean); ``args.stores`` holds them all, ``args.store`` the first.
     """
     action = parser.add_argument("--store", metavar="DIR", default=None, required=required and not positional_alias,
-                                 help=STORE_HELP)
+                                 action="append" if many else "store", help=STORE_HELP)
     if positional_alias:
         parser.add_argument("old_store", nargs="?", default=None, metavar="STORE", help=argparse.SUPPRESS)
         parser.shown_required.append(action)
         parser.checks.append(_one_store)
+    if many:
+        parser.checks.append(_many_stores)
+
+
+def _many_stores(args: argparse.Namespace) -> str | None:
+    """``args.stores``: every ``--store`` given; ``args.store``: the first.
+
+    >>> ns = argparse.Namespace(store=["a", "b"]); _many_stores(ns), ns.stores, ns.store
+    (None, ['a', 'b'], 'a')
+    """
+    given = args.store if isinstance(args.store, list) else [args.store] if args.store is not None else []
+    args.stores, args.store = given, (given[0] if given else None)
+    return None
 
 
 def _one_store(args: argparse.Namespace) -> str | None:
@@ -142,7 +159,8 @@ def _one_store(args: argparse.Namespace) -> str | None:
     """
     old = vars(args).pop("old_store", None)
     if old is not None and args.store is not None:
-        return f"the store is given twice (--store {args.store} and {old}): give it once, as --store DIR"
+        given = " --store ".join(args.store) if isinstance(args.store, list) else args.store
+        return f"the store is given twice (--store {given} and {old}): give it once, as --store DIR"
     if old is not None:
         args.store = old
     return "the following arguments are required: --store" if args.store is None else None
@@ -286,9 +304,9 @@ def add_rule_arguments(parser: argparse.ArgumentParser, *, paper_defaults: bool 
     """
     group = parser.add_argument_group("calibration rule and label", _RULE_BASE[paper_defaults])
     group.add_argument(
-        "--label", choices=LABEL_KINDS, default=None,
-        help="score against the handler's raw label or its learn-processed one (units store both where they "
-        "differ, so no retraining)")
+        "--label", choices=LABEL_CHOICES, default=None,
+        help="score against the handler's raw label, its learn-processed one, or auto: the learned one when a "
+        "learn processor changed it, else the raw one (units store both where they differ, so no retraining)")
     group.add_argument(
         "--period", type=_period, default=None, metavar="PERIOD",
         help=f"calibration period: {', '.join(CALIBRATION_PERIODS)} or N trading days (docs/method.md §2.2; "
@@ -380,18 +398,38 @@ def score_with_options(args: argparse.Namespace, *, progress: bool):
     """:func:`~rolling_calib.analysis.scoring.score_store` with the rule and label options (else the store's)."""
     from rolling_calib.analysis.scoring import score_store
     from rolling_calib.execution import store as st
+    from rolling_calib.execution.relocation import repoint_note
 
     calibration = calibration_from_args(args, st.recorded_calibration(st.read_manifest(args.store)))
+    if (note := repoint_note(args.store)) is not None:   # a moved or copied store: its MLflow files are its own
+        print(f"note: {note}", file=sys.stderr)
     return score_store(args.store, calibration=calibration, label=args.label, pipelines=args.pipelines,
                        progress=progress)
+
+
+def compare_across_stores(args: argparse.Namespace, stores: list[str]):
+    """``compare --store A --store B``: the joined scores of the stores compared (the same days, the same label)."""
+    from rolling_calib.analysis.across_stores import score_stores
+    from rolling_calib.analysis.comparison import compare_store
+    from rolling_calib.execution import store as st
+
+    if args.pipelines is not None:
+        raise ValueError("--pipelines: not with several --store (every pipeline of each store is compared)")
+    calibration = calibration_from_args(args, st.recorded_calibration(st.read_manifest(stores[0])))
+    scores = score_stores(stores, calibration=calibration, label=args.label, progress=show_progress(args))
+    return compare_store(scores, resampling=resampling_from_args(args))
 
 
 def score_and_compare(args: argparse.Namespace):
     """Score the store and compare pipelines with the scoring options of ``args`` (``compare``, ``report``)."""
     from rolling_calib.analysis.comparison import compare_store
 
+    from rolling_calib.execution.inventory import record_last_verdicts
+
     scores = score_with_options(args, progress=show_progress(args))
     comparison = compare_store(scores, resampling=resampling_from_args(args))
+    record_last_verdicts(args.store, comparison.verdict_rows(), label=scores.label_scope,   # what ls shows
+                         calibration=scores.calibration.describe())
     return scores, comparison
 
 

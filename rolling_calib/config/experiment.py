@@ -254,8 +254,9 @@ class RollingConfig:
     train_window : "expanding" or "sliding"
     sliding_months : int or None
     finetune_on : "new" or "window"
-    label : "raw" or "learn"
-        Score against the handler's raw label (``DK_R``) or its learn-processed one (``DK_L``).
+    label : "auto", "raw" or "learn"
+        Score against the handler's raw label (``DK_R``) or its learn-processed one (``DK_L``);
+        ``auto`` (default): the learned one when a learn processor changed it, else the raw one.
     stack_seeds : int
         Seeds of one (pipeline, window) trained together as one seed stack (1: each seed on its
         own, the reference path; needs a model the seed stack can fit, RollingLSTM, when > 1). The
@@ -276,7 +277,7 @@ class RollingConfig:
     train_window: str = "expanding"
     sliding_months: int | None = None
     finetune_on: str = "new"
-    label: str = "raw"  # QL/CQL scored against the handler's raw label (DK_R) or learn-processed one (DK_L)
+    label: str = "auto"  # QL/CQL against the label learned when a processor changed it (DK_L), else the raw one (DK_R)
     stack_seeds: int = 1
     seeds: tuple[int, ...] = tuple(range(10))
     calibration: Calibration = field(default_factory=Calibration)

@@ -367,7 +367,8 @@ class VarianceComponents:
         head = "what a bias correction cannot remove (each seed's residual spread around its period bias) varies"
         if any(v < -0.1 or v > 1.1 for v in shares.values()):
             return (f"{head} with {words[top]} ({shares[top]:.0%}) and {words[other]} ({shares[other]:.0%}), "
-                    f"which move against each other")
+                    f"which move against each other (the two shares sum to 100%; one passes 100% when the "
+                    f"other's part offsets it)")
         if shares[top] > 0.5:
             return f"{head} mostly with {words[top]} ({shares[top]:.0%}), not {words[other]} ({shares[other]:.0%})"
         return f"{head} with {words[top]} ({shares[top]:.0%}) and {words[other]} ({shares[other]:.0%})"

@@ -30,13 +30,14 @@ True
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from rolling_calib.core.validation import AnyOf, InstanceOf, Interval, Options, Worded, check
 
-__all__ = ["LABEL_KIND", "LABEL_KINDS", "LABEL_UNITS", "Label"]
+__all__ = ["LABEL_CHOICE", "LABEL_CHOICES", "LABEL_KIND", "LABEL_KINDS", "LABEL_UNITS", "Label", "auto_label_kind",
+           "describe_choice", "storage_kind"]
 
 #: Which label a unit is scored against: the handler's raw label (``DK_R``) or its learn-processed one (``DK_L``).
 LABEL_KINDS: tuple[str, ...] = ("raw", "learn")
@@ -44,6 +45,11 @@ LABEL_KINDS: tuple[str, ...] = ("raw", "learn")
 LABEL_UNITS: tuple[str, ...] = ("bp", "return", "normalised", "unknown")
 #: A label kind, as options (``--label``, ``label=``) and :class:`Label` check it.
 LABEL_KIND = Worded(Options(*LABEL_KINDS), "'raw' or 'learn'")
+#: What ``--label`` / ``rolling.label`` may ask for: a kind, or ``auto`` (the learned label when a learn
+#: processor changed it, the raw label otherwise: :func:`auto_label_kind`).
+LABEL_CHOICES: tuple[str, ...] = ("auto", *LABEL_KINDS)
+#: A label choice, as options (``--label``, ``rolling.label``) check it.
+LABEL_CHOICE = Worded(Options(*LABEL_CHOICES), "'auto', 'raw' or 'learn'")
 _UNIT = Worded(Options(*LABEL_UNITS), "one of " + ", ".join(repr(u) for u in LABEL_UNITS))
 _SCALE = Worded(AnyOf((Options(None), Interval(float, 0, None, closed="neither"))), "None or a number > 0")
 _EXPRESSION = AnyOf((Options(None), InstanceOf(str, "a string")), what="None or a string")
@@ -133,3 +139,46 @@ class Label:
         if unknown:
             raise ValueError(f"label: unknown field {unknown[0]!r} (expected kind, expression, processors, unit, scale)")
         return cls(**{k: (tuple(v) if k == "processors" else v) for k, v in mapping.items()})
+
+
+def auto_label_kind(learned: Iterable[Label | None]) -> str:
+    """The kind ``label: auto`` scores against: ``"learn"`` when a learn processor changed a pipeline's label.
+
+    ``learned`` holds each scored pipeline's learned label (``None``: its handler has none). Every
+    Qlib benchmark trains on a processed label (``CSRankNorm``, ``CSZScoreNorm``): scoring its
+    predictions against the raw return would compare numbers of different scales.
+
+    >>> rank = Label(kind="learn", expression="x", processors=("CSRankNorm",), unit="normalised")
+    >>> auto_label_kind([rank]), auto_label_kind([Label(kind="learn", expression="x")]), auto_label_kind([None])
+    ('learn', 'raw', 'raw')
+    """
+    return "learn" if any(lab is not None and lab.processors for lab in learned) else "raw"
+
+
+def storage_kind(choice: str) -> str:
+    """The label kind a unit stores in its ``label`` column for ``rolling.label`` ``choice`` (both kinds are kept).
+
+    ``auto`` stores the raw label first, as ``raw`` does, so that the choice changes no unit (and no hash).
+
+    >>> storage_kind("auto"), storage_kind("learn")
+    ('raw', 'learn')
+    """
+    return "raw" if check("label", choice, LABEL_CHOICE) == "auto" else choice
+
+
+def describe_choice(label: Label, choice: str) -> str:
+    """The scope words for a scored label: its description, and why ``auto`` chose it.
+
+    >>> rank = Label(kind="learn", expression="x", processors=("CSRankNorm",), unit="normalised")
+    >>> describe_choice(rank, "auto")
+    'learned label: x after CSRankNorm, normalised (--label auto: the label the model learned; --label raw for the raw one)'
+    >>> describe_choice(Label(kind="raw", expression="x", unit="return"), "auto")
+    'raw label: x, plain return (--label auto: no learn processor changed it)'
+    >>> describe_choice(Label(kind="raw", expression="x", unit="return"), "raw")
+    'raw label: x, plain return'
+    """
+    if choice != "auto":
+        return label.describe()
+    why = ("the label the model learned; --label raw for the raw one" if label.kind == "learn"
+           else "no learn processor changed it")
+    return f"{label.describe()} (--label auto: {why})"

@@ -47,7 +47,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from rolling_calib.core.label import LABEL_KINDS
+from rolling_calib.core.label import LABEL_CHOICES
 from rolling_calib.core.validation import (
     FINETUNE_ON,
     MONTHS,
@@ -205,7 +205,7 @@ ROLLING_OPTIONS: Mapping[str, Constraint] = {
     "train_window": Worded(Options(*TRAIN_WINDOWS), f"one of {', '.join(TRAIN_WINDOWS)}"),
     "sliding_months": MONTHS,
     "finetune_on": Worded(Options(*FINETUNE_ON), f"one of {', '.join(FINETUNE_ON)}"),
-    "label": Worded(Options(*LABEL_KINDS), f"one of {', '.join(LABEL_KINDS)}"),  # the raw or learn-processed label
+    "label": Worded(Options(*LABEL_CHOICES), f"one of {', '.join(LABEL_CHOICES)}"),  # auto, raw or learn-processed
     "stack_seeds": SEED_COUNT,  # seeds of a window trained as one seed stack (1: one at a time)
 }
 

@@ -32,7 +32,9 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import multiprocessing
-from collections.abc import Callable, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from rolling_calib.core.validation import Interval, check
@@ -80,6 +82,76 @@ class UnitFailedError(RuntimeError):
         self.failures: list[tuple[UnitKey, BaseException]] = list(failures)
 
 
+class RunStopped(KeyboardInterrupt):
+    """A stop signal (SIGTERM or SIGINT) ended the run: queued units were cancelled, the running ones finished or ended.
+
+    A ``KeyboardInterrupt`` (a ``BaseException``): no ``except Exception`` of a unit or a library
+    swallows it, and code that handles Ctrl-C handles SIGTERM alike. ``signum`` is the signal (the exit status is ``128 + signum``: 143, 130); the
+    counts say what became of the units; :meth:`line` is the one line the command prints.
+
+    >>> RunStopped(signal.SIGTERM, completed=1, finished=2, cancelled=5).line()
+    'stopped by SIGTERM: 3 unit(s) completed and kept (2 of them finished after the signal), 5 queued unit(s) cancelled; the same command resumes'
+    """
+
+    def __init__(self, signum: int, *, completed: int = 0, finished: int = 0, cancelled: int = 0,
+                 ended: int = 0, units: bool = True) -> None:
+        super().__init__(signum)
+        self.signum, self.completed, self.finished = int(signum), completed, finished
+        self.cancelled, self.ended, self.units = cancelled, ended, units
+
+    @property
+    def exit_status(self) -> int:
+        """The shell's status of a process ended by the signal: 143 for SIGTERM, 130 for SIGINT."""
+        return 128 + self.signum
+
+    def line(self) -> str:
+        """One line: which signal, what was kept, cancelled and ended."""
+        name = signal.Signals(self.signum).name
+        if not self.units:  # stopped outside the units' loop (planning, scoring): nothing of units to say
+            return f"stopped by {name}"
+        kept = self.completed + self.finished
+        after = f" ({self.finished} of them finished after the signal)" if self.finished else ""
+        ended = (f", {self.ended} running unit(s) ended (nothing of them kept)"
+                 if self.ended else "")
+        return (f"stopped by {name}: {kept} unit(s) completed and kept{after}, {self.cancelled} queued unit(s) "
+                f"cancelled{ended}; the same command resumes")
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT raise :class:`RunStopped` in this (main) thread while inside; restored after.
+
+    Outside the main thread (where Python cannot set handlers) it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise RunStopped(signum, units=False)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _worker_init(channel: Any) -> None:
+    """A pool worker: Ctrl-C (SIGINT to the whole process group) is the parent's to handle; reports to ``channel``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if channel is not None:
+        install_queue(channel)
+
+
+def _stopped(exc: BaseException) -> RunStopped | None:
+    """``exc`` as a :class:`RunStopped` (a ``KeyboardInterrupt`` is SIGINT's), or None for anything else."""
+    if isinstance(exc, RunStopped):
+        return exc
+    return RunStopped(signal.SIGINT, units=False) if isinstance(exc, KeyboardInterrupt) else None
+
+
 class DependencyQueue:
     """Hands out tasks whose predecessor has finished; shared by every executor.
 
@@ -111,6 +183,10 @@ class DependencyQueue:
     def mark_done(self, key: UnitKey) -> None:
         """Release the tasks that waited for ``key``."""
         self._ready.extend(self._waiting.pop(key, []))
+
+    def left(self) -> int:
+        """Tasks not handed out yet (ready or waiting for a predecessor, down the whole chain)."""
+        return len(self._ready) + sum(len(tasks) for tasks in self._waiting.values())
 
 
 def failure_error(
@@ -193,28 +269,57 @@ class LocalExecutor:
 
         failures: list[tuple[UnitKey, BaseException]] = []
         channel = _POOL_CONTEXT.Queue() if on_progress is not None else None
-        setup = {"initializer": install_queue, "initargs": (channel,)} if channel is not None else {}
+        waiting: list[UnitTask] = []  # ready units not yet given to the pool: a stop cancels them at once
         with (relay(channel, on_progress) if channel is not None else contextlib.nullcontext(),
-              cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=_POOL_CONTEXT, **setup) as pool):
+              cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=_POOL_CONTEXT, initializer=_worker_init,
+                                     initargs=(channel,)) as pool):
             running: dict[cf.Future, UnitKey] = {}
-            while True:
-                if not failures:  # after a failure, only the units already running finish
-                    for task in queue.take_ready():
+            try:
+                while True:
+                    waiting += queue.take_ready()
+                    while waiting and not failures and len(running) < self.workers:  # after a failure, only
+                        task = waiting.pop(0)                                         # the running units finish
                         running[pool.submit(work, task.key)] = task.key
-                if not running:
-                    break
-                done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
-                for future in done:
-                    key = running.pop(future)
-                    try:
-                        result = future.result()
-                    except Exception as exc:  # re-raised below, after the running units finish
-                        failures.append((key, exc))
-                        continue
-                    finish(key, result)
+                    if not running:
+                        break
+                    done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
+                    for future in done:
+                        key = running.pop(future)
+                        try:
+                            result = future.result()
+                        except Exception as exc:  # re-raised below, after the running units finish
+                            failures.append((key, exc))
+                            continue
+                        finish(key, result)
+            except BaseException as exc:
+                stop = _stopped(exc)
+                if stop is None:
+                    raise
+                raise self._stop(pool, running, stop, completed=len(results), queued=len(waiting) + queue.left(),
+                                 finish=finish) from None
         if failures:
             raise failure_error(failures, results) from failures[0][1]
         return results
+
+    @staticmethod
+    def _stop(pool: cf.ProcessPoolExecutor, running: dict[cf.Future, UnitKey], stop: RunStopped, *, completed: int,
+              queued: int, finish: Callable[[UnitKey, Any], None]) -> RunStopped:
+        """After a stop signal: nothing more starts; the running units finish (a second signal ends them at once)."""
+        finished = ended = 0
+        try:
+            for future in cf.as_completed(list(running)):
+                key = running.pop(future)
+                if future.exception() is None:
+                    finish(key, future.result())
+                    finished += 1
+        except BaseException as again:
+            if _stopped(again) is None:
+                raise
+            ended = len(running)
+            for process in list((getattr(pool, "_processes", None) or {}).values()):  # their unit files stay
+                process.terminate()  # incomplete (the sidecar is written last): a re-run recomputes them
+        pool.shutdown(wait=True, cancel_futures=True)
+        return RunStopped(stop.signum, completed=completed, finished=finished, cancelled=queued, ended=ended)
 
     @staticmethod
     def _run_here(queue: DependencyQueue, work: Callable[[UnitKey], Any], results: dict[UnitKey, Any],
@@ -227,6 +332,12 @@ class LocalExecutor:
                 result = work(task.key)
             except Exception as exc:
                 raise failure_error([(task.key, exc)], results) from exc
+            except BaseException as exc:  # a stop signal: the unit in hand ends (its sidecar is never written)
+                stop = _stopped(exc)
+                if stop is None:
+                    raise
+                raise RunStopped(stop.signum, completed=len(results), cancelled=len(ready) + queue.left(),
+                                 ended=1) from None
             finish(task.key, result)
             ready.extend(queue.take_ready())
         return results

@@ -22,7 +22,7 @@ import pandas as pd
 from rolling_calib.config.bounds import check_pipeline_name, check_unit_count, check_unit_memory, parse_seeds
 from rolling_calib.config.experiment import ExperimentConfig, RollingConfig
 from rolling_calib.core.fingerprint import stable_hash
-from rolling_calib.core.label import Label
+from rolling_calib.core.label import Label, storage_kind
 from rolling_calib.core.schedule import Window
 from rolling_calib.core.validation import ConfigError
 from rolling_calib.execution import store as st
@@ -43,7 +43,7 @@ from rolling_calib.qlib_adapter.zoo import (
 __all__ = ["PipelinePlan", "RunPlan", "default_threads", "plan_run"]
 
 #: The ``rolling:`` section's defaults (one place: :class:`~rolling_calib.config.experiment.RollingConfig`).
-_ROLLING_DEFAULTS = {"label": RollingConfig.label, "stack_seeds": RollingConfig.stack_seeds}
+_ROLLING_DEFAULTS = {"label": storage_kind(RollingConfig.label), "stack_seeds": RollingConfig.stack_seeds}
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,12 @@ def default_threads(workers: int) -> int:
 
 
 # --------------------------------------------------------------------------- planning
+def _hashed(rolling: RollingConfig, option: str) -> object:
+    """The value of a rolling option the hash sees (``label``: the kind a unit stores first, auto's is raw's)."""
+    value = getattr(rolling, option)
+    return storage_kind(value) if option == "label" else value
+
+
 def _pipeline_hash(task: dict, windows: Sequence[Window], rolling: RollingConfig, data: dict, n_threads: int) -> str:
     """Hash of everything that shapes a pipeline's numbers.
 
@@ -156,7 +162,7 @@ def _pipeline_hash(task: dict, windows: Sequence[Window], rolling: RollingConfig
         "finetune_on": rolling.finetune_on,
     }
     for option, default in _ROLLING_DEFAULTS.items():  # label: a default leaves existing stores' hashes unchanged;
-        if (value := getattr(rolling, option)) != default:  # stack_seeds: stacked fits agree with single ones to
+        if (value := _hashed(rolling, option)) != default:  # stack_seeds: stacked fits agree with single ones to
             schedule[option] = value                      # rounding, not to the bit
     if not str(task["model"].get("module_path", "")).startswith("rolling_calib"):  # Qlib's zoo: its unit rules
         schedule["zoo_rules"] = ZOO_RULES_VERSION  # (our models' hashes, and so existing stores, unchanged)
@@ -212,7 +218,7 @@ def plan_run(
     seed_list, notes = _seed_list(config, names, seeds, where)
     if n_threads < 1:
         raise ValueError(f"n_threads: expected >= 1, found {n_threads}")
-    label, stack_seeds = config.rolling.label, config.rolling.stack_seeds
+    label, stack_seeds = storage_kind(config.rolling.label), config.rolling.stack_seeds
     for name in dict.fromkeys(names):  # before the calendar is read: refusals come in well under a second
         check_runner_contract(config.pipeline_task(name), mode=config.rolling.mode, label=label,
                               stack_seeds=stack_seeds, where=f"{where}: pipelines.{name}")

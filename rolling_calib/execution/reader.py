@@ -40,8 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rolling_calib.core.label import LABEL_KIND
-from rolling_calib.core.validation import check
+from rolling_calib.core.label import storage_kind
 from rolling_calib.core.schedule import CoverageError, Window
 from rolling_calib.execution import store as st
 from rolling_calib.execution.units import UnitKey
@@ -123,7 +122,7 @@ def label_columns(sidecar: Mapping[str, Any], manifest: Mapping[str, Any]) -> di
     recorded = sidecar.get("label_columns")
     if isinstance(recorded, Mapping) and recorded:
         return {str(k): str(v) for k, v in recorded.items()}
-    return {str(sidecar.get("label") or st.recorded_label_kind(manifest)): "label"}
+    return {str(sidecar.get("label") or storage_kind(st.recorded_label_kind(manifest))): "label"}
 
 
 def _column_of(store: Path, key: UnitKey, sidecar: Mapping[str, Any], manifest: Mapping[str, Any], kind: str) -> str:
@@ -328,7 +327,7 @@ def load_run(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[s
     """
     store = Path(store)
     manifest = st.read_manifest(store) if manifest is None else manifest
-    kind = _kind(manifest, label)
+    kind = _kind(manifest, label, pipeline)
     windows = run_windows(store, manifest, pipeline)
     entry = manifest["pipelines"][pipeline]
     frames = []
@@ -352,9 +351,9 @@ def load_run(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[s
     return merged
 
 
-def _kind(manifest: Mapping[str, Any], label: str | None) -> str:
-    """The label kind to read: ``label``, else the store's ``rolling.label`` (``ValueError`` for another word)."""
-    return check("label", st.recorded_label_kind(manifest) if label is None else label, LABEL_KIND)
+def _kind(manifest: Mapping[str, Any], label: str | None, pipeline: str) -> str:
+    """The label kind to read: ``label``, else the store's ``rolling.label``, ``auto`` resolved for ``pipeline``."""
+    return st.resolve_label_kind(manifest, [pipeline], label)
 
 
 def _frame_arrays(frame: pd.DataFrame, windows: list[Window]) -> RunArrays:
@@ -432,7 +431,7 @@ def read_run(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[s
     """
     store = Path(store)
     manifest = st.read_manifest(store) if manifest is None else manifest
-    kind = _kind(manifest, label)
+    kind = _kind(manifest, label, pipeline)
     try:
         test = _read_test(store, pipeline, seed, manifest=manifest, kind=kind)
     except _LegacyRead:  # time-zone-aware or non-timestamp dates: through pandas

@@ -44,6 +44,7 @@ import pandas as pd
 
 from rolling_calib.execution import store as st
 from rolling_calib.execution.bookkeeping import CorruptMove, check_store_coverage, pending_units, write_run_manifest
+from rolling_calib.execution.relocation import repoint_store_db
 from rolling_calib.execution.executors import Executor, UnitKey, UnitTask
 from rolling_calib.execution.lock import StoreLock, clean_orphan_temporaries
 from rolling_calib.execution.planning import PipelinePlan, RunPlan, default_threads, plan_run
@@ -143,7 +144,10 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
     if orphans:
         warnings.warn(f"{plan.store}: removed {len(orphans)} temporary file(s) left by an interrupted write "
                       f"(e.g. {orphans[0]})", stacklevel=3)
+    moved = repoint_store_db(plan.store)   # a moved or copied store: new recorders' artifacts go into it
     write_run_manifest(plan)
+    if progress and moved is not None:
+        print(f"note: {moved.line()}", file=sys.stderr)
     if progress:
         for note in plan.notes:
             print(f"note: {note}", file=sys.stderr)

@@ -66,7 +66,7 @@ import pandas as pd
 
 from data_prep.atomic import WriteFailed, atomic_write_bytes, atomic_write_text, describe_os_error
 from rolling_calib.core.calibration import Calibration
-from rolling_calib.core.label import LABEL_KINDS, Label
+from rolling_calib.core.label import LABEL_CHOICE, LABEL_KINDS, Label, auto_label_kind
 from rolling_calib.execution.units import UnitKey
 
 __all__ = [
@@ -589,6 +589,21 @@ def recorded_calibration(manifest: Mapping[str, Any]) -> Calibration:
 def recorded_label_kind(manifest: Mapping[str, Any]) -> str:
     """The ``rolling.label`` a store was run with (``raw`` for stores from before the option)."""
     return str(manifest.get("experiment", {}).get("rolling", {}).get("label", "raw"))
+
+
+def resolve_label_kind(manifest: Mapping[str, Any], pipelines: Iterable[str], label: str | None) -> str:
+    """The label kind to score ``pipelines`` against: ``label``, else the store's ``rolling.label``; ``auto`` resolved.
+
+    ``auto`` (:func:`~rolling_calib.core.label.auto_label_kind`): the learned label when a learn
+    processor changed any of the pipelines' labels, the raw label otherwise. ``ValueError`` for
+    another word.
+    """
+    from rolling_calib.core.validation import check
+
+    choice = check("label", recorded_label_kind(manifest) if label is None else label, LABEL_CHOICE)
+    if choice != "auto":
+        return choice
+    return auto_label_kind(pipeline_labels(manifest, name)[0].get("learn") for name in pipelines)
 
 
 def pipeline_labels(manifest: Mapping[str, Any], pipeline: str) -> tuple[dict[str, Label], list[str]]:

@@ -13,9 +13,12 @@
    * case 1 (``workflows/demo.yaml``, ``OUT/store``, ``OUT/report``): trained and scored on the raw
      10-minute return (bp);
    * case 2 (``workflows/demo_csrank.yaml``, ``OUT/store_csrank``, ``OUT/report_csrank``): the same
-     pair trained on Qlib's CSRankNorm label and scored against the raw return, as Qlib's benchmark
-     workflows do -- the scale-mismatch guard names it -- then re-scored against the label the models
-     learned (both labels are stored: no retraining), the honest figure.
+     pair trained on Qlib's CSRankNorm label, as Qlib's benchmark workflows train, and scored (and
+     reported) against the label the models learned (``rolling.label: auto``); then re-scored against
+     the raw return, as Qlib's SignalRecord keeps it (both labels are stored: no retraining), where the
+     scale-mismatch guard names the wrong comparison.
+
+Each case's answer is handed to ``on_case`` as soon as the case is done (the CLI prints it then).
 
 Re-running resumes: completed units are reused (the stores' config hashes match).
 
@@ -24,12 +27,13 @@ Usage (minutes of training; ``tests/cli/test_demo_command.py`` runs it at tiny s
     result = run_demo("demo_out", workers=2)
     [case.store.name for case in result.cases]      # ['store', 'store_csrank']
     result.cases[1].learned.warnings                 # the learned-label comparison: no scale mismatch
+    result.cases[1].raw.warnings                     # against the raw return: the scale mismatch
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,9 +62,9 @@ class DemoCase:
 
 #: The demo's two cases (see the module docstring).
 DEMO_CASES = (
-    DemoCase("raw_label", "Case 1: trained and scored on the raw 10-minute return (bp)", DEMO_CONFIG, "store", "report"),
-    DemoCase("normalised_label", "Case 2: trained on CSRankNorm labels (as Qlib's benchmarks), scored against the raw "
-             "return", packaged_workflow("demo_csrank.yaml"), "store_csrank", "report_csrank"),
+    DemoCase("raw_label", "Case 1: trained and scored on the raw 10-minute return", DEMO_CONFIG, "store", "report"),
+    DemoCase("normalised_label", "Case 2: trained on CSRankNorm labels (as Qlib's benchmarks), scored against the "
+             "label the models learned", packaged_workflow("demo_csrank.yaml"), "store_csrank", "report_csrank"),
 )
 
 
@@ -76,6 +80,7 @@ class CaseResult:
     diagnosis: object = None  # rolling_calib.analysis.diagnostics.StoreDiagnosis
     learned: object = None  # StoreComparison against the learned label, when it differs from the raw one
     learned_diagnosis: object = None
+    raw: object = None  # StoreComparison against the raw label, when the case was scored against the learned one
     tracking_uri: str | None = None
     tracking_message: str | None = None
     seconds: float = 0.0
@@ -151,6 +156,7 @@ def run_demo(
     resampling: Resampling = RESAMPLING_DEFAULTS,
     progress: bool = True,
     track: bool = True,
+    on_case: Callable[[CaseResult], None] | None = None,
 ) -> DemoResult:
     """Run the whole demo; see the module docstring.
 
@@ -171,6 +177,8 @@ def run_demo(
         Progress bars for data generation and units.
     track : bool
         Log each store to MLflow (``STORE/mlflow.db``).
+    on_case : callable, optional
+        Called with each case's result as soon as that case is done (before the next one trains).
     """
     if seeds is not None and seeds < 2:
         raise ValueError(f"seeds: expected >= 2 (a spread needs two runs), found {seeds}")
@@ -180,8 +188,12 @@ def run_demo(
     out = Path(out_dir).resolve()
     data_dir = out / "qlib_data"
     built = ensure_demo_data(data_dir, config=Path(cases[0].config), progress=progress)
-    results = [_run_case(case, out, data_dir, workers=workers, seeds=seeds, resampling=resampling,
-                         progress=progress, track=track) for case in cases]
+    results = []
+    for case in cases:
+        results.append(_run_case(case, out, data_dir, workers=workers, seeds=seeds, resampling=resampling,
+                                 progress=progress, track=track))
+        if on_case is not None:
+            on_case(results[-1])
     return DemoResult(data_dir=data_dir, cases=results, seconds=time.perf_counter() - t0, data_built=built,
                       settings={"workers": workers, "n_boot": resampling.n_boot, "seeds": seeds,
                                 "resampling": resampling.to_dict()})
@@ -201,12 +213,26 @@ def _run_case(case: DemoCase, out: Path, data_dir: Path, *, workers: int, seeds:
                          f"found {len(experiment.rolling.seeds)}")
     outcome = run_experiment(experiment, RunOptions(
         store=out / case.store, seeds=seeds, progress=progress, track=track, compare=CompareOptions(resampling=resampling),
-        report=out / case.report, executor=ExecutorOptions(workers=workers, threads=1)))
+        report=out / case.report, report_title=case.title, executor=ExecutorOptions(workers=workers, threads=1)))
     learned, learned_diagnosis = _learned(outcome, resampling=resampling, progress=progress)
+    raw = _raw(outcome, resampling=resampling, progress=progress)
     return CaseResult(case=case, store=outcome.plan.store, comparison=outcome.comparison, report=outcome.report or {},
-                      diagnosis=outcome.diagnosis, learned=learned, learned_diagnosis=learned_diagnosis,
+                      diagnosis=outcome.diagnosis, learned=learned, learned_diagnosis=learned_diagnosis, raw=raw,
                       tracking_uri=outcome.tracking_uri, tracking_message=outcome.tracking_message,
                       seconds=time.perf_counter() - t0)
+
+
+def _raw(outcome, *, resampling: Resampling, progress: bool) -> object:
+    """The comparison against the raw label, when the case was scored against the learned one (else None)."""
+    from rolling_calib.analysis.comparison import compare_store
+    from rolling_calib.analysis.scoring import score_store
+
+    scores = outcome.scores
+    if scores is None or scores.label.kind != "learn":
+        return None
+    raw = score_store(outcome.plan.store, calibration=scores.calibration, label="raw", pipelines=scores.pipelines,
+                      progress=progress)
+    return compare_store(raw, resampling=resampling)
 
 
 def _learned(outcome, *, resampling: Resampling, progress: bool) -> tuple[object, object]:
@@ -216,7 +242,9 @@ def _learned(outcome, *, resampling: Resampling, progress: bool) -> tuple[object
     from rolling_calib.analysis.scoring import score_store
 
     scores = outcome.scores
-    if scores is None or scores.label.kind == "learn" or all(
+    if scores is not None and scores.label.kind == "learn":   # scored against it already (rolling.label: auto)
+        return outcome.comparison, outcome.diagnosis
+    if scores is None or all(
             lab.unit != "normalised" for lab in scores.learned_labels.values()):
         return None, None
     learned = score_store(outcome.plan.store, calibration=scores.calibration, label="learn",

@@ -95,6 +95,7 @@ class RunOptions:
     compare: CompareOptions | None = field(default_factory=CompareOptions)
     report: Path | None = None
     until_decided: UntilDecided | None = None
+    report_title: str | None = None   # what the report is (the demo's case); its label is added to it
 
     def __post_init__(self) -> None:
         check_store_path(self.store)  # a regular file or a read-only file system: one line before anything runs
@@ -182,7 +183,7 @@ def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentR
                     raise
                 tracked = _untracked(plan.store, exc)   # scores for tracking only: tracking never fails a run
         comparison = _compare(scores, options.compare)
-        diagnosis, report = _report(plan.store, scores, comparison, options.report)
+        diagnosis, report = _report(plan.store, scores, comparison, options.report, title=options.report_title)
         if options.track and scores is not None:
             tracked = track(scores, tracking_uri=options.tracking_uri, experiment_name=config.experiment_name,
                             comparison=comparison, report=report)
@@ -200,7 +201,7 @@ def _compare(scores: StoreScores | None, options: CompareOptions | None) -> Stor
 
 
 def _report(store: Path, scores: StoreScores | None, comparison: StoreComparison | None,
-            out: Path | None) -> tuple[object, dict[str, Path] | None]:
+            out: Path | None, *, title: str | None = None) -> tuple[object, dict[str, Path] | None]:
     """``(diagnosis, report files)``: the report written into ``out`` (``(None, None)`` when not asked for).
 
     The diagnosis (can calibration help?) needs a pipeline with two seeds; without one the
@@ -215,4 +216,4 @@ def _report(store: Path, scores: StoreScores | None, comparison: StoreComparison
 
     enough = scores.runs.groupby("pipeline")["seed"].nunique().max() >= 2
     diagnosis = diagnose_store(store, scores=scores, resampling=comparison.resampling) if enough else None
-    return diagnosis, write_report(scores, comparison, Path(out), diagnosis=diagnosis)
+    return diagnosis, write_report(scores, comparison, Path(out), diagnosis=diagnosis, title=title)

@@ -141,10 +141,11 @@ def _scope(scores: StoreScores, out_dir: Path, target: str = "future") -> str:
     seed_text = str(int(seeds.iloc[0])) if seeds.nunique() == 1 else f"{int(seeds.min())}-{int(seeds.max())}"
     return (f"Store {_store_name(scores.store, out_dir)}: {len(scores.runs)} runs of {len(scores.pipelines)} "
             f"pipeline(s) ({', '.join(scores.pipelines)}), {seed_text} seeds each, {len(periods)} calibration "
-            f"periods ({span}). Scored against the {scores.label.describe()}; calibration: "
+            f"periods ({span}). Scored against the {scores.label_scope}; calibration: "
             f"{scores.calibration.describe()}. Verdicts answer: "
             + ("over seeds and the market's future (target future)." if target == "future" else
                "over seeds, on these days (target period)."))
+
 
 
 def _sequential(store: Path) -> tuple[Table | None, str]:
@@ -283,8 +284,23 @@ def _figure_entries(names: Sequence[str], pairs: Sequence[tuple[str, str]]) -> l
     return out
 
 
+def report_title(scores: StoreScores, case: str | None = None) -> str:
+    """The report's title: its case (when given) or pipelines, and the label scored against, with its unit.
+
+    >>> from rolling_calib.core.label import Label
+    >>> s = StoreScores(store=Path("s"), runs=pd.DataFrame({"pipeline": ["a", "b"]}), periods=pd.DataFrame(),
+    ...                 label=Label(kind="learn", processors=("CSRankNorm",), unit="normalised"))
+    >>> report_title(s), report_title(s, "Case 2: CSRankNorm labels")
+    ('rolling-calib report: a, b (learned label, normalised)', 'Case 2: CSRankNorm labels (learned label, normalised)')
+    """
+    which = "raw label" if scores.label.kind == "raw" else "learned label"
+    unit = {"return": "plain return", "unknown": "unit unknown"}.get(scores.label.unit, scores.label.unit)
+    head = case if case else f"rolling-calib report: {', '.join(scores.pipelines)}"
+    return f"{head} ({which}, {unit})"
+
+
 def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir: str | Path,
-                   figures: Sequence[str] = (), diagnosis: Any = None) -> dict[str, Any]:
+                   figures: Sequence[str] = (), diagnosis: Any = None, title: str | None = None) -> dict[str, Any]:
     """Everything the report says, as plain values (strings, lists, :class:`Table`), for the templates.
 
     Parameters
@@ -311,7 +327,7 @@ def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir:
         {"pipeline": d.pipeline, "text": rel(d.assessment.text if d.assessment is not None else d.verdict)}
         for d in diagnosis.pipelines]
     return {
-        "title": f"rolling-calib report: {', '.join(scores.pipelines)}",
+        "title": report_title(scores, title),
         "scope": _scope(scores, out, comparison.target),
         "verdict_heading": f"Verdicts at {comparison.confidence:.0%}",
         "interval_over": ("over seeds and the market's future (target future)" if comparison.target == "future"
@@ -387,11 +403,12 @@ def _tables(scores: StoreScores, comparison: StoreComparison) -> dict[str, pd.Da
 
 
 def write_report(scores: StoreScores, comparison: StoreComparison, out_dir: str | Path, *,
-                 diagnosis: Any = None) -> dict[str, Path]:
+                 diagnosis: Any = None, title: str | None = None) -> dict[str, Path]:
     """Write ``report.html``, ``report.md``, one PNG per figure and the CSV tables into ``out_dir``.
 
     ``diagnosis`` (:func:`rolling_calib.analysis.diagnostics.diagnose_store`) adds each pipeline's
     assessment (can calibration help?), the seed offsets and the paired per-seed differences.
+    ``title``: what the report is (the demo's case); the label scored against is added (:func:`report_title`).
 
     Returns
     -------
@@ -407,7 +424,7 @@ def write_report(scores: StoreScores, comparison: StoreComparison, out_dir: str 
         paths[f"{name}_png"] = atomic_write_bytes(out / f"{name}.png", data)
     for name, frame in _tables(scores, comparison).items():
         paths[f"{name.removesuffix('.csv')}_csv"] = atomic_write_text(out / name, frame.to_csv(index=False))
-    context = report_context(scores, comparison, out_dir=out, figures=list(pngs), diagnosis=diagnosis)
+    context = report_context(scores, comparison, out_dir=out, figures=list(pngs), diagnosis=diagnosis, title=title)
     paths["markdown"] = atomic_write_text(out / "report.md", render_markdown(context))
     paths["html"] = atomic_write_text(out / "report.html", render_html(context, pngs=pngs))
     return paths

@@ -97,6 +97,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -120,6 +121,7 @@ from rolling_calib.execution import store as st
 from rolling_calib.execution.reader import label_columns, read_unit
 from rolling_calib.execution.units import UnitKey
 from rolling_calib.qlib_adapter.training import HANDLER_TIME_KWARGS
+from rolling_calib.execution.relocation import repoint_store_db
 from rolling_calib.tracking.sqlite_db import (
     DbRepair,
     repair_tracking_db,
@@ -706,11 +708,15 @@ def _track(scores: StoreScores, *, comparison: StoreComparison | None, report: M
     tags, key = _scoring_tags(scores)
     ctx = _Context(store=store, manifest=manifest, uri=uri, experiment=name, scores=scores, comparison=comparison,
                    periods=periods, scoring_tags=tags, scoring_key=key)
+    for name in ("mlflow", "alembic"):   # their INFO lines (creating tables, migrations) are not the user's business
+        logging.getLogger(name).setLevel(max(logging.getLogger(name).getEffectiveLevel(), logging.WARNING))
     db = sqlite_path(uri)
     with tracking_db_lock(db, timeout=lock_timeout) if db is not None else contextlib.nullcontext():
         repair = repair_tracking_db(db) if db is not None else None
         if repair is not None:
             repairs.append(repair)
+        if db is not None and db.resolve() == store / "mlflow.db":   # a moved or copied store: its own files
+            repoint_store_db(store, locked=True)
         return _log_scores(ctx, report, path_root, repair)
 
 

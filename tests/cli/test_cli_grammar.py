@@ -22,7 +22,7 @@ from rolling_calib.cli import main
 COMMANDS = dict(leaf_parsers())
 
 #: The commands that read or write a result store.
-STORE_COMMANDS = {("run",), ("sweep",), ("compare",), ("report",), ("diagnose",), ("metaeval",)}
+STORE_COMMANDS = {("run",), ("sweep",), ("compare",), ("report",), ("diagnose",), ("metaeval",), ("relocate",)}
 
 #: Options that several commands take with words of their own, on purpose: what differs, and why.
 OWN_WORDS = {

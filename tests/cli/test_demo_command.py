@@ -41,7 +41,9 @@ def test_demo_generates_data_runs_two_workers_and_reports(tmp_path, capsys):
     assert "(generated)" in text and "wall time:" in text
     assert text.index("Verdicts at 95%") < text.index("Can calibration help here?")   # the answer first
     assert "wd0" in text and "wd1e-2" in text
-    assert "Can calibration help here?" in text and "CQL's seed std is" in text  # the assessment, per pipeline
+    assert "Can calibration help here?" in text and "std CQL / QL 2..K [95%]" in text  # the assessment: a table
+    assert "needs 3 seeds" in text   # 2 seeds: no statement on the offsets' persistence
+    assert "CQL's seed std is" not in text and "INFO" not in text   # the sentences are in the report
     assert (out / "qlib_data" / "calendars" / "1min.txt").read_text().startswith("2018-01-02 09:30:00")
     html = (out / "report" / "report.html").read_text()
     assert html.index("<h1>") < html.index("<table") < html.index("<h2>Losses per pipeline")   # opens with the verdicts
@@ -83,8 +85,10 @@ def test_the_two_cases_name_the_scale_mismatch_and_rescore_the_learned_label(tmp
     result = run_demo(tmp_path / "out", workers=1, seeds=2, cases=cases, progress=False, track=False, resampling=Resampling(n_boot=100))
     first, second = result.cases
     kinds = [{w.kind for w in c.comparison.warnings} for c in result.cases]
-    assert "scale_mismatch" not in kinds[0] and "scale_mismatch" in kinds[1]
-    assert first.learned is None                        # learned == raw: nothing to re-score
-    assert second.learned is not None and second.learned.label.kind == "learn"
-    assert "scale_mismatch" not in {w.kind for w in second.learned.warnings}
-    assert (tmp_path / "out" / "report_csrank" / "report.html").is_file()
+    assert "scale_mismatch" not in kinds[0] and "scale_mismatch" not in kinds[1]   # label auto: the learned label
+    assert first.learned is None and first.raw is None   # learned == raw: nothing to re-score
+    assert second.comparison.label.kind == "learn" and second.learned is second.comparison
+    assert second.raw is not None and "scale_mismatch" in {w.kind for w in second.raw.warnings}
+    html = (tmp_path / "out" / "report_csrank" / "report.html").read_text()
+    assert "<h1>case 2 (learned label, normalised)</h1>" in html      # the report carries the learned-label verdicts
+    assert "<h1>case 1 (raw label, bp)</h1>" in (tmp_path / "out" / "report" / "report.html").read_text()

@@ -358,7 +358,7 @@ def test_demo_csrank_workflow_is_the_demo_on_rank_labels(tiny_data):
     over = {"qlib_init.provider_uri": str(tiny_data)}
     cfg = load_experiment(WORKFLOWS / "demo_csrank.yaml", overrides=over, check_store=False)
     demo = load_experiment(WORKFLOWS / "demo.yaml", overrides=over, check_store=False)
-    assert list(cfg.pipelines) == list(demo.pipelines) and cfg.rolling.label == "raw"   # scored raw, as Qlib keeps it
+    assert list(cfg.pipelines) == list(demo.pipelines) and cfg.rolling.label == "auto"   # the learned label
     handler = cfg.pipeline_task("wd0")["dataset"]["kwargs"]["handler"]["kwargs"]
     assert handler["learn_processors"] == [{"class": "DropnaLabel"},
                                            {"class": "CSRankNorm", "kwargs": {"fields_group": "label"}}]

@@ -147,3 +147,24 @@ def test_label_round_trip_and_same_values():
         Label.from_dict({"kind": "raw", "units": "bp"})
     raw = Label(kind="raw", expression=label.expression, unit="return")
     assert not raw.same_values(label) and raw.same_values(Label(kind="learn", expression=label.expression, unit="return"))
+
+
+# --------------------------------------------------------------------------- label auto
+def test_label_auto_resolves_per_store_from_the_recorded_labels():
+    """auto: learn when any scored pipeline's learned label was changed by a processor, raw otherwise."""
+    from rolling_calib.execution.store import resolve_label_kind
+
+    raw = Label(kind="raw", expression="x", unit="return").to_dict()
+    ranked = Label(kind="learn", expression="x", processors=("CSRankNorm",), unit="normalised").to_dict()
+    dropped = Label(kind="learn", expression="x", unit="return").to_dict()   # DropnaLabel only: values unchanged
+    manifest = {"experiment": {"rolling": {"label": "auto"}},
+                "pipelines": {"ranked": {"labels": {"raw": raw, "learn": ranked}},
+                              "plain": {"labels": {"raw": raw, "learn": dropped}},
+                              "minute": {"labels": {"raw": raw}}}}
+    assert resolve_label_kind(manifest, ["ranked"], None) == "learn"
+    assert resolve_label_kind(manifest, ["plain", "minute"], None) == "raw"
+    assert resolve_label_kind(manifest, ["plain", "ranked"], None) == "learn"
+    assert resolve_label_kind(manifest, ["ranked"], "raw") == "raw"
+    assert resolve_label_kind({**manifest, "experiment": {}}, ["ranked"], None) == "raw"   # stores before the option
+    with pytest.raises(ValueError, match="^label: expected 'auto', 'raw' or 'learn', found 'learned'$"):
+        resolve_label_kind(manifest, ["ranked"], "learned")

@@ -137,3 +137,21 @@ def test_scale_mismatch_is_named_against_the_raw_label_only(lstm_store):
     assert f"{100 * measured['level_share']:.1f}%" in warning["message"] or "%" in warning["message"]
     learn = _compare(lstm_store, "learn")
     assert "scale_mismatch" not in {w["kind"] for w in learn["warnings"]}
+
+
+def test_label_auto_is_the_default_and_picks_the_learned_label(lstm_store):
+    """No --label: the store's rolling.label, auto by default, scores CSRankNorm's learned label, and says so."""
+    manifest = st.read_manifest(lstm_store)
+    assert manifest["experiment"]["rolling"]["label"] == "auto"
+    auto, learn = _main_json(["compare", "--store", str(lstm_store), "--json", "--n-boot", "50"]), _compare(lstm_store, "learn")
+    assert auto["label"] == "learn" and auto["pipelines"] == learn["pipelines"]
+    assert "scale_mismatch" not in {w["kind"] for w in auto["warnings"]}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["compare", "--store", str(lstm_store), "--n-boot", "50"]) == 0
+    headline = out.getvalue().splitlines()[0]
+    assert headline.startswith("Scored against the learned label: ") and "CSRankNorm" in headline
+    assert "(--label auto: the label the model learned; --label raw for the raw one)" in headline
+    with contextlib.redirect_stdout(io.StringIO()) as raw_out:
+        assert main(["compare", "--store", str(lstm_store), "--n-boot", "50", "--label", "raw"]) == 0
+    assert "--label auto" not in raw_out.getvalue().splitlines()[0]

@@ -100,7 +100,7 @@ def test_lgb_alpha158_scratch_run_fills_the_store(lgb_run):
     check_store_coverage(plan)
     manifest = st.read_manifest(plan.store)
     assert manifest["pipelines"]["lr10"]["label"] == "raw"
-    assert manifest["experiment"]["rolling"]["label"] == "raw"
+    assert manifest["experiment"]["rolling"]["label"] == "auto"   # scored raw: Alpha158 has no learn processor
     for key in plan.keys():
         frame = read_unit(plan.store, key)
         w = plan.windows[key.window]

@@ -90,9 +90,9 @@ def test_a_label_the_units_do_not_hold_is_refused_naming_the_fix(fake):
     with pytest.raises(MissingLabelError, match=(f"{fake}: unit a__seed0__w00 holds no learn label \\(it holds: raw; "
                                                  ".*score it with --label raw, or re-run the store")):
         score_store(fake, label="learn")
-    with pytest.raises(ValueError, match="label: expected 'raw' or 'learn', found 'both'"):
+    with pytest.raises(ValueError, match="label: expected 'auto', 'raw' or 'learn', found 'both'"):
         read_run(fake, "a", 0, label="both")
-    with pytest.raises(ValueError, match="^label: expected 'raw' or 'learn', found 'both'$"):   # not "no complete run"
+    with pytest.raises(ValueError, match="^label: expected 'auto', 'raw' or 'learn', found 'both'$"):   # not "no complete run"
         score_store(fake, label="both")
 
 
