@@ -35,6 +35,7 @@ from rolling_calib.qlib_adapter.training import check_runner_contract, unit_task
 from rolling_calib.qlib_adapter.zoo import (
     ZOO_RULES_VERSION,
     check_booster_params,
+    check_model_keywords,
     check_validation_rows,
     check_zoo_task,
     model_traits,
@@ -218,6 +219,7 @@ def plan_run(
                               stack_seeds=stack_seeds, where=f"{where}: pipelines.{name}")
         notes += [f"{name}: {note}" for note in check_zoo_task(config.pipeline_task(name), f"{where}: pipelines.{name}")]
         notes += _seedless_note(name, config.pipeline_task(name), seed_list, where)
+        notes += [f"{name}: {n}" for n in check_model_keywords(config.pipeline_task(name), f"{where}: pipelines.{name}")]
         check_booster_params(config.pipeline_task(name), f"{where}: pipelines.{name}")
     calendar = store_calendar(config.qlib_init)
     windows = tuple(config.rolling.windows(calendar))
