@@ -43,6 +43,7 @@ from rolling_calib.analysis.verdicts import (
     PairVerdicts,
     decide_pair,
     guard_warnings,
+    stopping_points,
 )
 from rolling_calib.core import pairwise as cmp
 from rolling_calib.core.calibration import Calibration
@@ -342,7 +343,8 @@ def compare_store(
         verdicts.append(decide_pair(scores.days, pair.better, pair.worse, label=scores.label, resampling=resampling))
     warnings = guard_warnings(days=scores.days, runs=scores.runs, pipelines=names, label=scores.label,
                               learned=scores.learned_labels, seed_spread=scores.seed_spread, models=scores.models,
-                              pairs=verdicts)
+                              pairs=verdicts, constant=scores.constant, identical=scores.identical,
+                              stopped=stopping_points(scores.store, names))
     return StoreComparison(
         summary=pd.DataFrame(rows), pairs=comparisons, calibration=scores.calibration, resampling=resampling,
         incomplete=list(scores.incomplete), notes=list(scores.notes),

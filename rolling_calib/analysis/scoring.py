@@ -45,7 +45,7 @@ import pandas as pd
 from rolling_calib.analysis.panels import DAY_COLUMNS, SeedSpreadCollector, run_days
 from rolling_calib.core import metrics
 from rolling_calib.core.calibration import Calibration
-from rolling_calib.core.guards import SeedSpread
+from rolling_calib.core.guards import ConstantCheck, SeedSpread
 from rolling_calib.core.label import LABEL_KIND, Label
 from rolling_calib.core.ranking_ic import (
     DailyIC,
@@ -119,6 +119,11 @@ class StoreScores:
         Per pipeline, the label its model learned (the ``learn`` description).
     models : dict
         Per pipeline, the model class (``module.Class``) from the recorded task.
+    constant : dict
+        Per pipeline, a :class:`~rolling_calib.core.guards.ConstantCheck` when every run predicts one value
+        per timestamp (the model learned nothing), else None.
+    identical : list of (str, str)
+        Pairs of pipelines whose runs of the same seed predict the same rows to float rounding.
     """
 
     store: Path
@@ -133,6 +138,8 @@ class StoreScores:
     seed_spread: dict[str, SeedSpread | None] = field(default_factory=dict)
     learned_labels: dict[str, Label] = field(default_factory=dict)
     models: dict[str, str] = field(default_factory=dict)
+    constant: dict[str, ConstantCheck | None] = field(default_factory=dict)
+    identical: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def pipelines(self) -> list[str]:
@@ -262,7 +269,7 @@ def _score_runs(store: Path, manifest: dict, names: Sequence[str], *, calibratio
                                                          "rank_ic": summary.rank_ic}))
         scored.tables.append(result.table.assign(pipeline=name, seed=seed))
         scored.days.append(run_days(name, seed, result, t, daily))
-        scored.spread.add(name, t)
+        scored.spread.add(name, t, seed)
     return scored
 
 
@@ -313,6 +320,8 @@ def _store_scores(store: Path, manifest: dict, names: Sequence[str], scored: _Sc
         seed_spread={n: scored.spread.result(n) for n in scored_names},
         learned_labels={n: st.pipeline_labels(manifest, n)[0].get("learn", Label(kind="learn")) for n in scored_names},
         models={n: _model_class(manifest, n) for n in scored_names},
+        constant={n: scored.spread.constant(n) for n in scored_names},
+        identical=scored.spread.identical_pairs(),
     )
 
 

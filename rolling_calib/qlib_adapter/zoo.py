@@ -52,7 +52,7 @@ from rolling_calib.qlib_adapter.task_spec import accepted_kwargs, import_class
 __all__ = ["BOOSTERS", "BOOSTER_DEFAULTS", "ZOO_RULES_VERSION", "ModelTraits", "apply_unit_settings",
            "check_booster_params", "check_model_keywords", "check_validation_rows", "check_zoo_task",
            "extra_segment_rule", "file_reads", "library_params", "partial_batch_evidence", "saved_params",
-           "segment_rows", "set_unit_threads", "unknown_model_keys",
+           "segment_rows", "set_unit_threads", "stopping_point", "unknown_model_keys",
            "model_traits", "predict_segment", "pretrain_base", "pretrained_base", "segment_view",
            "window_segments"]
 
@@ -736,3 +736,33 @@ def check_model_keywords(task: Mapping[str, Any], where: str) -> list[str]:
     return [f"task.model.kwargs.{key}: {what} takes no such parameter: it is ignored "
             f"(as under qrun)"
             for key, what, _ in bad]
+
+
+def stopping_point(model: Any) -> str | None:
+    """Where a fitted booster's training stopped, in words, or ``None`` when the model does not say.
+
+    Read from the library's own model object that Qlib's booster models keep in ``model.model``:
+    LightGBM's and XGBoost's ``best_iteration`` (early stopping) and rounds trained, CatBoost's
+    ``get_best_iteration()`` and tree count. Qlib's torch models do not keep their best epoch.
+    """
+    booster = getattr(model, "model", None)
+    if booster is None:
+        return None
+    root = type(booster).__module__.split(".")[0]
+    try:
+        if root == "lightgbm":
+            best, trained = int(booster.best_iteration), int(booster.current_iteration())
+            return f"boosting round {best} of {trained} trained (early stopping)" if best > 0 else \
+                f"boosting round {trained} (no early stopping)"
+        if root == "xgboost":
+            trained = int(booster.num_boosted_rounds())
+            best = booster.attr("best_iteration")
+            return (f"boosting round {int(best) + 1} of {trained} trained (early stopping)" if best is not None
+                    else f"boosting round {trained} (no early stopping)")
+        if root == "catboost":
+            best, trained = booster.get_best_iteration(), int(booster.tree_count_)
+            return f"boosting round {int(best) + 1} of {trained} kept" if best is not None else \
+                f"boosting round {trained}"
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return None
