@@ -9,6 +9,7 @@ import sys
 
 from rolling_calib.cli.errors import command_errors
 from rolling_calib.cli.options import (
+    add_dry_run_argument,
     add_execution_arguments,
     add_output_arguments,
     add_overrides_argument,
@@ -44,13 +45,17 @@ def handle(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> dict | str:
     from rolling_calib.config import load_experiment
-    from rolling_calib.experiment.flow import RunOptions, run_experiment
+    from rolling_calib.execution.plan_summary import format_plan
+    from rolling_calib.experiment.flow import RunOptions, plan_experiment, run_experiment
 
     executor = executor_options(args, quiet=args.json)
     config = load_experiment(args.config, overrides=overrides(args))
     options = RunOptions(store=args.store, pipelines=args.pipelines, seeds=args.seeds, executor=executor,
                          tracking_uri=args.tracking_uri, track=not args.no_tracking, score=False,
-                         progress=show_progress(args))
+                         progress=show_progress(args), show_plan=not args.json)
+    if args.dry_run:   # the plan only: nothing trained, nothing written
+        summary = plan_experiment(config, options)
+        return summary.to_dict() if args.json else format_plan(summary) + "\n(dry run: nothing trained)"
     if not args.json:
         print(f"{args.config} -> {args.store} ({args.executor}, {executor.workers or 1} worker(s), "
               f"{args.threads} thread(s) each)", file=sys.stderr)
@@ -93,6 +98,7 @@ def register(subparsers) -> None:
         epilog=(
             "Examples:\n"
             "  rolling-calib run workflows/demo.yaml --store demo_out/store --workers 2\n"
+            "  rolling-calib run workflows/demo.yaml --store demo_out/store --dry-run   (the plan, nothing trained)\n"
             "  rolling-calib run workflows/method33.yaml --store runs/m33 --pipelines wd0 wd5e-6 --seeds 10\n"
             "  rolling-calib run workflows/base.yaml --store runs/b --set qlib_init.provider_uri=/data/us25\n"
             "  rolling-calib run workflows/base.yaml --store runs/g --device cuda --set rolling.stack_seeds=10\n"
@@ -106,6 +112,7 @@ def register(subparsers) -> None:
     add_seeds_argument(parser)
     add_overrides_argument(parser)
     add_execution_arguments(parser)
+    add_dry_run_argument(parser)
     add_tracking_arguments(parser)
     add_output_arguments(parser, json_prints="the run summary")
     parser.set_defaults(func=handle)
