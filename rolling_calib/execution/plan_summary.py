@@ -41,6 +41,7 @@ class PlanSummary:
     instruments: int
     windows: list[dict[str, Any]]
     workers: int
+    notes: list[str] = field(default_factory=list)   # the plan's notes (e.g. the schedule chosen for the file)
     # per pipeline: units left, measured rows/s (None: not measured), from what, estimated seconds left
     estimate: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -131,7 +132,7 @@ def plan_summary(plan: RunPlan, calendar: pd.DatetimeIndex, *, workers: int = 1)
                             "seconds_left": work / rate if rate else (0.0 if not left else None)}
     return PlanSummary(store=str(plan.store), pipelines=[p.name for p in plan.pipelines], seeds=list(plan.seeds),
                        mode=plan.mode, units=len(plan.keys()), done=len(done_keys), instruments=instruments,
-                       windows=windows, workers=max(1, int(workers)), estimate=estimate)
+                       windows=windows, workers=max(1, int(workers)), notes=list(plan.notes), estimate=estimate)
 
 
 def _duration(seconds: float) -> str:
@@ -144,11 +145,16 @@ def format_plan(summary: PlanSummary) -> str:
     lines = [f"plan: {len(summary.pipelines)} pipeline(s) ({', '.join(summary.pipelines)}) x {len(summary.seeds)} "
              f"seed(s) x {len(summary.windows)} window(s) = {summary.units} unit(s), {summary.done} already in "
              f"{summary.store}, {summary.left} to train ({summary.mode} mode); {summary.instruments} instrument(s)"]
+    lines += [f"  note: {note}" for note in summary.notes]
+
+    def span(seg: list[str]) -> str:   # daily bars: the dates alone
+        return "..".join(t.removesuffix(" 00:00:00") for t in seg)
+
     for w in summary.windows:
         r = w["rows"]
-        valid = f"valid {w['valid'][0]}..{w['valid'][1]} ({r['valid']:,} rows)" if w.get("valid") else "no valid"
-        lines.append(f"  w{w['index']:02d}: train {w['train'][0]}..{w['train'][1]} ({r['train']:,} rows), {valid}, "
-                     f"test {w['test'][0]}..{w['test'][1]} ({r['test']:,} rows); reads {r['read']:,} rows")
+        valid = f"valid {span(w['valid'])} ({r['valid']:,} rows)" if w.get("valid") else "no valid"
+        lines.append(f"  w{w['index']:02d}: train {span(w['train'])} ({r['train']:,} rows), {valid}, "
+                     f"test {span(w['test'])} ({r['test']:,} rows); reads {r['read']:,} rows")
     for name, e in summary.estimate.items():
         if not e["units_left"]:
             continue

@@ -211,6 +211,7 @@ def plan_run(
         raise ValueError("--pipelines: expected at least one pipeline")
     where = str(config.path) if config.path else "experiment"
     seed_list, notes = _seed_list(config, names, seeds, where)
+    notes = [*getattr(config, "notes", ()), *notes]   # the schedule chosen for a file without rolling: (issue 29)
     if n_threads < 1:
         raise ValueError(f"n_threads: expected >= 1, found {n_threads}")
     label, stack_seeds = config.rolling.label, config.rolling.stack_seeds
