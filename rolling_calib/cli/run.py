@@ -45,7 +45,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> dict | str:
     from rolling_calib.config import load_experiment
-    from rolling_calib.execution.plan_summary import format_plan
+    from rolling_calib.execution.plan_summary import format_plan, skipped_records
     from rolling_calib.experiment.flow import RunOptions, plan_experiment, run_experiment
 
     executor = executor_options(args, quiet=args.json)
@@ -62,6 +62,8 @@ def _run(args: argparse.Namespace) -> dict | str:
     outcome = run_experiment(config, options)
     summary = outcome.summary
     result = summary.to_dict()
+    skipped = skipped_records(outcome.plan.store, list(summary.results))   # why a workflow record did not run
+    result["skipped_records"] = skipped
     if outcome.tracking_uri is not None:
         result["tracking_uri"] = outcome.tracking_uri
     if outcome.tracking_message:
@@ -74,6 +76,7 @@ def _run(args: argparse.Namespace) -> dict | str:
         f"done: {summary.ran} unit(s) ran, {summary.skipped} already complete, {summary.stale_moved} stale moved aside, "
         f"{corrupt}"
         f"{result['rows_dropped_unlabelled']} prediction(s) without a label dropped, {summary.seconds:.1f} s.\n"
+        + "".join(f"{line}\n" for line in skipped) +
         f"Next: rolling-calib compare --store {outcome.plan.store}"
     )
     if outcome.tracking_uri is not None:

@@ -8,7 +8,8 @@ said (:attr:`ScheduleChoice.notes`, printed before the run):
 * ``initial_train_start``: the later of the file's first training month and the first month that
   starts at least ``LOOKBACK_BARS`` bars after the store's first bar (Alpha158 and Alpha360 look
   back 60 sessions: earlier rows have no features);
-* ``end``: the earlier of the file's last test month and the store's last complete month;
+* ``end``: the earlier of the file's last test month and the store's last complete month with labels
+  (``LOOKAHEAD_BARS`` bars after it: the label looks ahead);
 * ``start``: the file's first test month when the store has it with a year of training before,
   else the month two thirds of the way from ``initial_train_start`` to ``end``;
 * ``valid_months``: the fewest months before ``start`` that hold one batch of the model
@@ -26,10 +27,13 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["LOOKBACK_BARS", "ScheduleChoice", "choose_schedule", "months_between"]
+__all__ = ["LOOKAHEAD_BARS", "LOOKBACK_BARS", "ScheduleChoice", "choose_schedule", "months_between"]
 
 #: Bars the Alpha158/Alpha360 handlers look back (their longest rolling window: 60 sessions).
 LOOKBACK_BARS = 60
+#: Bars the Alpha158/Alpha360 label looks ahead (``Ref($close, -2) / Ref($close, -1) - 1``): the last ones of
+#: the store have no label, so a test month must end before them.
+LOOKAHEAD_BARS = 2
 #: Months of training the file's test start must leave after ``initial_train_start`` to be kept.
 MIN_TRAIN_MONTHS = 12
 
@@ -59,8 +63,9 @@ def months_between(a: pd.Period, b: pd.Period) -> int:
 
 
 def _last_complete_month(calendar: pd.DatetimeIndex) -> pd.Period:
-    """The month of the store's last bar when no session of that month can follow it, else the month before."""
-    last = calendar[-1]
+    """The month of the store's last labelled bar (``LOOKAHEAD_BARS`` before its last) when no session of that
+    month can follow it, else the month before."""
+    last = calendar[max(0, len(calendar) - 1 - LOOKAHEAD_BARS)]
     month_end = pd.Timestamp(last.year, last.month, 1) + pd.offsets.MonthEnd(0)
     later_weekdays = pd.bdate_range(last.normalize() + pd.Timedelta(days=1), month_end)
     return last.to_period("M") if len(later_weekdays) == 0 else last.to_period("M") - 1
@@ -113,7 +118,8 @@ def choose_schedule(rolling: Mapping[str, Any], task: Mapping[str, Any], calenda
         chosen = min(own, last) if own is not None else last
         values["end"] = str(chosen)
         notes.append(f"end {chosen}: " + ("the YAML's test segment ends then" if chosen == own else
-                                          f"the store's last complete month (its last bar: {calendar[-1].date()})"))
+                                          f"the store's last complete month with labels (its last bar: {calendar[-1].date()}, "
+                                          f"the label looks {LOOKAHEAD_BARS} bars ahead)"))
     end = _month(rolling.get("end", values.get("end")))
     if "start" not in rolling and first is not None and end is not None:
         own = _month(test[0])

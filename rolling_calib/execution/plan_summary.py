@@ -25,7 +25,7 @@ from rolling_calib.core.schedule import Window
 from rolling_calib.execution import store as st
 from rolling_calib.execution.planning import RunPlan
 
-__all__ = ["PlanSummary", "format_plan", "plan_summary", "window_rows"]
+__all__ = ["PlanSummary", "format_plan", "plan_summary", "skipped_records", "window_rows"]
 
 
 @dataclass(frozen=True)
@@ -140,12 +140,32 @@ def _duration(seconds: float) -> str:
         f"{seconds / 3600:.1f} h"
 
 
-def format_plan(summary: PlanSummary) -> str:
-    """The plan as text (what ``run --dry-run`` prints, and a real run prints first)."""
+def skipped_records(store: str | Path, keys: Sequence[Any]) -> list[str]:
+    """The workflow records (``task.record``) the units ``keys`` skipped, with why, one line per (class, reason).
+
+    From the sidecars' ``qlib_recorder.skipped`` (e.g. Qlib's ``PortAnaRecord`` when the benchmark
+    index of a Qlib benchmark YAML is not an instrument of the store).
+    """
+    counts: dict[tuple[str, str], int] = {}
+    for key in keys:
+        path = st.unit_paths(store, key).sidecar
+        try:
+            record = (json.loads(path.read_text(encoding="utf-8")).get("qlib_recorder") or {})
+        except (OSError, ValueError):
+            continue
+        for item in record.get("skipped") or []:
+            k = (str(item.get("class")), str(item.get("reason")))
+            counts[k] = counts.get(k, 0) + 1
+    return [f"{cls} skipped in {n} unit(s): {reason}" for (cls, reason), n in counts.items()]
+
+
+def format_plan(summary: PlanSummary, *, notes: bool = True) -> str:
+    """The plan as text (what ``run --dry-run`` prints, and a real run prints first; ``notes``: with the plan's
+    notes, which a run with progress prints itself)."""
     lines = [f"plan: {len(summary.pipelines)} pipeline(s) ({', '.join(summary.pipelines)}) x {len(summary.seeds)} "
              f"seed(s) x {len(summary.windows)} window(s) = {summary.units} unit(s), {summary.done} already in "
              f"{summary.store}, {summary.left} to train ({summary.mode} mode); {summary.instruments} instrument(s)"]
-    lines += [f"  note: {note}" for note in summary.notes]
+    lines += [f"  note: {note}" for note in summary.notes] if notes else []
 
     def span(seg: list[str]) -> str:   # daily bars: the dates alone
         return "..".join(t.removesuffix(" 00:00:00") for t in seg)

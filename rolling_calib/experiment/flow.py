@@ -172,7 +172,7 @@ def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentR
     plan = plan_run(config, store=options.store, pipelines=options.pipelines, seeds=options.seeds,
                     n_threads=options.executor.threads, workers=options.executor.workers or 1)
     if options.show_plan:
-        print(format_plan(describe_plan(plan, options)), file=sys.stderr, flush=True)
+        print(format_plan(describe_plan(plan, options), notes=not options.progress), file=sys.stderr, flush=True)
     executor = make_executor(options.executor)
     with StoreLock(plan.store):  # one writer from the first unit to the last tracking row
         summary = run_plan(plan, executor=executor, progress=options.progress)

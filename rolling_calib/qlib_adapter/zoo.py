@@ -751,13 +751,13 @@ def stopping_point(model: Any) -> str | None:
     root = type(booster).__module__.split(".")[0]
     try:
         if root == "lightgbm":
-            best, trained = int(booster.best_iteration), int(booster.current_iteration())
-            return f"boosting round {best} of {trained} trained (early stopping)" if best > 0 else \
-                f"boosting round {trained} (no early stopping)"
+            best, kept = int(booster.best_iteration), int(booster.current_iteration())
+            return f"boosting round {best} (early stopping's best)" if best > 0 else \
+                f"boosting round {kept} (no early stopping)"
         if root == "xgboost":
             trained = int(booster.num_boosted_rounds())
             best = booster.attr("best_iteration")
-            return (f"boosting round {int(best) + 1} of {trained} trained (early stopping)" if best is not None
+            return (f"boosting round {int(best) + 1} of {trained} trained (early stopping's best)" if best is not None
                     else f"boosting round {trained} (no early stopping)")
         if root == "catboost":
             best, trained = booster.get_best_iteration(), int(booster.tree_count_)
