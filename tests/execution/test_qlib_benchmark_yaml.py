@@ -62,6 +62,15 @@ def test_lightgbm_alpha158_benchmark_runs_unchanged(tmp_path, daily, capsys):
     rolling = manifest["experiment"]["rolling"]
     assert (rolling["initial_train_start"], rolling["start"], rolling["end"], rolling["mode"]) == \
         ("2013-06", "2015-01", "2015-02", "finetune")   # LightGBM can continue from the previous window
+    # the real case: LightGBM-Alpha158 on 1.5 years of daily bars stops at its first round and predicts a
+    # constant; compare names that, with the round, instead of blaming the seeds
+    assert main(["compare", "--store", str(store), "--json", "--n-boot", "50"]) == 0
+    warnings = {w["kind"]: w for w in json.loads(capsys.readouterr().out)["warnings"]}
+    assert "degenerate_seeds" not in warnings
+    constant = warnings["constant_predictions"]
+    assert constant["measured"]["max_range"] == 0.0
+    assert "LGBModel predicts a constant" in constant["message"]
+    assert "its training stopped at boosting round 1 (early stopping's best)" in constant["message"]
 
 
 def test_lstm_alpha360_benchmark_gets_scratch_mode_and_a_batch_of_validation(tmp_path, daily, capsys):
