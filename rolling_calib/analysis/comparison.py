@@ -126,6 +126,13 @@ class StoreComparison:
         if degenerate:
             have = "has" if len(degenerate) == 1 else "have"
             why.append(f"{' and '.join(degenerate)} {have} no seed variance (degenerate seeds)")
+        constant = [w.pipelines[0] for w in self.warnings if w.kind == "constant_predictions"
+                    and w.pipelines[0] in (pair.better, pair.worse)]
+        if constant:
+            why.append(f"{' and '.join(constant)} {'predicts' if len(constant) == 1 else 'predict'} a constant "
+                       f"(constant predictions)")
+        if any(w.kind == "identical_pipelines" and set(w.pipelines) == {pair.better, pair.worse} for w in self.warnings):
+            why.append("the two pipelines predict the same values (identical pipelines)")
         return " and ".join(why) or None
 
     def to_dict(self) -> dict[str, Any]:

@@ -69,6 +69,7 @@ def test_identical_seeds_replace_the_accuracies(tmp_path):
     identical = [w for w in out["warnings"] if w["kind"] == "identical_pipelines"]   # issue 29: one model, two names
     assert [w["pipelines"] for w in identical] == [["ols", "ols_again"]]
     assert "one model under two names" in identical[0]["message"]
+    assert "identical pipelines" in text          # nor the accuracies of one model under two names
 
 
 def _lgb_experiment(root: Path, provider: Path) -> Path:
@@ -101,5 +102,7 @@ def test_a_model_that_learned_nothing_is_named_not_its_seeds(tmp_path):
     assert warning["measured"]["constant"] and warning["measured"]["max_range"] == 0.0
     assert "predicts a constant" in warning["message"] and "learned nothing" in warning["message"]
     assert "its training stopped at boosting round" in warning["message"]
+    text = _run(["compare", "--store", str(store), "--n-boot", "50"])
+    assert "stuck predicts a constant (constant predictions)" in text   # its accuracies are not shown
     side = json.loads(next((store / "units" / "stuck").glob("seed*/w*.json")).read_text())
     assert side["stopped_at"].startswith("boosting round")
