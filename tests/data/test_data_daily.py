@@ -1,6 +1,6 @@
 """Daily-bar ingest: ``rolling-calib data ingest SRC --out DIR [--freq day]`` writes a Qlib ``day`` store.
 
-Real input: the daily CSVs in ``/work/shared/data/us-equities-daily-2013-2018`` (read through Qlib's
+Real input: the shared daily CSVs ``us-equities-daily-2013-2018`` (tests/shared_data.py finds them; read through Qlib's
 own provider, no mocks); small hand-made files for the validation kinds.
 """
 
