@@ -90,19 +90,24 @@ def _instruments(qlib_init: dict, task: dict) -> int:
     return len({line.split("\t")[0].upper() for line in path.read_text().splitlines() if line.strip()})
 
 
-def _measured(plan: RunPlan, rows: dict[int, int]) -> dict[str, list[tuple[int, float]]]:
+def _sidecars(plan: RunPlan) -> dict[Any, dict]:
+    """The sidecars of the plan's units that are complete under the current hashes (files not verified: the run
+    verifies them before it skips one)."""
+    out = {}
+    for key in plan.keys():
+        try:
+            status = st.unit_status(plan.store, key, plan.pipeline(key.pipeline).config_hash, verify=False)
+        except (OSError, ValueError):   # a broken sidecar: the run moves it aside and recomputes the unit
+            continue
+        if status.complete and status.sidecar is not None:
+            out[key] = status.sidecar
+    return out
+
+
+def _measured(done: dict[Any, dict], rows: dict[int, int]) -> dict[str, list[tuple[int, float]]]:
     """Per pipeline, (rows read, seconds) of its completed units in the store."""
     out: dict[str, list[tuple[int, float]]] = {}
-    for key in plan.keys():
-        side = st.unit_paths(plan.store, key).sidecar
-        if not side.is_file():
-            continue
-        try:
-            record = json.loads(side.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if record.get("config_hash") != plan.pipeline(key.pipeline).config_hash:
-            continue
+    for key, record in done.items():
         t = record.get("timings") or {}
         seconds = sum(float(t.get(k) or 0.0) for k in ("build_s", "fit_s", "predict_s"))
         if seconds > 0 and rows.get(key.window):
@@ -115,8 +120,9 @@ def plan_summary(plan: RunPlan, calendar: pd.DatetimeIndex, *, workers: int = 1)
     instruments = _instruments(plan.qlib_init, plan.pipelines[0].task)
     rows = {w.index: window_rows(w, calendar, instruments) for w in plan.windows}
     windows = [{**w.to_dict(), "rows": rows[w.index]} for w in plan.windows]
-    done_keys = {k for k in plan.keys() if st.is_complete(plan.store, k, plan.pipeline(k.pipeline).config_hash)}
-    measured = _measured(plan, {i: r["read"] for i, r in rows.items()})
+    done = _sidecars(plan)
+    done_keys = set(done)
+    measured = _measured(done, {i: r["read"] for i, r in rows.items()})
     model = {p.name: str(p.task.get("model", {}).get("class")) for p in plan.pipelines}
     estimate = {}
     for p in plan.pipelines:
