@@ -22,3 +22,14 @@ def tiny_data(tmp_path_factory) -> Path:
 
     return build_synthetic_store(tmp_path_factory.mktemp("tiny_data"), start="2018-01-01", end="2018-04-30",
                                  symbols=["AAPL", "F", "MSFT"], seed=3)
+
+
+@pytest.fixture(scope="session")
+def shared_root() -> Path:
+    """The shared data root (``tests/shared_data.find_shared``: ``$ROLLING_CALIB_SHARED``, else the nearest
+    ``shared/`` beside the checkout or a folder above it); skips, saying where it looked, when absent."""
+    from shared_data import SHARED, WHERE
+
+    if SHARED is None:
+        pytest.skip(f"shared data not found ({WHERE})")
+    return SHARED

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 
 from data_prep.ingest import IngestOptions
+from shared_data import DAILY  # tests/shared_data.py finds it; absent: random walks
 
-DAILY = Path("/work/shared/data/us-equities-daily-2013-2018")
 SYMBOLS = ("AAPL", "BAC", "F", "GE", "MSFT", "XOM")
 FIELDS = ("open", "high", "low", "close", "volume")
 

@@ -7,9 +7,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-#: The shared real sample, relative to the repository root.
+from shared_data import DAILY, MINUTE_2018
+
+#: The shared real sample (tests/shared_data.py finds it).
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_SAMPLE = REPO_ROOT / ".." / "shared" / "data" / "us-equities-1min-2018"
+SHARED_SAMPLE = MINUTE_2018   # found by tests/shared_data.py
 
 PRICE_FIELDS = ("open", "high", "low", "close", "vwap")
 
@@ -52,8 +54,8 @@ def clean_day_rows(date: str, *, n: int = 390, price: float = 100.0, seed: int =
     return rows
 
 
-#: The real daily bars beside the repository (CI has them at ../shared); absent: a random walk is used.
-SHARED_DAILY = REPO_ROOT / ".." / "shared" / "data" / "us-equities-daily-2013-2018"
+#: The real daily bars (tests/shared_data.py finds them); absent: a random walk is used.
+SHARED_DAILY = DAILY
 
 
 def small_daily_store(root: Path, *, symbols=("AAPL", "BAC", "F", "GE", "MSFT", "XOM"),

@@ -13,12 +13,13 @@ import numpy as np
 import pandas as pd
 
 from rolling_calib.core.label import Label
+from shared_data import MINUTE_2018
 from rolling_calib.execution import store as st
 from rolling_calib.execution.executors import UnitKey
 from rolling_calib.core.schedule import rolling_windows
 
 REPO = Path(__file__).resolve().parents[1]
-REAL_2018 = REPO.parent / "shared" / "data" / "us-equities-1min-2018"
+REAL_2018 = MINUTE_2018   # tests/shared_data.py finds it
 #: What the synthetic labels of a fake store stand for (the minute label, in bp).
 FAKE_LABEL = Label(kind="raw", expression="1e4 * (close[t+10]/close[t] - 1)", unit="bp")
 

@@ -45,6 +45,7 @@ from rolling_calib.analysis.verdicts import (
     PairVerdicts,
     decide_pair,
     guard_warnings,
+    stopping_points,
 )
 from rolling_calib.core import pairwise as cmp
 from rolling_calib.core.calibration import Calibration
@@ -133,6 +134,13 @@ class StoreComparison:
         if degenerate:
             have = "has" if len(degenerate) == 1 else "have"
             why.append(f"{' and '.join(degenerate)} {have} no seed variance (degenerate seeds)")
+        constant = [w.pipelines[0] for w in self.warnings if w.kind == "constant_predictions"
+                    and w.pipelines[0] in (pair.better, pair.worse)]
+        if constant:
+            why.append(f"{' and '.join(constant)} {'predicts' if len(constant) == 1 else 'predict'} a constant "
+                       f"(constant predictions)")
+        if any(w.kind == "identical_pipelines" and set(w.pipelines) == {pair.better, pair.worse} for w in self.warnings):
+            why.append("the two pipelines predict the same values (identical pipelines)")
         return " and ".join(why) or None
 
     def to_dict(self) -> dict[str, Any]:
@@ -359,7 +367,8 @@ def compare_store(
         verdicts.append(decide_pair(scores.days, pair.better, pair.worse, label=scores.label, resampling=resampling))
     warnings = guard_warnings(days=scores.days, runs=scores.runs, pipelines=names, label=scores.label,
                               learned=scores.learned_labels, seed_spread=scores.seed_spread, models=scores.models,
-                              pairs=verdicts)
+                              pairs=verdicts, constant=scores.constant, identical=scores.identical,
+                              stopped=stopping_points(scores.store, names))
     return StoreComparison(
         summary=pd.DataFrame(rows), pairs=comparisons, calibration=scores.calibration, resampling=resampling,
         incomplete=list(scores.incomplete), notes=list(scores.notes),

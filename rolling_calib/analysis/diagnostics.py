@@ -56,7 +56,7 @@ import numpy as np
 import pandas as pd
 
 from rolling_calib.analysis.scoring import StoreScores, score_store
-from rolling_calib.analysis.verdicts import GuardWarning, guard_warnings, scale_findings
+from rolling_calib.analysis.verdicts import GuardWarning, guard_warnings, scale_findings, stopping_points
 from rolling_calib.core import diagnostics as dg
 from rolling_calib.core.guards import Moments, VarianceComponents, seed_variance_components
 from rolling_calib.core.metaeval import split_seed_agreement
@@ -616,7 +616,9 @@ def diagnose_store(
         notes.append(f"calibration's ordering on held-out seeds was not checked: {detail}")
     done = [_diagnose_pipeline(store, name, scores, manifest, notes, checks) for name in diagnosed]
     warnings = guard_warnings(days=scores.days, runs=scores.runs, pipelines=diagnosed, label=scores.label,
-                              learned=scores.learned_labels, seed_spread=scores.seed_spread, models=scores.models)
+                              learned=scores.learned_labels, seed_spread=scores.seed_spread, models=scores.models,
+                              constant=scores.constant, identical=scores.identical,
+                              stopped=stopping_points(scores.store, diagnosed))
     return StoreDiagnosis(
         store=store,
         calibration=scores.calibration,

@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from rolling_calib.core.guards import DEGENERATE_LIMIT, MOMENT_FIELDS, SeedSpread
+from rolling_calib.core.guards import (
+    DEGENERATE_LIMIT,
+    MOMENT_FIELDS,
+    ConstantCheck,
+    SeedSpread,
+    constant_check,
+    same_predictions,
+)
 from rolling_calib.core.metrics import RollingCQL
 from rolling_calib.core.ranking_ic import DailyIC
 from rolling_calib.execution.reader import RunArrays
@@ -135,9 +142,18 @@ class SeedSpreadCollector:
     """
 
     _state: dict[str, _Welford] = field(default_factory=dict)
+    #: per pipeline, every run's :class:`~rolling_calib.core.guards.ConstantCheck`
+    _constant: dict[str, list[ConstantCheck]] = field(default_factory=dict)
+    #: per pipeline, its first run: (seed, datetimes, instrument ids, predictions), for :meth:`identical_pairs`
+    _first: dict[str, tuple[int | None, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
 
-    def add(self, pipeline: str, arrays: RunArrays) -> None:
+    def add(self, pipeline: str, arrays: RunArrays, seed: int | None = None) -> None:
         p = arrays.prediction
+        if len(p):
+            self._constant.setdefault(pipeline, []).append(constant_check(arrays.datetime, p))
+        if pipeline not in self._first:
+            ids = np.asarray(arrays.names)[arrays.codes] if len(arrays.names) else arrays.codes
+            self._first[pipeline] = (seed, arrays.datetime, ids, p)
         state = self._state.get(pipeline)
         if state is None:
             self._state[pipeline] = _Welford(arrays.datetime, arrays.codes, p.astype(float).copy(), np.zeros(len(p)),
@@ -154,6 +170,26 @@ class SeedSpreadCollector:
         state.mean += delta / state.k
         state.m2 += delta * (p - state.mean)
         state.max_diff = max(state.max_diff, float(np.abs(p - state.first).max()) if len(p) else 0.0)
+
+    def constant(self, pipeline: str) -> ConstantCheck | None:
+        """The pipeline's run with the widest cross-section when every run predicts a constant per timestamp
+        (:func:`~rolling_calib.core.guards.constant_check`), else None."""
+        checks = self._constant.get(pipeline, [])
+        if not checks or not all(c.constant for c in checks):
+            return None
+        return max(checks, key=lambda c: c.max_range)
+
+    def identical_pairs(self) -> list[tuple[str, str]]:
+        """Pairs of pipelines whose first runs (the same seed) predict the same rows to float rounding."""
+        names = list(self._first)
+        out = []
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                (sa, ta, ia, pa), (sb, tb, ib, pb) = self._first[a], self._first[b]
+                if (sa == sb and len(pa) == len(pb) and np.array_equal(ta, tb) and np.array_equal(ia, ib)
+                        and same_predictions(pa, pb)):
+                    out.append((a, b))
+        return out
 
     def result(self, pipeline: str) -> SeedSpread | None:
         """:class:`~rolling_calib.core.guards.SeedSpread` of the pipeline's seeds (None: fewer than 2, or rows differ)."""

@@ -45,7 +45,7 @@ import pandas as pd
 from rolling_calib.analysis.panels import DAY_COLUMNS, SeedSpreadCollector, run_days
 from rolling_calib.core import metrics
 from rolling_calib.core.calibration import Calibration
-from rolling_calib.core.guards import SeedSpread
+from rolling_calib.core.guards import ConstantCheck, SeedSpread
 from rolling_calib.core.label import LABEL_CHOICE, Label, describe_choice
 from rolling_calib.core.ranking_ic import (
     DailyIC,
@@ -121,6 +121,11 @@ class StoreScores:
         Per pipeline, the model class (``module.Class``) from the recorded task.
     label_choice : str
         The label asked for (``auto``, ``raw`` or ``learn``; ``label`` is the kind it resolved to).
+    constant : dict
+        Per pipeline, a :class:`~rolling_calib.core.guards.ConstantCheck` when every run predicts one value
+        per timestamp (the model learned nothing), else None.
+    identical : list of (str, str)
+        Pairs of pipelines whose runs of the same seed predict the same rows to float rounding.
     """
 
     store: Path
@@ -141,6 +146,8 @@ class StoreScores:
     def label_scope(self) -> str:
         """The scored label in words, and why ``--label auto`` chose it (the scope line and the headline)."""
         return describe_choice(self.label, self.label_choice)
+    constant: dict[str, ConstantCheck | None] = field(default_factory=dict)
+    identical: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def pipelines(self) -> list[str]:
@@ -273,7 +280,7 @@ def _score_runs(store: Path, manifest: dict, names: Sequence[str], *, calibratio
                                                          "rank_ic": summary.rank_ic}))
         scored.tables.append(result.table.assign(pipeline=name, seed=seed))
         scored.days.append(run_days(name, seed, result, t, daily))
-        scored.spread.add(name, t)
+        scored.spread.add(name, t, seed)
     return scored
 
 
@@ -324,6 +331,8 @@ def _store_scores(store: Path, manifest: dict, names: Sequence[str], scored: _Sc
         seed_spread={n: scored.spread.result(n) for n in scored_names},
         learned_labels={n: st.pipeline_labels(manifest, n)[0].get("learn", Label(kind="learn")) for n in scored_names},
         models={n: _model_class(manifest, n) for n in scored_names},
+        constant={n: scored.spread.constant(n) for n in scored_names},
+        identical=scored.spread.identical_pairs(),
     )
 
 

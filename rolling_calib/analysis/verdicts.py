@@ -20,6 +20,12 @@ measurement and says what to do:
     predictions and labels on different scales (:func:`rolling_calib.core.guards.scale_check`
     on the pipeline's pooled moments), or a model that learned a processed label scored against
     the raw one (from the label descriptions);
+``constant_predictions``
+    a pipeline whose model predicts one value for all rows of each timestamp: it learned nothing
+    (:func:`~rolling_calib.core.guards.constant_check`; its seeds agree for that reason, so it replaces
+    ``degenerate_seeds``), with where its training stopped when the units record it;
+``identical_pipelines``
+    two pipelines whose runs predict the same values (:func:`~rolling_calib.core.guards.same_predictions`);
 ``degenerate_seeds``
     a pipeline whose seeds predict the same values (:func:`~rolling_calib.core.guards.seed_spread`);
 ``no_skill``
@@ -40,6 +46,7 @@ import pandas as pd
 
 from rolling_calib.core.guards import (
     MOMENT_FIELDS,
+    ConstantCheck,
     Moments,
     ScaleCheck,
     SeedSpread,
@@ -55,7 +62,7 @@ from rolling_calib.core.verdict import LossPanel, Verdict, decide
 from rolling_calib.core.jsonable import jsonable
 
 __all__ = ["VERDICT_METRICS", "GuardWarning", "PairVerdicts", "decide_pair", "guard_warnings", "loss_panel",
-           "pooled_moments", "scale_findings"]
+           "pooled_moments", "scale_findings", "stopping_points"]
 
 #: Metric -> its day columns (total, weight); only days where ``weight > 0`` / ``sse_cql`` is defined. Direction,
 #: title and unit: :data:`~rolling_calib.core.metric_table.METRIC_TABLE`.
@@ -175,7 +182,10 @@ def pooled_moments(days: pd.DataFrame, pipeline: str) -> Moments:
 
 def guard_warnings(*, days: pd.DataFrame, runs: pd.DataFrame, pipelines: Sequence[str], label: Label,
                    learned: Mapping[str, Label], seed_spread: Mapping[str, SeedSpread | None],
-                   models: Mapping[str, str], pairs: Sequence[PairVerdicts] = ()) -> list[GuardWarning]:
+                   models: Mapping[str, str], pairs: Sequence[PairVerdicts] = (),
+                   constant: Mapping[str, ConstantCheck | None] | None = None,
+                   identical: Sequence[tuple[str, str]] = (),
+                   stopped: Mapping[str, str] | None = None) -> list[GuardWarning]:
     """Every guard that fires on these pipelines (module docstring), scale first.
 
     Parameters
@@ -193,11 +203,21 @@ def guard_warnings(*, days: pd.DataFrame, runs: pd.DataFrame, pipelines: Sequenc
         Per pipeline, the model class name (for the degenerate-seeds message).
     pairs : sequence of PairVerdicts
         For the undetermined-ground-truth warnings.
+    constant : mapping, optional
+        Per pipeline, a :class:`~rolling_calib.core.guards.ConstantCheck` when its model predicts a
+        constant (its ``degenerate_seeds`` warning is then replaced by ``constant_predictions``).
+    identical : sequence of (str, str)
+        Pairs of pipelines that predict the same values (``identical_pipelines``).
+    stopped : mapping, optional
+        Per pipeline, where its training stopped, in words ("boosting round 1 of 1000"), when known.
     """
     out: list[GuardWarning] = []
     scale = {name: scale_check(pooled=pooled_moments(days, name)) for name in pipelines}
     out += _scale_warnings(scale_findings(days, pipelines, label, learned))
-    out += _degenerate_warnings(seed_spread, models, pipelines)
+    flat = {n: c for n, c in (constant or {}).items() if c is not None and n in pipelines}
+    out += _constant_warnings(flat, models, stopped or {})
+    out += _identical_warnings([p for p in identical if p[0] in pipelines and p[1] in pipelines])
+    out += _degenerate_warnings({n: s for n, s in seed_spread.items() if n not in flat}, models, pipelines)
     out += _skill_warnings(runs, scale, label, pipelines)
     out += [_undetermined(p, label) for p in pairs if not p.ground_truth_determined and "ql" in p.verdicts]
     return out
@@ -242,6 +262,52 @@ def _scale_warnings(findings: Mapping[str, tuple[ScaleCheck, str]]) -> list[Guar
                ". Score against the learned label (--label learn) or read IC and Rank IC, which do not depend on the "
                "scale.")
     return [GuardWarning("scale_mismatch", list(findings), message, {n: c.to_dict() for n, (c, _) in findings.items()})]
+
+
+def stopping_points(store: Any, pipelines: Sequence[str]) -> dict[str, str]:
+    """Per pipeline, where its units' training stopped (the sidecars' ``stopped_at``), when they record it.
+
+    One value when every unit stopped at the same place, else the distinct values (the first three).
+    """
+    import json
+    from pathlib import Path
+
+    out = {}
+    for name in pipelines:
+        seen: list[str] = []
+        for path in sorted((Path(store) / "units" / name).glob("seed*/w*.json")):
+            try:
+                value = json.loads(path.read_text(encoding="utf-8")).get("stopped_at")
+            except (OSError, ValueError):
+                continue
+            if value and value not in seen:
+                seen.append(value)
+        if seen:
+            out[name] = seen[0] if len(seen) == 1 else "; ".join(seen[:3]) + (" ..." if len(seen) > 3 else "")
+    return out
+
+
+def _constant_warnings(constant: Mapping[str, ConstantCheck], models: Mapping[str, str],
+                       stopped: Mapping[str, str]) -> list[GuardWarning]:
+    out = []
+    for name, check in constant.items():  # where it stopped: "boosting round 1 of 51 trained (early stopping)"
+        model = models.get(name, "the model")
+        where = f"; its training stopped at {stopped[name]}" if stopped.get(name) else ""
+        message = (f"{name}: {model} predicts a constant: every one of its runs gives all rows of each of its "
+                   f"{check.n_times} timestamps the same value (mean {sig(check.mean_prediction, 3)}, widest "
+                   f"cross-section {sig(check.max_range, 3)}){where}. The model learned nothing from its features, so "
+                   f"its seeds agree and its losses measure a level, not a forecast. Give it more data or rounds "
+                   f"(e.g. a longer training window, a smaller min_data_in_leaf, a later early stop) before comparing it.")
+        out.append(GuardWarning("constant_predictions", [name], message, check.to_dict()))
+    return out
+
+
+def _identical_warnings(identical: Sequence[tuple[str, str]]) -> list[GuardWarning]:
+    return [GuardWarning("identical_pipelines", [a, b],
+                         f"{a} and {b} predict the same values on the same rows (to float rounding): they are one "
+                         f"model under two names, so their verdict is 'no difference' by construction. Check that "
+                         f"what differs between them reaches the model (a misspelt or ignored keyword is trained "
+                         f"as the default).", {"pipelines": [a, b]}) for a, b in identical]
 
 
 def _degenerate_warnings(seed_spread: Mapping[str, SeedSpread | None], models: Mapping[str, str],

@@ -50,7 +50,7 @@ from rolling_calib.core.validation import GPUS, RETRIES, SEED_COUNT, THREADS, WO
 from rolling_calib.execution.factory import EXECUTORS, ExecutorOptions
 
 __all__ = ["CommandParser", "DEFAULT_WORKERS", "JSON_HELP", "NO_PROGRESS_HELP", "STORE_HELP",
-           "add_bootstrap_arguments", "add_calibration_arguments", "add_execution_arguments", "add_out_argument",
+           "add_bootstrap_arguments", "add_calibration_arguments", "add_dry_run_argument", "add_execution_arguments", "add_out_argument",
            "add_output_arguments", "add_output_options", "add_overrides_argument", "add_pipelines_argument",
            "add_rule_arguments", "add_scoring_arguments", "add_seeds_argument", "add_store_argument",
            "add_tracking_arguments", "add_workers_argument", "calibration_from_args", "checked",
@@ -177,6 +177,13 @@ def add_out_argument(parser, *, what: str, default: str | None = None, default_w
     """``--out DIR``: where a command writes ``what``; its default (``default``, or ``default_words`` where it
     depends on other options) differs by command and is said in its help."""
     parser.add_argument("--out", metavar="DIR", default=default, help=f"{what} (default: {default_words or default})")
+
+
+def add_dry_run_argument(parser) -> None:
+    """``--dry-run``: print the plan (units, windows with their dates, rows, estimated compute) and train nothing."""
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the plan (units, windows with their dates, data size, compute estimated from "
+                             "the store's measured throughput) and train nothing; a real run prints it first")
 
 
 def add_pipelines_argument(container) -> None:

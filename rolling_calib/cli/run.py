@@ -9,6 +9,7 @@ import sys
 
 from rolling_calib.cli.errors import command_errors
 from rolling_calib.cli.options import (
+    add_dry_run_argument,
     add_execution_arguments,
     add_output_arguments,
     add_overrides_argument,
@@ -46,13 +47,18 @@ def handle(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> dict | str:
     from rolling_calib.config import load_experiment
-    from rolling_calib.experiment.flow import RunOptions, run_experiment
+    from rolling_calib.execution.plan_summary import format_plan, skipped_records
+    from rolling_calib.experiment.flow import RunOptions, plan_experiment, run_experiment
 
     executor = executor_options(args, quiet=args.json)
     config = load_experiment(args.config, overrides=overrides(args))
     options = RunOptions(store=args.store, pipelines=args.pipelines, seeds=args.seeds, executor=executor,
                          tracking_uri=args.tracking_uri, track=not args.no_tracking, score=False,
-                         progress=show_progress(args), until_decided=until_decided_from_args(args))
+                         progress=show_progress(args), show_plan=not args.json,
+                         until_decided=until_decided_from_args(args))
+    if args.dry_run:   # the plan only: nothing trained, nothing written
+        summary = plan_experiment(config, options)
+        return summary.to_dict() if args.json else format_plan(summary) + "\n(dry run: nothing trained)"
     if not args.json:
         print(f"{args.config} -> {args.store} ({args.executor}, {executor.workers or 1} worker(s), "
               f"{args.threads} thread(s) each)", file=sys.stderr)
@@ -63,6 +69,8 @@ def _run(args: argparse.Namespace) -> dict | str:
         from rolling_calib.analysis.sequential_path import read_path
 
         result["sequential"] = read_path(outcome.plan.store)
+    skipped = skipped_records(outcome.plan.store, list(summary.results))   # why a workflow record did not run
+    result["skipped_records"] = skipped
     if outcome.tracking_uri is not None:
         result["tracking_uri"] = outcome.tracking_uri
     if outcome.tracking_message:
@@ -75,6 +83,7 @@ def _run(args: argparse.Namespace) -> dict | str:
         f"done: {summary.ran} unit(s) ran, {summary.skipped} already complete, {summary.stale_moved} stale moved aside, "
         f"{corrupt}"
         f"{result['rows_dropped_unlabelled']} prediction(s) without a label dropped, {summary.seconds:.1f} s.\n"
+        + "".join(f"{line}\n" for line in skipped) +
         f"Next: rolling-calib compare --store {outcome.plan.store}"
     )
     if result.get("sequential"):
@@ -103,6 +112,7 @@ def register(subparsers) -> None:
         epilog=(
             "Examples:\n"
             "  rolling-calib run workflows/demo.yaml --store demo_out/store --workers 2\n"
+            "  rolling-calib run workflows/demo.yaml --store demo_out/store --dry-run   (the plan, nothing trained)\n"
             "  rolling-calib run workflows/method33.yaml --store runs/m33 --pipelines wd0 wd5e-6 --seeds 10\n"
             "  rolling-calib run workflows/base.yaml --store runs/b --set qlib_init.provider_uri=/data/us25\n"
             "  rolling-calib run workflows/base.yaml --store runs/g --device cuda --set rolling.stack_seeds=10\n"
@@ -116,6 +126,7 @@ def register(subparsers) -> None:
     add_seeds_argument(parser)
     add_overrides_argument(parser)
     add_execution_arguments(parser)
+    add_dry_run_argument(parser)
     add_tracking_arguments(parser)
     add_until_decided_arguments(parser)
     add_output_arguments(parser, json_prints="the run summary")

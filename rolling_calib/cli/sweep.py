@@ -13,6 +13,7 @@ from pathlib import Path
 from rolling_calib.cli.errors import command_errors
 from rolling_calib.cli.options import (
     add_bootstrap_arguments,
+    add_dry_run_argument,
     add_execution_arguments,
     add_out_argument,
     add_output_arguments,
@@ -76,6 +77,7 @@ def register(subparsers) -> None:
     add_overrides_argument(parser)
     add_out_argument(parser, what="report directory", default_words="STORE/sweep_report")
     add_execution_arguments(parser)
+    add_dry_run_argument(parser)
     add_bootstrap_arguments(parser)
     add_tracking_arguments(parser)
     add_until_decided_arguments(parser)
@@ -110,7 +112,8 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
     from rolling_calib.analysis.sweep import analyse_sweep, format_sweep
     from rolling_calib.config.grid import expand_grid, parse_grid, sweep_experiment
     from rolling_calib.config import load_experiment
-    from rolling_calib.experiment.flow import RunOptions, run_experiment
+    from rolling_calib.execution.plan_summary import format_plan
+    from rolling_calib.experiment.flow import RunOptions, plan_experiment, run_experiment
     from rolling_calib.reporting.sweep_report import write_sweep_report
 
     executor = executor_options(args, quiet=args.json)
@@ -119,9 +122,15 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
     experiment = sweep_experiment(config, pipelines)
     store = _store(args)
     options = RunOptions(store=store, seeds=args.seeds, executor=executor, tracking_uri=args.tracking_uri,
-                         track=not args.no_tracking, progress=show_progress(args),
+                         track=not args.no_tracking, progress=show_progress(args), show_plan=not args.json,
                          until_decided=until_decided_from_args(args))
     print(f"sweep: {len(experiment.pipelines)} configurations -> {store}", file=sys.stderr)
+    if args.dry_run:   # the plan only: nothing trained, nothing written
+        summary = plan_experiment(experiment, options)
+        text = json.dumps(jsonable(summary.to_dict()), indent=2) if args.json else \
+            format_plan(summary) + "\n(dry run: nothing trained)"
+        print(text, file=stdout)
+        return 0
     outcome = run_experiment(experiment, options)
     plan, summary = outcome.plan, outcome.summary
     runs = outcome.scores.runs[outcome.scores.runs["seed"].isin(plan.seeds)]

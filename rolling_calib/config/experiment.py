@@ -94,6 +94,7 @@ from rolling_calib.core.validation import (
 from rolling_calib.qlib_adapter.session import (
     resolve_qlib_init,
     store_calendar,
+    store_freq,
     store_path,
 )
 from rolling_calib.qlib_adapter.task_spec import merge_base_config, resolve_module_files, validate_task
@@ -198,6 +199,8 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, sou
                     f"{source}: unknown key '{dotted}' ('{where}' is a {type(node).__name__}, not a mapping)"
                 )
             optional = parts[depth - 1 : depth] == ["kwargs"] or part in _optional_leaves().get(where, ())
+            if part not in node and not last and (where, part) in (("<root>", "rolling"), ("rolling", "calibration")):
+                node[part] = {}   # --set rolling.KEY=VALUE on a file without rolling: (a Qlib benchmark YAML)
             if part not in node and not (last and optional):
                 known = ", ".join(sorted(map(str, node))) or "none"
                 raise ConfigError(f"{source}: unknown key '{dotted}' ('{where}' has no '{part}'; it has: {known})")
@@ -316,6 +319,8 @@ class ExperimentConfig:
     compare : list of (str, str)
         Pairs ``(A, B)`` to compare; empty means every pair.
     experiment_name : str
+    notes : tuple of str
+        The schedule options chosen for the file (:mod:`rolling_calib.config.schedule_defaults`), one line each.
     """
 
     path: Path | None
@@ -325,6 +330,7 @@ class ExperimentConfig:
     pipelines: dict[str, dict[str, Any]]
     compare: list[tuple[str, str]]
     experiment_name: str = "rolling-calib"
+    notes: tuple[str, ...] = ()
 
     @property
     def store_dir(self) -> Path:
@@ -567,6 +573,46 @@ def _missing_rolling(raw: Mapping[str, Any], path: Path) -> ConfigError:
     )
 
 
+def _fill_rolling(raw: dict, qlib_init: dict, path: Path) -> list[str]:
+    """Fill in place the ``rolling:`` options the file and ``--set`` leave out, from the store and the segments.
+
+    What is chosen and why (:func:`rolling_calib.config.schedule_defaults.choose_schedule`), one line each.
+    """
+    from rolling_calib.config.schedule_defaults import choose_schedule
+    from rolling_calib.qlib_adapter.task_spec import import_class
+    from rolling_calib.qlib_adapter.training import warm_start_kind
+    from rolling_calib.qlib_adapter.zoo import segment_rows
+
+    rolling = raw.setdefault("rolling", {})
+    if not isinstance(rolling, dict):
+        return []   # _parse_rolling names the type
+    try:
+        cls = import_class(raw["task"]["model"], "task.model", str(path))
+        can_finetune, model_name = warm_start_kind(cls) is not None, cls.__qualname__
+    except (KeyError, TypeError, ConfigError):
+        can_finetune, model_name = None, "the model"
+    required = ("initial_train_start", "start", "end")
+    if all(k in rolling for k in required) and ("mode" in rolling or can_finetune is not False):
+        return []
+    calendar = store_calendar(qlib_init)
+    if not len(calendar):
+        raise _missing_rolling(raw, path)
+    handler = raw["task"].get("dataset", {}).get("kwargs", {}).get("handler", {})
+    universe = handler.get("kwargs", {}).get("instruments", "all") if isinstance(handler, dict) else "all"
+    freq = store_freq(qlib_init)
+    choice = choose_schedule(rolling, raw["task"], calendar, can_finetune=can_finetune, model_name=model_name,
+                             rows=lambda lo, hi: segment_rows(universe, lo, hi, freq=freq))
+    rolling.update(choice.values)
+    if not all(k in rolling for k in required):
+        return []
+    out = []
+    for note in choice.notes:   # "valid_months 2: why" -> "rolling.valid_months: 2 (chosen: why; ...)"
+        key, rest = note.split(" ", 1)
+        value, why = rest.split(": ", 1)
+        out.append(f"rolling.{key}: {value} (chosen: {why}; --set rolling.{key}=... to change)")
+    return out
+
+
 def _snippet_mode(raw: Mapping[str, Any]) -> str | None:
     """Why the snippet must say ``mode: scratch`` (a model that cannot continue from the previous window), or None."""
     from rolling_calib.qlib_adapter.task_spec import import_class
@@ -668,12 +714,13 @@ def load_experiment(
     for required in ("qlib_init", "task"):
         if required not in raw:
             raise ConfigError(f"{where}: {required}: missing section")
-    if "rolling" not in raw:
+    if "rolling" not in raw and not check_store:
         raise _missing_rolling(raw, path)
     qlib_init = resolve_qlib_init(raw["qlib_init"], where)
     _apply_sys_section(raw.get("sys"), path)
     raw["task"] = resolve_module_files(raw["task"], bases=(path.parent,))
     validate_task(raw["task"], where)
+    chosen = _fill_rolling(raw, qlib_init, path) if check_store else []
     rolling = _parse_rolling(raw["rolling"], where)
     if "pipelines" in raw:
         pipelines, file_pairs = _parse_pipelines(raw["pipelines"], where, path.parent)
@@ -695,6 +742,7 @@ def load_experiment(
         pipelines=pipelines,
         compare=pairs,
         experiment_name=name,
+        notes=tuple(chosen),
     )
     for pipeline in pipelines:
         validate_task(config.pipeline_task(pipeline), where, prefix=f"pipelines.{pipeline} -> task")

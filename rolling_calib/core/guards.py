@@ -24,6 +24,15 @@ identical (or nearly: the mean over rows of the between-seed std, relative to th
 predictions, below ``DEGENERATE_LIMIT``) have no seed variance: pairwise accuracies over seed
 pairs are then 0 or 1 by construction and mean nothing.
 
+**Constant predictions** (:func:`constant_check`). A run whose predictions are the same for every
+row of each timestamp (the cross-section's range at most ``CONSTANT_RTOL`` of the largest
+prediction, float32 rounding) has learned nothing from the features: e.g. a booster stopped early
+before its first split. Its seeds then agree too, but not because the model ignores the seed.
+
+**Identical pipelines** (:func:`same_predictions`). Two pipelines whose runs predict the same
+values on the same rows (to ``IDENTICAL_RTOL`` of the largest prediction) are one model under two
+names, e.g. a hyperparameter the model ignored: their verdict is "no difference" by construction.
+
 **No skill** (:func:`skill_check`). A pipeline whose mean IC is at or below 0, or whose QL is
 no lower than the loss of predicting the label's mean for every row (``var(y)``), does not
 predict.
@@ -63,16 +72,21 @@ import numpy as np
 from rolling_calib.core.jsonable import fields_dict
 
 __all__ = [
+    "CONSTANT_RTOL",
     "DEGENERATE_LIMIT",
+    "IDENTICAL_RTOL",
     "LEVEL_LIMIT",
     "MOMENT_FIELDS",
     "SPREAD_LIMIT",
+    "ConstantCheck",
     "Moments",
     "ScaleCheck",
     "SeedSpread",
     "SkillCheck",
     "VarianceComponents",
+    "constant_check",
     "moments",
+    "same_predictions",
     "scale_check",
     "seed_spread",
     "seed_variance_components",
@@ -86,6 +100,12 @@ LEVEL_LIMIT: float = 1.0
 SPREAD_LIMIT: float = 4.0
 #: Mean between-seed std of the predictions relative to their std, below which seeds are degenerate.
 DEGENERATE_LIMIT: float = 1e-6
+#: Largest cross-sectional range of a timestamp's predictions, relative to the largest |prediction|, of a
+#: constant run (float32 rounding: 2**-23 ~ 1.2e-7).
+CONSTANT_RTOL: float = 1e-7
+#: Largest |difference| of two pipelines' predictions of the same rows, relative to the largest |prediction|,
+#: below which they are the same model (float rounding of one computation done twice).
+IDENTICAL_RTOL: float = 1e-6
 #: The sums :class:`Moments` holds, in order.
 MOMENT_FIELDS = ("n", "sp", "sy", "spp", "syy", "spy")
 
@@ -281,6 +301,76 @@ def seed_spread(predictions: Any) -> SeedSpread:
     rel = float(p.std(axis=0).mean() / scale) if scale > 0 else 0.0
     return SeedSpread(n_seeds=int(p.shape[0]), n_rows=int(p.shape[1]), max_abs_difference=diff,
                       relative_spread=rel, identical=diff == 0.0, degenerate=rel < DEGENERATE_LIMIT)
+
+
+# --------------------------------------------------------------------------- constant predictions, identical pipelines
+@dataclass(frozen=True)
+class ConstantCheck:
+    """Result of :func:`constant_check`."""
+
+    n_rows: int
+    n_times: int
+    max_range: float
+    mean_prediction: float
+    constant: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields_dict(self)
+
+
+def constant_check(times: Any, predictions: Any) -> ConstantCheck:
+    """Do the predictions vary across the rows of any timestamp?
+
+    Parameters
+    ----------
+    times : array, shape (n,)
+        Each row's timestamp (any sortable values).
+    predictions : array, shape (n,)
+
+    Returns
+    -------
+    ConstantCheck
+        ``max_range``: the largest ``max - min`` of one timestamp's predictions; ``constant`` when it is
+        at most ``CONSTANT_RTOL`` times the largest ``|prediction|`` (every row of each timestamp gets
+        the same value: the model ignores its features).
+
+    Examples
+    --------
+    >>> constant_check([1, 1, 2, 2], [0.3, 0.3, 0.1, 0.1]).constant      # a constant per day: learned nothing
+    True
+    >>> c = constant_check([1, 1, 2, 2], [0.3, 0.2, 0.1, 0.1])
+    >>> c.constant, round(c.max_range, 6)
+    (False, 0.1)
+    """
+    t, p = np.asarray(times), np.asarray(predictions, dtype=np.float64)
+    if t.shape != p.shape or p.ndim != 1 or p.size == 0:
+        raise ValueError(f"times, predictions: expected two 1-d arrays of the same length >= 1, found {t.shape}, "
+                         f"{p.shape}")
+    if not np.isfinite(p).all():
+        raise ValueError("predictions: expected finite values")
+    if t.size > 1 and not bool(np.all(t[1:] >= t[:-1])):
+        order = np.argsort(t, kind="stable")
+        t, p = t[order], p[order]
+    starts = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
+    widest = float((np.maximum.reduceat(p, starts) - np.minimum.reduceat(p, starts)).max())
+    return ConstantCheck(n_rows=int(p.size), n_times=int(starts.size), max_range=widest,
+                         mean_prediction=float(p.mean()),
+                         constant=widest <= CONSTANT_RTOL * float(np.abs(p).max()))
+
+
+def same_predictions(a: Any, b: Any) -> bool:
+    """Whether two pipelines' predictions of the same rows are equal to float rounding (``IDENTICAL_RTOL``).
+
+    >>> same_predictions([1.0, 2.0], [1.0, 2.0 + 1e-9]), same_predictions([1.0, 2.0], [1.0, 2.1])
+    (True, False)
+    """
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.shape != y.shape:
+        return False
+    if x.size == 0:
+        return False
+    scale = max(float(np.abs(x).max()), float(np.abs(y).max()))
+    return float(np.abs(x - y).max()) <= IDENTICAL_RTOL * scale
 
 
 # --------------------------------------------------------------------------- skill

@@ -35,6 +35,7 @@ from rolling_calib.qlib_adapter.training import check_runner_contract, unit_task
 from rolling_calib.qlib_adapter.zoo import (
     ZOO_RULES_VERSION,
     check_booster_params,
+    check_model_keywords,
     check_validation_rows,
     check_zoo_task,
     model_traits,
@@ -216,6 +217,7 @@ def plan_run(
         raise ValueError("--pipelines: expected at least one pipeline")
     where = str(config.path) if config.path else "experiment"
     seed_list, notes = _seed_list(config, names, seeds, where)
+    notes = [*getattr(config, "notes", ()), *notes]   # the schedule chosen for a file without rolling: (issue 29)
     if n_threads < 1:
         raise ValueError(f"n_threads: expected >= 1, found {n_threads}")
     label, stack_seeds = storage_kind(config.rolling.label), config.rolling.stack_seeds
@@ -224,6 +226,7 @@ def plan_run(
                               stack_seeds=stack_seeds, where=f"{where}: pipelines.{name}")
         notes += [f"{name}: {note}" for note in check_zoo_task(config.pipeline_task(name), f"{where}: pipelines.{name}")]
         notes += _seedless_note(name, config.pipeline_task(name), seed_list, where)
+        notes += [f"{name}: {n}" for n in check_model_keywords(config.pipeline_task(name), f"{where}: pipelines.{name}")]
         check_booster_params(config.pipeline_task(name), f"{where}: pipelines.{name}")
     calendar = store_calendar(config.qlib_init)
     windows = tuple(config.rolling.windows(calendar))

@@ -345,6 +345,7 @@ def _sidecar(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, frame: pd
         "pretrained_base": _pretrained_record(plan, task, paths),
         "log": os.path.relpath(log, plan.store),
         "label": plan.label,
+        "stopped_at": trained.stopped_at,  # where a booster stopped (None: the model does not say)
         "qlib_recorder": trained.recorder,  # the task's records in a Qlib recorder (None: the task has none)
         "pid": os.getpid(),
         "node": os.environ.get("ROLLING_CALIB_NODE") or os.uname().nodename,  # Ray node ID, else host name

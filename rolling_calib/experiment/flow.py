@@ -18,6 +18,8 @@ Usage (trains; ``tests/cli`` and ``tests/execution`` run it on tiny stores)::
 
 from __future__ import annotations
 
+import sys
+
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,13 +32,15 @@ from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
 from rolling_calib.core.resampling import Resampling
 from rolling_calib.execution.factory import ExecutorOptions, make_executor
 from rolling_calib.execution.lock import StoreLock, check_store_path
+from rolling_calib.execution.plan_summary import PlanSummary, format_plan, plan_summary
 from rolling_calib.execution.runner import RunPlan, RunSummary, plan_run, run_plan
 from rolling_calib.experiment.until_decided import UntilDecided, run_until_decided
 
 if TYPE_CHECKING:
     from rolling_calib.tracking import TrackingOutcome
 
-__all__ = ["CompareOptions", "ExperimentResult", "RunOptions", "UntilDecided", "run_experiment", "track"]
+__all__ = ["CompareOptions", "ExperimentResult", "RunOptions", "UntilDecided", "describe_plan", "plan_experiment",
+           "run_experiment", "track"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +96,7 @@ class RunOptions:
     track: bool = True
     score: bool = True
     progress: bool = True
+    show_plan: bool = False  # print the plan (units, windows, rows, estimate: :func:`plan_experiment`) to stderr first
     compare: CompareOptions | None = field(default_factory=CompareOptions)
     report: Path | None = None
     until_decided: UntilDecided | None = None
@@ -139,6 +144,20 @@ def _untracked(store: Path, exc: Exception) -> TrackingOutcome:
                                                        f"results are in {store}")
 
 
+def describe_plan(plan: RunPlan, options: RunOptions) -> PlanSummary:
+    """What ``plan`` will do on its store (:func:`~rolling_calib.execution.plan_summary.plan_summary`)."""
+    from rolling_calib.qlib_adapter.session import store_calendar
+
+    return plan_summary(plan, store_calendar(plan.qlib_init), workers=options.executor.workers or 1)
+
+
+def plan_experiment(config: ExperimentConfig, options: RunOptions) -> PlanSummary:
+    """The plan :func:`run_experiment` would run, described; nothing is trained or written (``--dry-run``)."""
+    plan = plan_run(config, store=options.store, pipelines=options.pipelines, seeds=options.seeds,
+                    n_threads=options.executor.threads, workers=options.executor.workers or 1)
+    return describe_plan(plan, options)
+
+
 def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentResult:
     """Plan the grid, execute the units not yet in the store, score the runs, track them.
 
@@ -165,6 +184,8 @@ def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentR
     plan = plan_run(config, store=options.store, pipelines=options.pipelines,
                     seeds=rule.max_seeds if rule is not None else options.seeds,
                     n_threads=options.executor.threads, workers=options.executor.workers or 1)
+    if options.show_plan:
+        print(format_plan(describe_plan(plan, options), notes=not options.progress), file=sys.stderr, flush=True)
     executor = make_executor(options.executor)
     with StoreLock(plan.store):  # one writer from the first unit to the last tracking row
         if rule is None:

@@ -63,6 +63,7 @@ from rolling_calib.qlib_adapter.zoo import (
     pretrained_base,
     saved_params,
     set_unit_threads,
+    stopping_point,
     window_segments,
 )
 
@@ -105,6 +106,8 @@ class TrainedWindow:
     # the other label kind (learn when labels are raw, raw when learn; None: the handler has only one)
     other_labels: pd.Series | pd.DataFrame | None = None
     valid_other_labels: pd.Series | pd.DataFrame | None = None
+    # where a booster's training stopped, in words (:func:`~rolling_calib.qlib_adapter.zoo.stopping_point`)
+    stopped_at: str | None = None
 
 
 def window_task(task: dict, window: Window, *, seed: int, n_threads: int) -> dict:
@@ -411,7 +414,7 @@ def train_window(
                      qlib_init=qlib_init)
     return TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_fit, seeding, recorded,
                          valid_predictions=valid_predictions, valid_labels=valid_labels, other_labels=other,
-                         valid_other_labels=valid_other)
+                         valid_other_labels=valid_other, stopped_at=stopping_point(model))
 
 
 def _fit_window(model: Any, dataset: Any, *, warm_start: Path | None, kind: str | None, scratch: _ScratchFiles,

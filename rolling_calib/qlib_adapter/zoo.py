@@ -25,9 +25,9 @@ rules:
   itself from ``model_path`` (GATs, IGMTF, HIST) gets one trained by the unit first, on its own
   window, when the file is missing (:func:`pretrain_base`).
 * **plan-time checks** (:func:`check_zoo_task`, :func:`check_validation_rows`,
-  :func:`check_booster_params`): files a model loads or downloads, a validation segment with fewer
+  :func:`check_booster_params`, :func:`check_model_keywords`): files a model loads or downloads, a validation segment with fewer
   rows than one batch where the model's validation pass drops incomplete batches, and booster
-  parameters the library rejects on this machine.
+  parameters the library rejects on this machine, model keywords the model or its library would ignore.
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ from rolling_calib.core.validation import ConfigError
 from rolling_calib.qlib_adapter.task_spec import accepted_kwargs, import_class
 
 __all__ = ["BOOSTERS", "BOOSTER_DEFAULTS", "ZOO_RULES_VERSION", "ModelTraits", "apply_unit_settings",
-           "check_booster_params", "check_validation_rows", "check_zoo_task", "extra_segment_rule", "file_reads",
-           "partial_batch_evidence", "saved_params", "segment_rows", "set_unit_threads",
+           "check_booster_params", "check_model_keywords", "check_validation_rows", "check_zoo_task",
+           "extra_segment_rule", "file_reads", "library_params", "partial_batch_evidence", "saved_params",
+           "segment_rows", "set_unit_threads", "stopping_point", "unknown_model_keys",
            "model_traits", "predict_segment", "pretrain_base", "pretrained_base", "segment_view",
            "window_segments"]
 
@@ -604,3 +605,164 @@ def check_booster_params(task: Mapping[str, Any], where: str) -> None:
                           f"this machine (one round on random rows, as each unit would train): {type(exc).__name__}: "
                           f"{text}. Fix: change the parameter it names (e.g. CatBoost's Poisson bootstrap needs a GPU: "
                           f"bootstrap_type: Bernoulli on CPU)") from exc
+
+
+# --------------------------------------------------------------------------- model keywords, checked before training
+#: Names of each boosting library's parameters, read from the installed library (:func:`library_params`).
+_XGB_UNUSED = "are not used"
+
+
+def library_params(library: str) -> frozenset[str]:
+    """Every parameter name (aliases included) the installed boosting ``library`` knows.
+
+    LightGBM: its own alias table (``lightgbm.basic._ConfigAliases``, dumped from the C++ library);
+    CatBoost: the explicit parameters of ``CatBoostRegressor`` and ``CatBoostClassifier`` (aliases
+    included); XGBoost: the parameters of its scikit-learn wrapper (``get_xgb_params``), which is
+    only the list a "did you mean" draws from: what XGBoost ignores is what its training says it
+    ignores (:func:`unknown_model_keys`).
+
+    >>> "learning_rate" in library_params("lightgbm") and "eta" in library_params("lightgbm")
+    True
+    """
+    if library == "lightgbm":
+        from lightgbm.basic import _ConfigAliases
+
+        table = _ConfigAliases._get_all_param_aliases()
+        return frozenset(table) | frozenset(a for aliases in table.values() for a in aliases)
+    if library == "catboost":
+        from catboost import CatBoostClassifier, CatBoostRegressor
+
+        return frozenset(n for c in (CatBoostRegressor, CatBoostClassifier)
+                         for n in inspect.signature(c.__init__).parameters if n not in ("self", "kwargs"))
+    if library == "xgboost":
+        import xgboost as xgb
+
+        return frozenset(xgb.XGBRegressor().get_xgb_params()) | {"eta", "nthread", "seed", "lambda", "alpha"}
+    raise ValueError(f"library: expected one of {', '.join(BOOSTERS)}, found {library!r}")
+
+
+def _xgboost_unused(params: Mapping[str, Any]) -> list[str]:
+    """The keys of ``params`` XGBoost says it does not use, from one training round on random rows."""
+    import re
+    import warnings
+
+    import numpy as np
+    import xgboost as xgb
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(32, 3)), rng.normal(size=32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        xgb.train({**params, "verbosity": 1}, xgb.DMatrix(x, label=y), num_boost_round=1)
+    text = " ".join(str(w.message) for w in caught)
+    found = re.findall(r"Parameters: \{(.*?)\} " + _XGB_UNUSED, text, flags=re.S)
+    return [k.strip().strip('"') for group in found for k in group.split(",") if k.strip().strip('"') in params]
+
+
+def unknown_model_keys(model_spec: Mapping[str, Any], where: str = "task.model") -> list[tuple[str, str, str | None]]:
+    """The keys of a model spec's ``kwargs`` the model (or the library it hands them to) would ignore.
+
+    A model with a strict signature refuses unknown names itself (a ``TypeError`` at build time).
+    One whose ``**kwargs`` go to a boosting library (:func:`booster_library`) is checked against the
+    library's parameters (:func:`library_params`; XGBoost: the keys one training round reports as not
+    used); one that imports torch and swallows ``**kwargs`` (Qlib's zoo: ``LSTM``, ``ALSTM``, ...) is
+    checked against its constructor's explicit parameters. Other open signatures are not checked.
+
+    Returns
+    -------
+    list of (key, what ignores it, closest known name or None)
+
+    Examples
+    --------
+    >>> spec = {"class": "LGBModel", "module_path": "qlib.contrib.model.gbdt", "kwargs": {"learning_rat": 0.05}}
+    >>> unknown_model_keys(spec)
+    [('learning_rat', 'lightgbm', 'learning_rate')]
+    """
+    import difflib
+
+    cls = import_class(model_spec, "task.model", where)
+    accepted = accepted_kwargs(cls)
+    if accepted.open_via is None:
+        return []
+    named = set(accepted.params) | set(accepted.consumed)
+    extra = {k: v for k, v in (model_spec.get("kwargs") or {}).items() if k not in named}
+    if not extra:
+        return []
+    library = booster_library(cls)
+    if library == "xgboost":
+        unused = set(_xgboost_unused(extra))
+        unknown, known, what = [k for k in extra if k in unused], library_params(library) | named, library
+    elif library is not None:
+        known, what = library_params(library) | named, library
+        unknown = [k for k in extra if k not in known]
+    elif _imports_torch(cls):
+        known, what = named, f"{cls.__name__}.__init__"
+        unknown = list(extra)
+    else:
+        return []
+    lower = {k.lower(): k for k in known}
+    out = []
+    for key in unknown:
+        near = difflib.get_close_matches(str(key).lower(), list(lower), n=1, cutoff=0.6)
+        out.append((key, what, lower[near[0]] if near else None))
+    return out
+
+
+def check_model_keywords(task: Mapping[str, Any], where: str) -> list[str]:
+    """Refuse, before training, a model keyword the model or its library would silently ignore.
+
+    An ignored key close to a known parameter name (a typo: LightGBM ``learning_rat``, Qlib's LSTM
+    ``hiden_size``) is refused; one close to none is noted, since Qlib's own benchmark files write
+    some (``n_estimators`` for XGBoost, which ``xgb.train`` ignores; ``rnn_type`` for ALSTM).
+
+    Returns
+    -------
+    list of str
+        Notes for the ignored keys that were not refused.
+
+    Raises
+    ------
+    ConfigError
+        Naming the first refused key, what ignores it and the closest known name (:func:`unknown_model_keys`).
+    """
+    bad = unknown_model_keys(task["model"], where)
+    refused = [b for b in bad if b[2] is not None]
+    if refused:
+        key, what, near = refused[0]
+        more = f" (also: {', '.join(k for k, _, _ in refused[1:])})" if len(refused) > 1 else ""
+        hint = f"did you mean '{near}'?"
+        raise ConfigError(f"{where}: task.model.kwargs.{key}: {what} has no parameter '{key}' ({hint}); it would be "
+                          f"ignored and the model trained without it{more}")
+    return [f"task.model.kwargs.{key}: {what} takes no such parameter: it is ignored "
+            f"(as under qrun)"
+            for key, what, _ in bad]
+
+
+def stopping_point(model: Any) -> str | None:
+    """Where a fitted booster's training stopped, in words, or ``None`` when the model does not say.
+
+    Read from the library's own model object that Qlib's booster models keep in ``model.model``:
+    LightGBM's and XGBoost's ``best_iteration`` (early stopping) and rounds trained, CatBoost's
+    ``get_best_iteration()`` and tree count. Qlib's torch models do not keep their best epoch.
+    """
+    booster = getattr(model, "model", None)
+    if booster is None:
+        return None
+    root = type(booster).__module__.split(".")[0]
+    try:
+        if root == "lightgbm":
+            best, kept = int(booster.best_iteration), int(booster.current_iteration())
+            return f"boosting round {best} (early stopping's best)" if best > 0 else \
+                f"boosting round {kept} (no early stopping)"
+        if root == "xgboost":
+            trained = int(booster.num_boosted_rounds())
+            best = booster.attr("best_iteration")
+            return (f"boosting round {int(best) + 1} of {trained} trained (early stopping's best)" if best is not None
+                    else f"boosting round {trained} (no early stopping)")
+        if root == "catboost":
+            best, trained = booster.get_best_iteration(), int(booster.tree_count_)
+            return f"boosting round {int(best) + 1} of {trained} kept" if best is not None else \
+                f"boosting round {trained}"
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return None

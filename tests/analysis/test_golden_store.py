@@ -11,6 +11,7 @@ README says how): a tiny demo run's store (manifest, sidecars, Parquet) and the 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,20 @@ COMMANDS = [
 CHANGED = {"verdict", "notes"}
 
 
-def assert_keeps(old: Any, new: Any, path: str = "") -> None:
-    """Every key and value of ``old`` is in ``new`` (recursively; lists element by element), but :data:`CHANGED`."""
+#: Across machines a retrained run agrees with the fixture to float rounding, not to the bit: float32 kernels
+#: differ by CPU (issue 29: on another x86-64 CPU 191 of 1,048 predictions differed by about 2e-6 bp). Predictions
+#: and labels must agree to ``PREDICTION_RTOL`` of the fixture's largest |value|, and every number of the JSON to
+#: ``JSON_RTOL`` (relative, or ``JSON_ATOL`` absolute near 0). Bit-identity is a same-machine property, tested by
+#: running twice (:func:`test_the_same_run_twice_on_one_machine_gives_the_same_bits`).
+PREDICTION_RTOL = 1e-5
+JSON_RTOL, JSON_ATOL = 1e-3, 1e-9
+
+
+def assert_keeps(old: Any, new: Any, path: str = "", *, rtol: float = 0.0) -> None:
+    """Every key and value of ``old`` is in ``new`` (recursively; lists element by element), but :data:`CHANGED`.
+
+    ``rtol`` > 0: numbers (not booleans) agree to it (``math.isclose(rel_tol=rtol, abs_tol=JSON_ATOL)``).
+    """
     if isinstance(old, dict):
         assert isinstance(new, dict), f"{path}: expected an object"
         for key, value in old.items():
@@ -52,13 +65,25 @@ def assert_keeps(old: Any, new: Any, path: str = "") -> None:
             if key == "notes":
                 assert set(value) <= set(new[key]), f"{path}/notes: lost {set(value) - set(new[key])}"
             elif key not in CHANGED:
-                assert_keeps(value, new[key], f"{path}/{key}")
+                assert_keeps(value, new[key], f"{path}/{key}", rtol=rtol)
     elif isinstance(old, list):
         assert isinstance(new, list) and len(new) == len(old), f"{path}: expected a list of {len(old)}"
         for i, (a, b) in enumerate(zip(old, new)):
-            assert_keeps(a, b, f"{path}[{i}]")
+            assert_keeps(a, b, f"{path}[{i}]", rtol=rtol)
+    elif rtol and isinstance(old, float) and isinstance(new, (int, float)) and not isinstance(new, bool):
+        assert math.isclose(old, new, rel_tol=rtol, abs_tol=JSON_ATOL), f"{path}: {old!r} -> {new!r} (rtol {rtol})"
     else:
         assert old == new, f"{path}: {old!r} -> {new!r}"
+
+
+def test_assert_keeps_tolerates_rounding_only_where_asked():
+    assert_keeps({"x": 1.0, "v": "better"}, {"x": 1.0 + 1e-6, "v": "better", "new": 2}, rtol=JSON_RTOL)
+    with pytest.raises(AssertionError, match="/x: 1.0 -> 1.01"):
+        assert_keeps({"x": 1.0}, {"x": 1.01}, rtol=JSON_RTOL)
+    with pytest.raises(AssertionError, match="/x"):
+        assert_keeps({"x": 1.0}, {"x": 1.0 + 1e-6})          # the fixture's own store: exact
+    with pytest.raises(AssertionError, match="/v"):
+        assert_keeps({"v": "better"}, {"v": "worse"}, rtol=JSON_RTOL)
 
 
 def _outputs(cwd: Path, monkeypatch, capsys) -> dict[str, str]:
@@ -100,26 +125,51 @@ def test_its_label_is_described_from_its_manifest(old_store):
         score_store(old_store, label="learn")
 
 
-@pytest.mark.slow
-def test_the_tiny_demo_run_by_the_new_code_gives_the_same_numbers(tmp_path, monkeypatch, capsys):
-    """The run of the fixture (same config, same seeds): same units to the bit, same hashes, same JSON."""
-    args = ["demo", "--out", str(tmp_path / "out"), "--seeds", "2", "--workers", "1", "--config",
+def _tiny_demo(out: Path, seeds: int, capsys) -> Path:
+    """The fixture's run (same config, ``seeds`` seeds); its store."""
+    args = ["demo", "--out", str(out), "--seeds", str(seeds), "--workers", "1", "--config",
             str(GOLDEN / "tiny_demo.yaml"), "--n-boot", "100", "--no-tracking", "--json"]
     assert main(args) == 0, capsys.readouterr().err
-    store = tmp_path / "out" / "store"
+    return out / "store"
+
+
+def _units(store: Path) -> list[Path]:
+    return sorted(p.relative_to(store) for p in (store / "units").rglob("*.parquet"))
+
+
+@pytest.mark.slow
+def test_the_tiny_demo_run_by_the_new_code_gives_the_same_numbers(tmp_path, monkeypatch, capsys):
+    """The run of the fixture (same config, same seeds) on any machine: same hashes, same rows, predictions and labels
+    to :data:`PREDICTION_RTOL`, the JSON to :data:`JSON_RTOL` (bits: see the same-machine test below)."""
+    store = _tiny_demo(tmp_path / "out", 2, capsys)
     old, new = st.read_manifest(GOLDEN / "store"), st.read_manifest(store)
     for name in ("wd0", "wd1e-2"):
         assert new["pipelines"][name]["config_hash"] == old["pipelines"][name]["config_hash"]
         assert new["pipelines"][name]["calibration"] == old["pipelines"][name]["calibration"]
     assert new["experiment"]["rolling"] == old["experiment"]["rolling"]   # what the shared hash covers of it
-    units = sorted(p.relative_to(GOLDEN / "store") for p in (GOLDEN / "store" / "units").rglob("*.parquet"))
+    units = _units(GOLDEN / "store")
     assert len(units) == 16
-    for rel in units:   # predictions and labels to the bit; no label column added (learn equals raw here)
+    for rel in units:   # no label column added (learn equals raw here)
         new, old = pd.read_parquet(store / rel), pd.read_parquet(GOLDEN / "store" / rel)
         assert list(new.columns) == list(old.columns) and new.dtypes.equals(old.dtypes), rel
-        for column in ("prediction", "label"):   # the float bits (the files' writer metadata names the pyarrow version)
-            assert np.array_equal(new[column].to_numpy().view(np.int64), old[column].to_numpy().view(np.int64)), rel
+        for column in ("prediction", "label"):
+            a, b = old[column].to_numpy(), new[column].to_numpy()
+            scale = float(np.abs(a).max())
+            assert np.abs(a - b).max() <= PREDICTION_RTOL * scale, (rel, column, float(np.abs(a - b).max()), scale)
         assert new["datetime"].equals(old["datetime"]) and new["instrument"].equals(old["instrument"]), rel
     got = _outputs(tmp_path, monkeypatch, capsys)
     for name, _ in COMMANDS:
-        assert_keeps(json.loads((GOLDEN / name).read_text()), json.loads(got[name]), name)
+        assert_keeps(json.loads((GOLDEN / name).read_text()), json.loads(got[name]), name, rtol=JSON_RTOL)
+
+
+@pytest.mark.slow
+def test_the_same_run_twice_on_one_machine_gives_the_same_bits(tmp_path, capsys):
+    """Bit-identity, where it holds: the fixture's run done twice on this machine, in two fresh stores, gives the
+    same float bits in every unit (the files' writer metadata names the pyarrow version, so not the same bytes)."""
+    first, second = _tiny_demo(tmp_path / "a", 2, capsys), _tiny_demo(tmp_path / "b", 2, capsys)
+    units = _units(first)
+    assert units == _units(second) and len(units) == 16
+    for rel in units:
+        a, b = pd.read_parquet(first / rel), pd.read_parquet(second / rel)
+        for column in ("prediction", "label"):
+            assert np.array_equal(a[column].to_numpy().view(np.int64), b[column].to_numpy().view(np.int64)), rel

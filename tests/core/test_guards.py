@@ -138,3 +138,34 @@ def test_components_refuse_ragged_runs():
     runs = _runs(rng, offsets=[0, 1], scales=[1, 1], comove=[0, 0])
     with pytest.raises(ValueError, match="same non-zero number of periods"):
         seed_variance_components([runs[0], runs[1][:1]])
+
+
+# --------------------------------------------------------------------------- issue 29: constant predictions, identical pipelines
+def test_constant_check_by_hand():
+    from rolling_calib.core.guards import constant_check
+
+    c = constant_check(np.array([2, 1, 2, 1]), np.array([0.5, 0.1, 0.5, 0.1]))   # unsorted times, one value each
+    assert c.constant and c.n_times == 2 and c.n_rows == 4 and c.max_range == 0.0 and c.mean_prediction == 0.3
+    c = constant_check(np.array([1, 1, 2, 2]), np.array([0.5, 0.5, 0.1, 0.4]))
+    assert not c.constant and abs(c.max_range - 0.3) < 1e-15
+    with pytest.raises(ValueError, match="same length"):
+        constant_check(np.array([1, 2]), np.array([0.5]))
+
+
+@given(st.lists(st.floats(-1e3, 1e3), min_size=2, max_size=30), st.integers(1, 5))
+def test_constant_check_finds_any_variation_inside_a_timestamp(values, n_times):
+    from rolling_calib.core.guards import constant_check
+
+    p = np.array(values)
+    times = np.arange(len(p)) % n_times
+    expected = all(np.ptp(p[times == t]) <= 1e-7 * np.abs(p).max() for t in np.unique(times))
+    assert constant_check(times, p).constant == expected
+
+
+def test_same_predictions_to_float_rounding():
+    from rolling_calib.core.guards import same_predictions
+
+    p = np.linspace(-1, 1, 50)
+    assert same_predictions(p, p.astype(np.float32).astype(np.float64))         # float32 rounding: the same
+    assert not same_predictions(p, p + 1e-4)
+    assert not same_predictions(p, p[:-1])

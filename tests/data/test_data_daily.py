@@ -1,6 +1,6 @@
 """Daily-bar ingest: ``rolling-calib data ingest SRC --out DIR [--freq day]`` writes a Qlib ``day`` store.
 
-Real input: the daily CSVs in ``/work/shared/data/us-equities-daily-2013-2018`` (read through Qlib's
+Real input: the shared daily CSVs ``us-equities-daily-2013-2018`` (tests/shared_data.py finds them; read through Qlib's
 own provider, no mocks); small hand-made files for the validation kinds.
 """
 
@@ -18,12 +18,12 @@ import pytest
 from data_prep import qlib_store
 from data_prep.ingest import IngestError, IngestOptions, StoreConflict, StrictError, ValidationFailed, ingest
 from data_prep.trading_calendar import sessions
+from shared_data import DAILY, needs_shared
 
-DAILY = Path("/work/shared/data/us-equities-daily-2013-2018")
 SYMBOLS = ("AAPL", "F", "XOM")
 REPO = Path(__file__).resolve().parents[2]
 
-needs_daily = pytest.mark.skipif(not DAILY.is_dir(), reason="the real daily CSVs are not on this machine")
+needs_daily = needs_shared(DAILY.name)
 
 
 def _copy(tmp: Path, symbols=SYMBOLS) -> Path:

@@ -18,7 +18,7 @@ from data_prep.trading_calendar import session_minutes
 from rolling_calib.cli import main
 
 # The real sample's facts: ``rolling-calib data facts`` on the shared real data
-# (/work/shared/data/us-equities-1min-2018: 24 stocks, 2018-02-16..2018-04-20, 44 sessions),
+# (the shared us-equities-1min-2018, found by tests/shared_data.py: 24 stocks, 2018-02-16..2018-04-20, 44 sessions),
 # ingested with ``rolling-calib data ingest ... --repair``.
 # Tolerances: the spread of each fact over 20 seeds of the synthetic market on the same dates
 # (at least its 10%-90% range fits in the band), not the sampling error of the real value alone.

@@ -12,24 +12,15 @@ import pandas as pd
 import polars as pl
 import pytest
 
-from data_helpers import REPO_ROOT, clean_day_rows, write_vendor_csv
+from data_helpers import clean_day_rows, write_vendor_csv
 from data_prep import qlib_store
 from data_prep.ingest import IngestError, IngestOptions, StrictError, ingest
+from shared_data import DAILY, needs_shared
+from shared_data import MINUTE_2018 as MINUTE
 
 DAY = "2018-02-16"
-
-
-def _shared(name: str) -> Path:
-    """A shared data set: beside the checkout, or in the workplace's shared folder."""
-    for root in (REPO_ROOT / ".." / "shared" / "data", Path("/work/shared/data")):
-        if (root / name).is_dir():
-            return root / name
-    return REPO_ROOT / ".." / "shared" / "data" / name
-
-
-DAILY, MINUTE = _shared("us-equities-daily-2013-2018"), _shared("us-equities-1min-2018")
-needs_daily = pytest.mark.skipif(not DAILY.is_dir(), reason="shared daily data not present")
-needs_minute = pytest.mark.skipif(not MINUTE.is_dir(), reason="shared minute data not present")
+needs_daily = needs_shared(DAILY.name)
+needs_minute = needs_shared(MINUTE.name)
 HEADER = "symbol,date,split_ratio,dividend\n"
 
 

@@ -8,11 +8,12 @@ import polars as pl
 import pytest
 
 from data_helpers import SHARED_SAMPLE, qlib_read
+from shared_data import needs_shared
 from data_prep import session_minutes
 from data_prep.ingest import IngestOptions, StrictError, ValidationFailed, ingest
 from data_prep.ingest_report import write_report
 
-pytestmark = pytest.mark.skipif(not SHARED_SAMPLE.is_dir(), reason="shared 2018 sample not present")
+pytestmark = needs_shared(SHARED_SAMPLE.name)
 
 
 @pytest.fixture(scope="module")

@@ -66,3 +66,43 @@ def test_identical_seeds_replace_the_accuracies(tmp_path):
     text = _run(["compare", "--store", str(store), "--n-boot", "50"])
     assert "not shown because" in text and "degenerate seeds" in text
     assert "1.000 [1.000, 1.000]" not in text    # the meaningless certainty of identical seeds is not printed
+    identical = [w for w in out["warnings"] if w["kind"] == "identical_pipelines"]   # issue 29: one model, two names
+    assert [w["pipelines"] for w in identical] == [["ols", "ols_again"]]
+    assert "one model under two names" in identical[0]["message"]
+    assert "identical pipelines" in text          # nor the accuracies of one model under two names
+
+
+def _lgb_experiment(root: Path, provider: Path) -> Path:
+    """LightGBM whose leaves need more rows than the training window holds: it cannot split, so it predicts the
+    mean of the label (the real case of issue 29: Alpha158 on 1.5 years of daily bars, stopped at its first
+    rounds). A second pipeline learns (small leaves)."""
+    doc = yaml.safe_load(_experiment(root, provider).read_text())
+    doc["task"]["model"] = {"class": "LGBModel", "module_path": "qlib.contrib.model.gbdt",
+                            "kwargs": {"loss": "mse", "num_leaves": 4, "learning_rate": 0.1, "num_threads": 1,
+                                       "bagging_fraction": 0.8, "bagging_freq": 1, "early_stopping_rounds": 5,
+                                       "num_boost_round": 30}}
+    doc["pipelines"] = {"stuck": {"task.model.kwargs.min_data_in_leaf": 100000},
+                        "learns": {"task.model.kwargs.min_data_in_leaf": 5}}
+    path = root / "lgb.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_a_model_that_learned_nothing_is_named_not_its_seeds(tmp_path):
+    """constant_predictions (with the boosting round where it stopped) in place of degenerate_seeds."""
+    path = _lgb_experiment(tmp_path, small_daily_store(tmp_path, span=SPAN))
+    store = tmp_path / "store"
+    _run(["run", str(path), "--store", str(store), "--workers", "1", "--no-tracking", "--json"])
+    out = json.loads(_run(["compare", "--store", str(store), "--json", "--n-boot", "50"]))
+    kinds = {(w["kind"], tuple(w["pipelines"])) for w in out["warnings"]}
+    assert ("constant_predictions", ("stuck",)) in kinds
+    assert ("degenerate_seeds", ("stuck",)) not in kinds and ("constant_predictions", ("learns",)) not in kinds
+    assert not any(k == "identical_pipelines" for k, _ in kinds)
+    warning = next(w for w in out["warnings"] if w["kind"] == "constant_predictions")
+    assert warning["measured"]["constant"] and warning["measured"]["max_range"] == 0.0
+    assert "predicts a constant" in warning["message"] and "learned nothing" in warning["message"]
+    assert "its training stopped at boosting round" in warning["message"]
+    text = _run(["compare", "--store", str(store), "--n-boot", "50"])
+    assert "stuck predicts a constant (constant predictions)" in text   # its accuracies are not shown
+    side = json.loads(next((store / "units" / "stuck").glob("seed*/w*.json")).read_text())
+    assert side["stopped_at"].startswith("boosting round")

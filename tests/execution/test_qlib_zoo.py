@@ -1,7 +1,7 @@
 """Qlib's own models and datasets through the rolling schedule (real provider, no mocks).
 
 * ``LGBModel`` (``qlib.contrib.model.gbdt``) + ``Alpha158`` on a daily store built from the real
-  daily bars in ``/work/shared/data/us-equities-daily-2013-2018`` (or, without them, a synthetic
+  shared daily bars ``us-equities-daily-2013-2018`` (tests/shared_data.py finds them; or, without them, a synthetic
   random walk): 2 pipelines x 2 seeds x 2 windows, scratch mode, then fine-tune mode (``finetune``
   of the pickled previous model), labels raw and learn-processed, and ``compare`` with IC columns.
 * Qlib's ``LSTM`` (no ``load_state``, no ``finetune``) in fine-tune mode: refused at plan time,

@@ -15,10 +15,11 @@ from rolling_calib.cli import main
 from rolling_calib.core.calibration import Calibration
 
 from runner_helpers import REAL_2018, REPO
+from shared_data import needs_shared
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not REAL_2018.is_dir(), reason=f"real 2018 sample not found at {REAL_2018}"),
+    needs_shared(REAL_2018.name),
 ]
 
 TINY = [

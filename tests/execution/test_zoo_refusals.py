@@ -115,3 +115,56 @@ def test_booster_parameters_the_library_rejects_here_are_refused(tmp_path, daily
     assert "poisson bootstrap is not supported on CPU" in str(err.value)
     assert "bootstrap_type: Bernoulli on CPU" in str(err.value)
     assert not (tmp_path / "store").exists()
+
+
+# --------------------------------------------------------------------------- issue 29: model keywords a **kwargs swallows
+LGB = {"class": "LGBModel", "module_path": "qlib.contrib.model.gbdt",
+       "kwargs": {"loss": "mse", "learning_rate": 0.1, "num_leaves": 8, "num_threads": 1}}
+LSTM = {"class": "LSTM", "module_path": "qlib.contrib.model.pytorch_lstm",
+        "kwargs": {"d_feat": 6, "hidden_size": 8, "num_layers": 1, "n_epochs": 1, "batch_size": 64}}
+
+
+def _with_pipelines(path: Path, pipelines: dict) -> Path:
+    import yaml
+
+    doc = yaml.safe_load(path.read_text())
+    doc["pipelines"] = pipelines
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize(("model", "key", "near", "what"), [
+    (LGB, "learning_rat", "learning_rate", "lightgbm"),
+    (LSTM, "hiden_size", "hidden_size", "LSTM.__init__"),
+])
+def test_a_model_keyword_typo_is_refused_naming_the_pipeline_and_the_key(tmp_path, daily, model, key, near, what):
+    """The cases of issue 29: both models take ``**kwargs``, so the signature check alone lets the typo through."""
+    path = _with_pipelines(experiment(tmp_path, daily, model, name="typo", handler=ALPHA360),
+                           {"base": {}, "typo": {f"task.model.kwargs.{key}": 0.05}})
+    proc = run_cli(path, tmp_path / "store")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    err = " ".join(proc.stderr.split())
+    assert f"pipelines.typo: task.model.kwargs.{key}: {what} has no parameter '{key}' (did you mean '{near}'?)" in err
+    assert not (tmp_path / "store" / "units").exists()
+
+
+def test_an_ignored_keyword_of_qlibs_own_benchmarks_is_noted_not_refused():
+    """Qlib's XGBoost benchmark writes ``n_estimators`` (``xgb.train`` ignores it), its ALSTM ``rnn_type``:
+    no close parameter name, so a note; XGBoost's own verdict decides what it ignores (one round)."""
+    from rolling_calib.qlib_adapter.zoo import check_model_keywords, unknown_model_keys
+
+    xgb = {"model": {**XGB, "kwargs": {**XGB["kwargs"], "n_estimators": 647, "max_dept": 3, "eta": 0.1}}}
+    assert unknown_model_keys(xgb["model"]) == [("n_estimators", "xgboost", None), ("max_dept", "xgboost", "max_depth")]
+    with pytest.raises(ConfigError, match=r"cfg: task.model.kwargs.max_dept: xgboost has no parameter 'max_dept' "
+                                          r"\(did you mean 'max_depth'\?\)"):
+        check_model_keywords(xgb, "cfg")
+    del xgb["model"]["kwargs"]["max_dept"]
+    assert check_model_keywords(xgb, "cfg") == [
+        "task.model.kwargs.n_estimators: xgboost takes no such parameter: it is ignored (as under qrun)"]
+    alstm = {"model": {"class": "ALSTM", "module_path": "qlib.contrib.model.pytorch_alstm",
+                       "kwargs": {"d_feat": 6, "hidden_size": 8, "rnn_type": "GRU"}}}
+    assert check_model_keywords(alstm, "cfg") == [
+        "task.model.kwargs.rnn_type: ALSTM.__init__ takes no such parameter: it is ignored (as under qrun)"]
+    cat = {"class": "CatBoostModel", "module_path": "qlib.contrib.model.catboost_model",
+           "kwargs": {"loss": "RMSE", "learning_rat": 0.1, "depth": 3}}
+    assert unknown_model_keys(cat) == [("learning_rat", "catboost", "learning_rate")]
