@@ -308,32 +308,31 @@ def load_market_params(path, *, signal: str = "drifting") -> MarketParams:
     ...     print(str(exc).split(": ", 1)[1][:67])
     key beta_mx: expected a field of MarketParams, found an unknown key
     """
-    import yaml
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
 
     path = Path(path)
-    try:
-        node = yaml.compose(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+    try:   # ruamel, the project's one YAML reader (YAML 1.2; a duplicated key is an error)
+        data = YAML(typ="rt", pure=True).load(path.read_text(encoding="utf-8"))
+    except (OSError, YAMLError) as exc:
         raise ValueError(f"{path}: expected a readable YAML file of market parameters, found {exc}".replace("\n", " "))
-    if node is None:
+    if data is None:
         return market_params(signal)
-    if not isinstance(node, yaml.MappingNode):
-        raise ValueError(f"{path}, line {node.start_mark.line + 1}: expected a mapping of market parameters, found "
-                         f"a {node.id}")
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}, line 1: expected a mapping of market parameters, found a {type(data).__name__}")
     fields = {f.name: f for f in dataclasses.fields(MarketParams) if f.name != "signal"}
     overrides: dict = {}
-    for key_node, value_node in node.value:
-        where = f"{path}, line {key_node.start_mark.line + 1}: key {key_node.value}"
-        if key_node.value not in fields:
+    for key, value in data.items():
+        where = f"{path}, line {data.lc.key(key)[0] + 1}: key {key}"
+        if key not in fields:
             raise ValueError(f"{where}: expected a field of MarketParams, found an unknown key (fields: "
                              f"{', '.join(fields)})")
-        value = yaml.safe_load(yaml.serialize(value_node))
-        kind = fields[key_node.value].type
+        kind = fields[key].type
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"{where}: expected a number, found {value!r}")
         if kind in ("int", int) and float(value) != int(value):
             raise ValueError(f"{where}: expected an integer, found {value!r}")
-        overrides[key_node.value] = int(value) if kind in ("int", int) else float(value)
+        overrides[key] = int(value) if kind in ("int", int) else float(value)
     try:
         return market_params(signal, overrides)
     except ValueError as exc:

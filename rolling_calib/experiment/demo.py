@@ -123,20 +123,20 @@ class DemoResult:
 
 
 def ensure_demo_data(data_dir: Path, *, config: Path = DEMO_CONFIG, seed: int = 0, progress: bool = True,
-                     market: Path = DEMO_MARKET) -> bool:
+                     market: Path | None = DEMO_MARKET, signal: str = "persistent") -> bool:
     """Build the synthetic store covering the demo schedule unless it exists with the demo's market; True if built.
 
-    The market is ``data synth --signal persistent --params MARKET`` (``workflows/demo_market.yaml``): models
-    learn it, so the first verdict ranks forecasting models. A store built with other parameters (an older
-    demo's drifting market) is rebuilt.
+    The market is ``data synth --signal SIGNAL --params MARKET`` (default: persistent,
+    ``workflows/demo_market.yaml``): models learn it, so the first verdict ranks forecasting models. ``market``
+    None: the signal's own parameters. A store built with other parameters is rebuilt.
     """
     import pandas as pd
 
     from data_prep import build_synthetic_store, qlib_store
-    from data_prep.synthetic import load_market_params
+    from data_prep.synthetic import load_market_params, market_params
     from rolling_calib.config.experiment import read_rolling
 
-    params = load_market_params(market, signal="persistent")
+    params = load_market_params(market, signal=signal) if market is not None else market_params(signal)
     if (data_dir / "calendars" / "1min.txt").is_file() and \
             qlib_store.read_meta(data_dir).get("params") == params.as_dict():
         return False
@@ -157,6 +157,8 @@ def run_demo(
     progress: bool = True,
     track: bool = True,
     on_case: Callable[[CaseResult], None] | None = None,
+    market: Path | None = DEMO_MARKET,
+    signal: str = "persistent",
 ) -> DemoResult:
     """Run the whole demo; see the module docstring.
 
@@ -179,6 +181,9 @@ def run_demo(
         Log each store to MLflow (``STORE/mlflow.db``).
     on_case : callable, optional
         Called with each case's result as soon as that case is done (before the next one trains).
+    market, signal :
+        The synthetic market (``data synth --signal SIGNAL --params MARKET``; ``market`` None: the
+        signal's own parameters, e.g. ``signal="drifting"``, the market of demos before issue 28).
     """
     if seeds is not None and seeds < 2:
         raise ValueError(f"seeds: expected >= 2 (a spread needs two runs), found {seeds}")
@@ -187,7 +192,7 @@ def run_demo(
     t0 = time.perf_counter()
     out = Path(out_dir).resolve()
     data_dir = out / "qlib_data"
-    built = ensure_demo_data(data_dir, config=Path(cases[0].config), progress=progress)
+    built = ensure_demo_data(data_dir, config=Path(cases[0].config), progress=progress, market=market, signal=signal)
     results = []
     for case in cases:
         results.append(_run_case(case, out, data_dir, workers=workers, seeds=seeds, resampling=resampling,

@@ -23,7 +23,7 @@ import pytest
 from rolling_calib.analysis.integrity import store_notes
 from rolling_calib.analysis.scoring import score_store
 from rolling_calib.cli import main
-from rolling_calib.core.label import Label
+from rolling_calib.core.label import Label, storage_kind
 from rolling_calib.execution import store as st
 from rolling_calib.execution.reader import MissingLabelError
 
@@ -128,7 +128,8 @@ def test_its_label_is_described_from_its_manifest(old_store):
 def _tiny_demo(out: Path, seeds: int, capsys) -> Path:
     """The fixture's run (same config, ``seeds`` seeds); its store."""
     args = ["demo", "--out", str(out), "--seeds", str(seeds), "--workers", "1", "--config",
-            str(GOLDEN / "tiny_demo.yaml"), "--n-boot", "100", "--no-tracking", "--json"]
+            str(GOLDEN / "tiny_demo.yaml"), "--n-boot", "100", "--no-tracking", "--json",
+            "--signal", "drifting"]   # the fixture's market: the demo's before issue 28
     assert main(args) == 0, capsys.readouterr().err
     return out / "store"
 
@@ -146,7 +147,10 @@ def test_the_tiny_demo_run_by_the_new_code_gives_the_same_numbers(tmp_path, monk
     for name in ("wd0", "wd1e-2"):
         assert new["pipelines"][name]["config_hash"] == old["pipelines"][name]["config_hash"]
         assert new["pipelines"][name]["calibration"] == old["pipelines"][name]["calibration"]
-    assert new["experiment"]["rolling"] == old["experiment"]["rolling"]   # what the shared hash covers of it
+    # what the shared hash covers of it; the label default became "auto" (issue 29), stored and hashed as raw here
+    rolling_new, rolling_old = dict(new["experiment"]["rolling"]), dict(old["experiment"]["rolling"])
+    assert storage_kind(rolling_new.pop("label")) == rolling_old.pop("label") == "raw"
+    assert rolling_new == rolling_old
     units = _units(GOLDEN / "store")
     assert len(units) == 16
     for rel in units:   # no label column added (learn equals raw here)
