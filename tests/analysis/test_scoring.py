@@ -120,7 +120,8 @@ def test_compare_store_direction_accuracy_and_budget(tmp_path):
 def test_incomplete_and_stale_runs_are_left_out_and_reported(tmp_path):
     write_fake_store(tmp_path, pipelines=PIPES, seeds=3)
     st.unit_paths(tmp_path, UnitKey("calm", 1, 1)).sidecar.unlink()
-    st.atomic_write_json(st.unit_paths(tmp_path, UnitKey("wild", 2, 0)).sidecar, {"config_hash": "old"})
+    stale = st.read_sidecar(tmp_path, UnitKey("wild", 2, 0))   # a unit of an older configuration (checksum kept)
+    st.atomic_write_json(st.unit_paths(tmp_path, UnitKey("wild", 2, 0)).sidecar, {**stale, "config_hash": "old"})
     scores = score_store(tmp_path)
     assert len(scores.runs) == 4
     assert any("calm__seed1__w01 is missing" in s for s in scores.incomplete)

@@ -61,8 +61,9 @@ def _store_with_shared_labels(store) -> dict:
                     frame["label"] = rng.normal(0.0, 2.0, len(frame))
                 frame["prediction"] = 0.5 * frame["label"] + rng.normal(0.0, 1.0 + seed, len(frame))
                 key = UnitKey(name, seed, w.index)
-                st.atomic_write_parquet(st.unit_paths(store, key).parquet, frame[list(st.UNIT_COLUMNS)])
-                st.atomic_write_json(st.unit_paths(store, key).sidecar, {"config_hash": f"h-{name}", "rows": len(frame)})
+                sha = st.write_unit_parquet(st.unit_paths(store, key).parquet, frame[list(st.UNIT_COLUMNS)])
+                st.atomic_write_json(st.unit_paths(store, key).sidecar,
+                                     {"config_hash": f"h-{name}", "rows": len(frame), "sha256": sha})
                 parts.append(frame)
             frames[(name, seed)] = pd.concat(parts, ignore_index=True)
     st.write_manifest(store, pipelines=entries, extra={"compare": [["a", "b"]]})
