@@ -23,7 +23,7 @@ Examples
 --------
 >>> r = Resampling(n_boot=500, seed=1)
 >>> r.to_dict()
-{'n_boot': 500, 'confidence': 0.95, 'seed': 1, 'block_size': None}
+{'n_boot': 500, 'confidence': 0.95, 'seed': 1, 'block_size': None, 'target': 'future'}
 >>> r.seed_counts(3, rng=r.rng()).shape
 (500, 3)
 >>> c = r.time_counts(10, block_size=3.0)
