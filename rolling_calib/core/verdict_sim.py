@@ -61,13 +61,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 from scipy import signal, stats
 
 from rolling_calib.core.validation import CONFIDENCE, N_BOOT, SEED, TARGETS, Interval, Options, validate_params
+from rolling_calib.core.jsonable import fields_dict
 from rolling_calib.core.resampling import DEFAULT, Resampling
 from rolling_calib.core.verdict import LossPanel, decide, diebold_mariano
 
@@ -172,7 +173,7 @@ class PanelModel:
         return replace(self, regime_days=regime_days, drift_ratio=float(drift_ratio) if regime_days else 0.0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in asdict(self).items()}
+        return fields_dict(self)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any], *, where: str = "model") -> PanelModel:
@@ -639,7 +640,7 @@ class AASplits:
     mc_se: dict[str, float]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return fields_dict(self)
 
 
 @validate_params({"n_splits": _POS_INT, "seed": SEED, "target": _TARGET})
@@ -722,7 +723,7 @@ class SeedsNeededCheck:
     observed_share_mc_se: float
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return fields_dict(self)
 
 
 _PROB_BINS = (0.0, 0.5, 0.7, 0.8, 0.9, 1.0001)
