@@ -39,6 +39,9 @@ def find_shared(env: dict | None = None, repo_root: Path = REPO_ROOT) -> Path | 
 
 
 SHARED = find_shared()
+#: Where a data set "is" when no shared root was found: a path that never exists (the variable, when set to a
+#: missing folder, is not second-guessed by looking beside the checkout).
+_NOWHERE = Path("/nonexistent-rolling-calib-shared")
 #: Why a test that needs the shared data skips (where it looked).
 WHERE = (f"${ENV}={os.environ[ENV]}" if os.environ.get(ENV) else
          f"no shared/data beside {REPO_ROOT} or any folder above it; set ${ENV}")
@@ -46,7 +49,7 @@ WHERE = (f"${ENV}={os.environ[ENV]}" if os.environ.get(ENV) else
 
 def shared_data(name: str) -> Path:
     """The shared data set ``name`` (``SHARED/data/<name>``; a path that does not exist when absent)."""
-    return (SHARED or REPO_ROOT / ".." / "shared") / "data" / name
+    return (SHARED if SHARED is not None else _NOWHERE) / "data" / name
 
 
 def needs_shared(name: str) -> pytest.MarkDecorator:

@@ -21,13 +21,15 @@ from rolling_calib.cli.options import (
 )
 
 
-def _market(args: argparse.Namespace) -> Path | None:
-    """``--params``, else the demo's market file with the persistent signal, else the signal's own parameters."""
+def _market(args: argparse.Namespace) -> tuple[Path | None, str]:
+    """``(market file or None, signal)`` from ``--market``: a signal's name, else a parameter file."""
     from rolling_calib.experiment.demo import DEMO_MARKET
 
-    if args.params is not None:
-        return Path(args.params)
-    return DEMO_MARKET if args.signal == "persistent" else None
+    if args.market is None:
+        return DEMO_MARKET, "persistent"
+    if args.market in ("drifting", "persistent", "none"):
+        return None, args.market
+    return Path(args.market), "persistent"
 
 
 @command_errors("demo")
@@ -43,11 +45,11 @@ def handle(args: argparse.Namespace) -> int:
             sys.stdout.flush()
 
     out = sys.stdout
+    market, signal = _market(args)
     with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
         result = run_demo(args.out, workers=args.workers, seeds=args.seeds, cases=cases,
                           resampling=resampling_from_args(args), progress=show_progress(args), track=not args.no_tracking,
-                          on_case=lambda case: _to(out, answer, case), signal=args.signal,
-                          market=_market(args))
+                          on_case=lambda case: _to(out, answer, case), market=market, signal=signal)
     if args.json:
         print(json.dumps(_json(result), indent=2))
         return 0
@@ -140,12 +142,11 @@ def register(subparsers) -> None:
                      default="demo_out")
     add_workers_argument(parser)
     add_seeds_argument(parser)
-    parser.add_argument("--signal", choices=("drifting", "persistent", "none"), default="persistent",
-                        help="the synthetic market's predictable component, as in data synth (default persistent: "
-                             "one the models learn)")
-    parser.add_argument("--params", metavar="FILE", default=None,
-                        help="YAML of market parameters on top of --signal's, as in data synth (default: "
-                             f"{workflows / 'demo_market.yaml'} with --signal persistent, none otherwise)")
+    parser.add_argument("--market", metavar="FILE|SIGNAL", default=None,
+                        help="the synthetic market: a YAML of market parameters on a persistent signal (default "
+                             f"{workflows / 'demo_market.yaml'}: one the models learn), or drifting, persistent or "
+                             "none for that signal's own parameters (drifting: the demo's market before it had a "
+                             "persistent signal); see rolling-calib data synth --help")
     parser.add_argument("--config", default=None, metavar="YAML",
                         help=f"run one experiment file instead of the two cases ({workflows / 'demo.yaml'} and "
                              f"{workflows / 'demo_csrank.yaml'})")

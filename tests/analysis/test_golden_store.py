@@ -129,7 +129,7 @@ def _tiny_demo(out: Path, seeds: int, capsys) -> Path:
     """The fixture's run (same config, ``seeds`` seeds); its store."""
     args = ["demo", "--out", str(out), "--seeds", str(seeds), "--workers", "1", "--config",
             str(GOLDEN / "tiny_demo.yaml"), "--n-boot", "100", "--no-tracking", "--json",
-            "--signal", "drifting"]   # the fixture's market: the demo's before issue 28
+            "--market", "drifting"]   # the fixture's market: the demo's before issue 28
     assert main(args) == 0, capsys.readouterr().err
     return out / "store"
 
