@@ -67,9 +67,9 @@ from typing import Any
 import numpy as np
 from scipy import signal, stats
 
-from rolling_calib.core.validation import CONFIDENCE, N_BOOT, SEED, TARGETS, Interval, Options, validate_params
+from rolling_calib.core.validation import CONFIDENCE, SEED, TARGETS, Interval, Options, validate_params
 from rolling_calib.core.jsonable import fields_dict
-from rolling_calib.core.resampling import DEFAULT, Resampling
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.verdict import LossPanel, decide, diebold_mariano
 
 __all__ = [
@@ -96,7 +96,7 @@ __all__ = [
 METHODS = ("decide", "paired_t", "welch_t", "dm", "seed_bootstrap")
 _TARGET = Options(*TARGETS)
 _POS_INT = Interval(int, 1, None)
-_N_BOOT_SEEDS = 1000       # seed-bootstrap replicates of the baseline
+_SEED_BOOT = Resampling(n_boot=1000)   # the seed-bootstrap baseline's replicates (fast enough for the harness)
 _RESAMPLING = {t: Resampling(target=t) for t in TARGETS}   # the verdict's settings per target (analytic: no draws)
 
 
@@ -464,19 +464,20 @@ def dm_interval(differential: Any, *, confidence: float = DEFAULT.confidence) ->
     return r.mean_differential - half, r.mean_differential + half
 
 
-@validate_params({"confidence": CONFIDENCE, "n_boot": N_BOOT})
-def seed_bootstrap_interval(ma: Any, mb: Any, *, confidence: float = DEFAULT.confidence, n_boot: int = _N_BOOT_SEEDS,
-                            rng: np.random.Generator, paired: bool = True) -> tuple[np.ndarray, np.ndarray]:
+@validate_params({"resampling": RESAMPLING})
+def seed_bootstrap_interval(ma: Any, mb: Any, *, resampling: Resampling = _SEED_BOOT, rng: np.random.Generator,
+                            paired: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """rliable-style percentile bootstrap over seeds of ``mean(ma) - mean(mb)`` (days fixed; last axis: seeds).
 
     Paired: the per-seed differences are resampled; unpaired: each pipeline's seeds independently.
+    ``resampling``: its ``n_boot`` and ``confidence`` (the baseline's default: 1000 replicates).
 
     >>> lo, hi = seed_bootstrap_interval([1.0, 2.0, 3.0, 4.0], [0.0] * 4, rng=np.random.default_rng(0))
     >>> 1.0 <= float(lo) < 2.5 < float(hi) <= 4.0
     True
     """
     ma, mb = np.asarray(ma, dtype=np.float64), np.asarray(mb, dtype=np.float64)
-    alpha = 1.0 - confidence
+    alpha, n_boot = 1.0 - resampling.confidence, resampling.n_boot
     if paired:
         d = ma - mb
         idx = rng.integers(0, d.shape[-1], (n_boot, d.shape[-1]))
@@ -526,7 +527,8 @@ def _method_intervals(a: np.ndarray, b: np.ndarray, *, confidence: float,
         "paired_t": paired_t_interval(ma, mb, confidence=confidence),
         "welch_t": welch_interval(ma, mb, confidence=confidence),
         "dm": (dm[:, 0], dm[:, 1]),
-        "seed_bootstrap": seed_bootstrap_interval(ma, mb, confidence=confidence, rng=rng),
+        "seed_bootstrap": seed_bootstrap_interval(ma, mb, resampling=_SEED_BOOT.replace(confidence=confidence),
+                                                  rng=rng),
     }
 
 

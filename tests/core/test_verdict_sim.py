@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 from rolling_calib.core.verdict import LossPanel
+from rolling_calib.core.resampling import Resampling
 from rolling_calib.core.verdict_sim import (
     METHODS,
     Cell,
@@ -172,7 +173,7 @@ def test_baseline_intervals_by_hand():
     assert (lo, hi) == pytest.approx((d.mean() - q * d.std(ddof=1) / 2, d.mean() + q * d.std(ddof=1) / 2))
     r = stats.ttest_ind(ma, mb, equal_var=False).confidence_interval(0.95)
     assert welch_interval(ma, mb) == pytest.approx((r.low, r.high))
-    lo, hi = seed_bootstrap_interval(ma, mb, rng=np.random.default_rng(0), n_boot=4000)
+    lo, hi = seed_bootstrap_interval(ma, mb, rng=np.random.default_rng(0), resampling=Resampling(n_boot=4000))
     assert d.min() <= lo < d.mean() < hi <= d.max()
 
 
