@@ -149,8 +149,9 @@ class SeedSpreadCollector:
 
     def add(self, pipeline: str, arrays: RunArrays, seed: int | None = None) -> None:
         p = arrays.prediction
-        if len(p):
-            self._constant.setdefault(pipeline, []).append(constant_check(arrays.datetime, p))
+        checks = self._constant.setdefault(pipeline, [])
+        if len(p) and all(c.constant for c in checks):   # one run that varies settles it: no need to look further
+            checks.append(constant_check(arrays.datetime, p))
         if pipeline not in self._first:
             ids = np.asarray(arrays.names)[arrays.codes] if len(arrays.names) else arrays.codes
             self._first[pipeline] = (seed, arrays.datetime, ids, p)
