@@ -49,7 +49,7 @@ import jinja2
 import pandas as pd
 from matplotlib.figure import Figure
 
-from rolling_calib.analysis.comparison import VERDICT_COLUMNS, StoreComparison
+from rolling_calib.analysis.comparison import VERDICT_COLUMNS, StoreComparison, horizon_note
 from rolling_calib.core.metric_table import COMPARED_METRICS, METRIC_TABLE, title
 from rolling_calib.analysis.scoring import StoreScores
 from data_prep.atomic import atomic_write_bytes, atomic_write_text
@@ -333,6 +333,7 @@ def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir:
         "interval_over": ("over seeds and the market's future (target future)" if comparison.target == "future"
                           else "over seeds, on the evaluated days (target period)"),
         "verdicts": _verdicts(comparison) if comparison.verdicts else None,
+        "horizon": horizon_note(comparison.verdicts) if comparison.target == "future" else "",
         "warnings": [{"kind": w.kind, "message": rel(w.message)} for w in comparison.warnings],
         "sequential": sequential,
         "sequential_line": sequential_line,

@@ -123,3 +123,17 @@ def test_confidence_changes_the_verdicts_level(skilled_store):
     wide = compare_store(scores, resampling=Resampling(n_boot=200, confidence=0.99)).verdicts[0].verdicts["ql"]
     assert wide.ci_high - wide.ci_low > narrow.ci_high - narrow.ci_low
     assert wide.confidence == 0.99
+
+
+def test_future_verdicts_say_how_far_their_market_time_part_sees(skilled_store):
+    """The horizon line comes from the verdicts' own bandwidths and days; the period target has none."""
+    scores = score_store(skilled_store)
+    future = compare_store(scores, resampling=Resampling(n_boot=200, target="future"))
+    period = compare_store(scores, resampling=Resampling(n_boot=200, target="period"))
+    cvs = [v.variance for pv in future.verdicts for v in pv.verdicts.values() if v.variance.var_time > 0]
+    assert cvs, "the fake store's verdicts have a market-time part"
+    horizon = max(cv.block_days if cv.drift else cv.bandwidth + 1 for cv in cvs)
+    days = min(v.n_times for pv in future.verdicts for v in pv.verdicts.values() if v.variance.var_time > 0)
+    text = future.format()
+    assert f"persistence up to {horizon} trading day(s) of the {days} evaluated" in text
+    assert "Horizon:" not in period.format()

@@ -162,3 +162,13 @@ def test_report_says_whether_calibration_can_help(fake_store, tmp_path):
         assert f"- {d.pipeline}: {d.assessment.text}" in md
         assert f"<strong>{d.pipeline}</strong>: {d.assessment.text}" in html.replace("&#39;", "'")
     assert "Can calibration help here?" in html
+
+
+def test_the_report_says_how_far_the_market_time_part_sees(written):
+    """Under the verdict table: the horizon line, from the verdicts' own bandwidth and days (future target)."""
+    from rolling_calib.analysis.comparison import horizon_note
+
+    note = horizon_note(written["comparison"].verdicts)
+    assert note.startswith("Horizon: the market-time part sees persistence up to ")
+    assert note in written["md"] and note in unescape(written["html"])
+    assert written["md"].index(note) < written["md"].index("## Losses per pipeline")
