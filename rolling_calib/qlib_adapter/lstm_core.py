@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import queue
 import sys
 import threading
@@ -270,10 +271,22 @@ class LSTMCore(Model):
         raise NotImplementedError
 
     def apply_threads(self) -> None:
-        """``torch.set_num_threads(n_threads)`` (when set); deterministic kernels only on CPU."""
+        """``torch.set_num_threads(n_threads)`` (when set) and deterministic kernels (process-wide).
+
+        CPU: any non-deterministic kernel raises. CUDA: cuBLAS is deterministic only with a fixed
+        workspace (``CUBLAS_WORKSPACE_CONFIG=:4096:8``, set here unless the user set it, before the
+        process's first cuBLAS call), cuDNN's deterministic algorithms are chosen, and a kernel with no
+        deterministic implementation warns instead of raising. Without the workspace setting a CUDA fit
+        after a CPU fit in one process raised (``use_deterministic_algorithms`` is process-wide).
+        """
         if self.n_threads is not None:
             torch.set_num_threads(self.n_threads)
-        if self.device.type == "cpu":
+        if self.device.type == "cuda":
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+            torch.backends.cudnn.deterministic = True
+            torch.backends.cudnn.benchmark = False
+            torch.use_deterministic_algorithms(True, warn_only=True)
+        else:
             # CPU kernels used here are deterministic; this makes any non-deterministic one raise.
             torch.use_deterministic_algorithms(True)
 

@@ -188,5 +188,9 @@ def test_stack_on_cuda_matches_the_cpu_stack(dataset):  # pragma: no cover - run
     gpu = fit_stack([make_model(seed=s, n_epochs=2, device="cuda") for s in (1, 2)], dataset)
     for a, b in zip(cpu, gpu):
         assert b.last_fit_info["device"].startswith("cuda")
-        scale = float(np.std(a.predict(dataset).values))
-        np.testing.assert_allclose(b.predict(dataset).values, a.predict(dataset).values, atol=1e-3 * scale)
+        pa, pb = a.predict(dataset).values, b.predict(dataset).values
+        scale = float(np.std(pa))
+        # two epochs of SGD carry the devices' float rounding forward: measured on an H100 (torch 2.11, cu130)
+        # the largest difference was 0.24% of the predictions' std; a wrong seed or member order is O(1)
+        np.testing.assert_allclose(pb, pa, atol=1e-2 * scale)
+        assert np.corrcoef(pa, pb)[0, 1] > 0.9999
