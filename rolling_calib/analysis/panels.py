@@ -167,10 +167,16 @@ class SeedSpreadCollector:
             state.aligned = False
             return
         state.k += 1
-        delta = p - state.mean
-        state.mean += delta / state.k
-        state.m2 += delta * (p - state.mean)
-        state.max_diff = max(state.max_diff, float(np.abs(p - state.first).max()) if len(p) else 0.0)
+        # delta = p - mean; mean += delta / k; m2 += delta * (p - mean); max |p - first|: in two scratch arrays
+        delta = np.subtract(p, state.mean)
+        step = np.divide(delta, state.k)
+        state.mean += step
+        np.subtract(p, state.mean, out=step)
+        step *= delta
+        state.m2 += step
+        if len(p):
+            np.subtract(p, state.first, out=delta)
+            state.max_diff = max(state.max_diff, float(np.abs(delta, out=delta).max()))
 
     def constant(self, pipeline: str) -> ConstantCheck | None:
         """The pipeline's run with the widest cross-section when every run predicts a constant per timestamp

@@ -165,16 +165,17 @@ def _row_ranks(m: np.ndarray, counts: np.ndarray | None) -> tuple[np.ndarray, np
     step = np.arange(1.0, width + 1.0)
     if counts is None:
         half = np.full(rows, (width + 1) / 2.0)
-        ranks = np.tile(step - half[0], rows)
+        ranks = (step - half[0])[None, :]   # the same for every row (broadcast, not repeated)
     else:
         tie &= np.arange(1, width) < counts[:, None]   # padding ties nothing
         half = (counts + 1) / 2.0
-        ranks = (step - half[:, None]).ravel()
+        ranks = step - half[:, None]
     tied = np.flatnonzero(tie.any(axis=1)) if tie.any() else np.empty(0, dtype=np.int64)
-    if tied.size:
-        ranks.reshape(rows, width)[tied] = _tie_average(tie[tied]) - half[tied, None]
     out = np.empty(m.shape)
-    out.reshape(-1)[at.reshape(-1)] = ranks
+    flat = out.reshape(-1)
+    flat[at] = ranks
+    if tied.size:
+        flat[at[tied]] = _tie_average(tie[tied]) - half[tied, None]
     return out, tied
 
 
@@ -388,12 +389,67 @@ def _aligned_predictions(prediction: Any, labels: PreparedLabels) -> tuple[np.nd
     return x, labels
 
 
+def _rank_correlation(x: np.ndarray, y: _Side, g: _Groups) -> np.ndarray:
+    """Spearman correlation per date of ``x`` (finite, rows in date order) with the label ranks ``y``.
+
+    The same values as ``_correlation(_rank_side(x, g), y, g)``, without putting ``x``'s ranks
+    back in row order: after a row-wise argsort of ``x``'s (dates, instruments) matrix the
+    ``k``-th smallest value of a date has rank ``k + 1`` (tie runs: their mean), so
+    ``sum(rank_x * rank_y)`` is the label ranks gathered in ``x``'s sorted order times that
+    fixed vector. Centred ranks are half-integers and their products and sums exact in
+    floating point, in any order: the values are bit-identical. Dates of different sizes use
+    the +inf padded matrix (padding ties nothing and meets a 0 label rank); when padding would
+    more than double it, the general path.
+    """
+    count = g.counts
+    if g.width:
+        rows, width = len(g), g.width
+        m, yd, counts = x.reshape(rows, width), y.centred.reshape(rows, width), None
+    elif len(g) * int(count.max()) <= 2 * g.n + 4096:
+        rows, width = len(g), int(count.max())
+        at_row = np.repeat(np.arange(rows), count)
+        at_col = np.arange(g.n) - np.repeat(g.starts, count)
+        m = np.full((rows, width), np.inf)
+        m[at_row, at_col] = x
+        yd = np.zeros((rows, width))
+        yd[at_row, at_col] = y.centred
+        counts = count
+    else:
+        return _correlation(_rank_side(x, g), y, g)
+    at = np.argsort(m, axis=1)
+    at += (np.arange(rows) * width)[:, None]   # flat positions of each row's values, ascending
+    s = np.take(m, at)
+    tie = s[:, 1:] == s[:, :-1]
+    if counts is not None:
+        tie &= np.arange(1, width) < counts[:, None]   # padding ties nothing
+    half = (count + 1) / 2.0
+    c = count.astype(float)
+    ss = c * (c * c - 1.0) / 12.0             # sum of squared centred ranks without ties
+    ys = np.take(yd, at, out=s)               # the label ranks in x's sorted order
+    if counts is None:
+        dot = np.einsum("ij,j->i", ys, np.arange(1.0, width + 1.0) - half[0])   # (a BLAS matvec is slower here)
+    else:
+        dot = np.einsum("ij,ij->i", ys, np.arange(1.0, width + 1.0) - half[:, None])
+    tied = np.flatnonzero(tie.any(axis=1)) if tie.any() else np.empty(0, dtype=np.int64)
+    if tied.size:
+        ranks = _tie_average(tie[tied]) - half[tied, None]
+        if counts is not None:
+            ranks[np.arange(width) >= counts[tied, None]] = 0.0
+        dot[tied] = np.einsum("ij,ij->i", ranks, ys[tied])
+        ss[tied] = np.einsum("ij,ij->i", ranks, ranks)
+    constant = (count < 2) | (ss <= (_TINY * half) ** 2 * count)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = dot / np.sqrt(ss * y.ss)
+    r[constant | y.constant] = np.nan
+    return np.clip(r, -1.0, 1.0)
+
+
 def _daily_values(x: np.ndarray, labels: PreparedLabels, method: str) -> np.ndarray:
     g = labels.groups
     if not len(g):
         return np.empty(0)
     if method == "spearman":
-        return _correlation(_rank_side(x, g), labels.rank, g)
+        return _rank_correlation(x, labels.rank, g)
     return _correlation(_side(x, g), labels.value, g)
 
 

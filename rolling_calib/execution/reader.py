@@ -283,7 +283,7 @@ def _read_test(store: Path, pipeline: str, seed: int, *, manifest: Mapping[str, 
     entry = manifest["pipelines"][pipeline]
     names: dict[Any, int] = {}
     parts = []
-    window_ids: list[np.ndarray] = []
+    window_ids: list[int] = []
     duplicates = 0
     for w in windows:
         key = UnitKey(pipeline, int(seed), w.index)
@@ -297,15 +297,40 @@ def _read_test(store: Path, pipeline: str, seed: int, *, manifest: Mapping[str, 
         # windows do not overlap and rows lie in their window: duplicates can only be within a unit
         duplicates += _duplicate_rows(part[0], part[3])
         parts.append(part)
-        window_ids.append(np.full(len(part[0]), w.index, dtype=np.int64))
+        window_ids.append(w.index)
     if duplicates:
         raise CoverageError(f"{store}: run {pipeline}/seed{seed} has {duplicates} duplicate (datetime, instrument) rows")
     if len({p[0].dtype for p in parts}) > 1:
         raise _LegacyRead(store)
-    columns = [np.concatenate([p[i] for p in parts]) for i in range(4)]
+    return _merged(parts, names, window_ids)
+
+
+def _concatenate(chunks: list[np.ndarray]) -> np.ndarray:
+    """``np.concatenate(chunks)`` (a new writable array) in memory from pyarrow's pool.
+
+    The pool keeps the pages it has touched: the next run's columns reuse them instead of
+    fresh pages from the system (each fresh page costs a fault and zeroing, about as much
+    again as the copy). Object arrays (none here) through ``np.concatenate``.
+    """
+    import pyarrow as pa
+
+    if not chunks:
+        return np.concatenate(chunks)   # the ValueError np.concatenate gives
+    dtype = np.result_type(*chunks)
+    if dtype.hasobject:
+        return np.concatenate(chunks)
+    n = sum(len(c) for c in chunks)
+    out = np.frombuffer(pa.allocate_buffer(n * dtype.itemsize), dtype=dtype, count=n)
+    return np.concatenate(chunks, out=out)
+
+
+def _merged(parts: list[tuple[np.ndarray, ...]], names: dict[Any, int], window_ids: list[int]) -> RunArrays:
+    """One run's arrays from its units' (datetime, prediction, label, codes), in window order, labelled rows only."""
+    columns = [_concatenate([p[i] for p in parts]) for i in range(4)]
+    window = np.repeat(np.array(window_ids, dtype=np.int64), [len(p[0]) for p in parts])
     return _labelled(RunArrays(datetime=columns[0], prediction=columns[1].astype(float, copy=False),
                                label=columns[2].astype(float, copy=False), codes=columns[3],
-                               names=np.array(list(names), dtype=object), window=np.concatenate(window_ids)))
+                               names=np.array(list(names), dtype=object), window=window))
 
 
 def load_run(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[str, Any] | None = None,
@@ -397,11 +422,8 @@ def _read_valid(store: Path, pipeline: str, seed: int, *, manifest: Mapping[str,
                     else frame["datetime"].to_numpy(), frame["prediction"].to_numpy(), frame[column].to_numpy(),
                     np.array([names.setdefault(v, len(names)) for v in frame["instrument"]], dtype=np.int32))
         parts.append(part)
-        window_ids.append(np.full(len(part[0]), w.index, dtype=np.int64))
-    columns = [np.concatenate([p[i] for p in parts]) for i in range(4)]
-    return _labelled(RunArrays(datetime=columns[0], prediction=columns[1].astype(float, copy=False),
-                               label=columns[2].astype(float, copy=False), codes=columns[3],
-                               names=np.array(list(names), dtype=object), window=np.concatenate(window_ids)))
+        window_ids.append(w.index)
+    return _merged(parts, names, window_ids)
 
 
 def read_run(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[str, Any] | None = None,
