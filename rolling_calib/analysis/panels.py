@@ -59,7 +59,8 @@ def _day_sums(times: np.ndarray, days: np.ndarray, rows: np.ndarray):
     """
     m = len(days)
     t = times.astype("datetime64[ns]").view(np.int64)
-    if t.size and bool((np.diff(t) >= 0).all()):
+    ordered = np.asarray(t)   # positions, not index labels
+    if t.size and bool((ordered[1:] >= ordered[:-1]).all()):
         bounds = np.searchsorted(t, days.astype("datetime64[D]").astype("datetime64[ns]").view(np.int64))
         counts = np.diff(np.r_[bounds, t.size])
         if np.array_equal(counts, np.asarray(rows)):
@@ -102,13 +103,19 @@ def run_days(pipeline: str, seed: int, result: RollingCQL, arrays: RunArrays, da
     p, y = arrays.prediction, arrays.label
     m = len(days)
     sums = _day_sums(arrays.datetime, days, frame["rows"].to_numpy())
+    # the products in one scratch array (the sums are new arrays); float64 only, so each product keeps its dtype
+    scratch = np.empty(len(p)) if p.dtype == y.dtype == np.float64 else None
+
+    def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return a * b if scratch is None else np.multiply(a, b, out=scratch)
+
     moments = {
         "n": sums(None),
         "sp": sums(p),
         "sy": sums(y),
-        "spp": sums(p * p),
-        "syy": sums(y * y),
-        "spy": sums(p * y),
+        "spp": sums(product(p, p)),
+        "syy": sums(product(y, y)),
+        "spy": sums(product(p, y)),
     }
     ic = _daily_ic_sums(daily, days) if daily is not None else {k: np.zeros(m) for k in
                                                                  ("ic_sum", "ic_n", "rank_ic_sum", "rank_ic_n")}

@@ -17,10 +17,13 @@ Rows are grouped by date where the dates change when they are in order (as units
 written: by datetime, then instrument), else through a sort of the date codes. Sums per
 date run over a (dates, instruments) view when every date has as many rows, else over
 ``np.add.reduceat`` segments; ranks come from a row-wise argsort of that matrix (padded
-with +inf for dates of different sizes). The label side (grouping, centred labels, label
-ranks) depends on the labels and dates only: :func:`prepare_labels` computes it once for
-all runs that share them (the seeds of a pipeline), :func:`information_coefficients_arrays`
-adds one run's predictions.
+with +inf for dates of different sizes), a block of dates at a time. A run's Rank IC takes
+the label ranks in the order that sorts its predictions (whose ranks are then the fixed
+``1..n``), so its ranks are never put back in row order; ranks are half-integers, so the
+sums are exact and the values the same as ranking both sides in row order. The label side
+(grouping, centred labels, label ranks) depends on the labels and dates only:
+:func:`prepare_labels` computes it once for all runs that share them (the seeds of a
+pipeline), :func:`information_coefficients_arrays` adds one run's predictions.
 
 Example
 -------
@@ -108,6 +111,9 @@ class _Side:
 
 
 _TINY = 1e-12
+#: Dates of a (dates, instruments) matrix are ranked and centred a block at a time: about this many values
+#: (a few hundred KiB per temporary, so the scratch arrays stay in cache and reuse the same memory).
+_RANK_BLOCK = 1 << 15
 
 
 def _side(v: np.ndarray, g: _Groups) -> _Side:
@@ -120,6 +126,12 @@ def _side(v: np.ndarray, g: _Groups) -> _Side:
     mean = g.sum(v) / count
     d = g.centred(v, mean)
     ss = g.dot(d, d)
+    return _Side(d, ss, _constant_dates(v, g, ss))
+
+
+def _constant_dates(v: np.ndarray, g: _Groups, ss: np.ndarray) -> np.ndarray:
+    """Bool per date: fewer than 2 rows, or the sum of squares ``ss`` at most ``(1e-12 * mean |v|)^2 * count``."""
+    count = g.counts
     constant = count < 2
     if v.size:
         big = max(float(v.max()), -float(v.min()))
@@ -127,15 +139,43 @@ def _side(v: np.ndarray, g: _Groups) -> _Side:
         if near.size:  # rare: the exact test on those dates
             scale = g.sum(np.abs(v))[near] / count[near]
             constant[near] |= ss[near] <= (_TINY * scale) ** 2 * count[near]
-    return _Side(d, ss, constant)
+    return constant
 
 
 def _correlation(x: _Side, y: _Side, g: _Groups) -> np.ndarray:
     """Pearson correlation per date (NaN where undefined)."""
+    return _clipped(g.dot(x.centred, y.centred), x.ss, x.constant, y)
+
+
+def _clipped(dot: np.ndarray, ss: np.ndarray, constant: np.ndarray, y: _Side) -> np.ndarray:
+    """``dot / sqrt(ss * y.ss)``, NaN on the dates where either side is constant, clipped to [-1, 1]."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        r = g.dot(x.centred, y.centred) / np.sqrt(x.ss * y.ss)
-    r[x.constant | y.constant] = np.nan
+        r = dot / np.sqrt(ss * y.ss)
+    r[constant | y.constant] = np.nan
     return np.clip(r, -1.0, 1.0)
+
+
+def _pearson(x: np.ndarray, y: _Side, g: _Groups) -> np.ndarray:
+    """``_correlation(_side(x, g), y, g)`` without keeping ``x``'s centred values (the same numbers).
+
+    When every date has as many rows, ``x`` is centred a block of dates at a time
+    (:data:`_RANK_BLOCK` values) and each block's sums of squares and products with ``y``
+    taken there: the same per-date operations in the same order, on cache-sized scratch.
+    """
+    if not g.width:
+        return _correlation(_side(x, g), y, g)
+    rows, width = len(g), g.width
+    count = g.counts
+    mean = g.sum(x) / count
+    xm, ym = x.reshape(rows, width), y.centred.reshape(rows, width)
+    ss, dot = np.empty(rows), np.empty(rows)
+    step = max(1, _RANK_BLOCK // width)
+    for lo in range(0, rows, step):
+        hi = min(lo + step, rows)
+        d = xm[lo:hi] - mean[lo:hi, None]
+        ss[lo:hi] = np.einsum("ij,ij->i", d, d)
+        dot[lo:hi] = np.einsum("ij,ij->i", d, ym[lo:hi])
+    return _clipped(dot, ss, _constant_dates(x, g, ss), y)
 
 
 def _tie_average(tie: np.ndarray) -> np.ndarray:
@@ -151,32 +191,53 @@ def _tie_average(tie: np.ndarray) -> np.ndarray:
     return (first + last) / 2.0 + 1.0
 
 
+def _sorted_blocks(m: np.ndarray, counts: np.ndarray | None):
+    """Per block of rows of ``m``: ``(lo, hi, at, s, tie)``.
+
+    ``at`` holds the block's flat positions of each row's values in ascending order, ``s`` those
+    values, ``tie[:, j]`` whether entry ``j + 1`` of a sorted row equals entry ``j`` (padding, past
+    ``counts``, ties nothing).
+    """
+    rows, width = m.shape
+    step = max(1, _RANK_BLOCK // max(width, 1))
+    for lo in range(0, rows, step):
+        hi = min(lo + step, rows)
+        block = m[lo:hi]
+        at = np.argsort(block, axis=1)
+        at += (np.arange(hi - lo) * width)[:, None]
+        s = np.take(block, at)
+        tie = s[:, 1:] == s[:, :-1]
+        if counts is not None:
+            tie &= np.arange(1, width) < counts[lo:hi, None]
+        yield lo, hi, at, s, tie
+
+
+def _tied_rows(tie: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(tie.any(axis=1)) if tie.any() else np.empty(0, dtype=np.int64)
+
+
 def _row_ranks(m: np.ndarray, counts: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """Centred average ranks within each row of ``m`` and the rows with ties.
 
     Row ``g`` holds ``counts[g]`` values then +inf padding (``counts`` None: no padding); a
     value's rank (1-based, ties share their mean) less the row's mean rank ``(count + 1) / 2``.
+    Rows are ranked a block at a time (:data:`_RANK_BLOCK`).
     """
     rows, width = m.shape
-    at = np.argsort(m, axis=1)
-    at += (np.arange(rows) * width)[:, None]   # flat positions of each row's values, ascending
-    s = np.take(m, at)
-    tie = s[:, 1:] == s[:, :-1]
     step = np.arange(1.0, width + 1.0)
-    if counts is None:
-        half = np.full(rows, (width + 1) / 2.0)
-        ranks = (step - half[0])[None, :]   # the same for every row (broadcast, not repeated)
-    else:
-        tie &= np.arange(1, width) < counts[:, None]   # padding ties nothing
-        half = (counts + 1) / 2.0
-        ranks = step - half[:, None]
-    tied = np.flatnonzero(tie.any(axis=1)) if tie.any() else np.empty(0, dtype=np.int64)
+    half = np.full(rows, (width + 1) / 2.0) if counts is None else (counts + 1) / 2.0
     out = np.empty(m.shape)
-    flat = out.reshape(-1)
-    flat[at] = ranks
-    if tied.size:
-        flat[at[tied]] = _tie_average(tie[tied]) - half[tied, None]
-    return out, tied
+    tied_all = []
+    same = np.tile(step - half[0], max(1, _RANK_BLOCK // max(width, 1))) if counts is None else None
+    for lo, hi, at, _, tie in _sorted_blocks(m, counts):
+        flat = out[lo:hi].reshape(-1)
+        at_flat = at.reshape(-1)   # (a 1-d index and 1-d values: twice as fast as broadcasting one row)
+        flat[at_flat] = same[:at_flat.size] if same is not None else (step - half[lo:hi, None]).reshape(-1)
+        tied = _tied_rows(tie)
+        if tied.size:
+            flat[at[tied]] = _tie_average(tie[tied]) - half[lo + tied, None]
+            tied_all.append(tied + lo)
+    return out, (np.concatenate(tied_all) if tied_all else np.empty(0, dtype=np.int64))
 
 
 def _rank_side(v: np.ndarray, g: _Groups) -> _Side:
@@ -416,32 +477,25 @@ def _rank_correlation(x: np.ndarray, y: _Side, g: _Groups) -> np.ndarray:
         counts = count
     else:
         return _correlation(_rank_side(x, g), y, g)
-    at = np.argsort(m, axis=1)
-    at += (np.arange(rows) * width)[:, None]   # flat positions of each row's values, ascending
-    s = np.take(m, at)
-    tie = s[:, 1:] == s[:, :-1]
-    if counts is not None:
-        tie &= np.arange(1, width) < counts[:, None]   # padding ties nothing
     half = (count + 1) / 2.0
     c = count.astype(float)
     ss = c * (c * c - 1.0) / 12.0             # sum of squared centred ranks without ties
-    ys = np.take(yd, at, out=s)               # the label ranks in x's sorted order
-    if counts is None:
-        dot = np.einsum("ij,j->i", ys, np.arange(1.0, width + 1.0) - half[0])   # (a BLAS matvec is slower here)
-    else:
-        dot = np.einsum("ij,ij->i", ys, np.arange(1.0, width + 1.0) - half[:, None])
-    tied = np.flatnonzero(tie.any(axis=1)) if tie.any() else np.empty(0, dtype=np.int64)
-    if tied.size:
-        ranks = _tie_average(tie[tied]) - half[tied, None]
-        if counts is not None:
-            ranks[np.arange(width) >= counts[tied, None]] = 0.0
-        dot[tied] = np.einsum("ij,ij->i", ranks, ys[tied])
-        ss[tied] = np.einsum("ij,ij->i", ranks, ranks)
-    constant = (count < 2) | (ss <= (_TINY * half) ** 2 * count)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = dot / np.sqrt(ss * y.ss)
-    r[constant | y.constant] = np.nan
-    return np.clip(r, -1.0, 1.0)
+    dot = np.empty(rows)
+    step = np.arange(1.0, width + 1.0)
+    for lo, hi, at, s, tie in _sorted_blocks(m, counts):
+        ys = np.take(yd[lo:hi], at, out=s)    # the label ranks in x's sorted order
+        if counts is None:
+            dot[lo:hi] = np.einsum("ij,j->i", ys, step - half[0])   # (a BLAS matvec is slower here)
+        else:
+            dot[lo:hi] = np.einsum("ij,ij->i", ys, step - half[lo:hi, None])
+        tied = _tied_rows(tie)
+        if tied.size:
+            ranks = _tie_average(tie[tied]) - half[lo + tied, None]
+            if counts is not None:
+                ranks[np.arange(width) >= counts[lo + tied, None]] = 0.0
+            dot[lo + tied] = np.einsum("ij,ij->i", ranks, ys[tied])
+            ss[lo + tied] = np.einsum("ij,ij->i", ranks, ranks)
+    return _clipped(dot, ss, (count < 2) | (ss <= (_TINY * half) ** 2 * count), y)
 
 
 def _daily_values(x: np.ndarray, labels: PreparedLabels, method: str) -> np.ndarray:
@@ -450,7 +504,7 @@ def _daily_values(x: np.ndarray, labels: PreparedLabels, method: str) -> np.ndar
         return np.empty(0)
     if method == "spearman":
         return _rank_correlation(x, labels.rank, g)
-    return _correlation(_side(x, g), labels.value, g)
+    return _pearson(x, labels.value, g)
 
 
 def _frame_columns(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -305,28 +305,9 @@ def _read_test(store: Path, pipeline: str, seed: int, *, manifest: Mapping[str, 
     return _merged(parts, names, window_ids)
 
 
-def _concatenate(chunks: list[np.ndarray]) -> np.ndarray:
-    """``np.concatenate(chunks)`` (a new writable array) in memory from pyarrow's pool.
-
-    The pool keeps the pages it has touched: the next run's columns reuse them instead of
-    fresh pages from the system (each fresh page costs a fault and zeroing, about as much
-    again as the copy). Object arrays (none here) through ``np.concatenate``.
-    """
-    import pyarrow as pa
-
-    if not chunks:
-        return np.concatenate(chunks)   # the ValueError np.concatenate gives
-    dtype = np.result_type(*chunks)
-    if dtype.hasobject:
-        return np.concatenate(chunks)
-    n = sum(len(c) for c in chunks)
-    out = np.frombuffer(pa.allocate_buffer(n * dtype.itemsize), dtype=dtype, count=n)
-    return np.concatenate(chunks, out=out)
-
-
 def _merged(parts: list[tuple[np.ndarray, ...]], names: dict[Any, int], window_ids: list[int]) -> RunArrays:
     """One run's arrays from its units' (datetime, prediction, label, codes), in window order, labelled rows only."""
-    columns = [_concatenate([p[i] for p in parts]) for i in range(4)]
+    columns = [np.concatenate([p[i] for p in parts]) for i in range(4)]
     window = np.repeat(np.array(window_ids, dtype=np.int64), [len(p[0]) for p in parts])
     return _labelled(RunArrays(datetime=columns[0], prediction=columns[1].astype(float, copy=False),
                                label=columns[2].astype(float, copy=False), codes=columns[3],

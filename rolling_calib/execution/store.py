@@ -343,7 +343,7 @@ def corrupt_fix(store: str | os.PathLike) -> str:
             f"{Path(store) / 'corrupt'}/ first)")
 
 
-def _checked(store: str | os.PathLike, path: Path, data: Any, expected: str, what: str) -> str | None:
+def _checked(store: str | os.PathLike, path: Path, data: bytes, expected: str, what: str) -> str | None:
     """Why ``data`` (the bytes of ``path``) is damage against the recorded SHA-256 ``expected`` (None: it matches)."""
     found = sha256_bytes(data)
     if found == expected:
@@ -352,33 +352,8 @@ def _checked(store: str | os.PathLike, path: Path, data: Any, expected: str, wha
             f"({len(data)} bytes now; the file changed after it was written); {corrupt_fix(store)}")
 
 
-def _file_buffer(path: Path) -> Any:
-    """The bytes of ``path`` in one ``pyarrow.Buffer`` from pyarrow's memory pool (``bytes`` if the file changes size).
-
-    One unbuffered read straight into the buffer. The pool keeps the pages it has touched, so
-    reading many unit files does not fault in fresh pages for each (that cost as much CPU as
-    the copy); the buffer is freed when the last array decoded from it is.
-    """
-    import pyarrow as pa
-
-    with open(path, "rb", buffering=0) as f:
-        size = os.fstat(f.fileno()).st_size
-        buf = pa.allocate_buffer(size)
-        with memoryview(buf) as view:
-            got = 0
-            while got < size:
-                n = f.readinto(view[got:])
-                if not n:
-                    break
-                got += n
-        if got == size and not f.read(1):
-            return buf
-        f.seek(0)
-        return f.readall()   # the file changed size as it was read: its bytes as they are now
-
-
-def read_unit_bytes(store: str | os.PathLike, path: Path, expected: str | None, *, what: str = "unit file") -> Any:
-    """The bytes of a unit's Parquet file (a ``pyarrow.Buffer``), checked against the SHA-256 its sidecar records.
+def read_unit_bytes(store: str | os.PathLike, path: Path, expected: str | None, *, what: str = "unit file") -> bytes:
+    """The bytes of a unit's Parquet file, checked against the SHA-256 its sidecar records.
 
     ``expected`` None (a unit written before the checksums): the bytes unchecked. One pass
     over the file: the bytes read are the bytes hashed and then parsed.
@@ -388,7 +363,8 @@ def read_unit_bytes(store: str | os.PathLike, path: Path, expected: str | None, 
     CorruptUnitError
         The bytes do not match (naming the file, the two checksums and the fix).
     """
-    data = _file_buffer(Path(path))
+    with open(path, "rb", buffering=0) as f:   # unbuffered: the file read straight into one bytes object
+        data = f.readall()                     # (Path.read_bytes copies it through a buffer: ~4x the CPU)
     if expected:
         damage = _checked(store, Path(path), data, str(expected), what)
         if damage:
