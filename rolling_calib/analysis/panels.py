@@ -20,6 +20,7 @@ same rows are (:func:`~rolling_calib.core.guards.seed_spread`) in one pass over 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -125,6 +126,54 @@ def run_days(pipeline: str, seed: int, result: RollingCQL, arrays: RunArrays, da
     return out[list(DAY_COLUMNS)]
 
 
+#: Elements per block of the running seed statistics (scratch arrays that stay in cache).
+_BLOCK = 1 << 16
+
+
+def _welford_update(mean: np.ndarray, m2: np.ndarray, first: np.ndarray, p: np.ndarray, k: int) -> float:
+    """Fold the ``k``-th seed's predictions ``p`` into ``mean`` and ``m2`` in place; the largest ``|p - first|``.
+
+    ``delta = p - mean; mean += delta / k; m2 += delta * (p - mean)`` a block of rows at a time
+    (the same element-wise operations as on the whole arrays: the same numbers).
+    """
+    n = len(p)
+    widest = 0.0
+    delta, step = np.empty(min(n, _BLOCK)), np.empty(min(n, _BLOCK))
+    for lo in range(0, n, _BLOCK):
+        hi = min(lo + _BLOCK, n)
+        pb, d, s = p[lo:hi], delta[:hi - lo], step[:hi - lo]
+        np.subtract(pb, mean[lo:hi], out=d)
+        np.divide(d, k, out=s)
+        mean[lo:hi] += s
+        np.subtract(pb, mean[lo:hi], out=s)
+        s *= d
+        m2[lo:hi] += s
+        np.subtract(pb, first[lo:hi], out=d)
+        widest = max(widest, float(np.abs(d, out=d).max()))
+    return widest
+
+
+def _same_ids(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> bool:
+    """Whether two runs' rows name the same instruments: ``names_a[codes_a] == names_b[codes_b]`` row by row.
+
+    Compared as codes: ``b``'s names are looked up among ``a``'s once (a code of -1 indexes the last
+    name, as NumPy indexing does). Without names the codes themselves are compared.
+    """
+    (na, ca), (nb, cb) = a, b
+    if not len(na) or not len(nb):
+        ia = na[ca] if len(na) else ca
+        ib = nb[cb] if len(nb) else cb
+        return bool(np.array_equal(ia, ib))
+    if len(ca) != len(cb):
+        return False
+    where: dict[Any, int] = {}
+    for i, name in enumerate(na.tolist()):
+        where.setdefault(name, i)
+    in_a = np.array([where.get(name, -1) for name in nb.tolist()], dtype=np.int64)   # -1: not among a's names
+    first_a = np.array([where[name] for name in na.tolist()], dtype=np.int64)        # a's codes -> first equal name
+    return bool(np.array_equal(first_a[ca], in_a[cb]))
+
+
 @dataclass
 class _Welford:
     """Running mean and sum of squared deviations over seeds, per row."""
@@ -151,8 +200,9 @@ class SeedSpreadCollector:
     _state: dict[str, _Welford] = field(default_factory=dict)
     #: per pipeline, every run's :class:`~rolling_calib.core.guards.ConstantCheck`
     _constant: dict[str, list[ConstantCheck]] = field(default_factory=dict)
-    #: per pipeline, its first run: (seed, datetimes, instrument ids, predictions), for :meth:`identical_pairs`
-    _first: dict[str, tuple[int | None, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    #: per pipeline, its first run: (seed, datetimes, (instrument names, codes), predictions), for :meth:`identical_pairs`
+    _first: dict[str, tuple[int | None, np.ndarray, tuple[np.ndarray, np.ndarray], np.ndarray]] = field(
+        default_factory=dict)
 
     def add(self, pipeline: str, arrays: RunArrays, seed: int | None = None) -> None:
         p = arrays.prediction
@@ -160,8 +210,7 @@ class SeedSpreadCollector:
         if len(p) and all(c.constant for c in checks):   # one run that varies settles it: no need to look further
             checks.append(constant_check(arrays.datetime, p))
         if pipeline not in self._first:
-            ids = np.asarray(arrays.names)[arrays.codes] if len(arrays.names) else arrays.codes
-            self._first[pipeline] = (seed, arrays.datetime, ids, p)
+            self._first[pipeline] = (seed, arrays.datetime, (np.asarray(arrays.names), arrays.codes), p)
         state = self._state.get(pipeline)
         if state is None:
             self._state[pipeline] = _Welford(arrays.datetime, arrays.codes, p.astype(float).copy(), np.zeros(len(p)),
@@ -174,16 +223,7 @@ class SeedSpreadCollector:
             state.aligned = False
             return
         state.k += 1
-        # delta = p - mean; mean += delta / k; m2 += delta * (p - mean); max |p - first|: in two scratch arrays
-        delta = np.subtract(p, state.mean)
-        step = np.divide(delta, state.k)
-        state.mean += step
-        np.subtract(p, state.mean, out=step)
-        step *= delta
-        state.m2 += step
-        if len(p):
-            np.subtract(p, state.first, out=delta)
-            state.max_diff = max(state.max_diff, float(np.abs(delta, out=delta).max()))
+        state.max_diff = max(state.max_diff, _welford_update(state.mean, state.m2, state.first, p, state.k))
 
     def constant(self, pipeline: str) -> ConstantCheck | None:
         """The pipeline's run with the widest cross-section when every run predicts a constant per timestamp
@@ -200,7 +240,7 @@ class SeedSpreadCollector:
         for i, a in enumerate(names):
             for b in names[i + 1:]:
                 (sa, ta, ia, pa), (sb, tb, ib, pb) = self._first[a], self._first[b]
-                if (sa == sb and len(pa) == len(pb) and np.array_equal(ta, tb) and np.array_equal(ia, ib)
+                if (sa == sb and len(pa) == len(pb) and np.array_equal(ta, tb) and _same_ids(ia, ib)
                         and same_predictions(pa, pb)):
                     out.append((a, b))
         return out
