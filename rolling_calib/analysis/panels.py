@@ -59,7 +59,7 @@ def _day_sums(times: np.ndarray, days: np.ndarray, rows: np.ndarray):
     code and :func:`numpy.bincount`.
     """
     m = len(days)
-    t = times.astype("datetime64[ns]").view(np.int64)
+    t = times.astype("datetime64[ns]", copy=False).view(np.int64)   # a view of ns timestamps, not a copy
     ordered = np.asarray(t)   # positions, not index labels
     if t.size and bool((ordered[1:] >= ordered[:-1]).all()):
         bounds = np.searchsorted(t, days.astype("datetime64[D]").astype("datetime64[ns]").view(np.int64))
@@ -213,7 +213,7 @@ class SeedSpreadCollector:
             self._first[pipeline] = (seed, arrays.datetime, (np.asarray(arrays.names), arrays.codes), p)
         state = self._state.get(pipeline)
         if state is None:
-            self._state[pipeline] = _Welford(arrays.datetime, arrays.codes, p.astype(float).copy(), np.zeros(len(p)),
+            self._state[pipeline] = _Welford(arrays.datetime, arrays.codes, np.array(p, dtype=float), np.zeros(len(p)),
                                              p.copy())
             return
         if not state.aligned:

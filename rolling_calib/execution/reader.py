@@ -264,9 +264,10 @@ def _complete_sidecar(store: Path, key: UnitKey, entry: Mapping[str, Any]) -> di
 
 def _labelled(arrays: RunArrays) -> RunArrays:
     """``arrays`` without the rows that have no label value (NaN), which are counted in ``dropped``."""
-    keep = ~np.isnan(arrays.label)
-    if keep.all():
+    missing = np.isnan(arrays.label)
+    if not missing.any():
         return arrays
+    keep = ~missing
     return RunArrays(datetime=arrays.datetime[keep], prediction=arrays.prediction[keep], label=arrays.label[keep],
                      codes=arrays.codes[keep], names=arrays.names,
                      window=None if arrays.window is None else arrays.window[keep],
