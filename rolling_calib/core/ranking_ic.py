@@ -144,38 +144,56 @@ def _constant_dates(v: np.ndarray, g: _Groups, ss: np.ndarray) -> np.ndarray:
 
 def _correlation(x: _Side, y: _Side, g: _Groups) -> np.ndarray:
     """Pearson correlation per date (NaN where undefined)."""
-    return _clipped(g.dot(x.centred, y.centred), x.ss, x.constant, y)
+    return _clipped(g.dot(x.centred, y.centred), x.ss, x.constant, y.ss, y.constant)
 
 
-def _clipped(dot: np.ndarray, ss: np.ndarray, constant: np.ndarray, y: _Side) -> np.ndarray:
-    """``dot / sqrt(ss * y.ss)``, NaN on the dates where either side is constant, clipped to [-1, 1]."""
+def _clipped(dot: np.ndarray, ss: np.ndarray, constant: np.ndarray, y_ss: np.ndarray, y_constant: np.ndarray
+             ) -> np.ndarray:
+    """``dot / sqrt(ss * y_ss)``, NaN on the dates where either side is constant, clipped to [-1, 1]."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        r = dot / np.sqrt(ss * y.ss)
-    r[constant | y.constant] = np.nan
+        r = dot / np.sqrt(ss * y_ss)
+    r[constant | y_constant] = np.nan
     return np.clip(r, -1.0, 1.0)
 
 
-def _pearson(x: np.ndarray, y: _Side, g: _Groups) -> np.ndarray:
-    """``_correlation(_side(x, g), y, g)`` without keeping ``x``'s centred values (the same numbers).
+def _block_rows(g: _Groups) -> int:
+    """Dates per block of a (dates, width) matrix: about :data:`_RANK_BLOCK` values."""
+    return max(1, _RANK_BLOCK // max(g.width, 1))
 
-    When every date has as many rows, ``x`` is centred a block of dates at a time
-    (:data:`_RANK_BLOCK` values) and each block's sums of squares and products with ``y``
-    taken there: the same per-date operations in the same order, on cache-sized scratch.
-    """
-    if not g.width:
-        return _correlation(_side(x, g), y, g)
+
+def _block_ss(v: np.ndarray, mean: np.ndarray, g: _Groups) -> np.ndarray:
+    """Per date ``sum((v - mean)^2)`` of an equal-width grouping, a block of dates at a time (``g.dot`` of the
+    centred values, without keeping them)."""
     rows, width = len(g), g.width
-    count = g.counts
-    mean = g.sum(x) / count
-    xm, ym = x.reshape(rows, width), y.centred.reshape(rows, width)
-    ss, dot = np.empty(rows), np.empty(rows)
-    step = max(1, _RANK_BLOCK // width)
+    vm, ss, step = v.reshape(rows, width), np.empty(rows), _block_rows(g)
+    for lo in range(0, rows, step):
+        d = vm[lo:lo + step] - mean[lo:lo + step, None]
+        ss[lo:lo + step] = np.einsum("ij,ij->i", d, d)
+    return ss
+
+
+def _pearson(x: np.ndarray, labels: PreparedLabels) -> np.ndarray:
+    """``_correlation(_side(x, g), _side(label, g), g)`` without keeping centred copies (the same numbers).
+
+    When every date has as many rows, ``x`` and the labels are centred a block of dates at a time
+    (:data:`_RANK_BLOCK` values) and each block's sums of squares and products taken there: the
+    same per-date operations in the same order, on cache-sized scratch. The labels' per-date
+    means, sums of squares and constant dates are computed once (:attr:`PreparedLabels.moments`).
+    """
+    g = labels.groups
+    if not g.width:
+        return _correlation(_side(x, g), labels.value, g)
+    rows, width = len(g), g.width
+    y_mean, y_ss, y_constant = labels.moments
+    mean = g.sum(x) / g.counts
+    xm, ym = x.reshape(rows, width), labels.grouped.reshape(rows, width)
+    ss, dot, step = np.empty(rows), np.empty(rows), _block_rows(g)
     for lo in range(0, rows, step):
         hi = min(lo + step, rows)
         d = xm[lo:hi] - mean[lo:hi, None]
         ss[lo:hi] = np.einsum("ij,ij->i", d, d)
-        dot[lo:hi] = np.einsum("ij,ij->i", d, ym[lo:hi])
-    return _clipped(dot, ss, _constant_dates(x, g, ss), y)
+        dot[lo:hi] = np.einsum("ij,ij->i", d, ym[lo:hi] - y_mean[lo:hi, None])
+    return _clipped(dot, ss, _constant_dates(x, g, ss), y_ss, y_constant)
 
 
 def _tie_average(tie: np.ndarray) -> np.ndarray:
@@ -358,6 +376,7 @@ class PreparedLabels:
         self._grouped = self.aligned(label)
         self._value: _Side | None = None
         self._rank: _Side | None = None
+        self._moments: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.label)
@@ -366,6 +385,24 @@ class PreparedLabels:
         """``values`` (one per input row) restricted to the kept rows, in date order."""
         out = values if self.keep is None else values[self.keep]
         return out if self.order is None else out[self.order]
+
+    @property
+    def grouped(self) -> np.ndarray:
+        """The kept labels in date order."""
+        return self._grouped
+
+    @property
+    def moments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per date (equal-width groupings): mean label, sum of squared deviations, constant flag.
+
+        What :attr:`value` holds but the centred labels, which :func:`_pearson` recomputes a block at a time.
+        """
+        if self._moments is None:
+            g, y = self.groups, self._grouped
+            mean = g.sum(y) / g.counts
+            ss = _block_ss(y, mean, g)
+            self._moments = (mean, ss, _constant_dates(y, g, ss))
+        return self._moments
 
     @property
     def value(self) -> _Side:
@@ -495,7 +532,7 @@ def _rank_correlation(x: np.ndarray, y: _Side, g: _Groups) -> np.ndarray:
                 ranks[np.arange(width) >= counts[lo + tied, None]] = 0.0
             dot[lo + tied] = np.einsum("ij,ij->i", ranks, ys[tied])
             ss[lo + tied] = np.einsum("ij,ij->i", ranks, ranks)
-    return _clipped(dot, ss, (count < 2) | (ss <= (_TINY * half) ** 2 * count), y)
+    return _clipped(dot, ss, (count < 2) | (ss <= (_TINY * half) ** 2 * count), y.ss, y.constant)
 
 
 def _daily_values(x: np.ndarray, labels: PreparedLabels, method: str) -> np.ndarray:
@@ -504,7 +541,7 @@ def _daily_values(x: np.ndarray, labels: PreparedLabels, method: str) -> np.ndar
         return np.empty(0)
     if method == "spearman":
         return _rank_correlation(x, labels.rank, g)
-    return _pearson(x, labels.value, g)
+    return _pearson(x, labels)
 
 
 def _frame_columns(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
