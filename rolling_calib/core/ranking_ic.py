@@ -21,7 +21,7 @@ with +inf for dates of different sizes), a block of dates at a time. A run's Ran
 the label ranks in the order that sorts its predictions (whose ranks are then the fixed
 ``1..n``), so its ranks are never put back in row order; ranks are half-integers, so the
 sums are exact and the values the same as ranking both sides in row order. The label side
-(grouping, centred labels, label ranks) depends on the labels and dates only:
+(grouping, per-date label moments, label ranks) depends on the labels and dates only:
 :func:`prepare_labels` computes it once for all runs that share them (the seeds of a
 pipeline), :func:`information_coefficients_arrays` adds one run's predictions.
 
