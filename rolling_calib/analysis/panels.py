@@ -40,6 +40,8 @@ from rolling_calib.execution.reader import RunArrays
 __all__ = ["DAY_COLUMNS", "MOMENT_COLUMNS", "SeedSpreadCollector", "run_days"]
 
 MOMENT_COLUMNS = MOMENT_FIELDS
+#: Rows per block of the per-day products and the running seed statistics (scratch arrays that stay in cache).
+_BLOCK = 1 << 16
 DAY_COLUMNS = ("pipeline", "seed", "date", "period", "rows", "sse_ql", "sse_cql", "ic_sum", "ic_n", "rank_ic_sum",
                "rank_ic_n", *MOMENT_COLUMNS)
 
@@ -51,12 +53,14 @@ def _day_codes(times: np.ndarray, days: np.ndarray) -> np.ndarray:
 
 
 def _day_sums(times: np.ndarray, days: np.ndarray, rows: np.ndarray):
-    """``values -> per-day sums`` of the rows (timestamps ``times``) over the days ``days``.
+    """``(values[, other]) -> per-day sums`` of the rows (timestamps ``times``) over the days ``days``.
 
+    ``sums(w)`` sums ``w`` per day, ``sums(w, v)`` the products ``w * v`` (``sums(None)``: the counts).
     When the rows are in time order and each day's rows are where its date says (the counts match
     the rolling metric's ``rows``), each day is a contiguous segment, summed by ``np.add.reduceat``
-    (found by one binary search per day: 4x faster than a scatter-add per row); else every row's day
-    code and :func:`numpy.bincount`.
+    (found by one binary search per day: 4x faster than a scatter-add per row), products a block of
+    whole days at a time in one cache-sized scratch array (each day's sum is the same); else every
+    row's day code and :func:`numpy.bincount`.
     """
     m = len(days)
     t = times.astype("datetime64[ns]", copy=False).view(np.int64)   # a view of ns timestamps, not a copy
@@ -68,16 +72,40 @@ def _day_sums(times: np.ndarray, days: np.ndarray, rows: np.ndarray):
             nonempty = counts > 0
             starts = bounds[nonempty]
 
-            def sums(w: np.ndarray | None) -> np.ndarray:
+            def sums(w: np.ndarray | None, v: np.ndarray | None = None) -> np.ndarray:
                 if w is None:
                     return counts.astype(float)
                 out = np.zeros(m)
-                out[nonempty] = np.add.reduceat(w, starts)
+                out[nonempty] = np.add.reduceat(w, starts) if v is None else _segment_product_sums(w, v, starts)
                 return out
 
             return sums
     code = _day_codes(times, days)
-    return lambda w: np.bincount(code, weights=w, minlength=m).astype(float)
+
+    def scattered(w: np.ndarray | None, v: np.ndarray | None = None) -> np.ndarray:
+        return np.bincount(code, weights=w if v is None or w is None else w * v, minlength=m).astype(float)
+
+    return scattered
+
+
+def _segment_product_sums(w: np.ndarray, v: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``np.add.reduceat(w * v, starts)``, the products a block of whole segments at a time."""
+    n = len(w)
+    ends = np.append(starts[1:], n)
+    out = np.empty(len(starts))
+    if n == 0 or not (w.dtype == v.dtype == np.float64):
+        out[:] = np.add.reduceat(w * v, starts)
+        return out
+    scratch = np.empty(max(_BLOCK, int((ends - starts).max())))
+    j = 0
+    while j < len(starts):
+        lo = int(starts[j])
+        k = max(j + 1, int(np.searchsorted(ends, lo + len(scratch), side="right")))   # whole segments that fit
+        hi = int(ends[k - 1])
+        block = np.multiply(w[lo:hi], v[lo:hi], out=scratch[:hi - lo])
+        out[j:k] = np.add.reduceat(block, starts[j:k] - lo)
+        j = k
+    return out
 
 
 def _daily_ic_sums(daily: DailyIC, days: np.ndarray) -> dict[str, np.ndarray]:
@@ -104,19 +132,13 @@ def run_days(pipeline: str, seed: int, result: RollingCQL, arrays: RunArrays, da
     p, y = arrays.prediction, arrays.label
     m = len(days)
     sums = _day_sums(arrays.datetime, days, frame["rows"].to_numpy())
-    # the products in one scratch array (the sums are new arrays); float64 only, so each product keeps its dtype
-    scratch = np.empty(len(p)) if p.dtype == y.dtype == np.float64 else None
-
-    def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return a * b if scratch is None else np.multiply(a, b, out=scratch)
-
     moments = {
         "n": sums(None),
         "sp": sums(p),
         "sy": sums(y),
-        "spp": sums(product(p, p)),
-        "syy": sums(product(y, y)),
-        "spy": sums(product(p, y)),
+        "spp": sums(p, p),
+        "syy": sums(y, y),
+        "spy": sums(p, y),
     }
     ic = _daily_ic_sums(daily, days) if daily is not None else {k: np.zeros(m) for k in
                                                                  ("ic_sum", "ic_n", "rank_ic_sum", "rank_ic_n")}
@@ -124,10 +146,6 @@ def run_days(pipeline: str, seed: int, result: RollingCQL, arrays: RunArrays, da
                         "rows": frame["rows"].to_numpy(), "sse_ql": frame["sse_ql"].to_numpy(),
                         "sse_cql": frame["sse_cql"].to_numpy(), **ic, **moments})
     return out[list(DAY_COLUMNS)]
-
-
-#: Elements per block of the running seed statistics (scratch arrays that stay in cache).
-_BLOCK = 1 << 16
 
 
 def _welford_update(mean: np.ndarray, m2: np.ndarray, first: np.ndarray, p: np.ndarray, k: int) -> float:
