@@ -20,6 +20,7 @@ same rows are (:func:`~rolling_calib.core.guards.seed_spread`) in one pass over 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,6 +40,8 @@ from rolling_calib.execution.reader import RunArrays
 __all__ = ["DAY_COLUMNS", "MOMENT_COLUMNS", "SeedSpreadCollector", "run_days"]
 
 MOMENT_COLUMNS = MOMENT_FIELDS
+#: Rows per block of the per-day products and the running seed statistics (scratch arrays that stay in cache).
+_BLOCK = 1 << 16
 DAY_COLUMNS = ("pipeline", "seed", "date", "period", "rows", "sse_ql", "sse_cql", "ic_sum", "ic_n", "rank_ic_sum",
                "rank_ic_n", *MOMENT_COLUMNS)
 
@@ -50,32 +53,59 @@ def _day_codes(times: np.ndarray, days: np.ndarray) -> np.ndarray:
 
 
 def _day_sums(times: np.ndarray, days: np.ndarray, rows: np.ndarray):
-    """``values -> per-day sums`` of the rows (timestamps ``times``) over the days ``days``.
+    """``(values[, other]) -> per-day sums`` of the rows (timestamps ``times``) over the days ``days``.
 
+    ``sums(w)`` sums ``w`` per day, ``sums(w, v)`` the products ``w * v`` (``sums(None)``: the counts).
     When the rows are in time order and each day's rows are where its date says (the counts match
     the rolling metric's ``rows``), each day is a contiguous segment, summed by ``np.add.reduceat``
-    (found by one binary search per day: 4x faster than a scatter-add per row); else every row's day
-    code and :func:`numpy.bincount`.
+    (found by one binary search per day: 4x faster than a scatter-add per row), products a block of
+    whole days at a time in one cache-sized scratch array (each day's sum is the same); else every
+    row's day code and :func:`numpy.bincount`.
     """
     m = len(days)
-    t = times.astype("datetime64[ns]").view(np.int64)
-    if t.size and bool((np.diff(t) >= 0).all()):
+    t = times.astype("datetime64[ns]", copy=False).view(np.int64)   # a view of ns timestamps, not a copy
+    ordered = np.asarray(t)   # positions, not index labels
+    if t.size and bool((ordered[1:] >= ordered[:-1]).all()):
         bounds = np.searchsorted(t, days.astype("datetime64[D]").astype("datetime64[ns]").view(np.int64))
         counts = np.diff(np.r_[bounds, t.size])
         if np.array_equal(counts, np.asarray(rows)):
             nonempty = counts > 0
             starts = bounds[nonempty]
 
-            def sums(w: np.ndarray | None) -> np.ndarray:
+            def sums(w: np.ndarray | None, v: np.ndarray | None = None) -> np.ndarray:
                 if w is None:
                     return counts.astype(float)
                 out = np.zeros(m)
-                out[nonempty] = np.add.reduceat(w, starts)
+                out[nonempty] = np.add.reduceat(w, starts) if v is None else _segment_product_sums(w, v, starts)
                 return out
 
             return sums
     code = _day_codes(times, days)
-    return lambda w: np.bincount(code, weights=w, minlength=m).astype(float)
+
+    def scattered(w: np.ndarray | None, v: np.ndarray | None = None) -> np.ndarray:
+        return np.bincount(code, weights=w if v is None or w is None else w * v, minlength=m).astype(float)
+
+    return scattered
+
+
+def _segment_product_sums(w: np.ndarray, v: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``np.add.reduceat(w * v, starts)``, the products a block of whole segments at a time."""
+    n = len(w)
+    ends = np.append(starts[1:], n)
+    out = np.empty(len(starts))
+    if n == 0 or not (w.dtype == v.dtype == np.float64):
+        out[:] = np.add.reduceat(w * v, starts)
+        return out
+    scratch = np.empty(max(_BLOCK, int((ends - starts).max())))
+    j = 0
+    while j < len(starts):
+        lo = int(starts[j])
+        k = max(j + 1, int(np.searchsorted(ends, lo + len(scratch), side="right")))   # whole segments that fit
+        hi = int(ends[k - 1])
+        block = np.multiply(w[lo:hi], v[lo:hi], out=scratch[:hi - lo])
+        out[j:k] = np.add.reduceat(block, starts[j:k] - lo)
+        j = k
+    return out
 
 
 def _daily_ic_sums(daily: DailyIC, days: np.ndarray) -> dict[str, np.ndarray]:
@@ -106,9 +136,9 @@ def run_days(pipeline: str, seed: int, result: RollingCQL, arrays: RunArrays, da
         "n": sums(None),
         "sp": sums(p),
         "sy": sums(y),
-        "spp": sums(p * p),
-        "syy": sums(y * y),
-        "spy": sums(p * y),
+        "spp": sums(p, p),
+        "syy": sums(y, y),
+        "spy": sums(p, y),
     }
     ic = _daily_ic_sums(daily, days) if daily is not None else {k: np.zeros(m) for k in
                                                                  ("ic_sum", "ic_n", "rank_ic_sum", "rank_ic_n")}
@@ -116,6 +146,50 @@ def run_days(pipeline: str, seed: int, result: RollingCQL, arrays: RunArrays, da
                         "rows": frame["rows"].to_numpy(), "sse_ql": frame["sse_ql"].to_numpy(),
                         "sse_cql": frame["sse_cql"].to_numpy(), **ic, **moments})
     return out[list(DAY_COLUMNS)]
+
+
+def _welford_update(mean: np.ndarray, m2: np.ndarray, first: np.ndarray, p: np.ndarray, k: int) -> float:
+    """Fold the ``k``-th seed's predictions ``p`` into ``mean`` and ``m2`` in place; the largest ``|p - first|``.
+
+    ``delta = p - mean; mean += delta / k; m2 += delta * (p - mean)`` a block of rows at a time
+    (the same element-wise operations as on the whole arrays: the same numbers).
+    """
+    n = len(p)
+    widest = 0.0
+    delta, step = np.empty(min(n, _BLOCK)), np.empty(min(n, _BLOCK))
+    for lo in range(0, n, _BLOCK):
+        hi = min(lo + _BLOCK, n)
+        pb, d, s = p[lo:hi], delta[:hi - lo], step[:hi - lo]
+        np.subtract(pb, mean[lo:hi], out=d)
+        np.divide(d, k, out=s)
+        mean[lo:hi] += s
+        np.subtract(pb, mean[lo:hi], out=s)
+        s *= d
+        m2[lo:hi] += s
+        np.subtract(pb, first[lo:hi], out=d)
+        widest = max(widest, float(np.abs(d, out=d).max()))
+    return widest
+
+
+def _same_ids(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> bool:
+    """Whether two runs' rows name the same instruments: ``names_a[codes_a] == names_b[codes_b]`` row by row.
+
+    Compared as codes: ``b``'s names are looked up among ``a``'s once (a code of -1 indexes the last
+    name, as NumPy indexing does). Without names the codes themselves are compared.
+    """
+    (na, ca), (nb, cb) = a, b
+    if not len(na) or not len(nb):
+        ia = na[ca] if len(na) else ca
+        ib = nb[cb] if len(nb) else cb
+        return bool(np.array_equal(ia, ib))
+    if len(ca) != len(cb):
+        return False
+    where: dict[Any, int] = {}
+    for i, name in enumerate(na.tolist()):
+        where.setdefault(name, i)
+    in_a = np.array([where.get(name, -1) for name in nb.tolist()], dtype=np.int64)   # -1: not among a's names
+    first_a = np.array([where[name] for name in na.tolist()], dtype=np.int64)        # a's codes -> first equal name
+    return bool(np.array_equal(first_a[ca], in_a[cb]))
 
 
 @dataclass
@@ -144,8 +218,9 @@ class SeedSpreadCollector:
     _state: dict[str, _Welford] = field(default_factory=dict)
     #: per pipeline, every run's :class:`~rolling_calib.core.guards.ConstantCheck`
     _constant: dict[str, list[ConstantCheck]] = field(default_factory=dict)
-    #: per pipeline, its first run: (seed, datetimes, instrument ids, predictions), for :meth:`identical_pairs`
-    _first: dict[str, tuple[int | None, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    #: per pipeline, its first run: (seed, datetimes, (instrument names, codes), predictions), for :meth:`identical_pairs`
+    _first: dict[str, tuple[int | None, np.ndarray, tuple[np.ndarray, np.ndarray], np.ndarray]] = field(
+        default_factory=dict)
 
     def add(self, pipeline: str, arrays: RunArrays, seed: int | None = None) -> None:
         p = arrays.prediction
@@ -153,11 +228,10 @@ class SeedSpreadCollector:
         if len(p) and all(c.constant for c in checks):   # one run that varies settles it: no need to look further
             checks.append(constant_check(arrays.datetime, p))
         if pipeline not in self._first:
-            ids = np.asarray(arrays.names)[arrays.codes] if len(arrays.names) else arrays.codes
-            self._first[pipeline] = (seed, arrays.datetime, ids, p)
+            self._first[pipeline] = (seed, arrays.datetime, (np.asarray(arrays.names), arrays.codes), p)
         state = self._state.get(pipeline)
         if state is None:
-            self._state[pipeline] = _Welford(arrays.datetime, arrays.codes, p.astype(float).copy(), np.zeros(len(p)),
+            self._state[pipeline] = _Welford(arrays.datetime, arrays.codes, np.array(p, dtype=float), np.zeros(len(p)),
                                              p.copy())
             return
         if not state.aligned:
@@ -167,10 +241,7 @@ class SeedSpreadCollector:
             state.aligned = False
             return
         state.k += 1
-        delta = p - state.mean
-        state.mean += delta / state.k
-        state.m2 += delta * (p - state.mean)
-        state.max_diff = max(state.max_diff, float(np.abs(p - state.first).max()) if len(p) else 0.0)
+        state.max_diff = max(state.max_diff, _welford_update(state.mean, state.m2, state.first, p, state.k))
 
     def constant(self, pipeline: str) -> ConstantCheck | None:
         """The pipeline's run with the widest cross-section when every run predicts a constant per timestamp
@@ -187,7 +258,7 @@ class SeedSpreadCollector:
         for i, a in enumerate(names):
             for b in names[i + 1:]:
                 (sa, ta, ia, pa), (sb, tb, ib, pb) = self._first[a], self._first[b]
-                if (sa == sb and len(pa) == len(pb) and np.array_equal(ta, tb) and np.array_equal(ia, ib)
+                if (sa == sb and len(pa) == len(pb) and np.array_equal(ta, tb) and _same_ids(ia, ib)
                         and same_predictions(pa, pb)):
                     out.append((a, b))
         return out

@@ -264,9 +264,10 @@ def _complete_sidecar(store: Path, key: UnitKey, entry: Mapping[str, Any]) -> di
 
 def _labelled(arrays: RunArrays) -> RunArrays:
     """``arrays`` without the rows that have no label value (NaN), which are counted in ``dropped``."""
-    keep = ~np.isnan(arrays.label)
-    if keep.all():
+    missing = np.isnan(arrays.label)
+    if not missing.any():
         return arrays
+    keep = ~missing
     return RunArrays(datetime=arrays.datetime[keep], prediction=arrays.prediction[keep], label=arrays.label[keep],
                      codes=arrays.codes[keep], names=arrays.names,
                      window=None if arrays.window is None else arrays.window[keep],
@@ -283,7 +284,7 @@ def _read_test(store: Path, pipeline: str, seed: int, *, manifest: Mapping[str, 
     entry = manifest["pipelines"][pipeline]
     names: dict[Any, int] = {}
     parts = []
-    window_ids: list[np.ndarray] = []
+    window_ids: list[int] = []
     duplicates = 0
     for w in windows:
         key = UnitKey(pipeline, int(seed), w.index)
@@ -297,15 +298,21 @@ def _read_test(store: Path, pipeline: str, seed: int, *, manifest: Mapping[str, 
         # windows do not overlap and rows lie in their window: duplicates can only be within a unit
         duplicates += _duplicate_rows(part[0], part[3])
         parts.append(part)
-        window_ids.append(np.full(len(part[0]), w.index, dtype=np.int64))
+        window_ids.append(w.index)
     if duplicates:
         raise CoverageError(f"{store}: run {pipeline}/seed{seed} has {duplicates} duplicate (datetime, instrument) rows")
     if len({p[0].dtype for p in parts}) > 1:
         raise _LegacyRead(store)
+    return _merged(parts, names, window_ids)
+
+
+def _merged(parts: list[tuple[np.ndarray, ...]], names: dict[Any, int], window_ids: list[int]) -> RunArrays:
+    """One run's arrays from its units' (datetime, prediction, label, codes), in window order, labelled rows only."""
     columns = [np.concatenate([p[i] for p in parts]) for i in range(4)]
+    window = np.repeat(np.array(window_ids, dtype=np.int64), [len(p[0]) for p in parts])
     return _labelled(RunArrays(datetime=columns[0], prediction=columns[1].astype(float, copy=False),
                                label=columns[2].astype(float, copy=False), codes=columns[3],
-                               names=np.array(list(names), dtype=object), window=np.concatenate(window_ids)))
+                               names=np.array(list(names), dtype=object), window=window))
 
 
 def load_run(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[str, Any] | None = None,
@@ -397,11 +404,8 @@ def _read_valid(store: Path, pipeline: str, seed: int, *, manifest: Mapping[str,
                     else frame["datetime"].to_numpy(), frame["prediction"].to_numpy(), frame[column].to_numpy(),
                     np.array([names.setdefault(v, len(names)) for v in frame["instrument"]], dtype=np.int32))
         parts.append(part)
-        window_ids.append(np.full(len(part[0]), w.index, dtype=np.int64))
-    columns = [np.concatenate([p[i] for p in parts]) for i in range(4)]
-    return _labelled(RunArrays(datetime=columns[0], prediction=columns[1].astype(float, copy=False),
-                               label=columns[2].astype(float, copy=False), codes=columns[3],
-                               names=np.array(list(names), dtype=object), window=np.concatenate(window_ids)))
+        window_ids.append(w.index)
+    return _merged(parts, names, window_ids)
 
 
 def read_run(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[str, Any] | None = None,

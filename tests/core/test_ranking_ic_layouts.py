@@ -20,6 +20,7 @@ from scipy import stats
 from rolling_calib.core.ranking_ic import (
     _row_ranks,
     daily_ic,
+    daily_information_coefficients,
     information_coefficients,
     information_coefficients_arrays,
     prepare_labels,
@@ -153,3 +154,55 @@ def test_time_zone_aware_dates_group_by_instant():
     local = frame.assign(datetime=frame["datetime"].dt.tz_localize("UTC").dt.tz_convert("America/New_York"))
     for method in ("pearson", "spearman"):
         np.testing.assert_array_equal(daily_ic(local, method=method).to_numpy(), daily_ic(frame, method=method).to_numpy())
+
+
+def _with_nan_labels(frame: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """``frame`` with a few NaN labels (those rows leave both sides)."""
+    rng = np.random.default_rng(100 + seed)
+    out = frame.copy()
+    out.loc[rng.random(len(out)) < 0.03, "label"] = np.nan
+    return out
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("nan_labels", [False, True])
+@pytest.mark.parametrize("block", [4, 1 << 15])   # values per block: many blocks (one date each), one block
+def test_rank_and_value_correlations_equal_per_run_ranking_bit_for_bit(layout, nan_labels, block, monkeypatch):
+    """Rank IC from the prediction's sort order against the label ranks (and Pearson centred a block of
+    dates at a time) give exactly the numbers of ranking and centring both sides in row order."""
+    from rolling_calib.core import ranking_ic as ric
+
+    monkeypatch.setattr(ric, "_RANK_BLOCK", block)
+    for seed in range(4):
+        frame = _frame(layout, seed)
+        frame = _with_nan_labels(frame, seed) if nan_labels else frame
+        labels = prepare_labels(frame["label"], frame["datetime"])
+        x, labels = ric._aligned_predictions(frame["prediction"].to_numpy(), labels)
+        g = labels.groups
+        per_run_rank = ric._correlation(ric._rank_side(x, g), ric._rank_side(labels.aligned(labels.label), g), g)
+        per_run_value = ric._correlation(ric._side(x, g), ric._side(labels.aligned(labels.label), g), g)
+        rank, value = ric._daily_values(x, labels, "spearman"), ric._daily_values(x, labels, "pearson")
+        assert rank.tobytes() == per_run_rank.tobytes()
+        assert value.tobytes() == per_run_value.tobytes()
+        assert np.isfinite(rank).sum() > 10   # defined dates were compared, not only NaN
+
+
+@pytest.mark.parametrize("layout", ["equal", "unequal"])
+def test_shared_label_ranks_give_per_run_values_bit_for_bit(layout):
+    """Labels prepared (and ranked) once for many runs: each run's daily IC and Rank IC are those of
+    preparing its labels alone, with ties, NaN labels and a NaN prediction (which re-prepares)."""
+    frame = _with_nan_labels(_frame(layout, 21), 21)
+    shared = prepare_labels(frame["label"], frame["datetime"])
+    rank_side = shared.rank
+    rng = np.random.default_rng(8)
+    y = np.nan_to_num(frame["label"].to_numpy(), nan=0.0, posinf=0.0)
+    for k in range(5):
+        p = np.round(y * (k - 2) + rng.normal(size=len(frame)), 1)   # ties in the predictions too
+        if k == 4:
+            p[7] = np.nan
+        alone = daily_information_coefficients(p, prepare_labels(frame["label"], frame["datetime"]))
+        reused = daily_information_coefficients(p, shared)
+        assert reused.rank_ic.tobytes() == alone.rank_ic.tobytes()
+        assert reused.ic.tobytes() == alone.ic.tobytes()
+        assert reused.dates.tolist() == alone.dates.tolist()
+    assert shared.rank is rank_side   # ranked once

@@ -1,0 +1,67 @@
+"""The per-pipeline seed statistics of ``score_store`` (:class:`SeedSpreadCollector`), against direct formulas."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rolling_calib.analysis import panels
+from rolling_calib.analysis.panels import SeedSpreadCollector
+from rolling_calib.core.guards import seed_spread
+from rolling_calib.execution.reader import RunArrays
+
+NAMES = np.array(["AAA", "BBB", "CCC", "DDD"], dtype=object)
+
+
+def _run(p: np.ndarray, names: np.ndarray = NAMES, codes: np.ndarray | None = None) -> RunArrays:
+    n = len(p)
+    times = np.repeat(np.arange(n // 4).astype("datetime64[m]").astype("datetime64[ns]"), 4)
+    codes = np.tile(np.arange(4, dtype=np.int32), n // 4) if codes is None else codes
+    return RunArrays(datetime=times, prediction=p, label=np.zeros(n), codes=codes, names=names)
+
+
+@pytest.mark.parametrize("block", [7, 1 << 16])
+def test_running_seed_statistics_are_the_whole_array_welford_bit_for_bit(block, monkeypatch):
+    monkeypatch.setattr(panels, "_BLOCK", block)
+    rng = np.random.default_rng(3)
+    seeds = [rng.normal(size=400) * (1 + k) for k in range(5)]
+    collector = SeedSpreadCollector()
+    for k, p in enumerate(seeds):
+        collector.add("a", _run(p), k)
+    mean, m2, widest = seeds[0].copy(), np.zeros(400), 0.0   # the update on whole arrays
+    for k, p in enumerate(seeds[1:], start=2):
+        delta = p - mean
+        mean += delta / k
+        m2 += delta * (p - mean)
+        widest = max(widest, float(np.abs(p - seeds[0]).max()))
+    state = collector._state["a"]
+    assert state.mean.tobytes() == mean.tobytes() and state.m2.tobytes() == m2.tobytes()
+    got, want = collector.result("a"), seed_spread(np.stack(seeds))
+    assert got.max_abs_difference == widest == want.max_abs_difference
+    assert got.relative_spread == pytest.approx(want.relative_spread, rel=1e-12)
+    assert (got.n_seeds, got.n_rows, got.identical) == (5, 400, False)
+
+
+def test_identical_pairs_compare_instrument_names_not_codes():
+    rng = np.random.default_rng(4)
+    p = rng.normal(size=40)
+    base = _run(p)
+    order = np.array([2, 0, 3, 1])                  # the same names listed in another order: other codes
+    shuffled = _run(p, names=NAMES[order], codes=np.argsort(order).astype(np.int32)[base.codes])
+    renamed = _run(p, names=np.array(["AAA", "BBB", "CCC", "EEE"], dtype=object))
+    collector = SeedSpreadCollector()
+    for name, run in (("a", base), ("b", shuffled), ("c", renamed), ("d", _run(p + 1.0))):
+        collector.add(name, run, 0)
+    assert collector.identical_pairs() == [("a", "b")]
+
+
+def test_identical_pairs_treat_a_missing_code_as_numpy_indexing_does():
+    p = np.arange(8.0)
+    codes = np.array([0, 1, 2, -1, 0, 1, 2, 3], dtype=np.int32)        # -1 indexes the last name
+    last = codes.copy()
+    last[3] = 3
+    collector = SeedSpreadCollector()
+    collector.add("a", _run(p, codes=codes), 0)
+    collector.add("b", _run(p, codes=last), 0)
+    collector.add("c", _run(p, codes=np.where(codes < 0, 0, codes).astype(np.int32)), 0)
+    assert collector.identical_pairs() == [("a", "b")]
