@@ -329,6 +329,14 @@ class ProgressBoard:
             self.bar.update(len(times))
             self._show_eta()
 
+    def add(self, *, total: int, done: int, left: Mapping[str, int]) -> None:
+        """Units added to the run while it goes on (a fed run's next batch): ``total`` of them, ``done`` complete already."""
+        with self._lock:
+            self.bar.total = (self.bar.total or 0) + total
+            self.bar.update(done)
+            self.left.update(left)
+            self.bar.refresh()
+
     def eta_text(self) -> str:
         """The ETA shown on the units bar (empty before a unit finished).
 
