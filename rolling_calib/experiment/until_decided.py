@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from rolling_calib.analysis.scoring import score_store
 from rolling_calib.analysis.sequential_path import write_path
@@ -129,8 +130,17 @@ def _unit_seconds(plan: RunPlan, used: Mapping[str, int]) -> list[float]:
     return out
 
 
-def _path(state: SequentialState, plan: RunPlan, rule: UntilDecided, *, ran: int) -> dict:
-    """The JSON path: settings, looks, per pair its stop (with the look's number), seeds, units and CPU-s."""
+def _now() -> str:
+    return pd.Timestamp.now(tz="UTC").isoformat()
+
+
+def _path(state: SequentialState, plan: RunPlan, rule: UntilDecided, *, ran: int, schedule: list[dict]) -> dict:
+    """The JSON path: settings, looks, per pair its stop (with the look's number), seeds, units and CPU-s.
+
+    ``schedule``: each batch asked for (pipeline, seeds) with when it was asked for and complete
+    (UTC) and how many of its units this run trained: how the run went, the only part (with the
+    CPU seconds) that is not the same on every run.
+    """
     used = state.used() if state.done else {n: min(state.n_seeds[n], rule.max_seeds) for n in state.names}
     looks_of: dict[tuple[str, str], int] = {}
     looks = []
@@ -159,6 +169,7 @@ def _path(state: SequentialState, plan: RunPlan, rule: UntilDecided, *, ran: int
         "full_grid": rule.max_seeds,
         "units": {"used": units_used, "full_grid": full_units, "trained_by_this_run": ran},
         "cpu_seconds": cpu,
+        "schedule": [dict(entry) for entry in schedule],
     }
 
 
@@ -192,7 +203,7 @@ def run_until_decided(config: ExperimentConfig, plan: RunPlan, *, rule: UntilDec
     if not state.done:
         raise RuntimeError(f"until-decided: the run ended with pair(s) open: "
                            f"{', '.join(' vs '.join(p) for p in state.open_pairs)}")
-    path = _path(state, plan, rule, ran=summary.ran)
+    path = _path(state, plan, rule, ran=summary.ran, schedule=driver.schedule)
     write_path(plan.store, path)
     units_used = path["units"]["used"]
     summary = RunSummary(store=plan.store, ran=summary.ran, skipped=units_used - summary.ran,
@@ -217,6 +228,7 @@ class _Driver:
         self.complete = {n: 0 for n in state.names}
         self.asked = {n: 0 for n in state.names}
         self.ran = 0
+        self.schedule: list[dict] = []   # per batch: when it was asked for and complete (UTC), in asking order
 
     def next_batches(self, batch: Batch | None, trained: int) -> list[Batch]:
         """Record ``batch`` complete, take every look it makes possible, and ask for the next batches."""
@@ -224,6 +236,9 @@ class _Driver:
         if batch is not None:
             self.complete[batch.pipeline] = self.plan.seeds.index(batch.seeds[-1]) + 1
             self.ran += trained
+            entry = next(e for e in self.schedule if e["pipeline"] == batch.pipeline
+                         and e["seeds"] == list(batch.seeds))
+            entry.update(complete_at=_now(), trained=trained)
         ready = [p for p in state.open_pairs if all(self.complete[n] >= state.next_seeds(p) for n in p)]
         if ready:
             names = [n for n in state.names if any(n in p for p in ready)]
@@ -235,13 +250,15 @@ class _Driver:
                 if self.progress and look.outcome != "open":
                     print(f"until-decided: {' vs '.join(look.pair)}: {look.outcome} at {look.seeds} seeds "
                           f"({look.why})", flush=True)
-            write_path(self.plan.store, _path(state, self.plan, self.rule, ran=self.ran))
         out = []
         for name in state.open_names:
             need = state.n_seeds[name]
             if self.asked[name] < need:
                 out.append(Batch(name, tuple(self.plan.seeds[self.asked[name]:need])))
+                self.schedule.append({"pipeline": name, "seeds": list(out[-1].seeds), "asked_at": _now()})
                 self.asked[name] = need
+        if ready:
+            write_path(self.plan.store, _path(state, self.plan, self.rule, ran=self.ran, schedule=self.schedule))
         if self.progress and out:
             print(f"until-decided: training {', '.join(f'{b.pipeline} seed(s) {b.seeds[0]}..{b.seeds[-1]}' for b in out)}",
                   flush=True)
