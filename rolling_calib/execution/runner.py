@@ -51,7 +51,7 @@ from rolling_calib.execution.lock import StoreLock, clean_orphan_temporaries
 from rolling_calib.execution.planning import PipelinePlan, RunPlan, default_threads, plan_run
 from rolling_calib.execution.progress import ProgressBoard
 from rolling_calib.execution.unit_execution import UnitResult, execute, execute_stack, execute_unit
-from rolling_calib.execution.units import StackKey
+from rolling_calib.execution.units import StackKey, WindowKey
 from rolling_calib.qlib_adapter.training import unit_task, window_task
 
 __all__ = [
@@ -162,8 +162,8 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
     pending, skipped, stale, corrupt = pending_units(plan)
     for move in corrupt:
         print(f"rolling-calib run: {move.line()}", file=sys.stderr)
-    tasks = _tasks(plan, pending)
-    units = [unit for t in tasks for unit in (t.key.units() if isinstance(t.key, StackKey) else [t.key])]
+    tasks = _tasks(plan, pending, parallel=_parallel_units(executor))
+    units = [unit for t in tasks for unit in _units_of(t.key)]
     skipped = len(plan.keys()) - len(units)  # a stack retrains its complete members too (same numbers)
     if tasks and hasattr(executor, "connect"):  # Ray says what it starts before the bars are drawn, not across them
         executor.connect()
@@ -259,7 +259,7 @@ def _run_batches_locked(plan: RunPlan, *, executor: Executor, next_batches: Next
             pending, _, stale, moved = pending_units(sub)
             for move in moved:
                 print(f"rolling-calib run: {move.line()}", file=sys.stderr)
-            new = _tasks(sub, pending)
+            new = _tasks(sub, pending, parallel=_parallel_units(executor))
             units = [unit for t in new for unit in _units_of(t.key)]
             done = len(sub.keys()) - len(units)
             counts["skipped"] += done
@@ -320,7 +320,7 @@ def _run_batches_locked(plan: RunPlan, *, executor: Executor, next_batches: Next
 
 def _units_of(key: UnitKey | StackKey) -> list[UnitKey]:
     """The units a task writes."""
-    return key.units() if isinstance(key, StackKey) else [key]
+    return key.units() if isinstance(key, (StackKey, WindowKey)) else [key]
 
 
 def _parallel_units(executor: Executor) -> int | None:
@@ -339,30 +339,59 @@ def _parallel_units(executor: Executor) -> int | None:
     return max(1, int(cpus // per_unit)) if cpus and per_unit else None
 
 
-def _tasks(plan: RunPlan, pending: Sequence[UnitKey]) -> list[UnitTask]:
-    """The executor's tasks for ``pending`` units: the units themselves, or their seed stacks.
+def _tasks(plan: RunPlan, pending: Sequence[UnitKey], *, parallel: int | None = None) -> list[UnitTask]:
+    """The executor's tasks for ``pending`` units: the units themselves, a window's seeds, or their seed stacks.
 
     With ``stack_seeds > 1`` a stack (fixed seed group, :meth:`RunPlan.seed_groups`) is scheduled
     for a window when any of its units is pending, and retrains all its members, so that the
     pending ones get the numbers an uninterrupted run gives them. In fine-tune mode a task waits
     for the task of its predecessor window when that one is scheduled too.
+
+    Otherwise, given ``parallel`` (units the executor runs at once), the pending seeds of a window
+    go to one worker together (:class:`~rolling_calib.execution.units.WindowKey`: one after another,
+    each its own unit, the window's data set built once): fixed chunks of the seed list, as large as
+    leaves at least two tasks per worker to start with (:func:`_chunk_size`). Without it, one task per unit.
     """
-    if plan.stack_seeds == 1:
+    if plan.stack_seeds == 1 and parallel is None:
         pending_set = set(pending)
         return [UnitTask(key, after=before if (before := plan.predecessor(key)) in pending_set else None)
                 for key in pending]
     wanted = {(key.pipeline, key.window, key.seed) for key in pending}
-    tasks, scheduled = [], set()
+    if plan.stack_seeds > 1:
+        groups, make = plan.seed_groups(), StackKey
+    else:
+        cells = Counter((key.pipeline, key.window) for key in pending)   # pending seeds per (pipeline, window)
+        at_once = len({p for p, _ in cells}) if plan.mode == "finetune" else len(cells)
+        size = _chunk_size(max(cells.values(), default=1), at_once=at_once, parallel=parallel)
+        groups = [tuple(plan.seeds[i:i + size]) for i in range(0, len(plan.seeds), size)]
+        make = WindowKey
+    tasks, scheduled = [], {}
     for p in plan.pipelines:
-        for group in plan.seed_groups():
+        for group in groups:
             for w in plan.windows:
-                if not any((p.name, w.index, seed) in wanted for seed in group):
+                members = group if make is StackKey else tuple(s for s in group if (p.name, w.index, s) in wanted)
+                if not any((p.name, w.index, seed) in wanted for seed in members):
                     continue
-                key = StackKey(p.name, group, w.index)
-                before = StackKey(p.name, group, w.index - 1)
-                tasks.append(UnitTask(key, after=before if plan.mode == "finetune" and before in scheduled else None))
-                scheduled.add(key)
+                key = make(p.name, members, w.index)
+                before = scheduled.get((p.name, group, w.index - 1))
+                tasks.append(UnitTask(key, after=before if plan.mode == "finetune" else None))
+                scheduled[(p.name, group, w.index)] = key
     return tasks
+
+
+def _chunk_size(seeds: int, *, at_once: int, parallel: int) -> int:
+    """Seeds of a window per task: the most that leave ``2 * parallel`` tasks startable at once (1 when none do).
+
+    ``at_once``: (pipeline, window) cells whose tasks can start together (the pipelines in fine-tune
+    mode, where window k waits for k - 1; pipelines x windows from scratch).
+
+    >>> _chunk_size(10, at_once=4, parallel=2), _chunk_size(10, at_once=1, parallel=2), _chunk_size(3, at_once=8, parallel=2)
+    (10, 3, 3)
+    """
+    for size in range(max(seeds, 1), 0, -1):
+        if at_once * -(-seeds // size) >= 2 * parallel:
+            return size
+    return 1
 
 
 def _record_history(plan: RunPlan, summary: RunSummary, executor: Executor) -> None:
