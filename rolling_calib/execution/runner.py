@@ -372,7 +372,8 @@ def _tasks(plan: RunPlan, pending: Sequence[UnitKey], *, parallel: int | None = 
                 members = group if make is StackKey else tuple(s for s in group if (p.name, w.index, s) in wanted)
                 if not any((p.name, w.index, seed) in wanted for seed in members):
                     continue
-                key = make(p.name, members, w.index)
+                key = make(p.name, members, w.index) if make is StackKey or len(members) > 1 else \
+                    UnitKey(p.name, members[0], w.index)   # one seed: the unit itself
                 before = scheduled.get((p.name, group, w.index - 1))
                 tasks.append(UnitTask(key, after=before if plan.mode == "finetune" else None))
                 scheduled[(p.name, group, w.index)] = key
