@@ -18,7 +18,8 @@ together: :class:`rolling_calib.execution.units.WindowKey`) build it once.
 
 Only data sets known to keep no state between uses are shared (:data:`SHAREABLE`: Qlib's
 ``DatasetH`` and ``TSDatasetH`` and our ``MinuteTSDataset``, by exact class: a subclass such as
-TRA's ``MTSDatasetH`` keeps a memory that training writes into). A build that draws from a global
+TRA's ``MTSDatasetH`` keeps a memory that training writes into), and never for a model that writes
+into the frames it prepares (:data:`WRITES_PREPARED`: TabNet fills its frames' gaps in place). A build that draws from a global
 random generator (``random``, NumPy, torch) is not kept either: a unit reusing it would start its
 fit from other random numbers. Both rules keep every number equal to building afresh
 (``tests/qlib_adapter/test_dataset_cache.py`` checks predictions of two seeds, cached and fresh).
@@ -46,7 +47,7 @@ from typing import Any
 
 from rolling_calib.core.fingerprint import stable_hash
 
-__all__ = ["CACHE_ENV", "SHAREABLE", "DatasetCache", "prepared_dataset", "worker_cache"]
+__all__ = ["CACHE_ENV", "SHAREABLE", "WRITES_PREPARED", "DatasetCache", "prepared_dataset", "worker_cache"]
 
 #: Environment variable: data sets a worker process keeps (default 1; 0 turns the cache off).
 CACHE_ENV = "ROLLING_CALIB_DATASET_CACHE"
@@ -56,6 +57,19 @@ SHAREABLE: frozenset[tuple[str, str]] = frozenset({
     ("qlib.data.dataset", "TSDatasetH"),
     ("rolling_calib.qlib_adapter.dataset", "MinuteTSDataset"),
 })
+
+#: Model classes (module, class) that write into the frames ``dataset.prepare`` returns (``fillna(inplace=True)``):
+#: their data sets are never shared.
+WRITES_PREPARED: frozenset[tuple[str, str]] = frozenset({
+    ("qlib.contrib.model.pytorch_tabnet", "TabnetModel"),
+})
+
+
+def _class_of(spec: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    """``(module, class)`` named by a Qlib config (``module_path`` may be a module object)."""
+    spec = spec or {}
+    module = spec.get("module_path")
+    return (module if isinstance(module, str) else getattr(module, "__name__", None)), spec.get("class")
 
 
 def _rng_states() -> tuple:
@@ -95,11 +109,12 @@ class DatasetCache:
         return len(self._entries)
 
     @staticmethod
-    def shareable(spec: Mapping[str, Any]) -> bool:
-        """Whether a dataset of this config may be shared between units (its class is one of :data:`SHAREABLE`)."""
-        module = spec.get("module_path")
-        module = module if isinstance(module, str) else getattr(module, "__name__", None)
-        return (module, spec.get("class")) in SHAREABLE
+    def shareable(spec: Mapping[str, Any], model: Mapping[str, Any] | None = None) -> bool:
+        """Whether a dataset of this config may be shared between units of ``model``.
+
+        Its class is one of :data:`SHAREABLE` and the model's is not one of :data:`WRITES_PREPARED`.
+        """
+        return _class_of(spec) in SHAREABLE and _class_of(model) not in WRITES_PREPARED
 
     @staticmethod
     def key(spec: Mapping[str, Any], *, qlib_init: Mapping[str, Any], data: Mapping[str, Any] | None) -> str:
@@ -107,14 +122,15 @@ class DatasetCache:
         return stable_hash({"dataset": spec, "qlib_init": qlib_init, "data": data})
 
     def get(self, spec: Mapping[str, Any], *, qlib_init: Mapping[str, Any],
-            data: Mapping[str, Any] | None) -> tuple[Any, bool]:
+            data: Mapping[str, Any] | None, model: Mapping[str, Any] | None = None) -> tuple[Any, bool]:
         """``(dataset, reused)``: the kept data set of this config, or a new one built (and kept when it may be).
 
-        ``data`` None (no data identity known) builds afresh and keeps nothing.
+        ``data`` None (no data identity known) builds afresh and keeps nothing; ``model``: the
+        unit's model config (:meth:`shareable`).
         """
         from qlib.utils import init_instance_by_config
 
-        keep = self.size > 0 and data is not None and self.shareable(spec)
+        keep = self.size > 0 and data is not None and self.shareable(spec, model)
         key = self.key(spec, qlib_init=qlib_init, data=data) if keep else None
         if key is not None and key in self._entries:
             self._entries.move_to_end(key)
@@ -150,7 +166,7 @@ def worker_cache() -> DatasetCache:
     return _WORKER_CACHE
 
 
-def prepared_dataset(spec: Mapping[str, Any], *, qlib_init: Mapping[str, Any],
-                     data: Mapping[str, Any] | None) -> tuple[Any, bool]:
-    """``(dataset, reused)`` through this process's cache (:func:`worker_cache`)."""
-    return worker_cache().get(spec, qlib_init=qlib_init, data=data)
+def prepared_dataset(spec: Mapping[str, Any], *, qlib_init: Mapping[str, Any], data: Mapping[str, Any] | None,
+                     model: Mapping[str, Any] | None = None) -> tuple[Any, bool]:
+    """``(dataset, reused)`` through this process's cache (:func:`worker_cache`) for a unit of ``model``."""
+    return worker_cache().get(spec, qlib_init=qlib_init, data=data, model=model)

@@ -406,7 +406,7 @@ def train_window(
     seeding = set_global_seeds(seed) if seed is not None else {}
     model = init_instance_by_config(scratch.model_spec(task["model"]))
     if dataset is None:
-        dataset, reused = prepared_dataset(task["dataset"], qlib_init=qlib_init, data=data)
+        dataset, reused = prepared_dataset(task["dataset"], qlib_init=qlib_init, data=data, model=task["model"])
     t_built = time.perf_counter()
     kind = warm_start_kind(type(model))
     with _no_recorder_logging(), scratch:
@@ -520,7 +520,7 @@ def _with_pretrained_base(task: Mapping[str, Any], *, checkpoint: Path, seed: in
     path.parent.mkdir(parents=True, exist_ok=True)
     progress("pretraining base")
     set_global_seeds(seed if seed is not None else 0)
-    dataset, reused = prepared_dataset(task["dataset"], qlib_init=qlib_init, data=data)
+    dataset, reused = prepared_dataset(task["dataset"], qlib_init=qlib_init, data=data, model=task["model"])
     with _no_recorder_logging():
         pretrain_base(base, dataset, seed=seed if seed is not None else 0, threads=threads or 1, path=path)
     out = copy.deepcopy(dict(task))
