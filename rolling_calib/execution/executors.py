@@ -210,8 +210,19 @@ class DependencyQueue:
         self._ready.extend(self._waiting.pop(key, []))
 
     def left(self) -> int:
-        """Tasks not handed out yet (ready or waiting for a predecessor, down the whole chain)."""
-        return len(self._ready) + sum(len(tasks) for tasks in self._waiting.values())
+        """Units of the tasks not handed out yet (ready or waiting for a predecessor, down the whole chain)."""
+        return (units_in(t.key for t in self._ready)
+                + sum(units_in(t.key for t in tasks) for tasks in self._waiting.values()))
+
+
+def units_in(keys: Any) -> int:
+    """Units the tasks of ``keys`` write (a seed stack or a window's seeds: one per seed).
+
+    >>> from rolling_calib.execution.units import StackKey
+    >>> units_in([UnitKey("a", 0, 0), StackKey("a", (1, 2), 0)])
+    3
+    """
+    return sum(len(key.units()) if hasattr(key, "units") else 1 for key in keys)
 
 
 def failure_error(
@@ -331,7 +342,8 @@ class LocalExecutor:
                 stop = as_run_stopped(exc)
                 if stop is None:
                     raise
-                raise self._stop(pool, running, stop, completed=len(results), queued=len(waiting) + queue.left(),
+                raise self._stop(pool, running, stop, completed=units_in(results),
+                                 queued=units_in(t.key for t in waiting) + queue.left(),
                                  finish=keep) from None
         if failures:
             raise failure_error(failures, results) from failures[0][1]
@@ -347,11 +359,11 @@ class LocalExecutor:
                 key = running.pop(future)
                 if future.exception() is None:
                     finish(key, future.result())
-                    finished += 1
+                    finished += units_in([key])
         except BaseException as again:
             if as_run_stopped(again) is None:
                 raise
-            ended = len(running)
+            ended = units_in(running.values())
             for process in list((getattr(pool, "_processes", None) or {}).values()):  # their unit files stay
                 process.terminate()  # incomplete (the sidecar is written last): a re-run recomputes them
         pool.shutdown(wait=True, cancel_futures=True)
@@ -372,7 +384,8 @@ class LocalExecutor:
                 stop = as_run_stopped(exc)
                 if stop is None:
                     raise
-                raise RunStopped(stop.signum, completed=len(results), cancelled=len(ready) + queue.left(),
+                raise RunStopped(stop.signum, completed=units_in(results),
+                                 cancelled=units_in(t.key for t in ready) + queue.left(),
                                  ended=1) from None
             finish(task.key, result)
             ready.extend(queue.take_ready())

@@ -70,6 +70,7 @@ from rolling_calib.execution.executors import (
     as_run_stopped,
     check_tasks,
     failure_error,
+    units_in,
 )
 from rolling_calib.execution.progress import install
 
@@ -368,8 +369,8 @@ class RayExecutor:
             outstanding = list(running)
             for ref in outstanding:   # queued tasks never start; running ones end before their sidecar is written
                 ray.cancel(ref, force=False)
-            raise RunStopped(stop.signum, completed=len(results), cancelled=len(outstanding) + queue.left(),
-                             ) from None
+            raise RunStopped(stop.signum, completed=units_in(results),
+                             cancelled=units_in(running[ref] for ref in outstanding) + queue.left()) from None
         if channel is not None:  # a unit puts its reports before it returns: the last ones are here now
             _drain(channel, on_progress)
         if failures:
