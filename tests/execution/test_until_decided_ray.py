@@ -1,4 +1,5 @@
-"""``--until-decided`` on a real local Ray runtime (2 CPUs, real Qlib units, no mocks): no lockstep, same store.
+"""``--until-decided`` on a real local Ray runtime (2 CPUs) and on the local pool (2 workers), real Qlib units, no
+mocks: no lockstep, same store.
 
 Two pairs: ``fa vs fb`` (fast units) and ``sa vs sb`` (the same models with many more epochs:
 slow units). The fast pair's second look must not wait for the slow pair's first: its next batch
@@ -53,6 +54,18 @@ def ray_runtime():
     ray.shutdown()
 
 
+@pytest.fixture
+def executor(request):
+    """``ExecutorOptions`` of the run: Ray (on the module's runtime) or the local pool, 2 units at once."""
+    if request.param == "ray":
+        request.getfixturevalue("ray_runtime")
+        return ExecutorOptions(kind="ray", workers=2, log_to_driver=False)
+    return ExecutorOptions(kind="local", workers=2)
+
+
+_LOCKSTEP: dict[str, tuple[SequentialState, dict[str, str]]] = {}
+
+
 @pytest.fixture(scope="module")
 def config(tmp_path_factory):
     return load_experiment(tiny_experiment(tmp_path_factory.mktemp("until_ray"), pipelines=PIPELINES,
@@ -86,10 +99,10 @@ def _lockstep(config, store: Path, settings: dict) -> SequentialState:
     return state
 
 
-def test_ray_run_submits_as_results_come_in_and_ends_as_lockstep(ray_runtime, config, tmp_path):
-    store = tmp_path / "ray"
-    options = RunOptions(store=store, executor=ExecutorOptions(kind="ray", workers=2, log_to_driver=False),
-                         track=False, score=False, progress=False, until_decided=RULE)
+@pytest.mark.parametrize("executor", ["ray", "local"], indirect=True)
+def test_run_submits_as_results_come_in_and_ends_as_lockstep(executor, config, tmp_path_factory):
+    store = tmp_path_factory.mktemp("until") / executor.kind
+    options = RunOptions(store=store, executor=executor, track=False, score=False, progress=False, until_decided=RULE)
     result = run_experiment(config, options)
     path = read_path(store)
     assert path["done"]
@@ -106,8 +119,12 @@ def test_ray_run_submits_as_results_come_in_and_ends_as_lockstep(ray_runtime, co
     assert all(pd.Timestamp(e["complete_at"]) >= pd.Timestamp(e["asked_at"]) for e in path["schedule"])
 
     # the lockstep schedule on the local pool: the same units, bytes, looks, outcomes and seeds
-    reference = _lockstep(config, tmp_path / "lockstep", path["settings"])
-    assert _units(store) == _units(tmp_path / "lockstep")
+    settings = json.dumps(path["settings"], sort_keys=True)
+    if settings not in _LOCKSTEP:   # trained once for both executors
+        lockstep = tmp_path_factory.mktemp("lockstep")
+        _LOCKSTEP[settings] = _lockstep(config, lockstep, path["settings"]), _units(lockstep)
+    reference, reference_units = _LOCKSTEP[settings]
+    assert _units(store) == reference_units
     assert path["seeds_used"] == reference.used()
     assert path["outcomes"] == {" vs ".join(p): o for p, o in reference.outcomes.items()}
     assert [look["pair"] for look in path["looks"]] == [" vs ".join(look.pair) for look in reference.looks]
