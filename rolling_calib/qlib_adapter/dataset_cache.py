@@ -66,10 +66,21 @@ WRITES_PREPARED: frozenset[tuple[str, str]] = frozenset({
 
 
 def _class_of(spec: Mapping[str, Any] | None) -> tuple[Any, Any]:
-    """``(module, class)`` named by a Qlib config (``module_path`` may be a module object)."""
+    """``(module, class)`` where the class a Qlib config names is defined (an alias path resolved), or ``(None, None)``.
+
+    >>> _class_of({"class": "MinuteTSDataset", "module_path": "rolling_calib.dataset"})   # the old import path
+    ('rolling_calib.qlib_adapter.dataset', 'MinuteTSDataset')
+    """
+    import importlib
+
     spec = spec or {}
-    module = spec.get("module_path")
-    return (module if isinstance(module, str) else getattr(module, "__name__", None)), spec.get("class")
+    module, name = spec.get("module_path"), spec.get("class")
+    try:
+        module = importlib.import_module(module) if isinstance(module, str) else module
+        cls = getattr(module, name) if isinstance(name, str) else name
+        return cls.__module__, cls.__qualname__
+    except Exception:  # noqa: BLE001 -- a config that names no class is never shared; building it says why
+        return None, None
 
 
 def _rng_states() -> tuple:

@@ -85,6 +85,7 @@ def test_the_cache_keeps_only_shareable_data_sets_and_keys_on_the_data():
     spec = {"class": "DatasetH", "module_path": "qlib.data.dataset", "kwargs": {"handler": {}}}
     tra = {"class": "MTSDatasetH", "module_path": "qlib.contrib.data.dataset", "kwargs": {}}
     assert DatasetCache.shareable(spec) and not DatasetCache.shareable(tra)   # TRA's dataset keeps a memory
+    assert DatasetCache.shareable({"class": "MinuteTSDataset", "module_path": "rolling_calib.dataset"})  # old path
     tabnet = {"class": "TabnetModel", "module_path": "qlib.contrib.model.pytorch_tabnet"}
     assert not DatasetCache.shareable(spec, tabnet)                           # it fills its frames in place
     a = DatasetCache.key(spec, qlib_init={"provider_uri": "/d"}, data={"features": "1"})
