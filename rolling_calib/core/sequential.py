@@ -341,10 +341,16 @@ class SequentialState:
         self.alpha = (1.0 - confidence) / max(len(self.pairs), 1)
         self.n_seeds = {n: min(first, max_seeds) for n in names}
         self.fractions: dict[tuple[str, str], tuple[float, ...]] = {p: () for p in self.pairs}
+        self.pair_looks: dict[tuple[str, str], int] = {p: 0 for p in self.pairs}
         self.outcomes: dict[tuple[str, str], str] = {}
         self.stopped: dict[tuple[str, str], Look] = {}
         self.looks: list[Look] = []
-        self.n_looks = 0
+        self._order: list[tuple[int, int]] = []   # (look number, pair index) of each of ``looks``
+
+    @property
+    def n_looks(self) -> int:
+        """Looks taken so far: the most any pair has had (a lockstep run's number of looks)."""
+        return max(self.pair_looks.values(), default=0)
 
     @property
     def open_pairs(self) -> list[tuple[str, str]]:
@@ -366,6 +372,18 @@ class SequentialState:
         """Seeds per pipeline the next look needs: ``{name: n}`` for the pipelines in an open pair."""
         return {n: self.n_seeds[n] for n in self.open_names}
 
+    def seeds_at(self, look: int) -> int:
+        """Seeds per pipeline at a pair's look number ``look`` (1, 2, ...): ``first + (look - 1) * batch``, capped.
+
+        >>> SequentialState(["a", "b"], first=3, batch=2, max_seeds=6).seeds_at(3)
+        6
+        """
+        return min(self.first + (look - 1) * self.batch, self.max_seeds)
+
+    def next_seeds(self, pair: tuple[str, str]) -> int:
+        """Seeds of each of its pipelines the open ``pair``'s next look reads."""
+        return self.seeds_at(self.pair_looks[pair] + 1)
+
     def look(self, panels: Mapping[str, LossPanel]) -> list[Look]:
         """Judge every open pair on ``panels`` (each pipeline's first :meth:`wanted` seeds, in the order
         they were revealed: only the first ``n`` rows of a panel are read), then plan the next batch.
@@ -377,26 +395,64 @@ class SequentialState:
         """
         if self.done:
             raise ValueError("every pair has stopped: no look left")
-        out = []
-        for pair in self.open_pairs:
-            a, b = pair
-            k = min(self.n_seeds[a], self.n_seeds[b])
-            for n in pair:
-                if panels[n].n_seeds < k:
-                    raise ValueError(f"panel {n!r}: expected at least {k} seeds at look {self.n_looks + 1}, "
-                                     f"found {panels[n].n_seeds}")
-            look, self.fractions[pair] = _decide_look(
-                panels[a].select(seeds=np.arange(k)), panels[b].select(seeds=np.arange(k)), pair, alpha=self.alpha,
-                max_seeds=self.max_seeds, previous=self.fractions[pair], orientation=self.orientation,
-                target=self.target, margin=self.margin, futility=self.futility, spending=self.spending)
-            out.append(look)
-            if look.outcome != "open":
-                self.outcomes[pair], self.stopped[pair] = look.outcome, look
-        self.looks += out
-        self.n_looks += 1
-        for n in self.open_names:
-            self.n_seeds[n] = min(self.n_seeds[n] + self.batch, self.max_seeds)
-        return out
+        return [self.look_pair(pair, panels) for pair in self.open_pairs]
+
+    def look_pair(self, pair: tuple[str, str], panels: Mapping[str, LossPanel]) -> Look:
+        """Judge one open pair at its next look (:meth:`next_seeds` seeds of each side), then plan its pipelines.
+
+        A pair's look ``k`` reads exactly the first ``first + (k - 1) * batch`` seeds of both sides
+        and the pair's own earlier looks, whatever the other pairs did: judging the pairs one at a
+        time as their seeds arrive (a live run that does not wait for every pipeline) gives the
+        same looks as :meth:`look` judging them together. ``looks``, ``outcomes`` and ``stopped``
+        are kept in that order (look number, then the pair's place in ``pairs``) either way.
+
+        Examples
+        --------
+        >>> from rolling_calib.core.verdict import LossPanel
+        >>> rng = np.random.default_rng(1)
+        >>> panels = {n: LossPanel.from_arrays(seeds=range(6), total=rng.normal(10 + shift, 1, (6, 30)))
+        ...           for n, shift in (("a", 0.0), ("b", 0.0), ("c", -5.0))}
+        >>> together = SequentialState(list(panels), first=3, batch=2, max_seeds=6)
+        >>> while not together.done:
+        ...     _ = together.look(panels)
+        >>> apart = SequentialState(list(panels), first=3, batch=2, max_seeds=6)
+        >>> while not apart.done:
+        ...     _ = apart.look_pair(apart.open_pairs[-1], panels)   # the last open pair first
+        >>> apart.looks == together.looks and apart.outcomes == together.outcomes
+        True
+        """
+        pair = tuple(pair)
+        if pair not in self.pair_looks:
+            raise ValueError(f"pair {pair!r}: not one of this rule's pairs")
+        if pair in self.outcomes:
+            raise ValueError(f"pair {' vs '.join(pair)}: stopped ({self.outcomes[pair]}): no look left")
+        a, b = pair
+        number = self.pair_looks[pair] + 1
+        k = self.seeds_at(number)
+        for n in pair:
+            if panels[n].n_seeds < k:
+                raise ValueError(f"panel {n!r}: expected at least {k} seeds at look {number}, "
+                                 f"found {panels[n].n_seeds}")
+        look, self.fractions[pair] = _decide_look(
+            panels[a].select(seeds=np.arange(k)), panels[b].select(seeds=np.arange(k)), pair, alpha=self.alpha,
+            max_seeds=self.max_seeds, previous=self.fractions[pair], orientation=self.orientation,
+            target=self.target, margin=self.margin, futility=self.futility, spending=self.spending)
+        self.pair_looks[pair] = number
+        where = (number, self.pairs.index(pair))
+        at = sum(1 for o in self._order if o < where)
+        self._order.insert(at, where)
+        self.looks.insert(at, look)
+        if look.outcome != "open":
+            self.outcomes[pair], self.stopped[pair] = look.outcome, look
+            stops = sorted(self.stopped, key=lambda p: (self.pair_looks[p], self.pairs.index(p)))
+            self.outcomes = {p: self.outcomes[p] for p in stops}
+            self.stopped = {p: self.stopped[p] for p in stops}
+        open_pairs = self.open_pairs
+        for n in pair:   # the seeds each pipeline's next look needs: its open pairs' furthest next look
+            nexts = [self.next_seeds(p) for p in open_pairs if n in p]
+            if nexts:
+                self.n_seeds[n] = max(nexts)
+        return look
 
     def used(self) -> dict[str, int]:
         """Seeds each pipeline ran: what its last look read (its count stops growing when its pairs stop)."""

@@ -50,6 +50,9 @@ from rolling_calib.execution.units import UnitKey, UnitTask
 ProgressCallback = Callable[[UnitKey, Any], None]
 #: Called in the parent process with each report of a running unit.
 EventCallback = Callable[[UnitEvent], None]
+#: Called in the parent process after each unit finishes (after ``on_done``): ``(key, result)`` -> more tasks to run
+#: in the same run, submitted at once while the other units go on (a run that grows as results come in).
+FeedCallback = Callable[[UnitKey, Any], Sequence[UnitTask]]
 
 
 class Executor(Protocol):
@@ -62,8 +65,9 @@ class Executor(Protocol):
         *,
         on_done: ProgressCallback | None = None,
         on_progress: EventCallback | None = None,
+        feed: FeedCallback | None = None,
     ) -> dict[UnitKey, Any]:
-        """Return ``{key: work(key)}`` for every task; raise if any unit failed."""
+        """Return ``{key: work(key)}`` for every task (and every task ``feed`` adds); raise if any unit failed."""
         ...
 
 
@@ -145,7 +149,7 @@ def _worker_init(channel: Any) -> None:
         install_queue(channel)
 
 
-def _stopped(exc: BaseException) -> RunStopped | None:
+def as_run_stopped(exc: BaseException) -> RunStopped | None:
     """``exc`` as a :class:`RunStopped` (a ``KeyboardInterrupt`` is SIGINT's), or None for anything else."""
     if isinstance(exc, RunStopped):
         return exc
@@ -163,17 +167,37 @@ class DependencyQueue:
     [0]
     >>> queue.mark_done(a0); [t.key.window for t in queue.take_ready()]
     [1]
+    >>> queue.add([UnitTask(UnitKey("a", 1, 0), after=a0)]); [t.key.seed for t in queue.take_ready()]
+    [1]
     """
 
     def __init__(self, tasks: Sequence[UnitTask]) -> None:
         check_tasks(tasks)
         self._waiting: dict[UnitKey, list[UnitTask]] = {}
         self._ready: list[UnitTask] = []
+        self._known: set = set()
+        self._done: set = set()
+        self._put(tasks)
+
+    def _put(self, tasks: Sequence[UnitTask]) -> None:
         for task in tasks:
-            if task.after is None:
+            self._known.add(task.key)
+            if task.after is None or task.after in self._done:
                 self._ready.append(task)
             else:
                 self._waiting.setdefault(task.after, []).append(task)
+
+    def add(self, tasks: Sequence[UnitTask]) -> None:
+        """Schedule more tasks while the run goes on (a ``feed``'s); they may wait for any task of the run.
+
+        Raises ``ValueError`` for a key already scheduled or a dependency the run does not know.
+        """
+        tasks = list(tasks)
+        check_tasks(tasks, known=self._known)
+        again = [t.key for t in tasks if t.key in self._known]
+        if again:
+            raise ValueError(f"tasks: {again[0]} is scheduled already")
+        self._put(tasks)
 
     def take_ready(self) -> list[UnitTask]:
         """Return (and remove) every task that may start now, in submission order."""
@@ -182,11 +206,23 @@ class DependencyQueue:
 
     def mark_done(self, key: UnitKey) -> None:
         """Release the tasks that waited for ``key``."""
+        self._done.add(key)
         self._ready.extend(self._waiting.pop(key, []))
 
     def left(self) -> int:
-        """Tasks not handed out yet (ready or waiting for a predecessor, down the whole chain)."""
-        return len(self._ready) + sum(len(tasks) for tasks in self._waiting.values())
+        """Units of the tasks not handed out yet (ready or waiting for a predecessor, down the whole chain)."""
+        return (units_in(t.key for t in self._ready)
+                + sum(units_in(t.key for t in tasks) for tasks in self._waiting.values()))
+
+
+def units_in(keys: Any) -> int:
+    """Units the tasks of ``keys`` write (a seed stack or a window's seeds: one per seed).
+
+    >>> from rolling_calib.execution.units import StackKey
+    >>> units_in([UnitKey("a", 0, 0), StackKey("a", (1, 2), 0)])
+    3
+    """
+    return sum(len(key.units()) if hasattr(key, "units") else 1 for key in keys)
 
 
 def failure_error(
@@ -214,16 +250,17 @@ def failure_error(
     )
 
 
-def check_tasks(tasks: Sequence[UnitTask]) -> None:
-    """Raise ``ValueError`` for duplicate keys or a dependency outside the task list.
+def check_tasks(tasks: Sequence[UnitTask], *, known: set | frozenset = frozenset()) -> None:
+    """Raise ``ValueError`` for duplicate keys or a dependency outside the task list (and ``known``).
 
     A dependency on a unit that is not in ``tasks`` is allowed only when the runner
     already completed it; the runner removes such dependencies before scheduling.
+    ``known``: the tasks a run scheduled before (tasks a ``feed`` adds may wait for them).
     """
     keys = [task.key for task in tasks]
     if len(set(keys)) != len(keys):
         raise ValueError("tasks: duplicate unit keys")
-    known = set(keys)
+    known = set(keys) | set(known)
     for task in tasks:
         if task.after is not None and task.after not in known:
             raise ValueError(f"tasks: {task.key} waits for {task.after}, which is not scheduled")
@@ -252,16 +289,26 @@ class LocalExecutor:
         *,
         on_done: ProgressCallback | None = None,
         on_progress: EventCallback | None = None,
+        feed: FeedCallback | None = None,
     ) -> dict[UnitKey, Any]:
-        """Return ``{key: work(key)}`` for every task; ``on_progress`` gets the units' reports (module docstring)."""
+        """Return ``{key: work(key)}`` for every task; ``on_progress`` gets the units' reports (module docstring).
+
+        ``feed(key, result)``, called after each unit finishes, returns tasks to add to the run: they
+        are given to the pool as soon as a worker is free, while the other units go on.
+        """
         queue = DependencyQueue(tasks)
         results: dict[UnitKey, Any] = {}
 
-        def finish(key: UnitKey, result: Any) -> None:
+        def keep(key: UnitKey, result: Any) -> None:
             results[key] = result
             if on_done is not None:
                 on_done(key, result)
             queue.mark_done(key)
+
+        def finish(key: UnitKey, result: Any) -> None:
+            keep(key, result)
+            if feed is not None:
+                queue.add(feed(key, result))
 
         if self.workers == 1:
             with installed(on_progress):  # same process: the reports go straight to on_progress
@@ -292,11 +339,12 @@ class LocalExecutor:
                             continue
                         finish(key, result)
             except BaseException as exc:
-                stop = _stopped(exc)
+                stop = as_run_stopped(exc)
                 if stop is None:
                     raise
-                raise self._stop(pool, running, stop, completed=len(results), queued=len(waiting) + queue.left(),
-                                 finish=finish) from None
+                raise self._stop(pool, running, stop, completed=units_in(results),
+                                 queued=units_in(t.key for t in waiting) + queue.left(),
+                                 finish=keep) from None
         if failures:
             raise failure_error(failures, results) from failures[0][1]
         return results
@@ -311,11 +359,11 @@ class LocalExecutor:
                 key = running.pop(future)
                 if future.exception() is None:
                     finish(key, future.result())
-                    finished += 1
+                    finished += units_in([key])
         except BaseException as again:
-            if _stopped(again) is None:
+            if as_run_stopped(again) is None:
                 raise
-            ended = len(running)
+            ended = units_in(running.values())
             for process in list((getattr(pool, "_processes", None) or {}).values()):  # their unit files stay
                 process.terminate()  # incomplete (the sidecar is written last): a re-run recomputes them
         pool.shutdown(wait=True, cancel_futures=True)
@@ -333,10 +381,11 @@ class LocalExecutor:
             except Exception as exc:
                 raise failure_error([(task.key, exc)], results) from exc
             except BaseException as exc:  # a stop signal: the unit in hand ends (its sidecar is never written)
-                stop = _stopped(exc)
+                stop = as_run_stopped(exc)
                 if stop is None:
                     raise
-                raise RunStopped(stop.signum, completed=len(results), cancelled=len(ready) + queue.left(),
+                raise RunStopped(stop.signum, completed=units_in(results),
+                                 cancelled=units_in(t.key for t in ready) + queue.left(),
                                  ended=1) from None
             finish(task.key, result)
             ready.extend(queue.take_ready())

@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from rolling_calib.execution.units import StackKey, UnitKey
+from rolling_calib.execution.units import StackKey, UnitKey, WindowKey
 
 __all__ = ["MIN_INTERVAL", "ProgressBoard", "UnitEvent", "eta_seconds", "install", "install_queue", "installed",
            "relay", "unit_label", "unit_reporter"]
@@ -84,7 +84,7 @@ def unit_label(key: UnitKey | StackKey) -> str:
     >>> unit_label(UnitKey("wd0", 3, 1)), unit_label(StackKey("wd0", (0, 1), 2))
     ('wd0 seed3 w01', 'wd0 seeds0-1 w02')
     """
-    if isinstance(key, StackKey):
+    if isinstance(key, (StackKey, WindowKey)):
         return f"{key.pipeline} seeds{'-'.join(map(str, key.seeds))} w{key.window:02d}"
     return f"{key.pipeline} seed{key.seed} w{key.window:02d}"
 
@@ -328,6 +328,14 @@ class ProgressBoard:
             self._eta = None if eta is None else (eta, time.monotonic())
             self.bar.update(len(times))
             self._show_eta()
+
+    def add(self, *, total: int, done: int, left: Mapping[str, int]) -> None:
+        """Units added to the run while it goes on (a fed run's next batch): ``total`` of them, ``done`` complete already."""
+        with self._lock:
+            self.bar.total = (self.bar.total or 0) + total
+            self.bar.update(done)
+            self.left.update(left)
+            self.bar.refresh()
 
     def eta_text(self) -> str:
         """The ETA shown on the units bar (empty before a unit finished).

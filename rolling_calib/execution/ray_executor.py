@@ -11,6 +11,15 @@ Scheduling
     predecessor's task has completed (the driver watches completions with
     ``ray.wait``; that same loop drives ``on_done`` and progress bars). A
     fine-tuned window therefore starts from the weights its predecessor wrote.
+    Given ``feed``, each finished unit may add tasks to the run (``rolling-calib run
+    --until-decided``: the next batch of seeds of a pipeline whose pairs are still open); they
+    are submitted at once, while the other units go on (``ray.wait(num_returns=1)``: no lockstep).
+Stop
+    A stop signal (SIGTERM, SIGINT: :class:`~rolling_calib.execution.executors.RunStopped`, raised
+    in the driver by :func:`~rolling_calib.execution.executors.stop_signals`) cancels every
+    outstanding task (``ray.cancel``: queued ones never start, running ones are interrupted before
+    they write their sidecar, which is written last), so the store holds only complete units and
+    the same command resumes.
 Failures
     A task that raises is retried by Ray up to ``max_retries`` times (the same
     budget covers a worker process that dies). A unit that still fails makes
@@ -53,11 +62,15 @@ from rolling_calib.core.validation import AnyOf, Interval, Options, check
 from rolling_calib.execution.executors import (
     DependencyQueue,
     EventCallback,
+    FeedCallback,
     ProgressCallback,
+    RunStopped,
     UnitKey,
     UnitTask,
+    as_run_stopped,
     check_tasks,
     failure_error,
+    units_in,
 )
 from rolling_calib.execution.progress import install
 
@@ -267,8 +280,9 @@ class RayExecutor:
         *,
         on_done: ProgressCallback | None = None,
         on_progress: EventCallback | None = None,
+        feed: FeedCallback | None = None,
     ) -> dict[UnitKey, Any]:
-        """Run ``work(key)`` for every task on Ray; see the module docstring.
+        """Run ``work(key)`` for every task (and every task ``feed`` adds) on Ray; see the module docstring.
 
         Returns
         -------
@@ -280,6 +294,8 @@ class RayExecutor:
         UnitFailedError
             A unit still failed after ``max_retries`` retries. Its ``completed``
             attribute holds the results of the units that did finish.
+        RunStopped
+            A stop signal: outstanding tasks cancelled, completed units kept.
         """
         check_tasks(tasks)
         if not tasks:
@@ -296,13 +312,15 @@ class RayExecutor:
         work_ref = ray.put(work)
         channel = _progress_queue() if on_progress is not None else None
         try:
-            return self._run_tasks(tasks, remote, work_ref, on_done=on_done, on_progress=on_progress, channel=channel)
+            return self._run_tasks(tasks, remote, work_ref, on_done=on_done, on_progress=on_progress, channel=channel,
+                                   feed=feed)
         finally:
             if channel is not None:
                 channel.shutdown()
 
     def _run_tasks(self, tasks: Sequence[UnitTask], remote: Any, work_ref: Any, *, on_done: ProgressCallback | None,
-                   on_progress: EventCallback | None, channel: Any) -> dict[UnitKey, Any]:
+                   on_progress: EventCallback | None, channel: Any,
+                   feed: FeedCallback | None = None) -> dict[UnitKey, Any]:
         """Submit each task when it may start, collect results and failures (the body of :meth:`run`)."""
         import ray
 
@@ -317,29 +335,42 @@ class RayExecutor:
                 ref = remote.remote(work_ref, task.key, self.threads_per_unit, channel)
                 running[ref] = task.key
 
-        submit_ready()
-        while running:
-            done, _ = ray.wait(list(running), num_returns=1, timeout=PROGRESS_POLL_S if channel is not None else None)
-            if channel is not None:
-                _drain(channel, on_progress)
-            for ref in done:
-                key = running.pop(ref)
-                try:
-                    result = ray.get(ref)
-                except Exception as exc:  # noqa: BLE001 - re-raised below, chained
-                    cause = getattr(exc, "cause", None) or exc
-                    lost = lost_unit(key, cause, nodes,
-                                     _nodes_after_loss(nodes) if type(cause).__name__ in _SYSTEM_ERRORS else nodes)
-                    if lost is not cause:
-                        lost.__cause__ = cause
-                    failures.append((key, lost))
-                    continue
-                results[key] = result
-                if on_done is not None:
-                    on_done(key, result)
-                queue.mark_done(key)
-            if not failures:  # after a failure, only the units already running finish
-                submit_ready()
+        try:
+            submit_ready()
+            while running:
+                done, _ = ray.wait(list(running), num_returns=1,
+                                   timeout=PROGRESS_POLL_S if channel is not None else None)
+                if channel is not None:
+                    _drain(channel, on_progress)
+                for ref in done:
+                    key = running.pop(ref)
+                    try:
+                        result = ray.get(ref)
+                    except Exception as exc:  # noqa: BLE001 - re-raised below, chained
+                        cause = getattr(exc, "cause", None) or exc
+                        lost = lost_unit(key, cause, nodes,
+                                         _nodes_after_loss(nodes) if type(cause).__name__ in _SYSTEM_ERRORS else nodes)
+                        if lost is not cause:
+                            lost.__cause__ = cause
+                        failures.append((key, lost))
+                        continue
+                    results[key] = result
+                    if on_done is not None:
+                        on_done(key, result)
+                    queue.mark_done(key)
+                    if feed is not None and not failures:
+                        queue.add(feed(key, result))
+                if not failures:  # after a failure, only the units already running finish
+                    submit_ready()
+        except BaseException as exc:
+            stop = as_run_stopped(exc)
+            if stop is None:
+                raise
+            outstanding = list(running)
+            for ref in outstanding:   # queued tasks never start; running ones end before their sidecar is written
+                ray.cancel(ref, force=False)
+            raise RunStopped(stop.signum, completed=units_in(results),
+                             cancelled=units_in(running[ref] for ref in outstanding) + queue.left()) from None
         if channel is not None:  # a unit puts its reports before it returns: the last ones are here now
             _drain(channel, on_progress)
         if failures:

@@ -30,11 +30,12 @@ Usage (trains; ``tests/execution/test_runner_e2e.py`` runs it on a tiny store)::
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 import warnings
-from collections import Counter
-from collections.abc import Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -50,7 +51,7 @@ from rolling_calib.execution.lock import StoreLock, clean_orphan_temporaries
 from rolling_calib.execution.planning import PipelinePlan, RunPlan, default_threads, plan_run
 from rolling_calib.execution.progress import ProgressBoard
 from rolling_calib.execution.unit_execution import UnitResult, execute, execute_stack, execute_unit
-from rolling_calib.execution.units import StackKey
+from rolling_calib.execution.units import StackKey, WindowKey
 from rolling_calib.qlib_adapter.training import unit_task, window_task
 
 __all__ = [
@@ -63,6 +64,8 @@ __all__ = [
     "execute_unit",
     "execute_stack",
     "run_plan",
+    "Batch",
+    "run_batches",
     "check_store_coverage",
     "default_threads",
     "pending_units",
@@ -138,24 +141,29 @@ def run_plan(plan: RunPlan, *, executor: Executor, progress: bool = True) -> Run
         return _run_locked(plan, executor=executor, progress=progress)
 
 
-def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSummary:
-    t0 = time.perf_counter()
+def _prepare_store(plan: RunPlan, *, progress: bool) -> None:
+    """Before any unit: sweep an interrupted write's temporaries, repoint a moved store, print the plan's notes."""
     orphans = clean_orphan_temporaries(plan.store)
     if orphans:
         warnings.warn(f"{plan.store}: removed {len(orphans)} temporary file(s) left by an interrupted write "
-                      f"(e.g. {orphans[0]})", stacklevel=3)
+                      f"(e.g. {orphans[0]})", stacklevel=4)
     moved = repoint_store_db(plan.store)   # a moved or copied store: new recorders' artifacts go into it
-    write_run_manifest(plan)
     if progress and moved is not None:
         print(f"note: {moved.line()}", file=sys.stderr)
     if progress:
         for note in plan.notes:
             print(f"note: {note}", file=sys.stderr)
+
+
+def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSummary:
+    t0 = time.perf_counter()
+    _prepare_store(plan, progress=progress)
+    write_run_manifest(plan)
     pending, skipped, stale, corrupt = pending_units(plan)
     for move in corrupt:
         print(f"rolling-calib run: {move.line()}", file=sys.stderr)
-    tasks = _tasks(plan, pending)
-    units = [unit for t in tasks for unit in (t.key.units() if isinstance(t.key, StackKey) else [t.key])]
+    tasks = _tasks(plan, pending, parallel=_parallel_units(executor))
+    units = [unit for t in tasks for unit in _units_of(t.key)]
     skipped = len(plan.keys()) - len(units)  # a stack retrains its complete members too (same numbers)
     if tasks and hasattr(executor, "connect"):  # Ray says what it starts before the bars are drawn, not across them
         executor.connect()
@@ -184,6 +192,137 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
     return summary
 
 
+@dataclass(frozen=True)
+class Batch:
+    """Seeds of one pipeline a fed run trains together, every window of each (a look's batch of ``--until-decided``).
+
+    >>> Batch("wd0", (3, 4)).keys(2)
+    [UnitKey(pipeline='wd0', seed=3, window=0), UnitKey(pipeline='wd0', seed=3, window=1), UnitKey(pipeline='wd0', seed=4, window=0), UnitKey(pipeline='wd0', seed=4, window=1)]
+    """
+
+    pipeline: str
+    seeds: tuple[int, ...]
+
+    def keys(self, n_windows: int) -> list[UnitKey]:
+        """The batch's units, seed-major."""
+        return [UnitKey(self.pipeline, s, w) for s in self.seeds for w in range(n_windows)]
+
+
+#: ``next_batches(batch, trained)``: told that ``batch`` is complete in the store (``trained`` of its units by
+#: this run; ``(None, 0)`` at the start), returns the batches to train next.
+NextBatches = Callable[[Batch | None, int], Sequence[Batch]]
+
+
+def run_batches(plan: RunPlan, *, executor: Executor, next_batches: NextBatches, progress: bool = True) -> RunSummary:
+    """Run the units of ``plan`` batch by batch, each batch asked for as the batches before it complete.
+
+    ``next_batches(None, 0)`` names the first batches; each time a batch is complete in the store
+    (its units trained, or complete already) and its coverage checked, ``next_batches(batch,
+    trained)`` names more, whose units go to the executor at once while the other units run
+    (the executor's ``feed``: no lockstep). A batch trains exactly the units :func:`run_plan`
+    would for the plan cut to its pipeline and seeds (stale and damaged units moved aside and
+    recomputed alike), so the store ends the same as when the batches run one after another.
+    The run ends when nothing runs and no batch is asked for.
+
+    Returns
+    -------
+    RunSummary
+        Of every unit of every batch (``skipped``: complete already).
+    """
+    with StoreLock(plan.store):
+        return _run_batches_locked(plan, executor=executor, next_batches=next_batches, progress=progress)
+
+
+def _run_batches_locked(plan: RunPlan, *, executor: Executor, next_batches: NextBatches,
+                        progress: bool) -> RunSummary:
+    t0 = time.perf_counter()
+    _prepare_store(plan, progress=progress)
+    waiting: dict[Batch, set[UnitKey]] = {}   # batch -> its units still running or queued
+    batch_of: dict[UnitKey, Batch] = {}
+    counts = {"skipped": 0, "stale": 0}
+    corrupt: list[CorruptMove] = []
+    seeds: dict[int, None] = {}
+    added: list[tuple[int, int, Counter]] = []   # (total, done, left) of the batches before the board is drawn
+    board: ProgressBoard | None = None
+
+    def sub_plan(batch: Batch) -> RunPlan:
+        return dataclasses.replace(plan, pipelines=(plan.pipeline(batch.pipeline),), seeds=tuple(batch.seeds))
+
+    def schedule(batches: Sequence[Batch]) -> list[UnitTask]:
+        tasks: list[UnitTask] = []
+        todo = deque(batches)
+        while todo:
+            batch = todo.popleft()
+            sub = sub_plan(batch)
+            seeds.update(dict.fromkeys(batch.seeds))
+            write_run_manifest(sub)
+            pending, _, stale, moved = pending_units(sub)
+            for move in moved:
+                print(f"rolling-calib run: {move.line()}", file=sys.stderr)
+            new = _tasks(sub, pending, parallel=_parallel_units(executor))
+            units = [unit for t in new for unit in _units_of(t.key)]
+            done = len(sub.keys()) - len(units)
+            counts["skipped"] += done
+            counts["stale"] += stale
+            corrupt.extend(moved)
+            if board is None:
+                added.append((len(sub.keys()), done, Counter(u.pipeline for u in units)))
+            else:
+                board.add(total=len(sub.keys()), done=done, left=Counter(u.pipeline for u in units))
+            if units:
+                waiting[batch] = set(units)
+                batch_of.update(dict.fromkeys(units, batch))
+                tasks += new
+            else:
+                check_store_coverage(sub)
+                todo.extend(next_batches(batch, 0))
+        return tasks
+
+    trained: Counter = Counter()
+
+    def feed(key: UnitKey | StackKey, result: UnitResult | tuple[UnitResult, ...]) -> list[UnitTask]:
+        complete = []
+        for r in result if isinstance(result, tuple) else (result,):
+            batch = batch_of.pop(r.key)
+            trained[batch] += 1
+            waiting[batch].discard(r.key)
+            if not waiting[batch]:
+                del waiting[batch]
+                complete.append(batch)
+        more: list[Batch] = []
+        for batch in complete:
+            check_store_coverage(sub_plan(batch))
+            more += next_batches(batch, trained.pop(batch))
+        return schedule(more)
+
+    tasks = schedule(next_batches(None, 0))
+    if tasks and hasattr(executor, "connect"):
+        executor.connect()
+    total = sum(a[0] for a in added)
+    with ProgressBoard(total=total, done=sum(a[1] for a in added), left=sum((a[2] for a in added), Counter()),
+                       workers=_parallel_units(executor), enabled=progress) as board:
+
+        def on_done(key: UnitKey | StackKey, result: UnitResult | tuple[UnitResult, ...]) -> None:
+            finished = result if isinstance(result, tuple) else (result,)
+            board.unit_done(key, [(r.key.pipeline, r.seconds) for r in finished])
+
+        lines = {"on_progress": board.on_event} if board.nested else {}
+        outcome = executor.run(tasks, partial(execute, plan), on_done=on_done, feed=feed, **lines) if tasks else {}
+    results = {r.key: r for value in outcome.values() for r in (value if isinstance(value, tuple) else (value,))}
+    if waiting:   # every unit ran: a batch still waiting would be a bookkeeping error
+        raise RuntimeError(f"run_batches: batch(es) {', '.join(b.pipeline for b in waiting)} never completed")
+    summary = RunSummary(store=plan.store, ran=len(results), skipped=counts["skipped"], stale_moved=counts["stale"],
+                         seconds=time.perf_counter() - t0, results=dict(results),
+                         corrupt_moved=[move.key for move in corrupt], notes=plan.notes)
+    _record_history(dataclasses.replace(plan, seeds=tuple(seeds)), summary, executor)
+    return summary
+
+
+def _units_of(key: UnitKey | StackKey) -> list[UnitKey]:
+    """The units a task writes."""
+    return key.units() if isinstance(key, (StackKey, WindowKey)) else [key]
+
+
 def _parallel_units(executor: Executor) -> int | None:
     """Units the executor runs at once, where it says (local pool: ``workers``; Ray started here: its CPUs per unit).
 
@@ -200,30 +339,60 @@ def _parallel_units(executor: Executor) -> int | None:
     return max(1, int(cpus // per_unit)) if cpus and per_unit else None
 
 
-def _tasks(plan: RunPlan, pending: Sequence[UnitKey]) -> list[UnitTask]:
-    """The executor's tasks for ``pending`` units: the units themselves, or their seed stacks.
+def _tasks(plan: RunPlan, pending: Sequence[UnitKey], *, parallel: int | None = None) -> list[UnitTask]:
+    """The executor's tasks for ``pending`` units: the units themselves, a window's seeds, or their seed stacks.
 
     With ``stack_seeds > 1`` a stack (fixed seed group, :meth:`RunPlan.seed_groups`) is scheduled
     for a window when any of its units is pending, and retrains all its members, so that the
     pending ones get the numbers an uninterrupted run gives them. In fine-tune mode a task waits
     for the task of its predecessor window when that one is scheduled too.
+
+    Otherwise, given ``parallel`` (units the executor runs at once), the pending seeds of a window
+    go to one worker together (:class:`~rolling_calib.execution.units.WindowKey`: one after another,
+    each its own unit, the window's data set built once): fixed chunks of the seed list, as large as
+    leaves at least two tasks per worker to start with (:func:`_chunk_size`). Without it, one task per unit.
     """
-    if plan.stack_seeds == 1:
+    if plan.stack_seeds == 1 and parallel is None:
         pending_set = set(pending)
         return [UnitTask(key, after=before if (before := plan.predecessor(key)) in pending_set else None)
                 for key in pending]
     wanted = {(key.pipeline, key.window, key.seed) for key in pending}
-    tasks, scheduled = [], set()
+    if plan.stack_seeds > 1:
+        groups, make = plan.seed_groups(), StackKey
+    else:
+        cells = Counter((key.pipeline, key.window) for key in pending)   # pending seeds per (pipeline, window)
+        at_once = len({p for p, _ in cells}) if plan.mode == "finetune" else len(cells)
+        size = _chunk_size(max(cells.values(), default=1), at_once=at_once, parallel=parallel)
+        groups = [tuple(plan.seeds[i:i + size]) for i in range(0, len(plan.seeds), size)]
+        make = WindowKey
+    tasks, scheduled = [], {}
     for p in plan.pipelines:
-        for group in plan.seed_groups():
+        for group in groups:
             for w in plan.windows:
-                if not any((p.name, w.index, seed) in wanted for seed in group):
+                members = group if make is StackKey else tuple(s for s in group if (p.name, w.index, s) in wanted)
+                if not any((p.name, w.index, seed) in wanted for seed in members):
                     continue
-                key = StackKey(p.name, group, w.index)
-                before = StackKey(p.name, group, w.index - 1)
-                tasks.append(UnitTask(key, after=before if plan.mode == "finetune" and before in scheduled else None))
-                scheduled.add(key)
+                key = make(p.name, members, w.index) if make is StackKey or len(members) > 1 else \
+                    UnitKey(p.name, members[0], w.index)   # one seed: the unit itself
+                before = scheduled.get((p.name, group, w.index - 1))
+                tasks.append(UnitTask(key, after=before if plan.mode == "finetune" else None))
+                scheduled[(p.name, group, w.index)] = key
     return tasks
+
+
+def _chunk_size(seeds: int, *, at_once: int, parallel: int) -> int:
+    """Seeds of a window per task: the most that leave ``2 * parallel`` tasks startable at once (1 when none do).
+
+    ``at_once``: (pipeline, window) cells whose tasks can start together (the pipelines in fine-tune
+    mode, where window k waits for k - 1; pipelines x windows from scratch).
+
+    >>> _chunk_size(10, at_once=4, parallel=2), _chunk_size(10, at_once=1, parallel=2), _chunk_size(3, at_once=8, parallel=2)
+    (10, 3, 3)
+    """
+    for size in range(max(seeds, 1), 0, -1):
+        if at_once * -(-seeds // size) >= 2 * parallel:
+            return size
+    return 1
 
 
 def _record_history(plan: RunPlan, summary: RunSummary, executor: Executor) -> None:

@@ -37,12 +37,12 @@ from rolling_calib.execution import store as st
 from rolling_calib.execution.planning import RunPlan
 from rolling_calib.execution.progress import unit_reporter
 from rolling_calib.execution.unit_log import attach_log, unit_log
-from rolling_calib.execution.units import StackKey, UnitKey
+from rolling_calib.execution.units import StackKey, UnitKey, WindowKey
 from rolling_calib.qlib_adapter.records import RecorderSpec
 from rolling_calib.qlib_adapter.training import base_model_path, train_window, train_window_stack, unit_task
 from rolling_calib.qlib_adapter.zoo import pretrained_base
 
-__all__ = ["UnitResult", "execute_unit", "execute_stack", "execute"]
+__all__ = ["UnitResult", "execute_unit", "execute_stack", "execute_window", "execute"]
 
 
 @dataclass(frozen=True)
@@ -105,13 +105,15 @@ def _valid_frame(trained: Any, window: Window, key: UnitKey) -> pd.DataFrame | N
     return frame
 
 
-def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
+def execute_unit(plan: RunPlan, key: UnitKey, *, report: Any = None) -> UnitResult:
     """Train, predict and store one unit; safe to call in any worker process.
 
     Parameters
     ----------
     plan : RunPlan
     key : UnitKey
+    report : UnitProgress, optional
+        Where the unit reports (default: its own reporter, :func:`~rolling_calib.execution.progress.unit_reporter`).
 
     Returns
     -------
@@ -124,7 +126,8 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
     executors (local pool, Ray) receive. Qlib is initialised once per process.
     """
     t0 = time.perf_counter()
-    report = unit_reporter(key)  # None unless the run draws the units' lines (rolling_calib.execution.progress)
+    if report is None:
+        report = unit_reporter(key)  # None unless the run draws the units' lines (rolling_calib.execution.progress)
     paths = st.unit_paths(plan.store, key)
     warm_start, start_from = _warm_start(plan, key)
     task, applied = unit_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
@@ -133,7 +136,7 @@ def execute_unit(plan: RunPlan, key: UnitKey) -> UnitResult:
         with unit_log(paths.log), _checkpoint_writes(paths.checkpoint):
             trained = train_window(plan.qlib_init, task, warm_start=warm_start, checkpoint=paths.checkpoint,
                                    seed=key.seed, label=plan.label, recorder=_recorder_spec(plan, key),
-                                   threads=plan.n_threads, progress=report)
+                                   threads=plan.n_threads, progress=report, data=plan.data)
     except st.StoreWriteError:
         raise   # one line naming the file already: the library output is beside the point
     except Exception as exc:
@@ -207,9 +210,35 @@ def _split_time(results: Sequence[UnitResult], seconds: float) -> tuple[UnitResu
     return tuple(dataclasses.replace(result, seconds=seconds / len(results)) for result in results)
 
 
-def execute(plan: RunPlan, key: UnitKey | StackKey) -> UnitResult | tuple[UnitResult, ...]:
-    """The executors' ``work``: one unit, or one seed stack."""
-    return execute_stack(plan, key) if isinstance(key, StackKey) else execute_unit(plan, key)
+def execute_window(plan: RunPlan, key: WindowKey) -> tuple[UnitResult, ...]:
+    """Train the seeds of ``key`` one after another in this process, each as :func:`execute_unit` (the same numbers).
+
+    They share the window's data set (built by the first, reused by the others:
+    :mod:`rolling_calib.qlib_adapter.dataset_cache`). Each unit is written as it finishes: a
+    seed that fails leaves the seeds before it complete in the store.
+    """
+    report = unit_reporter(key)
+    out = []
+    for unit in key.units():
+        seed_report = None if report is None else _seed_reporter(report, unit.seed)
+        out.append(execute_unit(plan, unit, report=seed_report))
+    return tuple(out)
+
+
+def _seed_reporter(report: Any, seed: int) -> Any:
+    """``report`` with each stage prefixed by the seed it is about (the units of a :class:`WindowKey` share a line)."""
+    def seed_report(stage: str, **kwargs: Any) -> None:
+        report(f"seed {seed} {stage}", **kwargs)
+    return seed_report
+
+
+def execute(plan: RunPlan, key: UnitKey | StackKey | WindowKey) -> UnitResult | tuple[UnitResult, ...]:
+    """The executors' ``work``: one unit, one seed stack, or a window's seeds one after another."""
+    if isinstance(key, StackKey):
+        return execute_stack(plan, key)
+    if isinstance(key, WindowKey):
+        return execute_window(plan, key)
+    return execute_unit(plan, key)
 
 
 def _recorder_spec(plan: RunPlan, key: UnitKey) -> RecorderSpec:
@@ -241,6 +270,7 @@ def _store_unit(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, start_
         "predict_s": round(trained.predict_s, 3),
         "write_s": round(t_end - t_start, 3),
         "total_s": round(t_end - t0, 3),
+        "dataset": "reused" if getattr(trained, "dataset_reused", False) else "built",
     }
     if seed_stack is not None:
         timings["shared_by_stack"] = ["build_s", "fit_s", "total_s"]

@@ -2,6 +2,9 @@
 
 A :class:`StackKey` names several seeds of one (pipeline, window) trained as one seed stack
 (``rolling.stack_seeds``); executors schedule it like a unit, and it writes one unit per seed.
+A :class:`WindowKey` names several seeds of one (pipeline, window) trained one after another in
+one worker, each as its own unit (the same numbers): they share the window's data set, built once
+(:mod:`rolling_calib.qlib_adapter.dataset_cache`).
 
 Examples
 --------
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["StackKey", "UnitKey", "UnitTask"]
+__all__ = ["StackKey", "UnitKey", "UnitTask", "WindowKey"]
 
 
 @dataclass(frozen=True, order=True)
@@ -48,9 +51,30 @@ class StackKey:
         return f"{self.pipeline}__seeds{'-'.join(str(s) for s in self.seeds)}__w{self.window:02d}"
 
 
+@dataclass(frozen=True, order=True)
+class WindowKey:
+    """Several seeds of one pipeline's window, trained one after another in one worker (one unit each).
+
+    >>> WindowKey("base", (0, 1), 2).slug(), WindowKey("base", (0, 1), 2).units()[1]
+    ('base__seq0-1__w02', UnitKey(pipeline='base', seed=1, window=2))
+    """
+
+    pipeline: str
+    seeds: tuple[int, ...]
+    window: int
+
+    def units(self) -> list[UnitKey]:
+        """The units, in the order they train."""
+        return [UnitKey(self.pipeline, seed, self.window) for seed in self.seeds]
+
+    def slug(self) -> str:
+        """File-system-safe name, e.g. ``'base__seq0-1__w02'``."""
+        return f"{self.pipeline}__seq{'-'.join(str(s) for s in self.seeds)}__w{self.window:02d}"
+
+
 @dataclass(frozen=True)
 class UnitTask:
-    """A unit (or seed stack) and the one it must wait for (``None`` when it can start at once)."""
+    """A unit (or seed stack, or a window's seeds) and the task it must wait for (``None``: it can start at once)."""
 
-    key: UnitKey | StackKey
-    after: UnitKey | StackKey | None = None
+    key: UnitKey | StackKey | WindowKey
+    after: UnitKey | StackKey | WindowKey | None = None

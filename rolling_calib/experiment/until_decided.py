@@ -16,8 +16,14 @@ holds the full grid trains nothing. After every look the path (settings, looks, 
 used, compute against the full grid) is written to ``STORE/sequential.json`` with the one atomic
 write (:func:`rolling_calib.analysis.sequential_path.write_path`).
 
-Looks run in lockstep: the batch of a look is trained (on the local pool or Ray, in parallel)
-before the next look is taken.
+No lockstep: a pair's look ``k`` reads exactly the first ``first + (k - 1) * batch`` seeds of its
+two pipelines (:meth:`~rolling_calib.core.sequential.SequentialState.look_pair`), so it is taken as
+soon as those two pipelines' batches are in the store, whatever the other pipelines are doing; a
+pair still open asks for its pipelines' next batch at once, and the executor (local pool or Ray)
+submits those units while the other units run (:func:`rolling_calib.execution.runner.run_batches`).
+Only the schedule changes: every look reads the same seeds as when the looks run one after another,
+so the outcomes, the path and every unit's bytes are the same (``tests/execution/test_until_decided_ray.py``
+checks it against the lockstep replay on Ray).
 
 Usage (trains; ``tests/execution/test_until_decided.py`` runs it on a tiny store)::
 
@@ -33,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from rolling_calib.analysis.scoring import score_store
 from rolling_calib.analysis.sequential_path import write_path
@@ -45,7 +52,7 @@ from rolling_calib.core.validation import ConfigError
 from rolling_calib.core.verdict import LossPanel
 from rolling_calib.execution import store as st
 from rolling_calib.execution.executors import Executor
-from rolling_calib.execution.runner import RunPlan, RunSummary, run_plan
+from rolling_calib.execution.runner import Batch, RunPlan, RunSummary, run_batches
 from rolling_calib.execution.units import UnitKey
 
 __all__ = ["DECIDE_BY", "UntilDecided", "run_until_decided"]
@@ -123,8 +130,17 @@ def _unit_seconds(plan: RunPlan, used: Mapping[str, int]) -> list[float]:
     return out
 
 
-def _path(state: SequentialState, plan: RunPlan, rule: UntilDecided, *, ran: int) -> dict:
-    """The JSON path: settings, looks, per pair its stop (with the look's number), seeds, units and CPU-s."""
+def _now() -> str:
+    return pd.Timestamp.now(tz="UTC").isoformat()
+
+
+def _path(state: SequentialState, plan: RunPlan, rule: UntilDecided, *, ran: int, schedule: list[dict]) -> dict:
+    """The JSON path: settings, looks, per pair its stop (with the look's number), seeds, units and CPU-s.
+
+    ``schedule``: each batch asked for (pipeline, seeds) with when it was asked for and complete
+    (UTC) and how many of its units this run trained: how the run went, the only part (with the
+    CPU seconds) that is not the same on every run.
+    """
     used = state.used() if state.done else {n: min(state.n_seeds[n], rule.max_seeds) for n in state.names}
     looks_of: dict[tuple[str, str], int] = {}
     looks = []
@@ -153,6 +169,7 @@ def _path(state: SequentialState, plan: RunPlan, rule: UntilDecided, *, ran: int
         "full_grid": rule.max_seeds,
         "units": {"used": units_used, "full_grid": full_units, "trained_by_this_run": ran},
         "cpu_seconds": cpu,
+        "schedule": [dict(entry) for entry in schedule],
     }
 
 
@@ -181,35 +198,68 @@ def run_until_decided(config: ExperimentConfig, plan: RunPlan, *, rule: UntilDec
     if rule.decide_by not in VERDICT_METRICS:
         raise ValueError(f"--decide-by: {rule.decide_by!r} has no verdict")
     t0 = time.perf_counter()
-    ran, results, stale, corrupt = 0, {}, 0, []
-    path: dict = {}
-    while not state.done:
-        wanted = state.wanted()
-        n = max(wanted.values())
-        sub = dataclasses.replace(plan, pipelines=tuple(p for p in plan.pipelines if p.name in wanted),
-                                  seeds=plan.seeds[:n])
-        if progress:
-            print(f"until-decided: look {state.n_looks + 1}: {', '.join(f'{k} {v}' for k, v in wanted.items())} "
-                  "seed(s)", flush=True)
-        summary = run_plan(sub, executor=executor, progress=progress)
-        ran += summary.ran
-        results.update(summary.results)
-        stale += summary.stale_moved
-        corrupt += summary.corrupt_moved
-        scores = score_store(plan.store, calibration=config.rolling.calibration, label=config.rolling.label,
-                             pipelines=list(wanted))
-        state.look(_panels(scores.days, plan, wanted, rule.decide_by))
-        path = _path(state, plan, rule, ran=ran)
-        write_path(plan.store, path)
-        if progress:
-            for look in state.looks[-len(state.pairs):]:
-                if look.outcome != "open":
-                    print(f"until-decided: {' vs '.join(look.pair)}: {look.outcome} at {look.seeds} seeds "
-                          f"({look.why})", flush=True)
+    driver = _Driver(config, plan, state, rule, progress=progress)
+    summary = run_batches(plan, executor=executor, next_batches=driver.next_batches, progress=progress)
+    if not state.done:
+        raise RuntimeError(f"until-decided: the run ended with pair(s) open: "
+                           f"{', '.join(' vs '.join(p) for p in state.open_pairs)}")
+    path = _path(state, plan, rule, ran=summary.ran, schedule=driver.schedule)
+    write_path(plan.store, path)
     units_used = path["units"]["used"]
-    summary = RunSummary(store=plan.store, ran=ran, skipped=units_used - ran, stale_moved=stale,
-                         seconds=time.perf_counter() - t0,
-                         results=results, corrupt_moved=corrupt,
+    summary = RunSummary(store=plan.store, ran=summary.ran, skipped=units_used - summary.ran,
+                         stale_moved=summary.stale_moved, seconds=time.perf_counter() - t0,
+                         results=summary.results, corrupt_moved=summary.corrupt_moved,
                          notes=plan.notes + (f"until-decided: {units_used} of the full grid's "
                                              f"{path['units']['full_grid']} units", ))
     return summary, path
+
+
+class _Driver:
+    """The stopping rule between the runner's batches: judge each pair whose next look's seeds are in, ask for more.
+
+    ``complete[name]``: the plan's first seeds of ``name`` complete in the store (its batches
+    complete in order: a batch is asked for only after a look read the one before it);
+    ``asked[name]``: the seeds asked for so far.
+    """
+
+    def __init__(self, config: ExperimentConfig, plan: RunPlan, state: SequentialState, rule: UntilDecided, *,
+                 progress: bool) -> None:
+        self.config, self.plan, self.state, self.rule, self.progress = config, plan, state, rule, progress
+        self.complete = {n: 0 for n in state.names}
+        self.asked = {n: 0 for n in state.names}
+        self.ran = 0
+        self.schedule: list[dict] = []   # per batch: when it was asked for and complete (UTC), in asking order
+
+    def next_batches(self, batch: Batch | None, trained: int) -> list[Batch]:
+        """Record ``batch`` complete, take every look it makes possible, and ask for the next batches."""
+        state = self.state
+        if batch is not None:
+            self.complete[batch.pipeline] = self.plan.seeds.index(batch.seeds[-1]) + 1
+            self.ran += trained
+            entry = next(e for e in self.schedule if e["pipeline"] == batch.pipeline
+                         and e["seeds"] == list(batch.seeds))
+            entry.update(complete_at=_now(), trained=trained)
+        ready = [p for p in state.open_pairs if all(self.complete[n] >= state.next_seeds(p) for n in p)]
+        if ready:
+            names = [n for n in state.names if any(n in p for p in ready)]
+            scores = score_store(self.plan.store, calibration=self.config.rolling.calibration,
+                                 label=self.config.rolling.label, pipelines=names)
+            panels = _panels(scores.days, self.plan, {n: self.complete[n] for n in names}, self.rule.decide_by)
+            for pair in ready:
+                look = state.look_pair(pair, panels)
+                if self.progress and look.outcome != "open":
+                    print(f"until-decided: {' vs '.join(look.pair)}: {look.outcome} at {look.seeds} seeds "
+                          f"({look.why})", flush=True)
+        out = []
+        for name in state.open_names:
+            need = state.n_seeds[name]
+            if self.asked[name] < need:
+                out.append(Batch(name, tuple(self.plan.seeds[self.asked[name]:need])))
+                self.schedule.append({"pipeline": name, "seeds": list(out[-1].seeds), "asked_at": _now()})
+                self.asked[name] = need
+        if ready:
+            write_path(self.plan.store, _path(state, self.plan, self.rule, ran=self.ran, schedule=self.schedule))
+        if self.progress and out:
+            print(f"until-decided: training {', '.join(f'{b.pipeline} seed(s) {b.seeds[0]}..{b.seeds[-1]}' for b in out)}",
+                  flush=True)
+        return out

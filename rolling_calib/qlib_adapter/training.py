@@ -51,6 +51,7 @@ from data_prep.atomic import atomic_write
 from rolling_calib.core.label import LABEL_KINDS
 from rolling_calib.core.schedule import Window
 from rolling_calib.core.validation import ConfigError
+from rolling_calib.qlib_adapter.dataset_cache import prepared_dataset
 from rolling_calib.qlib_adapter.qlib_compat import RECORDER_LOGGING, lgb_finetune_broken, logged_epoch, recorder_provider
 from rolling_calib.qlib_adapter.records import RecorderSpec, record_configs, run_records
 from rolling_calib.qlib_adapter.session import init_qlib_once, store_freq
@@ -108,6 +109,8 @@ class TrainedWindow:
     valid_other_labels: pd.Series | pd.DataFrame | None = None
     # where a booster's training stopped, in words (:func:`~rolling_calib.qlib_adapter.zoo.stopping_point`)
     stopped_at: str | None = None
+    # the data set was the one an earlier unit of this window built in this process (:mod:`.dataset_cache`)
+    dataset_reused: bool = False
 
 
 def window_task(task: dict, window: Window, *, seed: int, n_threads: int) -> dict:
@@ -353,6 +356,7 @@ def train_window(
     recorder: RecorderSpec | None = None,
     threads: int | None = None,
     progress: UnitProgress | None = None,
+    data: Mapping[str, Any] | None = None,
 ) -> TrainedWindow:
     """Build the task's model and dataset, fit (from ``warm_start`` if given), predict the test segment.
 
@@ -379,6 +383,10 @@ def train_window(
         thread arguments are set by :func:`unit_task`).
     progress : UnitProgress, optional
         Told each stage and, while fitting, what the model reports (module docstring); None: nothing.
+    data : mapping, optional
+        The data identity of the store (:func:`rolling_calib.execution.store.data_identity`): given,
+        the dataset comes through this process's cache (:mod:`rolling_calib.qlib_adapter.dataset_cache`:
+        built once for the seeds of a window, the same numbers); None: built afresh.
 
     A model that loads a pretrained base network from a missing ``model_path`` (GATs, IGMTF:
     :func:`rolling_calib.qlib_adapter.zoo.pretrained_base`) first gets one trained here, on this
@@ -392,13 +400,13 @@ def train_window(
     init_qlib_once(qlib_init)
     if threads is not None:
         set_unit_threads(threads)
-    task, dataset = _with_pretrained_base(task, checkpoint=Path(checkpoint), seed=seed, threads=threads,
-                                          progress=progress)
+    task, dataset, reused = _with_pretrained_base(task, checkpoint=Path(checkpoint), seed=seed, threads=threads,
+                                                  progress=progress, qlib_init=qlib_init, data=data)
     scratch = _ScratchFiles(Path(checkpoint))
     seeding = set_global_seeds(seed) if seed is not None else {}
     model = init_instance_by_config(scratch.model_spec(task["model"]))
     if dataset is None:
-        dataset = init_instance_by_config(copy.deepcopy(dict(task["dataset"])))
+        dataset, reused = prepared_dataset(task["dataset"], qlib_init=qlib_init, data=data, model=task["model"])
     t_built = time.perf_counter()
     kind = warm_start_kind(type(model))
     with _no_recorder_logging(), scratch:
@@ -414,7 +422,7 @@ def train_window(
                      qlib_init=qlib_init)
     return TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_fit, seeding, recorded,
                          valid_predictions=valid_predictions, valid_labels=valid_labels, other_labels=other,
-                         valid_other_labels=valid_other, stopped_at=stopping_point(model))
+                         valid_other_labels=valid_other, stopped_at=stopping_point(model), dataset_reused=reused)
 
 
 def _fit_window(model: Any, dataset: Any, *, warm_start: Path | None, kind: str | None, scratch: _ScratchFiles,
@@ -498,27 +506,26 @@ def base_model_path(checkpoint: Path) -> Path:
 
 
 def _with_pretrained_base(task: Mapping[str, Any], *, checkpoint: Path, seed: int | None,
-                          threads: int | None, progress: UnitProgress = _silent) -> tuple[Mapping[str, Any], Any]:
+                          threads: int | None, progress: UnitProgress = _silent, qlib_init: Mapping[str, Any],
+                          data: Mapping[str, Any] | None = None) -> tuple[Mapping[str, Any], Any, bool]:
     """``task`` with ``model_path`` pointing at a base network pretrained on this window, where it needs one.
 
-    Returns ``(task, dataset)``: the dataset the pretraining built (the unit's model uses the same
-    one), or ``None`` when nothing was pretrained.
+    Returns ``(task, dataset, reused)``: the dataset the pretraining used (the unit's model uses the
+    same one; through the cache as in :func:`train_window`), or ``None`` when nothing was pretrained.
     """
-    from qlib.utils import init_instance_by_config
-
     base = pretrained_base(task)
     if base is None:
-        return task, None
+        return task, None, False
     path = base_model_path(checkpoint)
     path.parent.mkdir(parents=True, exist_ok=True)
     progress("pretraining base")
     set_global_seeds(seed if seed is not None else 0)
-    dataset = init_instance_by_config(copy.deepcopy(dict(task["dataset"])))
+    dataset, reused = prepared_dataset(task["dataset"], qlib_init=qlib_init, data=data, model=task["model"])
     with _no_recorder_logging():
         pretrain_base(base, dataset, seed=seed if seed is not None else 0, threads=threads or 1, path=path)
     out = copy.deepcopy(dict(task))
     out["model"].setdefault("kwargs", {})["model_path"] = str(path)
-    return out, dataset
+    return out, dataset, reused
 
 
 class _ScratchFiles:

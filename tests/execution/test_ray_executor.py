@@ -235,3 +235,33 @@ def test_seed_stacks_on_ray_give_the_local_stacks_numbers(ray_runtime, tmp_path)
     assert summary.ran == 4
     for key, frame in _unit_frames(local).items():
         pd.testing.assert_frame_equal(_unit_frames(remote)[key], frame, check_exact=True)
+
+
+def test_stop_signal_cancels_outstanding_ray_tasks(ray_runtime, tmp_path):
+    """SIGTERM in the driver (as ``rolling-calib run`` handles it): outstanding tasks cancelled, no more units written."""
+    import os
+    import signal
+    import time
+
+    from rolling_calib.execution.executors import RunStopped, stop_signals
+
+    tasks = chain_tasks(pipelines=("a", "b"), seeds=3, windows=2)   # 12 units of 0.5 s on 2 CPUs
+    work = StoreWork(str(tmp_path), sleep_s=0.5)
+    seen: list[UnitKey] = []
+
+    def stop_after_first(key, _):
+        seen.append(key)
+        if len(seen) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(RunStopped) as info, stop_signals():
+        RayExecutor(max_retries=0).run(tasks, work, on_done=stop_after_first)
+    stop = info.value
+    assert stop.signum == signal.SIGTERM and stop.completed >= 1
+    assert stop.cancelled >= 1 and stop.completed + stop.cancelled == len(tasks)
+    time.sleep(2.0)   # a cancelled task that was running ends in its sleep: it never writes its file
+    written = sorted(tmp_path.glob("*.json"))
+    assert len(written) < len(tasks)                  # the queued units never ran
+    assert not list(tmp_path.glob("*.tmp"))
+    again = RayExecutor(max_retries=0).run(tasks, work)   # the runtime is still usable: everything runs
+    assert set(again) == {t.key for t in tasks}
