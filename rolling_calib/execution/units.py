@@ -17,6 +17,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 __all__ = ["StackKey", "UnitKey", "UnitTask", "WindowKey"]
 
@@ -35,41 +36,46 @@ class UnitKey:
 
 
 @dataclass(frozen=True, order=True)
-class StackKey:
-    """Several seeds of one pipeline's window, trained as one seed stack."""
+class _SeedGroup:
+    """Several seeds of one pipeline's window (the kinds below differ in how a worker trains them)."""
 
     pipeline: str
     seeds: tuple[int, ...]
     window: int
+    #: The slug's word before the seeds.
+    TAG: ClassVar[str] = "seeds"
 
     def units(self) -> list[UnitKey]:
-        """The units this stack writes, in seed order."""
+        """The units this group writes, in seed order (the order they train)."""
         return [UnitKey(self.pipeline, seed, self.window) for seed in self.seeds]
 
     def slug(self) -> str:
         """File-system-safe name, e.g. ``'base__seeds0-1-2__w01'``."""
-        return f"{self.pipeline}__seeds{'-'.join(str(s) for s in self.seeds)}__w{self.window:02d}"
+        return f"{self.pipeline}__{self.TAG}{'-'.join(str(s) for s in self.seeds)}__w{self.window:02d}"
 
 
 @dataclass(frozen=True, order=True)
-class WindowKey:
+class StackKey(_SeedGroup):
+    """Several seeds of one pipeline's window, trained as one seed stack.
+
+    >>> StackKey("base", (0, 1, 2), 1).slug()
+    'base__seeds0-1-2__w01'
+    """
+
+    TAG: ClassVar[str] = "seeds"
+
+
+@dataclass(frozen=True, order=True)
+class WindowKey(_SeedGroup):
     """Several seeds of one pipeline's window, trained one after another in one worker (one unit each).
 
     >>> WindowKey("base", (0, 1), 2).slug(), WindowKey("base", (0, 1), 2).units()[1]
     ('base__seq0-1__w02', UnitKey(pipeline='base', seed=1, window=2))
+    >>> WindowKey("base", (0, 1), 2) == StackKey("base", (0, 1), 2)
+    False
     """
 
-    pipeline: str
-    seeds: tuple[int, ...]
-    window: int
-
-    def units(self) -> list[UnitKey]:
-        """The units, in the order they train."""
-        return [UnitKey(self.pipeline, seed, self.window) for seed in self.seeds]
-
-    def slug(self) -> str:
-        """File-system-safe name, e.g. ``'base__seq0-1__w02'``."""
-        return f"{self.pipeline}__seq{'-'.join(str(s) for s in self.seeds)}__w{self.window:02d}"
+    TAG: ClassVar[str] = "seq"
 
 
 @dataclass(frozen=True)
