@@ -94,7 +94,9 @@ def test_a_unit_log_appears_whole_when_the_unit_ends_and_is_kept_when_it_fails(t
 
 
 SLOW_WRITE = (
-    "import sys, time\n"
+    "import signal, sys, time\n"
+    "for s in (signal.SIGTERM, signal.SIGHUP):\n"      # a terminal's process: default actions, even when the test
+    "    signal.signal(s, signal.SIG_DFL)\n"           # runner was started under nohup (SIGHUP ignored, inherited)
     "from pathlib import Path\n"
     "from data_prep.atomic import atomic_write\n"
     "def slow(tmp):\n"
@@ -121,3 +123,22 @@ def test_a_process_ended_by_a_signal_mid_write_leaves_no_temporary_file(tmp_path
     code = proc.wait(timeout=60)
     assert code != 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_signal_the_user_ignored_stays_ignored(tmp_path):
+    """Under ``nohup`` (SIGHUP ignored, inherited) the write is not ended by SIGHUP: the handler is only installed
+    over a default action, so the file is written whole and no temporary is left."""
+    import signal
+    import subprocess
+    import sys
+
+    script = SLOW_WRITE.replace("signal.signal(s, signal.SIG_DFL)", "signal.signal(s, signal.SIG_IGN)") \
+                       .replace("time.sleep(60)", "time.sleep(2)")
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], cwd=repo, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": str(repo)})
+    assert proc.stdout.readline().strip() == "writing"
+    proc.send_signal(signal.SIGHUP)
+    assert proc.wait(timeout=60) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+    assert (tmp_path / "report.html").read_text() == "half a report"
