@@ -46,10 +46,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.verdict_calibration import PRESETS, UsageError, parse_cells, parse_drift, store_panels  # noqa: E402
+from bench.verdict_calibration import PRESETS, UsageError, model_from_store, parse_cells, parse_drift  # noqa: E402
 from rolling_calib.core import variance as V  # noqa: E402
 from rolling_calib.core.tables import format_table  # noqa: E402
-from rolling_calib.core.verdict_sim import PanelModel, _simulate, estimate_model, estimator_sd  # noqa: E402
+from rolling_calib.core.verdict_sim import PanelModel, _simulate, estimator_sd  # noqa: E402
 
 METHODS = ("verdict", "floor21_fixedb", "oracle_bw_fixedb", "dm", "true_se")
 
@@ -153,9 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         cells = parse_cells(args.cells)
         drifts = parse_drift(args.drift)
         if args.from_store:
-            panels, _, window_days, _ = store_panels(args.from_store, "ql", None)
-            names = list(panels)
-            base = estimate_model(panels[names[0]], panels[names[1]], window_days=window_days)
+            base = model_from_store(args.from_store, metric="ql")[0]
             source = f"store {args.from_store}"
         else:
             base, source = PRESETS[args.preset], f"preset {args.preset}"

@@ -223,17 +223,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
-    if args.model:
-        from ruamel.yaml import YAML
-        model = PanelModel.from_dict(YAML(typ="safe").load(Path(args.model).read_text()), where=args.model)
-        source = args.model
-    elif args.from_store:
-        from bench.verdict_calibration import model_from_store
-        model = model_from_store(args.from_store, metric=args.metric)
-        source = args.from_store
-    else:
-        model = _presets()[args.preset]
-        source = f"preset {args.preset}"
+    from bench.verdict_calibration import UsageError, load_model, model_from_store
+
+    try:
+        if args.model:
+            model, source = load_model(args.model), args.model
+        elif args.from_store:
+            model = model_from_store(args.from_store, metric=args.metric)[0]
+            source = f"store {args.from_store} ({args.metric}: {model})"
+        else:
+            model = _presets()[args.preset]
+            source = f"preset {args.preset}"
+    except UsageError as exc:
+        print(f"sequential_replay: {exc}", file=sys.stderr)
+        return 2
     effects = [float(x) for x in args.effects.split(",")]
     records = simulate(model, effects=effects, reps=args.reps, n_days=args.days, first=args.first,
                        batch=args.batch, max_seeds=args.max_seeds, target=args.target, seed=args.seed,

@@ -145,6 +145,26 @@ def store_panels(store: str, metric: str, pair: list[str] | None) -> tuple[dict[
     return panels, METRIC_TABLE[metric].orientation, window, info
 
 
+def model_from_store(store: str, *, metric: str = "ql", pair: list[str] | None = None,
+                     window_days: int | None = None) -> tuple[PanelModel, dict[str, Any], str, dict[str, Any]]:
+    """The :class:`PanelModel` of a store's pair (its first two pipelines unless ``pair``), by the method of moments.
+
+    Returns the model, the store's panels, the metric's orientation and a description of the source (store, metric,
+    pair, window, seeds and days), for every bench that simulates from a store.
+    """
+    if not Path(store).is_dir():
+        raise UsageError(f"{store}: no such directory (--from-store expects a result store)")
+    panels, orientation, window, info = store_panels(store, metric, pair)
+    names = pair or list(panels)[:2]
+    if len(names) < 2 or any(n not in panels for n in names):
+        raise UsageError(f"{store}: expected two pipelines with {metric} days, found {sorted(panels)}")
+    window = window_days or window
+    model = estimate_model(panels[names[0]], panels[names[1]], window_days=window)
+    source = {"store": store, "metric": metric, "pair": names, "window_days": window, **info,
+              "n_seeds": [panels[n].n_seeds for n in names], "n_days": [panels[n].n_times for n in names]}
+    return model, panels, orientation, source
+
+
 # --------------------------------------------------------------------------- tables
 def _pct(value: float | None, se: float | None = None) -> str:
     if value is None or not math.isfinite(value):
@@ -320,15 +340,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.from_store:
         if not Path(args.from_store).is_dir():
             raise UsageError(f"{args.from_store}: no such directory (--from-store expects a result store)")
-        panels, orientation, window, info = store_panels(args.from_store, args.metric, args.pair)
-        names = args.pair or list(panels)[:2]
-        if len(names) < 2 or any(n not in panels for n in names):
-            raise UsageError(f"{args.from_store}: expected two pipelines with {args.metric} days, found {sorted(panels)}")
-        window = args.window_days or window
-        model = estimate_model(panels[names[0]], panels[names[1]], window_days=window)
-        result["source"] = {"store": args.from_store, "metric": args.metric, "pair": names, "window_days": window,
-                            **info, "n_seeds": [panels[n].n_seeds for n in names],
-                            "n_days": [panels[n].n_times for n in names]}
+        model, panels, orientation, source = model_from_store(args.from_store, metric=args.metric, pair=args.pair,
+                                                              window_days=args.window_days)
+        result["source"] = source
     elif args.model:
         model = load_model(args.model)
         result["source"] = {"model": args.model}
