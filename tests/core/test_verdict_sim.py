@@ -287,3 +287,26 @@ def test_bench_on_a_store_estimates_splits_and_writes_markdown(tmp_path):
     text = out.read_text()
     header = next(line for line in text.splitlines() if "false decisions" in line and line.startswith("|"))
     assert [c.strip() for c in header.strip("|").split("|")][:5] == ["seeds", "days", "target", "drift", "method"]
+
+
+def test_sequential_replay_simulates_from_a_store_and_replays_it(tmp_path):
+    """bench/sequential_replay.py --from-store: the model estimated from the store (as verdict_calibration does), its
+    simulated pairs and the store's own pair replayed; a missing store is one line, exit 2."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from runner_helpers import write_fake_store
+
+    store = tmp_path / "store"
+    write_fake_store(store, pipelines={"a": {"bias_sd": 1.0}, "b": {"bias_sd": 0.5}}, seeds=6)
+    replay_bench = ROOT / "bench" / "sequential_replay.py"
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, str(replay_bench), "--from-store", str(store), "--reps", "2", "--effects",
+                        "0", "--days", "40", "--max-seeds", "6", "--store", str(store), "--orders", "2", "--json"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["source"].startswith(f"store {store} (ql: PanelModel(")
+    assert {row["method"] for row in res["rows"]} == {"sequential", "naive", "bonferroni", "full_grid"}
+    assert res["store_rows"] and {row["effect_se"] for row in res["store_rows"]} == {"a vs b"}
+    r = subprocess.run([sys.executable, str(replay_bench), "--from-store", str(tmp_path / "nowhere")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "no such directory" in r.stderr
