@@ -12,7 +12,8 @@ at true differences of 0 to 6 standard errors (of the full grid's difference), a
 * ``bonferroni``: the verdict after every batch at ``1 - alpha / looks``, stop at the first decision
   (a valid but conservative group-sequential baseline).
 
-AdaStop (the group-sequential permutation test over seeds) is not installed here; it is left out.
+* ``adastop``: AdaStop (the group-sequential permutation test over seeds, ``pip install adastop``; a bench-only
+  extra, left out when it is not installed) on the runs' mean losses: seeds only, no market time.
 
 Per method and true difference it prints the share decided (the false-decision rate at 0), the
 wrong-direction rate, the agreement with the full grid's verdict, and the seeds used over the full
@@ -47,7 +48,12 @@ from rolling_calib.core.tables import format_table  # noqa: E402
 from rolling_calib.core.verdict import LossPanel, decide  # noqa: E402
 from rolling_calib.core.verdict_sim import PanelModel, estimator_sd, simulate_pair  # noqa: E402
 
-METHODS = ("sequential", "naive", "bonferroni", "full_grid")
+try:   # AdaStop (Mathieu et al. 2023), the group-sequential permutation test over seeds: a bench-only extra
+    from adastop import MultipleAgentsComparator
+except ImportError:  # pragma: no cover - `pip install adastop` adds it
+    MultipleAgentsComparator = None
+
+METHODS = ("sequential", "naive", "bonferroni", "full_grid") + (("adastop",) if MultipleAgentsComparator else ())
 
 
 def _presets() -> dict[str, PanelModel]:
@@ -73,6 +79,21 @@ def _peek(a: LossPanel, b: LossPanel, *, first: int, batch: int, max_seeds: int,
         k = min(k + batch, max_seeds)
 
 
+def _adastop(a: LossPanel, b: LossPanel, *, batch: int, max_seeds: int, seed: int) -> tuple[str, int]:
+    """AdaStop on the runs' mean losses: ``batch`` seeds per interim, ``max_seeds / batch`` interims, two-sided 5%,
+    1,000 permutations. It sees seeds only (a run's mean over the days is its evaluation), not market time."""
+    n_looks = max(max_seeds // batch, 1)
+    comparator = MultipleAgentsComparator(n=batch, K=n_looks, B=1000, alpha=0.05, seed=seed)
+    runs = {"a": a.total.sum(axis=1) / a.weight.sum(axis=1), "b": b.total.sum(axis=1) / b.weight.sum(axis=1)}
+    for k in range(1, n_looks + 1):
+        comparator.partial_compare({n: v[: k * batch] for n, v in runs.items()}, verbose=False)
+        if comparator.is_finished:
+            break
+    decision = list(comparator.decisions.values())[0]
+    used = int(max(comparator.n_iters.values()))
+    return {"smaller": "better", "larger": "worse"}.get(decision, "undetermined"), used
+
+
 def _looks(first: int, batch: int, max_seeds: int) -> int:
     return 1 + math.ceil(max(max_seeds - first, 0) / batch)
 
@@ -90,6 +111,8 @@ def replay_pair(a: LossPanel, b: LossPanel, *, first: int, batch: int, max_seeds
                               level=1 - 0.05 / _looks(first, batch, max_seeds), target=target)
     v = decide(a, b, names=("a", "b"), resampling=Resampling(target=target))
     out["full_grid"] = (v.outcome, max_seeds)
+    if MultipleAgentsComparator is not None:
+        out["adastop"] = _adastop(a, b, batch=batch, max_seeds=max_seeds, seed=order_seed)
     return out
 
 
