@@ -155,15 +155,21 @@ def _prepare_store(plan: RunPlan, *, progress: bool) -> None:
             print(f"note: {note}", file=sys.stderr)
 
 
-def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSummary:
-    t0 = time.perf_counter()
-    _prepare_store(plan, progress=progress)
+def _planned_tasks(plan: RunPlan, executor: Executor) -> tuple[list[UnitTask], list[UnitKey], int, list]:
+    """Write the plan's manifest, move stale and corrupt units aside (each corrupt one said on stderr) and cut the
+    pending units into tasks: ``(tasks, units they write, stale count, corrupt moves)``."""
     write_run_manifest(plan)
-    pending, skipped, stale, corrupt = pending_units(plan)
+    pending, _, stale, corrupt = pending_units(plan)
     for move in corrupt:
         print(f"rolling-calib run: {move.line()}", file=sys.stderr)
     tasks = _tasks(plan, pending, parallel=_parallel_units(executor))
-    units = [unit for t in tasks for unit in _units_of(t.key)]
+    return tasks, [unit for t in tasks for unit in _units_of(t.key)], stale, corrupt
+
+
+def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSummary:
+    t0 = time.perf_counter()
+    _prepare_store(plan, progress=progress)
+    tasks, units, stale, corrupt = _planned_tasks(plan, executor)
     skipped = len(plan.keys()) - len(units)  # a stack retrains its complete members too (same numbers)
     if tasks and hasattr(executor, "connect"):  # Ray says what it starts before the bars are drawn, not across them
         executor.connect()
@@ -255,12 +261,7 @@ def _run_batches_locked(plan: RunPlan, *, executor: Executor, next_batches: Next
             batch = todo.popleft()
             sub = sub_plan(batch)
             seeds.update(dict.fromkeys(batch.seeds))
-            write_run_manifest(sub)
-            pending, _, stale, moved = pending_units(sub)
-            for move in moved:
-                print(f"rolling-calib run: {move.line()}", file=sys.stderr)
-            new = _tasks(sub, pending, parallel=_parallel_units(executor))
-            units = [unit for t in new for unit in _units_of(t.key)]
+            new, units, stale, moved = _planned_tasks(sub, executor)
             done = len(sub.keys()) - len(units)
             counts["skipped"] += done
             counts["stale"] += stale
