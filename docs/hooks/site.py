@@ -9,8 +9,9 @@
 * **Links keep working in both places.** Pages are written to read well on a repository browser,
   so a page under ``docs/`` links a mirrored page as ``../workflows/README.md`` and a mirrored page
   links ``../docs/method.md``. :func:`site_link` rewrites such links to the page's place in the
-  site; a link to any other file outside ``docs/`` is left alone, and ``mkdocs build --strict``
-  then fails on it (name repository files in backticks instead of linking them).
+  site. A link to another file of the repository (``../bench/regime_map.py``), which the site does
+  not hold, becomes its path in backticks (:func:`rewrite_links`); a link to a file that exists
+  nowhere is left alone, and ``mkdocs build --strict`` fails on it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ MIRRORED: tuple[str, ...] = (
 #: The generated command-line reference's path in the site.
 CLI_PAGE = "cli.md"
 
-_LINK = re.compile(r"(\]\()([^)\s]+)(\))")
+_LINK = re.compile(r"(!?)\[([^\]\n]*)\]\(([^)\s]+)\)")
 _FENCE = re.compile(r"^(```|~~~)", re.MULTILINE)
 
 
@@ -93,8 +94,43 @@ def site_link(target: str, page_src: str) -> str:
     return posixpath.relpath(site, posixpath.dirname(page_src) or ".") + sep + anchor
 
 
+def repo_file(target: str, page_src: str) -> str | None:
+    """The repository path ``target`` names from ``page_src`` when it is an existing file the site does not hold.
+
+    >>> repo_file("../bench/regime_map.py", "evidence.md"), repo_file("method.md", "evidence.md")
+    ('bench/regime_map.py', None)
+    >>> repo_file("../bench/no_such_script.py", "evidence.md") is None      # a broken link stays one
+    True
+    """
+    where = repo_path(page_src)
+    if where is None or re.match(r"^[a-z][a-z0-9+.-]*:|^#|^/", target):
+        return None
+    path = posixpath.normpath(posixpath.join(posixpath.dirname(where), target.partition("#")[0]))
+    if path.startswith(("docs/", "../")) or path in MIRRORED or path == "." or not (ROOT / path).is_file():
+        return None
+    return path
+
+
+def _link(match: re.Match, page_src: str) -> str:
+    image, text, target = match.groups()
+    path = None if image else repo_file(target, page_src)
+    if path is None:
+        return f"{image}[{text}]({site_link(target, page_src)})"
+    shown = text.strip("`")
+    return f"`{path}`" if shown in (path, posixpath.basename(path), target) else f"{text} (`{path}`)"
+
+
 def rewrite_links(markdown: str, page_src: str) -> str:
-    """Every inline link of ``markdown`` through :func:`site_link`, fenced code left as it is."""
+    """Every inline link of ``markdown`` made to work in the site, fenced code left as it is.
+
+    Links to pages go through :func:`site_link`; a link to another file of the repository becomes
+    its path in backticks (the site has no copy of it to link to).
+
+    >>> rewrite_links("[the map](../bench/regime_map.py) and [method](method.md#5-deciding)", "evidence.md")
+    'the map (`bench/regime_map.py`) and [method](method.md#5-deciding)'
+    >>> rewrite_links("[`bench/regime_map.py`](../bench/regime_map.py)", "evidence.md")
+    '`bench/regime_map.py`'
+    """
     parts = _FENCE.split(markdown)
     out, inside = [], False
     for part in parts:
@@ -104,7 +140,7 @@ def rewrite_links(markdown: str, page_src: str) -> str:
         elif inside:
             out.append(part)
         else:
-            out.append(_LINK.sub(lambda m: m.group(1) + site_link(m.group(2), page_src) + m.group(3), part))
+            out.append(_LINK.sub(lambda m: _link(m, page_src), part))
     return "".join(out)
 
 
