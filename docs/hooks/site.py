@@ -126,8 +126,8 @@ def rewrite_links(markdown: str, page_src: str) -> str:
     Links to pages go through :func:`site_link`; a link to another file of the repository becomes
     its path in backticks (the site has no copy of it to link to).
 
-    >>> rewrite_links("[the map](../bench/regime_map.py) and [method](method.md#5-deciding)", "evidence.md")
-    'the map (`bench/regime_map.py`) and [method](method.md#5-deciding)'
+    >>> rewrite_links("[the map](../bench/regime_map.py) and [method](method.md#5-deciding-between-two-pipelines)", "evidence.md")
+    'the map (`bench/regime_map.py`) and [method](method.md#5-deciding-between-two-pipelines)'
     >>> rewrite_links("[`bench/regime_map.py`](../bench/regime_map.py)", "evidence.md")
     '`bench/regime_map.py`'
     """
