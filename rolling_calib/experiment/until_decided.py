@@ -1,6 +1,8 @@
 """Compute to a verdict, live: ``rolling-calib run CONFIG --until-decided``.
 
-Trains ``rule.first`` seeds of every pipeline, then looks: scores the store, builds each pipeline's
+Trains ``rule.first`` seeds of every pipeline, then looks: scores the runs the look needs that were
+not scored before (:class:`~rolling_calib.analysis.seed_panels.GrowingPanels`: each run read and
+scored once, the panels grow by the new batch's seeds), builds each pipeline's
 :class:`~rolling_calib.core.verdict.LossPanel` of the seeds trained so far, and lets the stopping
 rule (:class:`rolling_calib.core.sequential.SequentialState`, the same object
 :func:`~rolling_calib.core.sequential.replay` runs on finished panels) judge every open pair; then
@@ -46,16 +48,15 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from rolling_calib.analysis.scoring import score_store
+from rolling_calib.analysis.seed_panels import GrowingPanels
 from rolling_calib.analysis.sequential_path import BatchRecord, NumberedLook, SequentialPath, UnitCount, write_path
-from rolling_calib.analysis.verdicts import VERDICT_METRICS, loss_panel
+from rolling_calib.analysis.verdicts import VERDICT_METRICS
 from rolling_calib.config.experiment import ExperimentConfig
 from rolling_calib.core.metric_table import DECIDE_BY, METRIC_TABLE
 from rolling_calib.core.question import Question
 from rolling_calib.core.sequential import SequentialState
 from rolling_calib.core.stopping import DEFAULT_RULE, STOPPING_RULE, StoppingRule
 from rolling_calib.core.validation import ConfigError, Constraint, Options, Worded, check
-from rolling_calib.core.verdict import LossPanel
 from rolling_calib.execution import store as st
 from rolling_calib.execution.executors import Executor
 from rolling_calib.execution.runner import Batch, RunPlan, RunSummary, run_batches
@@ -90,21 +91,6 @@ class UntilDecided:
     def __post_init__(self) -> None:
         for name, constraint in self.CONSTRAINTS.items():
             check(name, getattr(self, name), constraint)
-
-
-def _panels(days, plan: RunPlan, wanted: Mapping[str, int], metric: str) -> dict[str, LossPanel]:
-    """Each wanted pipeline's panel of its first ``n`` seeds of the plan, rows in the plan's seed order."""
-    panels = {}
-    for name, n in wanted.items():
-        panel = loss_panel(days, name, metric)
-        seeds = plan.seeds[:n]
-        have = [] if panel is None else panel.seeds.tolist()
-        missing = [s for s in seeds if s not in have]
-        if missing:
-            raise ValueError(f"until-decided: {name} has no scored {metric} for seed(s) "
-                             f"{', '.join(map(str, missing))} after training them")
-        panels[name] = panel.select(seeds=np.array([have.index(s) for s in seeds]))
-    return panels
 
 
 def _unit_seconds(plan: RunPlan, used: Mapping[str, int]) -> list[float]:
@@ -199,7 +185,8 @@ class _Driver:
 
     ``complete[name]``: the plan's first seeds of ``name`` complete in the store (its batches
     complete in order: a batch is asked for only after a look read the one before it);
-    ``asked[name]``: the seeds asked for so far.
+    ``asked[name]``: the seeds asked for so far; ``panels``: every run scored once, the look's
+    panels grown from them.
     """
 
     def __init__(self, config: ExperimentConfig, plan: RunPlan, state: SequentialState, until: UntilDecided, *,
@@ -209,6 +196,13 @@ class _Driver:
         self.asked = {n: 0 for n in state.names}
         self.ran = 0
         self.schedule: list[dict[str, Any]] = []   # per batch: when it was asked for and complete (UTC), in order
+        self._panels: GrowingPanels | None = None   # made at the first look (the runner writes the manifest first)
+
+    def panels(self) -> GrowingPanels:
+        if self._panels is None:
+            self._panels = GrowingPanels(self.plan.store, pipelines=self.state.names, metric=self.until.decide_by,
+                                         calibration=self.config.rolling.calibration, label=self.config.rolling.label)
+        return self._panels
 
     def next_batches(self, batch: Batch | None, trained: int) -> list[Batch]:
         """Record ``batch`` complete, take every look it makes possible, and ask for the next batches."""
@@ -222,9 +216,10 @@ class _Driver:
         ready = [p for p in state.open_pairs if all(self.complete[n] >= state.next_seeds(p) for n in p)]
         if ready:
             names = [n for n in state.names if any(n in p for p in ready)]
-            scores = score_store(self.plan.store, calibration=self.config.rolling.calibration,
-                                 label=self.config.rolling.label, pipelines=names)
-            panels = _panels(scores.days, self.plan, {n: self.complete[n] for n in names}, self.until.decide_by)
+            try:
+                panels = self.panels().panels({n: self.plan.seeds[:self.complete[n]] for n in names})
+            except ValueError as exc:
+                raise ValueError(f"until-decided: {exc} (read after its batch was trained)") from exc
             for pair in ready:
                 look = state.look_pair(pair, panels)
                 if self.progress and look.outcome != "open":
