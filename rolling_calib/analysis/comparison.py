@@ -4,9 +4,9 @@
 ``compare`` command's result:
 
 * per pair, the **verdict** of every metric (QL, CQL, IC, Rank IC): better, worse or
-  undetermined at the chosen confidence, with the difference of means, its interval over
-  seeds *and* the market's future (or over seeds on the evaluated days: the resampling's
-  ``target``), the dominant source of uncertainty, how much pairing the seeds narrowed the
+  undetermined at the question's confidence, with the difference of means, its interval over
+  seeds *and* the market's future (or over seeds on the evaluated days: the
+  :class:`~rolling_calib.core.question.Question`'s ``target``), the dominant source of uncertainty, how much pairing the seeds narrowed the
   interval and the seeds needed to decide (the Diebold-Mariano test is kept as a time-series
   detail)
   (:mod:`rolling_calib.analysis.verdicts`, :mod:`rolling_calib.core.verdict`);
@@ -14,8 +14,8 @@
   ground truth), each measured and each with what to do;
 * per pipeline the mean and standard deviation over seeds of QL, QL over CQL's periods, CQL and
   the IC metrics, the std ratio CQL / QL and the seed budget;
-* per pair the pairwise accuracy of every metric with bootstrap intervals (direction by mean
-  QL) -- numbers that mean something only when the ground truth is determined and the seeds
+* per pair the pairwise accuracy of every metric with bootstrap intervals over seeds (direction
+  by mean QL; the :class:`~rolling_calib.core.resampling.Resampling`'s replicates and seed) -- numbers that mean something only when the ground truth is determined and the seeds
   differ: :meth:`StoreComparison.format` shows them only then.
 
 Example
@@ -52,6 +52,7 @@ from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import Label, describe_choice
 from rolling_calib.core.metric_table import COMPARED_METRICS, METRIC_TABLE, title
 from rolling_calib.core.tables import format_table, sig
+from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import validate_params
 from rolling_calib.core.verdict import Verdict
@@ -84,13 +85,16 @@ class StoreComparison:
         The guards that fired.
     calibration : Calibration
         The calibration rule of the scores; ``label`` : Label, the label they were scored against.
+    question : Question
+        What every verdict and interval answers: the target and the confidence (recorded once).
     resampling : Resampling
-        The bootstrap settings of every interval and verdict (recorded once).
+        The bootstrap settings of the pairwise accuracies' intervals (recorded once).
     """
 
     summary: pd.DataFrame
     pairs: list[cmp.PairComparison]
     resampling: Resampling = DEFAULT
+    question: Question = DEFAULT_QUESTION
     calibration: Calibration = field(default_factory=Calibration)
     label: Label = field(default_factory=lambda: Label(kind="raw"))
     incomplete: list[str] = field(default_factory=list)
@@ -101,7 +105,8 @@ class StoreComparison:
 
     @property
     def confidence(self) -> float:
-        return self.resampling.confidence
+        """The question's confidence: the level of every interval."""
+        return self.question.confidence
 
     @property
     def n_boot(self) -> int:
@@ -113,8 +118,8 @@ class StoreComparison:
 
     @property
     def target(self) -> str:
-        """The verdicts' question: ``"future"`` or ``"period"``."""
-        return self.resampling.target
+        """The question's target: ``"future"`` or ``"period"``."""
+        return self.question.target
 
     def verdicts_of(self, pair: cmp.PairComparison) -> PairVerdicts | None:
         """The verdicts of ``pair`` (None when not computed)."""
@@ -160,6 +165,7 @@ class StoreComparison:
             "bias": self.calibration.bias,
             "source": self.calibration.source,
             "label": self.label.kind,
+            "question": self.question.to_dict(),
             "bootstrap": self.resampling.to_dict(),
             "pipelines": [jsonable(rec) for rec in self.summary.to_dict(orient="records")],
             "pairs": pairs,
@@ -351,12 +357,13 @@ def _summary_row(name: str, values: dict[str, np.ndarray]) -> dict[str, Any]:
     return row
 
 
-@validate_params({"resampling": RESAMPLING})
+@validate_params({"question": QUESTION, "resampling": RESAMPLING})
 def compare_store(
     scores: StoreScores,
     *,
     pipelines: Sequence[str] | None = None,
     pairs: Sequence[tuple[str, str]] | None = None,
+    question: Question = DEFAULT_QUESTION,
     resampling: Resampling = DEFAULT,
 ) -> StoreComparison:
     """Verdicts, warnings, summaries per pipeline and pairwise accuracies per pair.
@@ -369,11 +376,13 @@ def compare_store(
     pairs : sequence of (str, str), optional
         Pairs to compare. Default: the experiment's ``compare:`` pairs among the
         included pipelines, else every pair.
+    question : Question
+        What every verdict answers (recorded): the target and the confidence of every interval (the
+        verdicts' and the pairwise accuracies').
     resampling : Resampling
-        Every bootstrap setting (recorded): replicates, level (also the verdicts'), seed and the mean
-        block length (trading days) of the stationary bootstrap over market time (None: chosen from
-        the data, Politis-White). Market time is resampled once per time axis and shared by every
-        pair and metric.
+        The bootstrap of the pairwise accuracies over seeds (recorded): replicates and seed. The
+        verdicts are analytic and draw nothing; ``block_size`` is not used here (only the sweep's
+        model confidence set draws blocks of market time).
 
     Returns
     -------
@@ -392,21 +401,23 @@ def compare_store(
         for name in (a, b):
             if name not in names:
                 raise ValueError(f"pair ({a}, {b}): pipeline {name!r} is not included (included: {', '.join(names)})")
-        pair = _compare_runs(a, scores.scores_of(a), b, scores.scores_of(b), resampling=resampling)
+        pair = _compare_runs(a, scores.scores_of(a), b, scores.scores_of(b), question=question, resampling=resampling)
         comparisons.append(pair)
-        verdicts.append(decide_pair(scores.days, pair.better, pair.worse, label=scores.label, resampling=resampling))
+        verdicts.append(decide_pair(scores.days, pair.better, pair.worse, label=scores.label, question=question))
     warnings = guard_warnings(days=scores.days, runs=scores.runs, pipelines=names, label=scores.label,
                               learned=scores.learned_labels, seed_spread=scores.seed_spread, models=scores.models,
                               pairs=verdicts, constant=scores.constant, identical=scores.identical,
                               stopped=stopping_points(scores.store, names))
     return StoreComparison(
         summary=pd.DataFrame(rows), pairs=comparisons, calibration=scores.calibration, resampling=resampling,
+        question=question,
         incomplete=list(scores.incomplete), notes=list(scores.notes),
         label=scores.label, verdicts=verdicts, warnings=warnings, label_choice=scores.label_choice,
     )
 
 
-def _compare_runs(a: str, values_a: dict, b: str, values_b: dict, *, resampling: Resampling) -> cmp.PairComparison:
+def _compare_runs(a: str, values_a: dict, b: str, values_b: dict, *, question: Question,
+                  resampling: Resampling) -> cmp.PairComparison:
     """:func:`~rolling_calib.core.pairwise.compare_pair` of QL, CQL and the IC metrics (direction by QL).
 
     Each metric is compared in its own direction (:data:`~rolling_calib.core.metric_table.METRIC_TABLE`:
@@ -417,5 +428,5 @@ def _compare_runs(a: str, values_a: dict, b: str, values_b: dict, *, resampling:
            and np.isfinite(values_a[m]).all() and np.isfinite(values_b[m]).all()]
     metrics = [*METRICS, *ics]
     return cmp.compare_pair(a, {m: values_a[m] for m in metrics}, b, {m: values_b[m] for m in metrics},
-                            ground_truth="ql", metrics=metrics, resampling=resampling,
+                            ground_truth="ql", metrics=metrics, question=question, resampling=resampling,
                             higher_is_better=[m for m in metrics if METRIC_TABLE[m].higher_is_better])

@@ -71,8 +71,10 @@ __all__ = [
     "RUN_COLUMNS",
     "PERIOD_COLUMNS",
     "METRICS",
+    "RunScore",
     "StoreScores",
     "rolling_cql",
+    "score_run",
     "score_store",
 ]
 
@@ -242,6 +244,43 @@ def selected_pipelines(store: Path, manifest: dict, pipelines: Sequence[str] | N
     return names
 
 
+@dataclass(frozen=True)
+class RunScore:
+    """One run's scores (:func:`score_run`): its :data:`RUN_COLUMNS` row, period table and per-day summaries."""
+
+    row: dict[str, Any]
+    table: pd.DataFrame
+    days: pd.DataFrame
+    unlabelled: int
+    test: Any   # the run's test arrays (:class:`~rolling_calib.execution.reader.RunArrays`)
+
+
+def score_run(store: str | Path, name: str, seed: int, *, manifest: dict, calibration: Calibration, kind: str,
+              cache: dict[str, PreparedLabels] | None = None) -> RunScore:
+    """Read and score one run (``name``, ``seed``): what :func:`score_store` computes for each of its runs.
+
+    ``kind`` is the label kind already resolved (``raw`` or ``learn``); ``cache`` keeps the last run's
+    prepared labels across calls (:func:`daily_ic`). The reader's errors propagate (a missing or stale
+    unit is a ``ValueError``).
+    """
+    data = read_run(Path(store), name, seed, manifest=manifest, label=kind,
+                    validation=calibration.source == "validation")
+    return _score_data(name, seed, data, calibration, cache)
+
+
+def _score_data(name: str, seed: int, data: RunData, calibration: Calibration,
+                cache: dict[str, PreparedLabels] | None) -> RunScore:
+    """The scores of one run already read."""
+    result = rolling_cql(data, calibration)
+    t = data.test
+    daily = daily_ic(t.prediction, t.label, t.datetime, cache=cache)
+    summary = daily.summary()
+    return RunScore(row=_run_row(name, seed, result, {"ic": summary.ic, "icir": summary.icir,
+                                                      "rank_ic": summary.rank_ic}),
+                    table=result.table.assign(pipeline=name, seed=seed),
+                    days=run_days(name, seed, result, t, daily), unlabelled=data.test.dropped, test=t)
+
+
 @dataclass
 class _ScoredRuns:
     """What :func:`_score_runs` gives: a :data:`RUN_COLUMNS` row and a period table per complete run."""
@@ -271,16 +310,12 @@ def _score_runs(store: Path, manifest: dict, names: Sequence[str], *, calibratio
         except ValueError as exc:  # a missing or stale unit: report the run as incomplete
             scored.incomplete.append(f"{name}/seed{seed}: {exc}")
             continue
-        result = rolling_cql(data, calibration)
-        scored.unlabelled += data.test.dropped
-        t = data.test
-        daily = daily_ic(t.prediction, t.label, t.datetime, cache=labels)
-        summary = daily.summary()
-        scored.rows.append(_run_row(name, seed, result, {"ic": summary.ic, "icir": summary.icir,
-                                                         "rank_ic": summary.rank_ic}))
-        scored.tables.append(result.table.assign(pipeline=name, seed=seed))
-        scored.days.append(run_days(name, seed, result, t, daily))
-        scored.spread.add(name, t, seed)
+        run = _score_data(name, seed, data, calibration, labels)
+        scored.unlabelled += run.unlabelled
+        scored.rows.append(run.row)
+        scored.tables.append(run.table)
+        scored.days.append(run.days)
+        scored.spread.add(name, run.test, seed)
     return scored
 
 

@@ -55,7 +55,7 @@ from rolling_calib.core.guards import (
 )
 from rolling_calib.core.label import Label
 from rolling_calib.core.metric_table import METRIC_TABLE
-from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
+from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
 from rolling_calib.core.validation import validate_params
 from rolling_calib.core.tables import sig
 from rolling_calib.core.verdict import LossPanel, Verdict, decide
@@ -121,14 +121,14 @@ class PairVerdicts:
                            "ci_low": full["ci_low"], "ci_high": full["ci_high"],
                            "dominant_uncertainty": v.dominant_uncertainty,
                            **{k: full[k] for k in ("var_seeds", "var_time", "degrees_of_freedom", "paired",
-                                                   "unpaired_ci", "paired_ci", "pairing_narrowing", "target", "variance",
+                                                   "unpaired_ci", "paired_ci", "pairing_narrowing", "question", "variance",
                                                    "n_times", "n_seeds", "times_dropped", "diebold_mariano",
                                                    "seeds_needed", "means", "higher_is_better")}}
         return {"ground_truth_determined": self.ground_truth_determined, "verdicts": out}
 
 
-@validate_params({"resampling": RESAMPLING})
-def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, resampling: Resampling = DEFAULT,
+@validate_params({"question": QUESTION})
+def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, question: Question = DEFAULT_QUESTION,
                 metrics: Sequence[str] = tuple(VERDICT_METRICS)) -> PairVerdicts:
     """Verdicts of ``better`` against ``worse`` for every metric both have days of.
 
@@ -140,9 +140,10 @@ def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, re
         The pair, named as the comparison names it (by mean QL).
     label : Label
         What QL and CQL are measured against: their unit (``label.loss_unit``) goes into reason texts.
-    resampling : Resampling
+    question : Question
         See :func:`rolling_calib.core.verdict.decide`: its ``confidence`` is the verdicts' level and its
-        ``target`` their question (over seeds and the market's future, or over seeds on these days).
+        ``target`` their population (over seeds and the market's future, or over seeds on these days).
+        The verdicts are analytic: no :class:`~rolling_calib.core.resampling.Resampling` is taken.
     """
     verdicts: dict[str, Verdict] = {}
     for metric in metrics:
@@ -152,7 +153,7 @@ def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, re
         spec = METRIC_TABLE[metric]
         try:
             verdicts[metric] = decide(pa, pb, names=(better, worse), metric=metric, orientation=spec.orientation,
-                                      resampling=resampling, unit=spec.unit(label))
+                                      question=question, unit=spec.unit(label))
         except ValueError:   # fewer than 2 common days: no verdict for this metric
             continue
     ql = verdicts.get("ql")

@@ -7,7 +7,7 @@ import contextlib
 import json
 import sys
 
-from rolling_calib.analysis.sequential_path import format_path, read_path
+from rolling_calib.analysis.sequential_path import read_path
 from rolling_calib.cli.errors import command_errors
 from rolling_calib.cli.options import (
     add_output_arguments,
@@ -28,11 +28,11 @@ def handle(args: argparse.Namespace) -> int:
             scores, comparison = score_and_compare(args)
             path = read_path(scores.store)
     if args.json:
-        print(json.dumps({**comparison.to_dict(), **({"sequential": path} if path else {})}, indent=2))
+        print(json.dumps({**comparison.to_dict(), **({"sequential": path.to_dict()} if path else {})}, indent=2))
     else:
         print(comparison.format())
         if path:   # the store was run --until-decided: where and why each pair stopped, compute saved
-            print("\n" + format_path(path))
+            print("\n" + path.format())
     return 0
 
 
@@ -48,7 +48,8 @@ def register(subparsers) -> None:
             "the market's future (--target future; each source of chance counted once) or over seeds on the "
             "evaluated days (--target period), the dominant source of uncertainty, how much pairing seeds "
             "narrowed it and the seeds per pipeline that give an 80% chance to decide; the guards' warnings (scale "
-            "mismatch, degenerate seeds, no skill, undetermined ground truth); per pipeline the mean and std "
+            "mismatch, constant predictions, identical pipelines, degenerate seeds, no skill, undetermined ground "
+            "truth); per pipeline the mean and std "
             "over seeds of every metric, the std ratio CQL / QL and the seed budget; and per pair the "
             "pairwise accuracies with bootstrap intervals, shown only where the ground truth (QL) is "
             "determined and the seeds differ. Give --store more than once to compare the pipelines of several "

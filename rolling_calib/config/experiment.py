@@ -334,7 +334,8 @@ class ExperimentConfig:
 
     @property
     def store_dir(self) -> Path:
-        """The Qlib minute store (``qlib_init.provider_uri['1min']``)."""
+        """The Qlib data store the experiment reads (:func:`rolling_calib.qlib_adapter.session.store_path`: its
+        ``qlib_init.provider_uri``, the first one when it maps frequencies to stores)."""
         return store_path(self.qlib_init)
 
     def pipeline_task(self, name: str) -> dict:

@@ -27,7 +27,8 @@ from typing import Literal
 
 from rolling_calib.core.label import Label
 
-__all__ = ["ALL_METRICS", "COMPARED_METRICS", "LOSS_METRICS", "METRIC_TABLE", "SCORE_METRICS", "Metric", "title"]
+__all__ = ["ALL_METRICS", "COMPARED_METRICS", "DECIDE_BY", "LOSS_METRICS", "METRIC_TABLE", "SCORE_METRICS", "Metric",
+           "title"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ SCORE_METRICS: tuple[str, ...] = tuple(n for n, m in METRIC_TABLE.items() if m.h
 ALL_METRICS: tuple[str, ...] = tuple(METRIC_TABLE)
 #: The metrics pairwise accuracies are shown for (QL 2..K is CQL's own reference, not compared on its own).
 COMPARED_METRICS: tuple[str, ...] = tuple(n for n in METRIC_TABLE if n != "ql_scored")
+#: The metrics whose verdict can stop a pair of a run ``--until-decided`` (``--decide-by``).
+DECIDE_BY: tuple[str, ...] = ("ql", "cql", "ic")
 
 
 def title(name: str) -> str:

@@ -337,15 +337,19 @@ def _either(values: tuple[Any, ...], last: str | None = None) -> str:
 POSITIVE_INT = Worded(Interval(int, 1, None), "a positive int")
 NON_NEGATIVE_INT = Worded(Interval(int, 0, None), "a non-negative int")
 #: Bootstrap settings (the fields of :class:`rolling_calib.core.resampling.Resampling`). The replicates are
-#: bounded by the memory they take: the time draws hold ``2 * n_boot * n_times`` numbers (16 bytes each).
+#: bounded by the memory they take: a seed bootstrap holds ``n_boot`` rows of counts per run, the model
+#: confidence set ``n_boot`` resampled means per configuration.
 MAX_N_BOOT = 100_000
 N_BOOT = Worded(Interval(int, 1, MAX_N_BOOT), f"a positive int <= {MAX_N_BOOT} (the replicates are held in memory)")
+#: The level of every interval (a field of :class:`rolling_calib.core.question.Question`).
 CONFIDENCE = Worded(Interval(float, 0, 1, closed="neither"), "a number strictly between 0 and 1")
 SEED = Worded(Interval(int, 0, 2**32 - 1), "a non-negative integer seed below 2**32 (numpy's seeding range)")
-#: ``block_size``: None (chosen from the data by :func:`arch.bootstrap.optimal_block_length`) or a mean length >= 1.
+#: ``block_size`` (the model confidence set's stationary bootstrap): None (chosen from the data by
+#: :func:`arch.bootstrap.optimal_block_length`) or a mean length >= 1.
 BLOCK_LENGTH = Worded(Interval(float, 1, None), "a mean block length >= 1 (time units)")
 BLOCK_SIZE = Worded(AnyOf((Options(None), BLOCK_LENGTH)), "None or a mean block length >= 1 (time units)")
-#: The questions a verdict answers: over seeds and the market's future, or over seeds on the evaluated days.
+#: The populations a verdict's claim is about (the ``target`` of :class:`rolling_calib.core.question.Question`):
+#: over seeds and the market's future, or over seeds on the evaluated days.
 TARGETS = ("future", "period")
 TARGET = Worded(Options(*TARGETS), "future (over seeds and the market's future) or period (over seeds, on these days)")
 #: A standard deviation (of scores over runs).

@@ -24,7 +24,7 @@ explains (``F = V_period / V_noise`` below its median: "sometimes pool", a liber
 test; its level was measured, :data:`POOL_LEVEL`), the two estimates are pooled by their degrees of
 freedom.
 
-``target="future"`` (default) -- over seeds *and* the market-time process: what to expect on new
+``target="future"`` -- over seeds *and* the market-time process: what to expect on new
 periods. ``V_future = V_period + V_time`` where ``V_time = LRV_g / T`` is the long-run variance of
 the *common* part ``g`` only. The seed-averaged differential ``xbar_t = mean_s x_{s,t}`` still
 carries the seeds' day-to-day noise (variance ``sigma_e^2 / k`` a day), already counted in
@@ -325,7 +325,7 @@ def _noise(groups: list[np.ndarray], q: Any) -> tuple[np.ndarray | float, float]
     return total, (min(dfs) if dfs else math.inf)
 
 
-def crossed_variance(x: Any = None, *, target: Literal["future", "period"] = "future",
+def crossed_variance(x: Any = None, *, target: Literal["future", "period"],
                      a: tuple[np.ndarray, np.ndarray] | None = None, b: tuple[np.ndarray, np.ndarray] | None = None,
                      block_days: int = BLOCK_DAYS) -> CrossedVariance:
     """The variance of a pair's difference of means over seeds (and market time), each part once.
@@ -341,6 +341,8 @@ def crossed_variance(x: Any = None, *, target: Literal["future", "period"] = "fu
     x : array (k, T), optional
         Paired per-seed differential per time unit.
     target : {"future", "period"}
+        The question's target (:attr:`rolling_calib.core.question.Question.target`; no default here:
+        the caller's question says it).
     a, b : (total, weight), optional
         Unpaired pipelines, each ``(k_p, T)`` arrays.
     block_days : int

@@ -1,6 +1,7 @@
 """The runner: plan the grid pipelines x seeds x windows, execute units, fill the store.
 
-This is the only layer that drives Qlib. A run has three concerns, one module each:
+Qlib is driven only through the adapter (:mod:`rolling_calib.qlib_adapter`, the one layer that imports
+it), which the units call; the runner plans, schedules and records. A run has three concerns, one module each:
 
 * plan policy -- :mod:`rolling_calib.execution.planning`: :func:`plan_run` builds the picklable
   :class:`RunPlan` (windows, config hashes, seeds, labels) and checks every contract the runner

@@ -2,7 +2,8 @@
 
 It leads with the answer. In order:
 
-1. title and one line of scope (store, runs, seeds, periods, label, calibration rule);
+1. title and one line of scope (store, runs, seeds, periods, label, calibration rule, the question the
+   verdicts answer and the bootstrap's settings);
 2. the verdict per pair and metric (:meth:`StoreComparison.verdict_rows
    <rolling_calib.analysis.comparison.StoreComparison.verdict_rows>`, the words ``compare`` prints);
 3. the guards' warnings, then "Can calibration help here?" (each pipeline's assessment);
@@ -134,7 +135,7 @@ def _store_name(store: Path, out_dir: Path) -> str:
     return rel.as_posix() if rel.parts.count("..") <= 2 else store.resolve().name
 
 
-def _scope(scores: StoreScores, out_dir: Path, target: str = "future") -> str:
+def _scope(scores: StoreScores, out_dir: Path, comparison: StoreComparison) -> str:
     seeds = scores.runs.groupby("pipeline")["seed"].nunique()
     periods = sorted(scores.periods["period"].astype(str).unique())
     span = f"{periods[0]}..{periods[-1]}" if periods else "none"
@@ -142,29 +143,28 @@ def _scope(scores: StoreScores, out_dir: Path, target: str = "future") -> str:
     return (f"Store {_store_name(scores.store, out_dir)}: {len(scores.runs)} runs of {len(scores.pipelines)} "
             f"pipeline(s) ({', '.join(scores.pipelines)}), {seed_text} seeds each, {len(periods)} calibration "
             f"periods ({span}). Scored against the {scores.label_scope}; calibration: "
-            f"{scores.calibration.describe()}. Verdicts answer: "
-            + ("over seeds and the market's future (target future)." if target == "future" else
-               "over seeds, on these days (target period)."))
+            f"{scores.calibration.describe()}. Verdicts answer: {comparison.question.describe()}; bootstrap: "
+            f"{comparison.resampling.describe()}.")
 
 
 
 def _sequential(store: Path) -> tuple[Table | None, str]:
     """The sequential path of a run ``--until-decided`` (a table per pair and a line on compute), if recorded."""
-    from rolling_calib.analysis.sequential_path import path_rows, read_path
+    from rolling_calib.analysis.sequential_path import read_path
 
     path = read_path(store)
     if path is None:
         return None, ""
     rows = [[r["pair"], r["outcome"], r["look"], r["seeds"], None if r["level"] is None else f"{r['level']:.4f}",
-             r["why"]] for r in path_rows(path)]
-    units, cpu = path["units"], path.get("cpu_seconds", {})
-    line = (f"Decided by {path['metric'].upper()}; seeds used: "
-            f"{', '.join(f'{n} {k}' for n, k in path['seeds_used'].items())} of {path['full_grid']} each; units "
-            f"{units['used']} of the full grid's {units['full_grid']} "
-            f"({units['used'] / units['full_grid']:.0%}), {units['full_grid'] - units['used']} saved")
-    if cpu.get("full_grid_estimate"):
-        line += (f"; {cpu['used']:.0f} CPU-s of an estimated {cpu['full_grid_estimate']:.0f} "
-                 f"({cpu['full_grid_estimate'] - cpu['used']:.0f} saved)")
+             r["why"]] for r in path.rows()]
+    units = path.units
+    line = (f"Decided by {path.metric.upper()} ({path.question.describe()}; {path.rule.describe()}); seeds used: "
+            f"{', '.join(f'{n} {k}' for n, k in path.seeds_used.items())} of {path.full_grid} each; units "
+            f"{units.used} of the full grid's {units.full_grid} ({units.fraction:.0%}), "
+            f"{units.full_grid - units.used} saved")
+    if path.cpu_full_grid_estimate:
+        line += (f"; {path.cpu_used:.0f} CPU-s of an estimated {path.cpu_full_grid_estimate:.0f} "
+                 f"({path.cpu_full_grid_estimate - path.cpu_used:.0f} saved)")
     table = _table(["pair (a vs b)", "outcome", "stopped at look", "seeds per pipeline", "spent level", "why"], rows,
                    left=2)
     table.align[-1] = "left"
@@ -265,8 +265,8 @@ def _definitions(scores: StoreScores, comparison: StoreComparison) -> list[str]:
         "IC, Rank IC: mean over test dates of the cross-sectional Pearson / Spearman correlation of prediction and "
         "label; ICIR: mean / std of the daily IC. Higher is better.",
         "Pairwise accuracy (probability of improvement): the share of (seed of A, seed of B) pairs ranked like the "
-        f"ground truth (QL means); {comparison.confidence:.0%} percentile bootstrap over seeds, {comparison.n_boot} "
-        f"resamples, seed {comparison.seed} (docs/method.md §1).",
+        f"ground truth (QL means); {comparison.confidence:.0%} percentile bootstrap over seeds, "
+        f"{comparison.resampling.describe()} (docs/method.md §1).",
         "Std ratio: std over seeds of CQL / of QL 2..K (same rows). Seed budget: runs of QL 2..K needed to reach the "
         "standard error CQL has with the runs at hand.",
     ]
@@ -328,7 +328,7 @@ def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir:
         for d in diagnosis.pipelines]
     return {
         "title": report_title(scores, title),
-        "scope": _scope(scores, out, comparison.target),
+        "scope": _scope(scores, out, comparison),
         "verdict_heading": f"Verdicts at {comparison.confidence:.0%}",
         "interval_over": ("over seeds and the market's future (target future)" if comparison.target == "future"
                           else "over seeds, on the evaluated days (target period)"),

@@ -46,8 +46,7 @@ from scipy import stats
 from rolling_calib.analysis.scoring import StoreScores
 from data_prep.atomic import atomic_write
 from rolling_calib.core.metric_table import title
-from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
-from rolling_calib.core.resampling import Resampling
+from rolling_calib.core.question import DEFAULT_QUESTION, Question
 
 if TYPE_CHECKING:
     from rolling_calib.analysis.comparison import StoreComparison
@@ -277,16 +276,17 @@ def _period_differential(scores: StoreScores, a: str, b: str, column: str, confi
 
 def plot_loss_differential(scores: StoreScores, a: str, b: str, *, ax: Axes | None = None,
                            colors: Mapping[str, str] | None = None,
-                           resampling: Resampling = RESAMPLING_DEFAULTS) -> Figure:
+                           question: Question = DEFAULT_QUESTION) -> Figure:
     """Per calibration period, QL and CQL of ``a`` minus ``b`` (mean over seeds, t-interval over seeds); refits marked.
 
     Bars below 0: ``a`` had the lower loss that period. A dashed line separates the periods
     before and after a refit (the first period of a new training window). CQL has no bar in
     the periods it does not score. The interval is over seeds only (market time is the
-    verdict's business: the Diebold-Mariano test and the verdict table).
+    verdict's business: the Diebold-Mariano test and the verdict table), at the ``question``'s
+    confidence.
     """
     colors = _colors(colors, scores.pipelines)
-    confidence = resampling.confidence
+    confidence = question.confidence
     ql, cql = (_period_differential(scores, a, b, c, confidence) for c in ("ql", "cql"))
     periods = list(ql["period"])
     fig, (axis,), made_here = _panels(ax, 1, figsize=(max(8.0, 0.55 * len(periods) + 4.0), 4.0))
@@ -379,7 +379,7 @@ def make_figures(scores: StoreScores, comparison: StoreComparison | None = None,
         if a in diagnosed and b in diagnosed:
             figs[f"paired_{i}"] = plot_paired_differences(diagnosis, a, b, colors=colors)
         figs[f"differential_{i}"] = plot_loss_differential(
-            scores, a, b, colors=colors, resampling=comparison.resampling)
+            scores, a, b, colors=colors, question=comparison.question)
     if diagnosis is not None and diagnosis.pipelines:
         k = len(diagnosis.pipelines)
         fig = Figure(figsize=(9, 3.4 * k), layout="constrained")

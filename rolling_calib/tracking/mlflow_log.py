@@ -113,7 +113,7 @@ import pandas as pd
 
 from rolling_calib.analysis.comparison import StoreComparison
 from rolling_calib.analysis.scoring import StoreScores
-from rolling_calib.analysis.sequential_path import path_metrics, path_tags, read_path
+from rolling_calib.analysis.sequential_path import read_path
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.core.metric_table import ALL_METRICS
 from rolling_calib.core.tables import format_table
@@ -417,9 +417,7 @@ def _verdict_note(comparison: StoreComparison, pipeline: str | None = None) -> s
     table = format_table([[r["pair"], r["metric"], r["verdict"], r["difference"], r["interval"], r["seeds"]]
                           for r in rows], ["pair", "metric", "verdict", "difference", "interval", "seeds to decide"],
                          style="markdown")
-    question = ("over seeds and the market's future" if comparison.target == "future"
-                else "over seeds, on the evaluated days")
-    return (f"Verdicts at {comparison.confidence:.0%} {question} (difference = first minus second "
+    return (f"Verdicts {comparison.question.describe()} (difference = first minus second "
             f"pipeline):\n\n{table}")
 
 
@@ -447,7 +445,7 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
     names = list(comparison.summary["pipeline"])
     data = comparison.to_dict()
     files = sorted({Path(p) for p in (report or {}).values() if Path(p).is_file()})
-    settings = comparison.resampling.to_dict()
+    settings = {**comparison.question.to_dict(), **comparison.resampling.to_dict()}   # compare.target, compare.n_boot ...
     content = stable_hash({"comparison": data, "files": [(f.name, hashlib.sha256(f.read_bytes()).hexdigest())
                                                          for f in files]})
 
@@ -462,8 +460,8 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
     tags, key = scoring
     path = read_path(comparison_store) if comparison_store is not None else None
     if path:   # a run --until-decided: where and why each pair stopped, compute against the full grid
-        tags = {**tags, **path_tags(path)}
-        content = stable_hash({"content": content, "sequential": path})
+        tags = {**tags, **path.tags()}
+        content = stable_hash({"content": content, "sequential": path.to_dict()})
     pairs = [f"{p.better} vs {p.worse}" for p in comparison.pairs]
     return _Spec(
         key=f"comparison|{stable_hash({'pipelines': names, **settings})[:12]}|{key}",
@@ -471,7 +469,7 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
         level="comparison", parent_id=None,
         params={**{f"compare.{k}": _param_text(v) for k, v in settings.items()},
                 "compare.pipelines": _param_text(names), "compare.pairs": _param_text(pairs)},
-        metrics=[(k, v, 0) for k, v in (path_metrics(path) if path else {}).items() if _finite(v)], version=content,
+        metrics=[(k, v, 0) for k, v in (path.metrics() if path else {}).items() if _finite(v)], version=content,
         tags={**tags, "rc.warnings": ",".join(dict.fromkeys(w.kind for w in comparison.warnings)) or "none",
               "mlflow.note.content": _verdict_note(comparison)[:TAG_VALUE_LIMIT]},
         artifacts=artifacts)
