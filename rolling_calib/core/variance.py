@@ -17,12 +17,14 @@ backtest, a competition). Given the days, the runs are independent, so::
     V_period = s_R^2 / k            (paired: R_s = M^A_s - M^B_s; unpaired: s_A^2/k_A + s_B^2/k_B)
 
 with ``k - 1`` (or Welch's) degrees of freedom: the paired t test on run means, exact for
-Gaussian runs. With few seeds ``k - 1`` degrees of freedom cost much power, although a run's
-mean is mostly its day-to-day noise, which the days measure with ``(k - 1) T`` degrees of
-freedom: ``V_noise = sum_s Q(u_s) / (k (k-1) T)``. When the runs vary no more than that noise
-explains (``F = V_period / V_noise`` below its median: "sometimes pool", a liberal preliminary
-test; its level was measured, :data:`POOL_LEVEL`), the two estimates are pooled by their degrees of
-freedom.
+Gaussian runs. No "sometimes pool" pre-test: with few seeds ``k - 1`` degrees of freedom cost
+power, and pooling the runs with their day noise (``(k - 1) T`` degrees of freedom) when the runs
+vary no more than it would win it back only at the price of the level. Its size was computed
+(``bench/pooling_pretest.py``): pooled when ``F = V_period / V_noise`` is below its median, the
+3-seed test decides up to 5.7% at a nominal 5% and 2.4% at a nominal 0.27% (the first look of a
+sequential rule), whatever the level; the largest pre-test threshold whose worst-case size over
+every ratio of run variance to day noise stays at the nominal level leaves no power gain over the
+t test (3 seeds, 3 standard errors, 95%: 39.9% against 38.7%; 5 seeds: 61.3% against 61.9%).
 
 ``target="future"`` -- over seeds *and* the market-time process: what to expect on new
 periods. ``V_future = V_period + V_time`` where ``V_time = LRV_g / T`` is the long-run variance of
@@ -222,9 +224,6 @@ class CrossedVariance:
     noise_share : float
         Share of the seed-averaged differential's short-memory variance that was the seeds'
         own day-to-day noise (removed from the time part).
-    pooled : bool
-        The runs varied no more than their day-to-day noise explains, so the seed part pooled the
-        two estimates (many more degrees of freedom than ``k - 1``).
     """
 
     target: str
@@ -244,7 +243,6 @@ class CrossedVariance:
     drift_ratio: float
     drift_p: float
     noise_share: float
-    pooled: bool = False
 
     def half_width(self, confidence: float) -> float:
         """``t_nu(1 - alpha/2) sqrt(var)`` (0 when ``var`` is 0)."""
@@ -253,62 +251,19 @@ class CrossedVariance:
         return float(stats.t.ppf(0.5 + confidence / 2, self.df)) * math.sqrt(self.var)
 
 
-#: Level of the preliminary test that decides whether the seeds' persistent parts are pooled with their
-#: day noise ("sometimes pool", Bozivich, Bancroft and Hartley 1956). Measured by the calibration harness:
-#: at 0.25 the period interval with 3 seeds decided 8.5% of null pairs (200 replicates, seed-dominated
-#: preset); at 0.5 (pool only when F is below its median) 5.5%, the paired t's 4.5%.
-POOL_LEVEL = 0.5
+def _seed_part(runs: list[np.ndarray]) -> tuple[float, float, float]:
+    """``(var_seeds, df, per_seed_var)`` of the run means, one array per side (one when paired, two when not).
 
+    ``s^2 / k`` per side with ``k - 1`` degrees of freedom, summed (Welch-Satterthwaite's degrees
+    of freedom for two sides); ``per_seed_var`` is what one seed per side adds (``sum s^2``).
 
-@dataclass(frozen=True)
-class _Side:
-    """One run-level variance estimate: of the mean's seed part, its degrees of freedom, per-seed variance."""
-
-    var: float
-    df: float
-    per_seed: float
-    pooled: bool
-
-
-def _run_noise(u: np.ndarray) -> tuple[float, float]:
-    """The seeds' day-to-day noise as a variance of the mean over seeds and units, with degrees of freedom.
-
-    ``u``: the seeds' deviations from the seed-averaged series (k x T). Bartlett on each seed's
-    deviation, bandwidth by Andrews' rule on their pooled lag-1 autocorrelation::
-
-        V_noise = sum_s Q(u_s) / (k (k - 1)) / T,   nu = (k - 1) T / (1 + 2m/3)
+    >>> v, df, s = _seed_part([np.array([1.0, 2.0, 3.0])])
+    >>> round(v, 6), df, s
+    (0.333333, 2.0, 1.0)
     """
-    k, T = u.shape
-    g = _autocov(u, 1).sum(axis=0)
-    rho = float(g[1] / g[0]) if g[0] > 0 else 0.0
-    m = min(andrews_bandwidth(rho, T), max(T // 2, 1))
-    q = _bartlett(_autocov(u, m), m).sum() / (k * (k - 1))
-    return float(q) / T, (k - 1) * T / (1.0 + 2.0 * m / 3.0)
-
-
-def _side(runs: np.ndarray, u: np.ndarray | None) -> _Side:
-    """``s_R^2 / k`` with ``k - 1`` degrees of freedom, or -- when the runs vary no more than their day
-    noise explains (``F = (s_R^2 / k) / V_noise`` below its ``1 - POOL_LEVEL`` quantile) -- the two
-    estimates of the same variance pooled by their degrees of freedom."""
-    k = runs.size
-    if k < 2:
-        return _Side(0.0, math.inf, 0.0, False)
-    s2 = float(np.var(runs, ddof=1))
-    v_runs, df_runs = s2 / k, k - 1.0
-    if u is None or u.shape[1] < 3:
-        return _Side(v_runs, df_runs, s2, False)
-    v_noise, df_noise = _run_noise(u)
-    if not v_noise > 0 or v_runs / v_noise > stats.f.ppf(1 - POOL_LEVEL, df_runs, df_noise):
-        return _Side(v_runs, df_runs, s2, False)
-    pooled = (df_runs * v_runs + df_noise * v_noise) / (df_runs + df_noise)
-    return _Side(pooled, df_runs + df_noise, pooled * k, True)
-
-
-def _seed_part(sides: list[_Side]) -> tuple[float, float, float, bool]:
-    """``(var_seeds, df, per_seed_var, pooled)`` summed over the sides (one when paired, two when not)."""
-    v = sum(sd.var for sd in sides)
-    return v, welch_df([(sd.var, sd.df) for sd in sides]), sum(sd.per_seed for sd in sides), \
-        any(sd.pooled for sd in sides)
+    parts = [(float(np.var(r, ddof=1)) / r.size, r.size - 1.0, float(np.var(r, ddof=1))) if r.size >= 2
+             else (0.0, math.inf, 0.0) for r in runs]
+    return sum(p[0] for p in parts), welch_df([(p[0], p[1]) for p in parts]), sum(p[2] for p in parts)
 
 
 def _noise(groups: list[np.ndarray], q: Any) -> tuple[np.ndarray | float, float]:
@@ -356,9 +311,8 @@ def crossed_variance(x: Any = None, *, target: Literal["future", "period"],
         raise ValueError(f"target: expected one of {', '.join(TARGETS)}, found {target!r}")
     if x is not None:
         xs = np.asarray(x, dtype=np.float64)
-        runs = xs.mean(axis=1)
-        z_groups = [xs - runs[:, None]]
-        sides = [_side(runs, z_groups[0] - z_groups[0].mean(axis=0))]
+        runs = [xs.mean(axis=1)]
+        z_groups = [xs - runs[0][:, None]]
         common = z_groups[0].mean(axis=0)
     else:
         if a is None or b is None:
@@ -366,14 +320,13 @@ def crossed_variance(x: Any = None, *, target: Literal["future", "period"],
         ma, za = influence(*a)
         mb, zb = influence(*b)
         z_groups = [za, zb]
-        sides = [_side(ma, za - za.mean(axis=0)), _side(mb, zb - zb.mean(axis=0))]
+        runs = [ma, mb]
         common = za.mean(axis=0) - zb.mean(axis=0)
-    var_seeds, df_seeds, per_seed, pooled = _seed_part(sides)
+    var_seeds, df_seeds, per_seed = _seed_part(runs)
     T = common.size
     if target == "period" or T < 3:
         return CrossedVariance(target, var_seeds, df_seeds, var_seeds, df_seeds, 0.0, math.inf, per_seed,
-                               math.nan, math.nan, 0, int(block_days), 0, False, math.nan, math.nan, math.nan,
-                               pooled)
+                               math.nan, math.nan, 0, int(block_days), 0, False, math.nan, math.nan, math.nan)
     devs = [z - z.mean(axis=0, keepdims=True) for z in z_groups]
 
     # short memory: autocovariances of the common part with the seeds' noise removed
@@ -408,7 +361,7 @@ def crossed_variance(x: Any = None, *, target: Literal["future", "period"],
     var = var_seeds + var_time
     df = welch_df([(var_seeds, df_seeds), (var_time, df_time)])
     return CrossedVariance(target, var, df, var_seeds, df_seeds, var_time, df_time, per_seed, v_short,
-                           v_long, m, int(block_days), n_blocks, drift, ratio, p_drift, noise_share, pooled)
+                           v_long, m, int(block_days), n_blocks, drift, ratio, p_drift, noise_share)
 
 
 def _difference_df(v1: float, nu1: float, v2: float, nu2: float) -> float:
