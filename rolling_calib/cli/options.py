@@ -370,9 +370,11 @@ _BOOTSTRAP: dict[str, tuple[str, dict[str, Any]]] = {
                                         help="mean block length (trading days) of the stationary bootstrap over "
                                              "market time (default: chosen from the data, Politis-White)")),
     "target": ("--target", dict(choices=TARGETS, default=RESAMPLING_DEFAULTS.target,
-                                help="the verdicts' question: future = over seeds and the market's future (what to "
-                                     "expect on new periods), period = over seeds on the evaluated days (a fixed "
-                                     f"backtest) (default {RESAMPLING_DEFAULTS.target})")),
+                                help="the headline verdicts' question: period = over seeds on the evaluated days "
+                                     "(a fixed backtest; holds its level under drift), future = over seeds and the "
+                                     "market's future (what to expect on new periods, if the market's drift is "
+                                     "shorter than the horizon its interval sees); the other is shown beside it "
+                                     f"(default {RESAMPLING_DEFAULTS.target})")),
 }
 
 

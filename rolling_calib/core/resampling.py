@@ -23,7 +23,7 @@ Examples
 --------
 >>> r = Resampling(n_boot=500, seed=1)
 >>> r.to_dict()
-{'n_boot': 500, 'confidence': 0.95, 'seed': 1, 'block_size': None, 'target': 'future'}
+{'n_boot': 500, 'confidence': 0.95, 'seed': 1, 'block_size': None, 'target': 'period'}
 >>> r.seed_counts(3, rng=r.rng()).shape
 (500, 3)
 >>> c = r.time_counts(10, block_size=3.0)
@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from rolling_calib.core.question import DEFAULT_QUESTION
 from rolling_calib.core.validation import (
     BLOCK_LENGTH,
     BLOCK_SIZE,
@@ -134,16 +135,17 @@ class Resampling:
     block_size : float or None
         Mean block length (time units) of the stationary bootstrap over market time; None:
         chosen from the data (Politis-White) for every differential.
-    target : {"future", "period"}
-        The question every verdict answers: over seeds and the market's future (the market-time
-        process resampled beside the seeds), or over seeds on the evaluated days (the days fixed).
+    target : {"period", "future"}
+        The question every verdict answers: over seeds on the evaluated days (the days fixed; the
+        default, :data:`rolling_calib.core.question.DEFAULT_QUESTION`'s), or over seeds and the
+        market's future (the market-time process a source of chance beside the seeds).
     """
 
     n_boot: int = 2000
     confidence: float = 0.95
     seed: int = 0
     block_size: float | None = None
-    target: str = "future"
+    target: str = DEFAULT_QUESTION.target
     _time_draws: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
     _time_counts: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 

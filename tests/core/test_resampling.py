@@ -64,7 +64,7 @@ def test_half_split_partitions_the_seeds():
 
 def test_the_value_records_itself_and_refuses_bad_settings():
     r = Resampling(n_boot=300, confidence=0.9, seed=2, block_size=4)
-    assert r.to_dict() == {"n_boot": 300, "confidence": 0.9, "seed": 2, "block_size": 4.0, "target": "future"}
+    assert r.to_dict() == {"n_boot": 300, "confidence": 0.9, "seed": 2, "block_size": 4.0, "target": "period"}
     assert r == Resampling(n_boot=300, confidence=0.9, seed=2, block_size=4) and hash(r) == hash(r.replace())
     with pytest.raises(ValueError, match=r"^n_boot: expected a positive int <= 100000"):
         Resampling(n_boot=100_001)
