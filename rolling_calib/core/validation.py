@@ -59,6 +59,8 @@ __all__ = [
     "MAX_N_BOOT",
     "TARGET",
     "TARGETS",
+    "WHEN",
+    "WHEN_BLOCKS",
     "MODES",
     "NON_NEGATIVE_INT",
     "N_BOOT",
@@ -348,6 +350,9 @@ BLOCK_SIZE = Worded(AnyOf((Options(None), BLOCK_LENGTH)), "None or a mean block 
 #: The questions a verdict answers: over seeds and the market's future, or over seeds on the evaluated days.
 TARGETS = ("future", "period")
 TARGET = Worded(Options(*TARGETS), "future (over seeds and the market's future) or period (over seeds, on these days)")
+#: What a "when" block is: each refit window of the schedule, or each calendar month.
+WHEN_BLOCKS = ("windows", "months")
+WHEN = Worded(Options(*WHEN_BLOCKS), "windows (each refit window) or months (each calendar month)")
 #: A standard deviation (of scores over runs).
 STANDARD_DEVIATION = Worded(Interval(float, 0, None), "a finite standard deviation >= 0")
 
