@@ -61,8 +61,8 @@ from rolling_calib.core.tables import sig
 from rolling_calib.core.verdict import LossPanel, Verdict, decide
 from rolling_calib.core.jsonable import jsonable
 
-__all__ = ["VERDICT_METRICS", "GuardWarning", "PairVerdicts", "decide_pair", "guard_warnings", "loss_panel",
-           "pooled_moments", "scale_findings", "stopping_points"]
+__all__ = ["CLAIMS", "VERDICT_METRICS", "GuardWarning", "PairVerdicts", "decide_pair", "guard_warnings",
+           "horizon_days", "loss_panel", "pooled_moments", "scale_findings", "stopping_points"]
 
 #: Metric -> its day columns (total, weight); only days where ``weight > 0`` / ``sse_cql`` is defined. Direction,
 #: title and unit: :data:`~rolling_calib.core.metric_table.METRIC_TABLE`.
@@ -99,17 +99,25 @@ def loss_panel(days: pd.DataFrame, pipeline: str, metric: str) -> LossPanel | No
     return LossPanel.from_arrays(seeds=seeds, total=total.reshape(shape), weight=weight.reshape(shape), times=dates)
 
 
+#: The claim each target makes, in words (the headline's and the one shown beside it).
+CLAIMS = {"period": "over seeds, on these days",
+          "future": "over seeds and the market's future, if the market's drift is shorter than the horizon"}
+
+
 @dataclass(frozen=True)
 class PairVerdicts:
     """The verdicts of one pair, ``better`` and ``worse`` named as the pair is (by mean QL).
 
-    ``verdicts[m].difference`` is ``mean(better) - mean(worse)`` of metric ``m`` in its unit.
+    ``verdicts[m].difference`` is ``mean(better) - mean(worse)`` of metric ``m`` in its unit;
+    ``verdicts`` answer the question asked (the headline), ``beside`` the other target (shown beside it:
+    for the period headline, the claim about the market's future as the assumption it rests on).
     """
 
     better: str
     worse: str
     verdicts: dict[str, Verdict]
     ground_truth_determined: bool
+    beside: dict[str, Verdict] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"ground_truth_determined", "verdicts": {metric: {winner, difference, ci_low, ci_high,
@@ -123,8 +131,23 @@ class PairVerdicts:
                            **{k: full[k] for k in ("var_seeds", "var_time", "degrees_of_freedom", "paired",
                                                    "unpaired_ci", "paired_ci", "pairing_narrowing", "target", "variance",
                                                    "n_times", "n_seeds", "times_dropped", "diebold_mariano",
-                                                   "seeds_needed", "means", "higher_is_better")}}
+                                                   "seeds_needed", "means", "higher_is_better", "days")}}
+            other = self.beside.get(metric)
+            if other is not None:
+                out[metric]["beside"] = {"target": other.target, "claim": CLAIMS[other.target],
+                                         "outcome": other.outcome, "winner": other.winner,
+                                         **{k: other.to_dict()[k] for k in ("difference", "ci_low", "ci_high")},
+                                         "horizon_days": horizon_days(other)}
         return {"ground_truth_determined": self.ground_truth_determined, "verdicts": out}
+
+
+def horizon_days(v: Verdict) -> int | None:
+    """The longest persistence (trading days) a future-target verdict's market-time part sees: the Bartlett
+    bandwidth + 1, or the month block where the drift check fired (None for a period verdict)."""
+    cv = v.variance
+    if cv.target != "future" or not cv.var_time > 0:
+        return None
+    return int(cv.block_days if cv.drift else cv.bandwidth + 1)
 
 
 @validate_params({"resampling": RESAMPLING})
@@ -142,9 +165,12 @@ def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, re
         What QL and CQL are measured against: their unit (``label.loss_unit``) goes into reason texts.
     resampling : Resampling
         See :func:`rolling_calib.core.verdict.decide`: its ``confidence`` is the verdicts' level and its
-        ``target`` their question (over seeds and the market's future, or over seeds on these days).
+        ``target`` their question (over seeds on these days, or over seeds and the market's future); the
+        other target's verdicts go in ``beside``.
     """
     verdicts: dict[str, Verdict] = {}
+    beside: dict[str, Verdict] = {}
+    other = resampling.replace(target="future" if resampling.target == "period" else "period")
     for metric in metrics:
         pa, pb = loss_panel(days, better, metric), loss_panel(days, worse, metric)
         if pa is None or pb is None:
@@ -153,10 +179,13 @@ def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, re
         try:
             verdicts[metric] = decide(pa, pb, names=(better, worse), metric=metric, orientation=spec.orientation,
                                       resampling=resampling, unit=spec.unit(label))
+            beside[metric] = decide(pa, pb, names=(better, worse), metric=metric, orientation=spec.orientation,
+                                    resampling=other, unit=spec.unit(label))
         except ValueError:   # fewer than 2 common days: no verdict for this metric
             continue
     ql = verdicts.get("ql")
-    return PairVerdicts(better, worse, verdicts, ground_truth_determined=bool(ql is not None and ql.determined))
+    return PairVerdicts(better, worse, verdicts, ground_truth_determined=bool(ql is not None and ql.determined),
+                        beside=beside)
 
 
 # --------------------------------------------------------------------------- guards

@@ -31,6 +31,7 @@ from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
 from rolling_calib.core.resampling import Resampling
 from rolling_calib.core.validation import (
     TARGETS,
+    WHEN_BLOCKS,
     BIAS_MODES,
     BLOCK_SIZE,
     CALIBRATION_PERIOD,
@@ -52,7 +53,7 @@ from rolling_calib.execution.factory import EXECUTORS, ExecutorOptions
 __all__ = ["CommandParser", "DEFAULT_WORKERS", "JSON_HELP", "NO_PROGRESS_HELP", "STORE_HELP",
            "add_bootstrap_arguments", "add_calibration_arguments", "add_dry_run_argument", "add_execution_arguments", "add_out_argument",
            "add_output_arguments", "add_output_options", "add_overrides_argument", "add_pipelines_argument",
-           "add_rule_arguments", "add_scoring_arguments", "add_seeds_argument", "add_store_argument",
+           "add_rule_arguments", "add_scoring_arguments", "add_when_argument", "add_seeds_argument", "add_store_argument",
            "add_tracking_arguments", "add_workers_argument", "calibration_from_args", "checked",
            "resampling_from_args",
            "executor_options", "overrides", "score_and_compare", "score_with_options", "show_progress"]
@@ -397,10 +398,19 @@ def add_bootstrap_arguments(parser: argparse.ArgumentParser, *, only: tuple[str,
         group.add_argument(flag, **kwargs)
 
 
+def add_when_argument(parser: argparse.ArgumentParser) -> None:
+    """``--when {windows,months}``: the blocks of the per-window verdicts."""
+    parser.add_argument("--when", choices=WHEN_BLOCKS, default=WHEN_BLOCKS[0],
+                        help="when was each pipeline better: the verdict over seeds inside each refit window of "
+                             "the schedule (windows) or each calendar month (months), Holm across them, with the "
+                             "test across windows and the fluctuation warning (default windows)")
+
+
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options shared by ``compare`` and ``report``: the pipelines, the calibration rule and the bootstrap."""
+    """Options shared by ``compare`` and ``report``: the pipelines, the calibration rule, the bootstrap, ``--when``."""
     add_calibration_arguments(parser)
     add_bootstrap_arguments(parser)
+    add_when_argument(parser)
 
 
 def score_with_options(args: argparse.Namespace, *, progress: bool):
@@ -426,7 +436,7 @@ def compare_across_stores(args: argparse.Namespace, stores: list[str]):
         raise ValueError("--pipelines: not with several --store (every pipeline of each store is compared)")
     calibration = calibration_from_args(args, st.recorded_calibration(st.read_manifest(stores[0])))
     scores = score_stores(stores, calibration=calibration, label=args.label, progress=show_progress(args))
-    return compare_store(scores, resampling=resampling_from_args(args))
+    return compare_store(scores, resampling=resampling_from_args(args), when=getattr(args, "when", WHEN_BLOCKS[0]))
 
 
 def score_and_compare(args: argparse.Namespace):
@@ -436,7 +446,8 @@ def score_and_compare(args: argparse.Namespace):
     from rolling_calib.execution.inventory import record_last_verdicts
 
     scores = score_with_options(args, progress=show_progress(args))
-    comparison = compare_store(scores, resampling=resampling_from_args(args))
+    comparison = compare_store(scores, resampling=resampling_from_args(args),
+                               when=getattr(args, "when", WHEN_BLOCKS[0]))
     record_last_verdicts(args.store, comparison.verdict_rows(), label=scores.label_scope,   # what ls shows
                          calibration=scores.calibration.describe())
     return scores, comparison
