@@ -3,7 +3,7 @@
 Replays :func:`rolling_calib.core.sequential.replay` -- seeds revealed ``--first``, then ``--batch``
 at a time, each pair stopped once decided, equivalent, undecidable or futile, with alpha spending
 over the looks -- on pairs simulated from a variance-component model
-(:mod:`rolling_calib.core.verdict_sim`: a built-in preset, ``--model FILE`` or ``--from-store DIR``)
+(:mod:`rolling_calib.simulation.verdict_sim`: a built-in preset, ``--model FILE`` or ``--from-store DIR``)
 at true differences of 0 to 6 standard errors (of the full grid's difference), and, with
 ``--store DIR``, on a real store's pipelines in many random seed orders. Beside it, the baselines:
 
@@ -46,7 +46,7 @@ from rolling_calib.core.resampling import Resampling  # noqa: E402
 from rolling_calib.core.sequential import replay  # noqa: E402
 from rolling_calib.core.tables import format_table  # noqa: E402
 from rolling_calib.core.verdict import LossPanel, decide  # noqa: E402
-from rolling_calib.core.verdict_sim import PanelModel, estimator_sd, simulate_pair  # noqa: E402
+from rolling_calib.simulation.verdict_sim import PanelModel, estimator_sd, simulate_pair  # noqa: E402
 
 try:   # AdaStop (Mathieu et al. 2023), the group-sequential permutation test over seeds: a bench-only extra
     from adastop import MultipleAgentsComparator

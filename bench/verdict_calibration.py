@@ -1,7 +1,7 @@
 """How far can a verdict on data like yours be trusted? Measured false decisions, coverage and power.
 
 Simulates pairs of loss panels (seeds x trading days) from a generative model of variance
-components (:class:`rolling_calib.core.verdict_sim.PanelModel`: market effect, per-seed offset,
+components (:class:`rolling_calib.simulation.verdict_sim.PanelModel`: market effect, per-seed offset,
 seed x window offset, seed x day noise, the pipelines' daily interaction, regime drift, common
 random numbers), estimated from your store (``--from-store``), read from a YAML file (``--model``)
 or one of the built-in presets (``--preset``), and prints per cell (seeds, days, target, drift) and
@@ -46,7 +46,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from rolling_calib.core.tables import format_table, sig  # noqa: E402
-from rolling_calib.core.verdict_sim import (  # noqa: E402
+from rolling_calib.simulation.verdict_sim import (  # noqa: E402
     METHODS,
     TARGETS,
     Cell,

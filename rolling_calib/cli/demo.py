@@ -137,7 +137,7 @@ def register(subparsers) -> None:
         ),
         epilog=(f"The experiment files (the repository's workflows/) are installed in {workflows}. "
                 f"Scale up: rolling-calib run {workflows / 'method33.yaml'} --store runs/m33 --workers 8 "
-                "(see README)."),
+                "(docs/experiments.md)."),
     )
     add_out_argument(parser, what="output directory, holding the data, the result stores and the reports",
                      default="demo_out")

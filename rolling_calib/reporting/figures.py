@@ -3,7 +3,7 @@
 Compute first, plot second: each ``plot_*`` function takes a result that is already
 computed (:class:`~rolling_calib.analysis.scoring.StoreScores`,
 :class:`~rolling_calib.core.ranking.PairwiseMatrix`,
-:class:`~rolling_calib.core.synthetic_experiments.SyntheticResult`) and only draws it.
+:class:`~rolling_calib.simulation.synthetic_experiments.SyntheticResult`) and only draws it.
 
 Every ``plot_*`` function takes the keyword ``ax``:
 
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from rolling_calib.analysis.comparison import StoreComparison
     from rolling_calib.analysis.when import PairWhen
     from rolling_calib.core.ranking import PairwiseMatrix
-    from rolling_calib.core.synthetic_experiments import SyntheticResult
+    from rolling_calib.simulation.synthetic_experiments import SyntheticResult
 
 __all__ = [
     "PALETTE",
@@ -78,7 +78,7 @@ PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#0
 METRIC_SHADES = {"ql": "#404040", "ql_scored": "#404040", "cql": "#a0a0a0"}
 
 SPREAD_PANELS = (("ql", "QL, all periods"), ("ql_scored", "QL, periods 2..K"), ("cql", "CQL, periods 2..K"))
-SCORES = ("vanilla", "vanilla_remaining", "calibrated")  # as in rolling_calib.core.synthetic_experiments
+SCORES = ("vanilla", "vanilla_remaining", "calibrated")  # as in rolling_calib.simulation.synthetic_experiments
 #: Per metric, whether lower is better (the tint of a differential's halves).
 METRIC_TABLE_LOWER = {m: not spec.higher_is_better for m, spec in METRIC_TABLE.items()}
 

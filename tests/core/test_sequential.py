@@ -2,7 +2,7 @@
 
 The boundaries are checked against a Monte Carlo of Brownian motion at the information times (the
 joint law they are built for); the A/A level of :func:`replay` against a small simulation from
-:mod:`rolling_calib.core.verdict_sim` (within its Monte Carlo error); the outcomes on panels whose
+:mod:`rolling_calib.simulation.verdict_sim` (within its Monte Carlo error); the outcomes on panels whose
 answer is known by construction.
 """
 
@@ -22,7 +22,7 @@ from rolling_calib.core.sequential import (
     replay,
 )
 from rolling_calib.core.verdict import LossPanel
-from rolling_calib.core.verdict_sim import PanelModel, simulate_pair
+from rolling_calib.simulation.verdict_sim import PanelModel, simulate_pair
 
 #: The seed-dominated model of bench/verdict_calibration.py (seeds' spread is most of the interval).
 SEED_DOMINATED = PanelModel(market_sd=5.0, seed_sd=0.3, window_sd=0.1, window_days=125, noise_sd=2.45,

@@ -14,7 +14,7 @@ from runner_helpers import write_fake_store
 
 from rolling_calib.analysis.scoring import score_store
 from rolling_calib.core.ranking import indistinguishable, pairwise_matrix
-from rolling_calib.core.synthetic_experiments import run_linear_experiment
+from rolling_calib.simulation.synthetic_experiments import run_linear_experiment
 from rolling_calib.reporting import figures as F
 from rolling_calib.core.resampling import Resampling
 
