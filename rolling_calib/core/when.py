@@ -91,8 +91,8 @@ from rolling_calib.core.validation import (
     Worded,
     validate_params,
 )
-from rolling_calib.core.variance import andrews_bandwidth
-from rolling_calib.core.verdict import LossPanel, Verdict, _align, decide, time_label
+from rolling_calib.core.variance import CrossedVariance, andrews_bandwidth, crossed_variance, influence
+from rolling_calib.core.verdict import LossPanel, _align, time_label
 
 __all__ = [
     "BLOCK_WORDS",
@@ -103,10 +103,12 @@ __all__ = [
     "When",
     "WindowVerdict",
     "across_windows",
+    "difference",
     "fluctuation_critical_value",
     "fluctuation_test",
     "holm",
     "local_lrv",
+    "p_value",
     "seed_noise_draws",
     "when",
     "window_verdicts",
@@ -196,21 +198,46 @@ class WindowVerdict:
         return fields_dict(self)
 
 
-def _period_verdict(a: LossPanel, b: LossPanel, *, names: tuple[str, str], metric: str, orientation: str,
-                    confidence: float) -> Verdict:
-    """The period verdict of one block (the one place this module asks :func:`decide`)."""
-    return decide(a, b, names=names, metric=metric, orientation=orientation,
-                  resampling=Resampling(target="period", confidence=confidence))
+def difference(a: LossPanel, b: LossPanel, *, target: str = DEFAULT_QUESTION.target,
+               pair_seeds: bool = True) -> tuple[float, CrossedVariance, bool]:
+    """``mean(a) - mean(b)``, its :class:`~rolling_calib.core.variance.CrossedVariance` and whether it is paired:
+    the interval :func:`rolling_calib.core.verdict.decide` rests on, without its extras (Diebold-Mariano, seeds
+    to decide), for the many small verdicts of the windows and of the harness. The panels must be aligned.
+
+    Paired (seed ``i`` against seed ``i``) when both ran the same seeds (at least 2): ``d_s = M^A_s - M^B_s``
+    and the per-day influence ``z^A - z^B``; else the two pipelines' runs apart (Welch).
+
+    >>> a = LossPanel.from_arrays(seeds=[0, 1, 2], total=[[1.0, 2.0], [2.0, 2.0], [3.0, 3.0]])
+    >>> b = LossPanel.from_arrays(seeds=[0, 1, 2], total=[[1.0, 1.0], [1.0, 1.0], [2.0, 2.0]])
+    >>> d, cv, paired = difference(a, b)
+    >>> round(d, 4), paired, round(cv.var, 4)      # s_d^2 / k of d_s = (0.5, 1, 1)
+    (0.8333, True, 0.0278)
+    """
+    ma, za = influence(a.total, a.weight)
+    paired = bool(pair_seeds and a.n_seeds >= 2 and set(a.seeds.tolist()) == set(b.seeds.tolist()))
+    if paired:
+        order = np.argsort(b.seeds)[np.searchsorted(np.sort(b.seeds), a.seeds)]
+        mb, zb = influence(b.total[order], b.weight[order])
+        d_s = ma - mb
+        return float(d_s.mean()), crossed_variance(d_s[:, None] + (za - zb), target=target), True
+    mb, _ = influence(b.total, b.weight)
+    cv = crossed_variance(a=(a.total, a.weight), b=(b.total, b.weight), target=target)
+    return float(ma.mean() - mb.mean()), cv, False
 
 
-def _p_value(v: Verdict) -> float:
-    """Two-sided p-value of ``v.difference`` under its own t reference (1 when its variance is unknown)."""
-    var = v.var_seeds + v.var_time
-    if math.isinf(var) or math.isnan(var):
+def p_value(center: float, cv: CrossedVariance) -> float:
+    """Two-sided p-value of ``center`` under its own t reference (1 when its variance is unknown).
+
+    >>> from rolling_calib.core.variance import crossed_variance
+    >>> cv = crossed_variance(np.array([[0.0, 2.0], [1.0, 1.0], [2.0, 2.0]]))   # runs 1, 1, 2: t = 1 / (1/3), 2 df
+    >>> round(p_value(1.0, cv), 3)
+    0.095
+    """
+    if math.isinf(cv.var) or math.isnan(cv.var):
         return 1.0
-    if not var > 0:
-        return 0.0 if v.difference != 0 else 1.0
-    return float(2.0 * stats.t.sf(abs(v.difference) / math.sqrt(var), v.degrees_of_freedom))
+    if not cv.var > 0:
+        return 0.0 if center != 0 else 1.0
+    return float(2.0 * stats.t.sf(abs(center) / math.sqrt(cv.var), cv.df))
 
 
 def _blocks(times: np.ndarray, starts: Sequence[Any]) -> np.ndarray:
@@ -252,39 +279,29 @@ def window_verdicts(a: LossPanel, b: LossPanel, *, starts: Sequence[Any], labels
     block = _blocks(a.times, starts)
     names_of = list(labels) if labels is not None else [f"w{j:02d}" for j in range(max(len(starts), 1))]
     alpha = question.alpha
-    found: list[tuple[int, Verdict, np.ndarray]] = []
+    found: list[tuple[int, float, CrossedVariance, np.ndarray]] = []
     for j in np.unique(block):
         idx = np.flatnonzero(block == j)
         if idx.size < 2:
             continue
-        v = _period_verdict(a.select(times=idx), b.select(times=idx), names=names, metric=metric,
-                            orientation=orientation, confidence=question.confidence)
-        found.append((int(j), v, idx))
-    p = np.array([_p_value(v) for _, v, _ in found])
+        center, cv, _ = difference(a.select(times=idx), b.select(times=idx), target="period")
+        found.append((int(j), center, cv, idx))
+    p = np.array([p_value(center, cv) for _, center, cv, _ in found])
     adjusted = holm(p)
     out = []
-    for (j, v, idx), pj, ph in zip(found, p, adjusted):
-        decided = ph <= alpha and math.isfinite(v.difference) and v.difference != 0
-        low_wins = orientation == "lower"
-        outcome = "undetermined" if not decided else ("better" if (v.difference < 0) == low_wins else "worse")
+    low_wins = orientation == "lower"
+    for (j, center, cv, idx), pj, ph in zip(found, p, adjusted):
+        decided = ph <= alpha and math.isfinite(center) and center != 0
+        outcome = "undetermined" if not decided else ("better" if (center < 0) == low_wins else "worse")
         level = 1.0 - alpha * (pj / ph if ph > 0 else 1.0)
-        half = _half_width(v, level)
+        half = cv.half_width(level)
         out.append(WindowVerdict(
             index=len(out), label=names_of[j] if j < len(names_of) else f"w{j:02d}",
             start=time_label(a.times[idx[0]]), end=time_label(a.times[idx[-1]]), n_times=int(idx.size),
             outcome=outcome, winner={"better": names[0], "worse": names[1]}.get(outcome),
-            difference=float(v.difference), ci_low=float(v.difference - half), ci_high=float(v.difference + half),
-            level=float(level), p_value=float(pj), p_holm=float(ph), n_seeds=v.n_seeds))
+            difference=center, ci_low=float(center - half), ci_high=float(center + half),
+            level=float(level), p_value=float(pj), p_holm=float(ph), n_seeds=(a.n_seeds, b.n_seeds)))
     return out
-
-
-def _half_width(v: Verdict, level: float) -> float:
-    var = v.var_seeds + v.var_time
-    if math.isinf(var) or math.isnan(var):
-        return math.inf
-    if not var > 0:
-        return 0.0
-    return float(stats.t.ppf(0.5 + level / 2, v.degrees_of_freedom)) * math.sqrt(var)
 
 
 # --------------------------------------------------------------------------- across windows
@@ -578,17 +595,19 @@ def seed_noise_draws(devs: Sequence[np.ndarray], block: np.ndarray, *, n_sim: in
     (3, 4)
     """
     T = int(block.size)
+    _, index = np.unique(block, return_inverse=True)   # blocks as 0..J-1
+    J = int(index.max()) + 1 if T else 0
+    counts = np.bincount(index, minlength=J)
     out = np.zeros((n_sim, T))
-    for u in devs:
+    for u in devs:   # element-wise products summed over seeds: no BLAS call (its threads cost more than the work)
         k = u.shape[0]
         scale = math.sqrt(k / (k - 1.0)) / k
-        for j in np.unique(block):
-            cols = np.flatnonzero(block == j)
-            ubar = u[:, cols].mean(axis=1)
-            rest = u[:, cols] - ubar[:, None]
-            t_factor = np.sqrt((k - 1.0) / rng.chisquare(k - 1.0, size=n_sim))
-            offset = (rng.standard_normal((n_sim, k)) @ ubar) * t_factor
-            out[:, cols] += scale * (offset[:, None] + rng.standard_normal((n_sim, k)) @ rest)
+        ubar = np.stack([np.bincount(index, weights=row, minlength=J) for row in u]) / counts   # (k, J)
+        rest = u - ubar[:, index]
+        t_factor = np.sqrt((k - 1.0) / rng.chisquare(k - 1.0, size=(n_sim, J)))
+        offset = np.einsum("isj,sj->ij", rng.standard_normal((n_sim, k, J)), ubar) * t_factor   # (n_sim, J)
+        z = rng.standard_normal((n_sim, k, J))[:, :, index]                                    # (n_sim, k, T)
+        out += scale * (offset[:, index] + np.einsum("ist,st->it", z, rest))
     return out
 
 

@@ -15,10 +15,11 @@ from statsmodels.stats.multitest import multipletests
 from rolling_calib.core.question import Question
 from rolling_calib.core.resampling import Resampling
 from rolling_calib.core.verdict import LossPanel, decide
-from rolling_calib.core.verdict_sim import PanelModel, _simulate
+from rolling_calib.simulation.verdict_sim import PanelModel, _simulate
 from rolling_calib.core.when import (
     GR_TABLE_5PCT,
     across_windows,
+    difference,
     fluctuation_critical_value,
     fluctuation_test,
     holm,
@@ -51,7 +52,9 @@ def test_each_window_is_the_period_verdict_of_its_days_and_holm_decides_the_fami
     for w in windows:
         idx = np.arange(w.start, w.end + 1)
         v = decide(a.select(times=idx), b.select(times=idx), resampling=Resampling(target="period"))
-        assert w.difference == pytest.approx(v.difference)
+        assert w.difference == pytest.approx(v.difference)          # the same interval as the verdict's
+        half = (w.ci_high - w.ci_low) / 2
+        assert half == pytest.approx(stats.t.ppf(0.5 + w.level / 2, v.degrees_of_freedom) * math.sqrt(v.var_seeds))
         t = abs(v.difference) / math.sqrt(v.var_seeds)
         assert w.p_value == pytest.approx(2 * stats.t.sf(t, v.degrees_of_freedom))
         p.append(w.p_value)
@@ -206,3 +209,16 @@ def test_unsorted_starts_are_refused():
     a, b = _pair(np.random.default_rng(1), T=40)
     with pytest.raises(ValueError, match="ascending"):
         window_verdicts(a, b, starts=[20, 0])
+
+
+@pytest.mark.parametrize("target", ["period", "future"])
+@pytest.mark.parametrize("same_seeds", [True, False])
+def test_difference_is_the_interval_decide_rests_on(target, same_seeds):
+    rng = np.random.default_rng(9)
+    a = LossPanel.from_arrays(seeds=range(4), total=rng.normal(0, 1, (4, 60)), weight=rng.integers(1, 5, (4, 60)))
+    b = LossPanel.from_arrays(seeds=range(4) if same_seeds else range(10, 15), total=rng.normal(0, 1, (4 + (not same_seeds), 60)))
+    v = decide(a, b, resampling=Resampling(target=target))
+    center, cv, paired = difference(a, b, target=target)
+    assert paired == v.paired == same_seeds
+    assert center == pytest.approx(v.difference, abs=1e-12)
+    assert (center - cv.half_width(0.95), center + cv.half_width(0.95)) == pytest.approx((v.ci_low, v.ci_high))
