@@ -21,7 +21,8 @@ offsets change at every refit, every ``window_days`` days; its drift switches re
     under the future null (``delta = 0``): the share decided, where it is made (at least 4 windows), with
     the regimes' length against the windows' (its assumption: regimes shorter than a window);
 ``fluctuation``
-    the fluctuation warning (:func:`rolling_calib.core.when.fluctuation_test`, the refit windows as the
+    the fluctuation warning (:func:`rolling_calib.core.when.fluctuation_test`, as ``compare`` runs it: the
+    rolling mean over a refit window's days, kept within 10-50% of the period, the refit windows as the
     seeds' noise blocks) on the same pairs: without drift its false-alarm rate (stable pairs), with drift
     how often it sees the regimes; and ``reversal_power``: on the cell's pairs with a one-time reversal
     added (A better by ``r`` in the first half, worse by ``r`` in the second, ``r = effect_in_se`` standard
@@ -169,14 +170,14 @@ def calibrate_when(model: PanelModel, *, cells: Iterable[WhenCell], n_rep: int =
                 diffs = [w.difference for w in window_verdicts(pa, pb, starts=starts, question=question)]
                 hits["across"].append(across_windows(diffs, confidence=confidence).outcome != "undetermined")
             sims = Resampling(n_boot=n_sim, seed=int(rng.integers(2 ** 31)))
-            hits["fluctuation"].append(fluctuation_test(pa, pb, starts=starts, question=question,
+            hits["fluctuation"].append(fluctuation_test(pa, pb, window_days=W, starts=starts, question=question,
                                                         resampling=sims).fired)
             for e in effects_in_se:
                 rev = e * se_half
                 shift = np.r_[np.full(T // 2, -rev), np.full(T - T // 2, rev)]
                 pa_rev, _ = _panels(ar + shift, br)
-                hits[f"reversal_power_{e:g}"].append(fluctuation_test(pa_rev, pb, starts=starts, question=question,
-                                                                      resampling=sims).fired)
+                hits[f"reversal_power_{e:g}"].append(fluctuation_test(pa_rev, pb, window_days=W, starts=starts,
+                                                                      question=question, resampling=sims).fired)
         row: dict[str, Any] = {"n_seeds": k, "n_days": T, "drift": cell.drift, "regime_days": m.regime_days,
                                "drift_ratio": m.drift_ratio, "window_days": W, "n_windows": n_windows,
                                "regimes_shorter": (m.regime_days or 0) < W, "n_rep": n_rep,
