@@ -378,8 +378,9 @@ def plot_when(pair: PairWhen, *, metric: str = "ql", ax: Sequence[Axes] | None =
         times = [_date(t) for t in f.times]
         bottom.fill_between(times, f.center - f.half_width, f.center + f.half_width, color="0.85",
                             label=f"{f.confidence:.0%} simultaneous band")
-        bottom.axhline(f.center, color="0.5", lw=0.8)
-        bottom.plot(times, f.rolling, color="black", lw=1.3, label=f"{f.window_days}-day rolling mean")
+        bottom.axhline(f.center, color="0.5", lw=0.8, label="the period's mean")
+        bottom.plot(times, f.rolling, color="black", lw=1.3,
+                    label=f"{f.window_days}-day rolling mean (at its last day)")
         if f.fired and f.left_at is not None:
             i = [str(t) for t in f.times].index(str(f.left_at))
             bottom.plot([times[i]], [f.rolling[i]], "o", color="#D55E00", ms=6,
