@@ -38,18 +38,26 @@ whole period's mean::
     R_t = (1/m) sum_{i=t-m+1..t} (d_i - dbar),      warn when  max_t |R_t| > h
 
 Under a stable pair (no change of the common part's mean) ``d_t = dbar + g_t + n_t``: ``g`` the
-pipelines' common daily difference, stationary, with long-run variance ``LRV_g`` (the HAC scale:
-Bartlett with Andrews' bandwidth, the seeds' own noise removed, as in
-:func:`rolling_calib.core.variance.crossed_variance`), and ``n`` the seeds' noise in the seed
-average. The band ``h`` is the ``confidence`` quantile of ``max_t |R*_t|`` over ``n_sim`` draws of
-the null ``d*_t = sqrt(LRV_g) z_t + n*_t``: ``z_t`` independent standard normal days (the discrete
-Brownian bridge functional of Giacomini and Rossi's limit, centred on the period's mean) and
-``n*_t = sqrt(k / (k - 1)) (1/k) sum_s e_s u_{s,t}``, the seeds' deviations ``u`` from their mean
-with random signs ``e_s``: the seed noise, with its window offsets and serial dependence, counted
-as it is (seed-aware). The asymptotic critical values of the uncentred statistic are those of
-Giacomini and Rossi (2010, Table 1; :func:`fluctuation_critical_value` reproduces them by
-simulation). The result is a *warning* with the first date the path left the band (and, when it
-did, the least-squares break date ``argmax_k |sum_{i<=k} (d_i - dbar)|``), never a verdict.
+pipelines' common daily difference, stationary, with long-run variance ``LRV_g``, and ``n`` the seeds'
+noise in the seed average (their day noise and their offsets per refit window). The band ``h`` is the
+``confidence`` quantile of ``max_t |R*_t|`` over ``n_sim`` draws of the null
+``d*_t = sigma* z_t + n*_t``:
+
+* ``z_t``: independent standard normal days, so ``R*`` is the discrete Brownian bridge functional of
+  Giacomini and Rossi's limit (centred on the period's mean); ``sigma*^2 = max(LRV_g + se z', 0)``,
+  the HAC scale drawn within its standard error (:func:`local_lrv`: Bartlett with Andrews' bandwidth,
+  the seeds' own noise removed as in :func:`rolling_calib.core.variance.crossed_variance`, each series
+  demeaned inside blocks of about ``m / 2`` days so that a change of the mean does not inflate the
+  scale that judges it);
+* ``n*_t``: the seeds' noise drawn from the seeds' own deviations from their mean, with normal
+  multipliers per seed and refit window (:func:`seed_noise_draws`): its window offsets, day noise and
+  serial dependence counted as they are (seed-aware).
+
+The asymptotic critical values of the uncentred statistic are those of Giacomini and Rossi (2010,
+Table 1; :func:`fluctuation_critical_value` reproduces them by simulation). The result is a
+*warning* with the first date the path left the band (and, when it did, the least-squares break date
+``argmax_k |sum_{i<=k} (d_i - dbar)|``), never a verdict. Its false-alarm rate on stable pairs and
+its power against a one-time reversal are measured by ``bench/when_calibration.py``.
 
 Examples
 --------
@@ -443,14 +451,15 @@ class Fluctuation:
         ``dbar + R_t``: the rolling mean of the differential at each of ``times``.
     lrv_common, lrv_se, share_seed : float
         ``LRV_g`` (the HAC scale of the common part, seed noise removed, :func:`local_lrv`), its standard
-        error (each simulated path draws its scale as ``max(LRV_g + lrv_se z, 0)``), and the seed noise's share of the simulated sup's variance (0 when the seeds' noise could
-        not be separated: one seed on a side).
+        error (each simulated path draws its scale as ``max(LRV_g + lrv_se z, 0)``), and the seed noise's
+        share of the simulated sup's variance (0 when the seeds' noise could not be separated: one seed on
+        a side).
     seed_aware : bool
         The seeds' noise was drawn from their deviations (at least 2 seeds per pipeline).
     n_sim, seed, confidence : settings
     asymptotic_cv : float
-        ``h`` in units of ``sqrt(LRV / m)`` would be compared with this limiting value (Brownian bridge,
-        same ``mu``), for reference.
+        For reference: the limit's critical value at the same ``mu`` (the Brownian bridge functional, in
+        units of ``sqrt(LRV / m)``).
     """
 
     window_days: int
