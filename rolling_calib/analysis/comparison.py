@@ -458,7 +458,7 @@ def horizon_note(verdicts: Any) -> str:
     """What a future-target verdict cannot see, from the verdicts' own figures: the longest persistence its
     market-time part measured (the Bartlett bandwidth, or the month blocks where the drift check fired) against
     the days it had. Regimes longer than that shift the pair's advantage without widening the interval; the
-    calibration harness measured 10-28% false decisions at 95% on such drift, and no estimator from the
+    calibration harness measured up to 24% false decisions at 95% on such drift, and no estimator from the
     evaluated days alone did better (``bench/drift_identifiability.py``). The future verdicts are the headline
     ones (``--target future``) or those beside a period headline (``PairVerdicts.beside``).
 
@@ -490,7 +490,7 @@ def beside_note(target: str) -> str:
     if target == "period":
         return ("future, if drift < horizon: the same difference over seeds and the market's future (what to expect "
                 "on new periods); it holds only if the market's drift is shorter than the horizon below (regimes of "
-                "months make it decide 10-28% of identical pairs at 95%: docs/verdict_calibration.md).")
+                "months make it decide up to 24% of identical pairs at 95%: docs/verdict_calibration.md).")
     return ("on these days: the same difference over seeds on the evaluated days (the period verdict, whose level "
             "holds under drift).")
 

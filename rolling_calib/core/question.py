@@ -13,7 +13,7 @@ how its random draws are made (:class:`rolling_calib.core.resampling.Resampling`
       over seeds *and* the market's future: the market-time process is a source of chance beside
       the seeds (what to expect on new periods). It rests on an assumption the evaluated days
       cannot check: that the market's drift is shorter than the horizon its long-run variance sees
-      (regimes of months make it decide 10-28% of identical pairs at 95%); reports show it beside
+      (regimes of months make it decide up to 24% of identical pairs at 95%); reports show it beside
       the headline, as that assumption;
 
 * ``confidence`` -- the level of every interval and ``1 - alpha`` of every decision.

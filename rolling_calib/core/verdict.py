@@ -27,7 +27,7 @@ questions (``target``):
   (estimated from the seeds' deviations), by a Bartlett kernel whose bandwidth is chosen on the
   noise-removed autocorrelation, or, when a drift check finds more variance at the scale of
   months, by month-scale batch means. It rests on an assumption: that the market's drift is
-  shorter than the horizon that estimate sees. Regimes of 40-110 days make it decide 10-28% of
+  shorter than the horizon that estimate sees. Regimes of 40-110 days make it decide up to 24% of
   identical pairs at 95%, and no estimator from the evaluated days alone does better
   (``bench/drift_identifiability.py``); reports show it beside the headline, as that assumption.
 

@@ -309,7 +309,7 @@ def _definitions(scores: StoreScores, comparison: StoreComparison) -> list[str]:
         + "; better or worse when the interval excludes 0, else undetermined (docs/method.md §5; its error rates "
         "on data like these: bench/verdict_calibration.py).",
         "Beside it, the other question: the claim about the market's future holds only if the market's drift is "
-        "shorter than the horizon its interval sees (the Horizon line); under regimes of months it decides 10-28% "
+        "shorter than the horizon its interval sees (the Horizon line); under regimes of months it decides up to 24% "
         "of identical pairs at 95% (docs/verdict_calibration.md).",
         "When: the verdict over seeds inside each refit window (or month), the windows decided together under "
         "Holm's family-wise control; across windows, Ibragimov-Mueller's t over the windows' differences (a claim "
