@@ -1,44 +1,60 @@
-"""Seed-stacked training: the K seeds of one (pipeline, window) as one batched computation.
+"""Seed-stacked training: the K seeds of one (pipeline, window) trained together, on one of two kernels.
 
-The seeds of a configuration are independent networks of the same shape. :class:`StackedLSTM`
-holds the weights of K copies of Qlib's ``LSTMModel`` (a stacked LSTM and a linear head on the
-last step) as tensors with a leading seed axis and runs them together: per layer, one batched
-matrix product projects every time step's input (``baddbmm`` over the K members), then one
-batched product per time step adds the recurrent term; the gates follow PyTorch's ``nn.LSTM``
-exactly (order i, f, g, o)::
+The seeds of a configuration are independent networks of the same shape (Qlib's ``LSTMModel``:
+a stacked LSTM and a linear head on the last step). :func:`fit_stack` trains K
+:class:`~rolling_calib.qlib_adapter.model.RollingLSTM` models (same hyperparameters, their own
+seeds) together and leaves each model exactly as its own ``fit`` would: weights, normalisation,
+label scale, ``last_fit_info``. Two kernels (:data:`STACK_KERNELS`):
 
-    gates_t = x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh          (per member k, batched over k)
-    c_t = sigmoid(f) * c_{t-1} + sigmoid(i) * tanh(g);   h_t = sigmoid(o) * tanh(c_t)
-    output = h_T W_fc^T + b_fc
+* ``bmm`` -- :class:`StackedLSTM` holds the K members' weights as tensors with a leading seed axis.
+  Per layer one batched GEMM projects every time step's input for all members; each step then
+  adds the recurrent term with one batched GEMM over the seeds (``baddbmm_`` in place) and applies
+  the gates (PyTorch's ``nn.LSTM`` exactly, order i, f, g, o) in five elementwise kernels::
 
-:func:`fit_stack` trains K :class:`~rolling_calib.qlib_adapter.model.RollingLSTM` models (same
-hyperparameters, their own seeds) as one stack and leaves each model exactly as its own
-``fit`` would: weights, normalisation, label scale, ``last_fit_info``. The steps of a fit both
-share (a fresh network and optimiser, the label scale, the record of the fit, the batch feed,
-early stopping) are :mod:`rolling_calib.qlib_adapter.lstm_core`'s, so this module and the
-model's do not import each other. Each member keeps
+      gates_t = x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh          (per member k, batched over k)
+      c_t = sigmoid(f) * c_{t-1} + sigmoid(i) * tanh(g);   h_t = sigmoid(o) * tanh(c_t)
+      output = h_T W_fc^T + b_fc
 
-* its own initialisation (each model builds Qlib's ``LSTMModel`` under its own seed, and the
-  stack copies those weights),
+  Its backward is written by hand (:class:`_StackedLayer`): one batched GEMM per step for the
+  recurrent gradient, every weight gradient in one batched GEMM over all steps.
+* ``streams`` -- each member keeps its own network and optimiser; on a GPU each member's step
+  (cuDNN's LSTM, loss, backward, clip, optimiser) goes to its own CUDA stream, so the members'
+  small kernels run side by side; on a CPU they run in turn.
+
+:func:`choose_kernel` picks one per size (``stack_kernel: auto``: a short timing probe on a GPU, a
+fixed kernel on a CPU) and the choice is recorded in each model's ``last_fit_info["stack"]`` (and
+so in every unit's sidecar). Batches come from the feed :func:`~rolling_calib.qlib_adapter.lstm_core.plan_feed`
+picks: cut on the device from segments moved there once, or on the host.
+
+The steps of a fit both paths share (a fresh network and optimiser, the label scale, the record
+of the fit, the batch feeds, early stopping) are :mod:`rolling_calib.qlib_adapter.lstm_core`'s, so
+this module and the model's do not import each other. Each member keeps
+
+* its own initialisation (each model builds Qlib's ``LSTMModel`` under its own seed; ``bmm``
+  copies those weights),
 * its own data order (``numpy.random.default_rng([seed, fit_count])``, one permutation per
   epoch, as the unstacked fit draws it),
 * its own label standardisation, early stopping and epoch count; a member that stops is taken
   out of the stack (its weights and optimiser state rows are dropped), so the others carry on
   without computing it,
-* its own dropout stream (a generator per member, seeded ``seed + 7919 * (fit_count + 1)``), so a
-  member's numbers do not depend on which seeds share its stack.
+* its own dropout stream, seeded ``seed + 7919 * (fit_count + 1)`` (``bmm``: a generator per
+  member; ``streams`` on a CPU: that generator's state swapped in around the member's step, the
+  unstacked fit's stream; ``streams`` is refused on a GPU with dropout between layers, where cuDNN
+  draws every network's masks from one shared state), so a member's numbers do not depend on
+  which seeds share its stack.
 
 The optimisers (Adam, AdamW, SGD), L2 weight decay and value clipping act elementwise, and the
-stacked loss is the sum of the members' mean losses, so each member receives exactly its own
-gradient: mathematically the stack is K independent fits. Numerically it is not bit-identical to
-the unstacked ``RollingLSTM.fit`` (``nn.LSTM``'s kernel sums in another order); the two agree to
-float rounding at the first step, and the tests compare their predictions to a tolerance. The
-unstacked path is the reference; the stacked path is itself deterministic on CPU (same seeds
-and stack size -> the same bits).
+``bmm`` loss is the sum of the members' mean losses, so each member receives exactly its own
+gradient: mathematically the stack is K independent fits. Numerically ``bmm`` is not
+bit-identical to the unstacked ``RollingLSTM.fit`` (``nn.LSTM``'s kernels sum in another order);
+the two agree to float rounding, and the tests compare their predictions to a tolerance.
+``streams`` runs the unstacked fit's own operations: on a CPU the same bits. Both are
+deterministic on CPU (same seeds and stack size -> the same bits).
 
-Where it wins: stacking shares the per-step overheads and fills a GPU that one small LSTM
-leaves idle; on CPU with one thread per worker the work is throughput-bound and the hand-written
-cell is slower than ``nn.LSTM``'s fused one (``bench/bench_stacked.py`` prints both).
+Where each wins: ``bench/bench_stacked.py`` prints both against one seed at a time. On a CPU with
+one thread per worker the work is throughput-bound and ``nn.LSTM``'s fused cell beats the
+hand-written one (hence :data:`CPU_KERNEL`); on a GPU one small LSTM leaves the device idle, which
+both kernels fill in their own way.
 
 Examples
 --------
@@ -84,7 +100,7 @@ from rolling_calib.qlib_adapter.lstm_core import (
 )
 
 __all__ = ["CPU_KERNEL", "PROBE_STEPS", "STACK_KERNELS", "StackedLSTM", "can_stack", "check_stackable",
-           "choose_kernel", "fit_stack", "make_kernel", "start_stack"]
+           "choose_kernel", "fit_stack", "make_kernel", "stack_residents", "start_stack"]
 
 #: Settings every member of a stack must share (the seed is what differs).
 _SHARED_SETTINGS = ("d_feat", "hidden_size", "num_layers", "dropout", "lr", "batch_size", "weight_decay",
@@ -102,13 +118,21 @@ _PROBED: dict[tuple, dict] = {}
 
 
 # ------------------------------------------------------------------------------ the batched LSTM layer
+_GATE_ORDERS: dict[tuple[int, torch.device], torch.Tensor] = {}
+
+
 def _gate_order(hidden: int, device: torch.device) -> torch.Tensor:
     """Rows of ``nn.LSTM``'s gates (i, f, g, o) in the order (i, f, o, g): one sigmoid over 3H, one tanh over H.
 
-    Swapping the last two blocks is its own inverse (the same index maps gradients back).
+    Swapping the last two blocks is its own inverse (the same index maps gradients back). Made
+    once per size and device: a host-to-device copy at every layer call would make the host
+    wait for the GPU's queue.
     """
-    return torch.cat([torch.arange(0, 2 * hidden), torch.arange(3 * hidden, 4 * hidden),
-                      torch.arange(2 * hidden, 3 * hidden)]).to(device)
+    key = (hidden, device)
+    if key not in _GATE_ORDERS:
+        _GATE_ORDERS[key] = torch.cat([torch.arange(0, 2 * hidden), torch.arange(3 * hidden, 4 * hidden),
+                                       torch.arange(2 * hidden, 3 * hidden)]).to(device)
+    return _GATE_ORDERS[key]
 
 
 def _layer_steps(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor
@@ -706,7 +730,7 @@ def _eval_loss(kernel: _BmmKernel | _StreamsKernel, active: Sequence[_Member], v
         return np.full(len(active), np.nan)
     totals = torch.zeros(len(active), dtype=torch.float64, device=lead.device)
     chunk = kernel.eval_chunk(lead.batch_size)
-    slots = [m.slot for m in active]
+    slots = torch.tensor([m.slot for m in active], device=lead.device)  # once: an index list would be copied per chunk
     with torch.inference_mode():
         for lo in range(0, len(valid), chunk):
             hi = min(lo + chunk, len(valid))
