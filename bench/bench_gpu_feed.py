@@ -159,7 +159,7 @@ def main(argv=None) -> int:
                 what = "one model" if k == 1 else f"stack of {k} ({row['kernel']})"
                 print(f"{size_name:5s} {what}: " + "  ".join(
                     f"{feed} {row[feed]['samples_per_s']:,.0f}/{unit} (busy {row[feed]['busy']:.0%}"
-                    + (f", profiled {row[feed]['gpu_busy']:.0%}" if "gpu_busy" in row[feed] else "")
+                    + (f", profiled {row[feed]['gpu_busy']:.0%}" if row[feed].get("gpu_busy") is not None else "")
                     + f", {row[feed]['fraction_of_matmul_rate']:.1%} of mm)" for feed in FEEDS), flush=True)
             if args.device.startswith("cuda"):
                 torch.cuda.empty_cache()
