@@ -69,7 +69,7 @@ from rolling_calib.qlib_adapter.zoo import (
 )
 
 __all__ = ["HANDLER_REQUIRED_TIME_KWARGS", "HANDLER_TIME_KWARGS", "LABEL_SOURCES", "QlibEpochs", "TrainedWindow",
-           "UnitProgress", "base_model_path", "check_runner_contract", "set_global_seeds", "train_window",
+           "UnitProgress", "base_model_path", "check_runner_contract", "fit_path", "set_global_seeds", "train_window",
            "train_window_stack", "unit_task", "warm_start_kind", "window_task"]
 
 #: ``rolling.label``: score against the handler's raw label (``DK_R``) or its learn-processed label (``DK_L``).
@@ -111,6 +111,28 @@ class TrainedWindow:
     stopped_at: str | None = None
     # the data set was the one an earlier unit of this window built in this process (:mod:`.dataset_cache`)
     dataset_reused: bool = False
+    # where and how the model computed (:func:`fit_path`; None: the model does not say)
+    fit_path: dict | None = None
+
+
+def fit_path(model: Any) -> dict | None:
+    """Where ``model``'s last fit computed: its ``device``, ``feed`` and seed ``stack`` kernel, as it recorded them.
+
+    Read from ``last_fit_info`` (RollingLSTM and the seed stack record them); None for a model
+    that records none. Kept in the unit's sidecar: the feed and the kernel move no number beyond
+    float rounding, but a reader can see which ran.
+
+    >>> class M: last_fit_info = {"device": "cuda:0", "feed": {"mode": "resident"}, "train_loss": [1.0]}
+    >>> fit_path(M())
+    {'device': 'cuda:0', 'feed': {'mode': 'resident'}}
+    >>> fit_path(object()) is None
+    True
+    """
+    info = getattr(model, "last_fit_info", None)
+    if not isinstance(info, dict):
+        return None
+    path = {key: info[key] for key in ("device", "feed", "stack") if key in info}
+    return path or None
 
 
 def window_task(task: dict, window: Window, *, seed: int, n_threads: int) -> dict:
@@ -422,7 +444,8 @@ def train_window(
                      qlib_init=qlib_init)
     return TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_fit, seeding, recorded,
                          valid_predictions=valid_predictions, valid_labels=valid_labels, other_labels=other,
-                         valid_other_labels=valid_other, stopped_at=stopping_point(model), dataset_reused=reused)
+                         valid_other_labels=valid_other, stopped_at=stopping_point(model), dataset_reused=reused,
+                         fit_path=fit_path(model))
 
 
 def _fit_window(model: Any, dataset: Any, *, warm_start: Path | None, kind: str | None, scratch: _ScratchFiles,
@@ -672,5 +695,5 @@ def train_window_stack(
                          qlib_init=qlib_init)
         out.append(TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_pred0, seeding,
                                  recorded, valid_predictions=valid_predictions, valid_labels=valid_labels,
-                                 other_labels=other, valid_other_labels=valid_other))
+                                 other_labels=other, valid_other_labels=valid_other, fit_path=fit_path(model)))
     return out
