@@ -45,7 +45,7 @@ from rolling_calib.analysis.scoring import score_store
 from rolling_calib.analysis.sequential_path import write_path
 from rolling_calib.analysis.verdicts import VERDICT_METRICS, loss_panel
 from rolling_calib.config.experiment import ExperimentConfig
-from rolling_calib.core.metric_table import METRIC_TABLE
+from rolling_calib.core.metric_table import DECIDE_BY, METRIC_TABLE
 from rolling_calib.core.resampling import Resampling
 from rolling_calib.core.sequential import FUTILITY, SequentialState
 from rolling_calib.core.validation import ConfigError
@@ -57,8 +57,6 @@ from rolling_calib.execution.units import UnitKey
 
 __all__ = ["DECIDE_BY", "UntilDecided", "run_until_decided"]
 
-#: Metrics a run can be decided by.
-DECIDE_BY = ("ql", "cql", "ic")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,8 +67,9 @@ class UntilDecided:
     ----------
     first, batch, max_seeds : int
         Seeds per pipeline at the first look, added per look, and the budget (the full grid).
-    decide_by : {"ql", "cql", "ic"}
-        The metric whose verdict stops a pair.
+    decide_by : {"ql", "cql", "ic", "excess_return", "excess_return_cost"}
+        The metric whose verdict stops a pair (the excess returns: the workflow's backtest, run after
+        each batch of seeds completes).
     margin : float or None
         Equivalence margin in the metric's unit (None: no equivalence stop).
     futility : float
@@ -208,7 +207,7 @@ def run_until_decided(config: ExperimentConfig, plan: RunPlan, *, rule: UntilDec
     units_used = path["units"]["used"]
     summary = RunSummary(store=plan.store, ran=summary.ran, skipped=units_used - summary.ran,
                          stale_moved=summary.stale_moved, seconds=time.perf_counter() - t0,
-                         results=summary.results, corrupt_moved=summary.corrupt_moved,
+                         results=summary.results, corrupt_moved=summary.corrupt_moved, backtests=summary.backtests,
                          notes=plan.notes + (f"until-decided: {units_used} of the full grid's "
                                              f"{path['units']['full_grid']} units", ))
     return summary, path
