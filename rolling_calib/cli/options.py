@@ -27,6 +27,8 @@ from data_prep.cli import JSON_HELP, NO_PROGRESS_HELP, add_output_options, show_
 from rolling_calib.config.overrides import parse_set
 from rolling_calib.core.calibration import CALIBRATION_FIELDS, Calibration
 from rolling_calib.core.label import LABEL_CHOICES
+from rolling_calib.core.metric_table import DECIDE_BY
+from rolling_calib.core.portfolio import ACCUMULATION
 from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
 from rolling_calib.core.resampling import Resampling
 from rolling_calib.core.validation import (
@@ -200,8 +202,9 @@ def add_seeds_argument(container) -> None:
 def add_overrides_argument(parser: argparse.ArgumentParser) -> None:
     """``--set KEY=VALUE`` (repeatable) and ``--device``."""
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config value by dotted key, read with YAML scalar rules "
-                             "(5e-6 is a float), e.g. qlib_init.provider_uri=/data/us25 (repeatable)")
+                        help="override a config value by dotted key, read with YAML rules (5e-6 is a float; "
+                             "[A, B] a list), e.g. qlib_init.provider_uri=/data/us25; a YAML anchor reaches its "
+                             "aliases: benchmark=AAPL, port_analysis_config.strategy.kwargs.topk=5 (repeatable)")
     parser.add_argument("--device", default=None, metavar="DEV",
                         help="model device for every pipeline: cpu, cuda, cuda:N, auto "
                              "(same as --set task.model.kwargs.device=DEV; default: the YAML's)")
@@ -396,9 +399,13 @@ def add_bootstrap_arguments(parser: argparse.ArgumentParser, *, only: tuple[str,
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options shared by ``compare`` and ``report``: the pipelines, the calibration rule and the bootstrap."""
+    """Options shared by ``compare`` and ``report``: the pipelines, the calibration rule, the bootstrap and how the
+    backtests' returns accumulate."""
     add_calibration_arguments(parser)
     add_bootstrap_arguments(parser)
+    parser.add_argument("--accumulate", choices=list(ACCUMULATION), default="sum",
+                        help="how the backtests' daily excess returns accumulate in annualized return and max "
+                             "drawdown: sum (Qlib's risk_analysis default) or product (compounded)")
 
 
 def score_with_options(args: argparse.Namespace, *, progress: bool):
@@ -424,7 +431,7 @@ def compare_across_stores(args: argparse.Namespace, stores: list[str]):
         raise ValueError("--pipelines: not with several --store (every pipeline of each store is compared)")
     calibration = calibration_from_args(args, st.recorded_calibration(st.read_manifest(stores[0])))
     scores = score_stores(stores, calibration=calibration, label=args.label, progress=show_progress(args))
-    return compare_store(scores, resampling=resampling_from_args(args))
+    return compare_store(scores, resampling=resampling_from_args(args), accumulation=args.accumulate)
 
 
 def score_and_compare(args: argparse.Namespace):
@@ -434,7 +441,7 @@ def score_and_compare(args: argparse.Namespace):
     from rolling_calib.execution.inventory import record_last_verdicts
 
     scores = score_with_options(args, progress=show_progress(args))
-    comparison = compare_store(scores, resampling=resampling_from_args(args))
+    comparison = compare_store(scores, resampling=resampling_from_args(args), accumulation=args.accumulate)
     record_last_verdicts(args.store, comparison.verdict_rows(), label=scores.label_scope,   # what ls shows
                          calibration=scores.calibration.describe())
     return scores, comparison
@@ -468,7 +475,9 @@ def add_until_decided_arguments(parser: argparse.ArgumentParser) -> None:
                        help="seeds added per look (default 2)")
     group.add_argument("--max-seeds", type=checked(SEED_COUNT, int), default=20, metavar="N",
                        help="seed budget per pipeline: seeds 0..N-1 (default 20)")
-    group.add_argument("--decide-by", choices=["ql", "cql", "ic"], default="ql", help="metric that decides (default ql)")
+    group.add_argument("--decide-by", choices=list(DECIDE_BY), default="ql",
+                       help="metric that decides (default ql; excess_return[_cost]: the workflow's backtest's daily "
+                            "excess return without [with] cost)")
     group.add_argument("--margin", type=float, default=None, metavar="X",
                        help="equivalence margin in the metric's unit (default: no equivalence stop)")
     group.add_argument("--futility", type=checked(_PROBABILITY, float), default=0.2, metavar="P",
