@@ -55,7 +55,7 @@ from rolling_calib.analysis.verdicts import (
 from rolling_calib.core import pairwise as cmp
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import Label, describe_choice
-from rolling_calib.core.metric_table import COMPARED_METRICS, METRIC_TABLE, title
+from rolling_calib.core.metric_table import BACKTEST_METRICS, COMPARED_METRICS, METRIC_TABLE, title
 from rolling_calib.core.portfolio import RISK_FIELDS
 from rolling_calib.core.validation import ACCUMULATION as ACCUMULATION_MODE
 from rolling_calib.core.tables import format_table, sig
@@ -165,6 +165,9 @@ class StoreComparison:
             verdict = self.verdicts_of(p)
             if verdict is not None:
                 entry.update(jsonable(verdict.to_dict()))
+                for metric in BACKTEST_METRICS:   # what the excess return is measured against, beside its verdict
+                    if metric in entry["verdicts"] and self.portfolio is not None:
+                        entry["verdicts"][metric]["backtest"] = self.portfolio.scope()
             pairs.append(entry)
         return {
             "period": self.calibration.period,
@@ -231,6 +234,9 @@ class StoreComparison:
                      f"{', '.join(drifts)}; their market-time part comes from month blocks (wider).")
         if self.target == "future":
             foot += "\n" + horizon_note(self.verdicts)
+        if self.portfolio is not None and any(m in pv.verdicts for pv in self.verdicts for m in BACKTEST_METRICS):
+            foot += f"\nExcess return (w/ cost): the daily return minus the benchmark's (and the cost) of the backtest: " \
+                    f"{self.portfolio.scope()}."
         return f"{head}\n{table}\n{foot}"
 
     def verdict_rows(self) -> list[dict[str, Any]]:

@@ -45,7 +45,7 @@ from rolling_calib.analysis.scoring import score_store
 from rolling_calib.analysis.sequential_path import write_path
 from rolling_calib.analysis.verdicts import VERDICT_METRICS, loss_panel
 from rolling_calib.config.experiment import ExperimentConfig
-from rolling_calib.core.metric_table import DECIDE_BY, METRIC_TABLE
+from rolling_calib.core.metric_table import BACKTEST_METRICS, DECIDE_BY, METRIC_TABLE
 from rolling_calib.core.resampling import Resampling
 from rolling_calib.core.sequential import FUTILITY, SequentialState
 from rolling_calib.core.validation import ConfigError
@@ -196,6 +196,11 @@ def run_until_decided(config: ExperimentConfig, plan: RunPlan, *, rule: UntilDec
                             futility=rule.futility)
     if rule.decide_by not in VERDICT_METRICS:
         raise ValueError(f"--decide-by: {rule.decide_by!r} has no verdict")
+    unbacktested = [p.name for p in plan.pipelines if p.backtest is None]
+    if rule.decide_by in BACKTEST_METRICS and unbacktested:   # before anything trains
+        raise ConfigError(f"{config.path or 'experiment'}: --decide-by {rule.decide_by}: the backtest's excess return "
+                          f"decides, but {', '.join(unbacktested)} has no backtest (no PortAnaRecord in task.record, "
+                          f"a minute store, or a strategy that holds the whole universe: see the plan's notes)")
     t0 = time.perf_counter()
     driver = _Driver(config, plan, state, rule, progress=progress)
     summary = run_batches(plan, executor=executor, next_batches=driver.next_batches, progress=progress)

@@ -81,7 +81,8 @@ def backtest_record(task: Mapping[str, Any]) -> tuple[int, dict] | None:
 
 
 def without_backtests(task: Mapping[str, Any]) -> dict:
-    """``task`` without its backtest records: what a unit trains and records (the backtest runs per seed).
+    """``task`` without its backtest records: what a unit trains and records (the backtest runs per seed); a task
+    without one is returned as it is.
 
     >>> without_backtests({"model": {}, "record": [{"class": "SignalRecord"}, {"class": "PortAnaRecord"}]})
     {'model': {}, 'record': [{'class': 'SignalRecord'}]}
@@ -91,6 +92,8 @@ def without_backtests(task: Mapping[str, Any]) -> dict:
         return out
     records = out["record"]
     records = [records] if isinstance(records, Mapping) else list(records or [])
+    if not any(_is_backtest_record(r) for r in records):
+        return out   # unchanged (the hash of a task without a backtest is what it was)
     out["record"] = [r for r in records if not _is_backtest_record(r)]
     return out
 

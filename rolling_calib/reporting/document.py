@@ -370,7 +370,9 @@ def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir:
         "interval_over": ("over seeds and the market's future (target future)" if comparison.target == "future"
                           else "over seeds, on the evaluated days (target period)"),
         "verdicts": _verdicts(comparison) if comparison.verdicts else None,
-        "horizon": horizon_note(comparison.verdicts) if comparison.target == "future" else "",
+        "horizon": (horizon_note(comparison.verdicts) if comparison.target == "future" else "") + (
+            f" Excess return (w/ cost): of the backtest {comparison.portfolio.scope()}."
+            if comparison.portfolio is not None and comparison.portfolio.rows else ""),
         "warnings": [{"kind": w.kind, "message": rel(w.message)} for w in comparison.warnings],
         "sequential": sequential,
         "sequential_line": sequential_line,

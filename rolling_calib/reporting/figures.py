@@ -375,26 +375,29 @@ def plot_excess_curves(curves: pd.DataFrame, *, ax: Axes | Sequence[Axes] | None
     fig, axes, made_here = _panels(ax, len(kinds), figsize=(11, 3.8), sharey=True)
     pipelines = list(dict.fromkeys(curves["pipeline"]))
     colors = _colors(colors, pipelines)
+    styles = ("-", "--", ":", "-.")   # a pipeline whose curves equal another's still shows under it
     for a, kind in zip(axes, kinds):
         part = curves[curves["cost"] == kind]
-        for name in pipelines:
+        for i, name in enumerate(pipelines):
             runs = part[part["pipeline"] == name]
             for seed, run in runs.groupby("seed"):
                 dates = pd.to_datetime(run["date"])
                 values = run["cumulative"].to_numpy(dtype=float) * 100
                 if seed == -1:
-                    a.plot(dates, values, color=colors[name], lw=2.2, label=f"{name}: mean of "
-                           f"{runs['seed'].nunique() - 1} seed(s)")
+                    a.plot(dates, values, color=colors[name], lw=2.2, ls=styles[i % len(styles)],
+                           label=f"{name}: mean of {runs['seed'].nunique() - 1} seed(s)")
                 else:
-                    a.plot(dates, values, color=colors[name], lw=0.8, alpha=0.45)
+                    a.plot(dates, values, color=colors[name], lw=0.8, alpha=0.45, ls=styles[i % len(styles)])
         a.axhline(0.0, color="#808080", lw=0.8, ls="--")
         a.set_title(f"excess return {kind} cost", fontsize=10, loc="left")
         a.set_ylabel("cumulative excess return (%)")
         a.legend(fontsize=8, loc="best")
     _rotate_dates(fig, axes, made_here)
     if made_here:
-        fig.suptitle("Backtest over the joined windows: cumulative excess return per seed (thin) and their mean "
-                     f"(thick){chr(10) + scope if scope else ''}", fontsize=10)
+        import textwrap
+
+        head = "Backtest over the joined windows: cumulative excess return per seed (thin) and their mean (thick)"
+        fig.suptitle("\n".join([head, *textwrap.wrap(scope, 150)]), fontsize=9)
     return fig
 
 

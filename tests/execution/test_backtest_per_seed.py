@@ -186,6 +186,7 @@ def test_compare_has_the_portfolio_rows_and_verdicts_on_the_excess_returns(run, 
     verdicts = data["pairs"][0]["verdicts"]
     assert {"excess_return", "excess_return_cost"} <= set(verdicts)
     assert verdicts["excess_return_cost"]["higher_is_better"] is True and verdicts["excess_return"]["n_seeds"] == [2, 2]
+    assert "benchmark the equal-weighted universe all (6 instruments)" in verdicts["excess_return_cost"]["backtest"]
     text = comparison.format()
     assert "Backtest over the joined windows (TopkDropoutStrategy(topk=3, n_drop=1); benchmark the equal-weighted" in text
     assert "Excess return w/ cost" in text and "information ratio" in text
