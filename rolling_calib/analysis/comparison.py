@@ -281,7 +281,8 @@ class StoreComparison:
         if p is None or not p.rows:
             return ""
         head = (f"Backtest over the joined windows ({p.scope()}); mean and std over seeds, {p.confidence:.0%} "
-                f"Student-t interval over seeds")
+                f"Student-t interval over seeds on these days (another seed, the same market; the verdicts on the "
+                f"daily excess return add the market's future)")
         rows = []
         for r in p.rows:
             cells = [r["pipeline"], r["cost"], str(r["n_seeds"]), str(r["days"])]

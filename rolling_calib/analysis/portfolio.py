@@ -94,7 +94,8 @@ class PortfolioSummary:
                                      "benchmark": self.specs.get(name, {}).get("benchmark"),
                                      "cost_model": self.specs.get(name, {}).get("cost"),
                                      "mode": self.mode, "annualization_days": self.n, "confidence": self.confidence,
-                                     "interval": "Student-t over seeds on the evaluated days"}
+                                     "interval": "Student-t over seeds on the evaluated days (another seed, the "
+                                                 "same market; the verdicts add the market's future)"}
             for cost in COST_KINDS:
                 row = self.row(name, cost)
                 if row is not None:

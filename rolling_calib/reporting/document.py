@@ -226,8 +226,9 @@ def _portfolio(comparison: StoreComparison) -> tuple[Table | None, str, list[str
              *(f"{shown(f, r[f]['mean'])} ± {shown(f, r[f]['std'])} [{shown(f, r[f]['ci_low'])}, "
                f"{shown(f, r[f]['ci_high'])}]" for f in RISK_FIELDS)] for r in p.rows]
     table = _table(["pipeline", "cost", "seeds", "days", *(FIGURE_TITLES[f] for f in RISK_FIELDS)], rows, left=2)
-    heading = (f"{p.scope()}. Each figure: mean ± std over seeds [{p.confidence:.0%} Student-t interval over seeds]; "
-               "the daily excess returns also have verdicts above.")
+    heading = (f"{p.scope()}. Each figure: mean ± std over seeds [{p.confidence:.0%} Student-t interval over seeds "
+               "on these days: another seed, the same market]; the verdicts above on the daily excess return add the "
+               "market's future.")
     scopes = [f"{n}: {p.scope(n)}" for n in p.pipelines] if len({p.scope(n) for n in p.pipelines}) > 1 else []
     return table, heading, scopes
 

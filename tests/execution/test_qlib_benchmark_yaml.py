@@ -62,6 +62,12 @@ def test_lightgbm_alpha158_benchmark_runs_unchanged(tmp_path, daily, capsys):
     # 7 months of validation before 2015-01; the label looks 2 sessions ahead: 2 purged before each next segment
     assert "w00: train 2013-06-03..2014-05-28" in err and "valid 2014-06-02..2014-12-29" in err
     assert "test 2015-01-02..2015-02-27" in err and "purge: 2 bar(s)" in err
+    # every departure from the YAML's own segments is named (issue 39)
+    assert "note: departs from the YAML's segments: train starts 2013-06-03, not 2008-01-01" in err
+    assert ("note: departs from the YAML's segments: valid is the 7 month(s) before each test segment, not the YAML's "
+            "24 (2015-01-01..2016-12-31)") in err
+    assert "test spans 2015-01-02..2015-02-27 in 1 window(s) of 3 month(s), retrained each (YAML: one segment " \
+        "2017-01-01..2020-08-01)" in err
     # the YAML's TopkDropoutStrategy holds 50 stocks: all 6 of this store, so its backtest is not run (said)
     assert ("the backtest is not run: port_analysis_config.strategy.kwargs.topk: TopkDropoutStrategy holds topk=50 "
             "stocks of the 6 instruments of all: it holds the whole universe") in err
