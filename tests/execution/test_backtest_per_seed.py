@@ -120,13 +120,14 @@ def test_one_backtest_per_seed_over_the_joined_windows(run):
     assert any("benchmark: SH000300 is not an instrument of the store" in n for n in plan.notes)
 
 
-def test_equals_qlibs_own_portanarecord_on_the_same_joined_predictions(run, tmp_path):
+def test_equals_qlibs_own_portanarecord_on_the_same_joined_predictions(run, tmp_path, monkeypatch):
     import qlib
     from qlib.workflow import R
     from qlib.workflow.record_temp import PortAnaRecord
 
     _, plan, _ = run
     manifest = st.read_manifest(plan.store)
+    monkeypatch.chdir(tmp_path)   # MLflow's default artifact location on SQLite is ./mlruns: keep it out of the repo
     uri = f"sqlite:///{tmp_path / 'check.db'}"
     qlib.init(provider_uri={"day": plan.qlib_init["provider_uri"]["day"]}, region="us", kernels=1,
               exp_manager={"class": "MLflowExpManager", "module_path": "qlib.workflow.expm",
