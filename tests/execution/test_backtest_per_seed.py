@@ -232,3 +232,19 @@ def test_a_strategy_holding_the_whole_universe_is_named_before_training_and_not_
     assert code == 0 and "TopkDropoutStrategy holds topk=50 stocks of the 6 instruments of all: it holds the whole " \
         "universe" in out
     assert "--set port_analysis_config.strategy.kwargs.topk=1" in out and not (tmp_path / "store").exists()
+
+
+def test_until_decided_by_the_excess_return_backtests_each_batch_before_its_look(workflow, tmp_path, capsys):
+    from rolling_calib.analysis.sequential_path import read_path
+    from rolling_calib.cli import main
+
+    store = tmp_path / "store"
+    argv = ["run", str(workflow), "--store", str(store), "--until-decided", "--decide-by", "excess_return_cost",
+            "--first", "2", "--batch", "1", "--max-seeds", "3", "--margin", "1", "--workers", "1", "--no-tracking",
+            "--no-progress", "--json", "--set", "rolling.start=2014-10"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    path = read_path(store)
+    assert path["metric"] == "excess_return_cost" and path["outcomes"] == {"lr10 vs lr01": "equivalent"}
+    assert sorted(result["backtests_ran"]) == ["lr01/seed0", "lr01/seed1", "lr10/seed0", "lr10/seed1"]
+    assert result["units_ran"] == 4   # 1 window x 2 seeds x 2 pipelines: the first look decided (margin 1 per day)
