@@ -15,8 +15,13 @@
 * per pipeline the mean and standard deviation over seeds of QL, QL over CQL's periods, CQL and
   the IC metrics, the std ratio CQL / QL and the seed budget;
 * per pair the pairwise accuracy of every metric with bootstrap intervals over seeds (direction
-  by mean QL; the :class:`~rolling_calib.core.resampling.Resampling`'s replicates and seed) -- numbers that mean something only when the ground truth is determined and the seeds
-  differ: :meth:`StoreComparison.format` shows them only then.
+  by mean QL; the :class:`~rolling_calib.core.resampling.Resampling`'s replicates and seed) -- numbers that mean
+  something only when the ground truth is determined and the seeds differ: :meth:`StoreComparison.format` shows
+  them only then;
+* where the workflow has a backtest, per pipeline its portfolio row: annualized excess return,
+  information ratio and max drawdown, without and with cost, as mean and std over seeds with a
+  Student-t interval (:mod:`rolling_calib.analysis.portfolio`), with the strategy, benchmark, cost
+  model and accumulation ``mode`` beside them; the daily excess returns also have verdicts.
 
 Example
 -------
@@ -39,6 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rolling_calib.analysis.portfolio import FIGURE_TITLES, PortfolioSummary, portfolio_summary, summary_columns
 from rolling_calib.analysis.scoring import IC_METRICS, METRICS, StoreScores
 from rolling_calib.analysis.verdicts import (
     GuardWarning,
@@ -50,7 +56,9 @@ from rolling_calib.analysis.verdicts import (
 from rolling_calib.core import pairwise as cmp
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import Label, describe_choice
-from rolling_calib.core.metric_table import COMPARED_METRICS, METRIC_TABLE, title
+from rolling_calib.core.metric_table import BACKTEST_METRICS, COMPARED_METRICS, METRIC_TABLE, title
+from rolling_calib.core.portfolio import RISK_FIELDS
+from rolling_calib.core.validation import ACCUMULATION as ACCUMULATION_MODE
 from rolling_calib.core.tables import format_table, sig
 from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
@@ -89,6 +97,9 @@ class StoreComparison:
         What every verdict and interval answers: the target and the confidence (recorded once).
     resampling : Resampling
         The bootstrap settings of the pairwise accuracies' intervals (recorded once).
+    portfolio : PortfolioSummary or None
+        Per pipeline with a backtest, annualized excess return, information ratio and max drawdown
+        over seeds, without and with cost (None: no pipeline has one).
     """
 
     summary: pd.DataFrame
@@ -102,6 +113,7 @@ class StoreComparison:
     verdicts: list[PairVerdicts] = field(default_factory=list)
     label_choice: str = ""  # the label asked for (auto, raw, learn): the headline says why auto chose ``label``
     warnings: list[GuardWarning] = field(default_factory=list)
+    portfolio: PortfolioSummary | None = None
 
     @property
     def confidence(self) -> float:
@@ -145,7 +157,7 @@ class StoreComparison:
             why.append(f"{' and '.join(constant)} {'predicts' if len(constant) == 1 else 'predict'} a constant "
                        f"(constant predictions)")
         if any(w.kind == "identical_pipelines" and set(w.pipelines) == {pair.better, pair.worse} for w in self.warnings):
-            why.append("the two pipelines predict the same values (identical pipelines)")
+            why.append("the two pipelines rank the same rows the same way (identical pipelines)")
         return " and ".join(why) or None
 
     def to_dict(self) -> dict[str, Any]:
@@ -159,6 +171,9 @@ class StoreComparison:
             verdict = self.verdicts_of(p)
             if verdict is not None:
                 entry.update(jsonable(verdict.to_dict()))
+                for metric in BACKTEST_METRICS:   # what the excess return is measured against, beside its verdict
+                    if metric in entry["verdicts"] and self.portfolio is not None:
+                        entry["verdicts"][metric]["backtest"] = self.portfolio.scope()
             pairs.append(entry)
         return {
             "period": self.calibration.period,
@@ -174,6 +189,7 @@ class StoreComparison:
             "warnings": [w.to_dict() for w in self.warnings],
             "label_description": self.label.to_dict(),
             "loss_unit": self.label.loss_unit,
+            "portfolio": self.portfolio.to_dict() if self.portfolio is not None else {},
         }
 
     # ----------------------------------------------------------------------- text
@@ -194,6 +210,8 @@ class StoreComparison:
         if "ic_mean" in self.summary.columns:
             lines += ["", "Ranking skill (mean over test dates of the cross-sectional correlation; higher is better)",
                       self._ic_table()]
+        if self.portfolio is not None and self.portfolio.rows:
+            lines += ["", self.format_portfolio()]
         lines.append("QL: all evaluation periods; QL 2..K: the periods CQL scores (same rows); std ratio = CQL std / "
                      "QL 2..K std; seed budget = runs of QL 2..K needed to reach the standard error CQL has.")
         if self.pairs:
@@ -223,6 +241,9 @@ class StoreComparison:
                      f"{', '.join(drifts)}; their market-time part comes from month blocks (wider).")
         if self.target == "future":
             foot += "\n" + horizon_note(self.verdicts)
+        if self.portfolio is not None and any(m in pv.verdicts for pv in self.verdicts for m in BACKTEST_METRICS):
+            foot += f"\nExcess return (w/ cost): the daily return minus the benchmark's (and the cost) of the backtest: " \
+                    f"{self.portfolio.scope()}."
         return f"{head}\n{table}\n{foot}"
 
     def verdict_rows(self) -> list[dict[str, Any]]:
@@ -260,6 +281,29 @@ class StoreComparison:
         rows = [[r["pipeline"], *(r.get(c) for c in cols)] for r in self.summary.to_dict(orient="records")]
         return format_table(rows, ["pipeline", "IC mean", "IC std", "ICIR mean", "ICIR std", "Rank IC mean",
                                    "Rank IC std"], formats=[str, *([lambda x: sig(x, 3)] * 6)])
+
+    def format_portfolio(self) -> str:
+        """The portfolio rows as text: each figure's mean and std over seeds and its interval, with what it is about."""
+        p = self.portfolio
+        if p is None or not p.rows:
+            return ""
+        head = (f"Backtest over the joined windows ({p.scope()}); mean and std over seeds, {p.confidence:.0%} "
+                f"Student-t interval over seeds on these days (another seed, the same market; the verdicts on the "
+                f"daily excess return add the market's future)")
+        rows = []
+        for r in p.rows:
+            cells = [r["pipeline"], r["cost"], str(r["n_seeds"]), str(r["days"])]
+            for figure in RISK_FIELDS:
+                f = r[figure]
+                fmt = (lambda x: f"{x:.2%}") if figure != "information_ratio" else (lambda x: f"{x:.3f}")
+                shown = lambda x: fmt(x) if x is not None and math.isfinite(x) else "n/a"  # noqa: E731
+                cells.append(f"{shown(f['mean'])} ± {shown(f['std'])} [{shown(f['ci_low'])}, {shown(f['ci_high'])}]")
+            rows.append(cells)
+        table = format_table(rows, ["pipeline", "cost", "seeds", "days", *(FIGURE_TITLES[f] for f in RISK_FIELDS)])
+        lines = [head, table]
+        if len({p.scope(n) for n in p.pipelines}) > 1:
+            lines += [f"  {n}: {p.scope(n)}" for n in p.pipelines]
+        return "\n".join(lines)
 
     def _accuracy_table(self) -> str:
         shown = [m for m in COMPARED_METRICS if all(m in p.accuracies for p in self.pairs)]
@@ -357,7 +401,7 @@ def _summary_row(name: str, values: dict[str, np.ndarray]) -> dict[str, Any]:
     return row
 
 
-@validate_params({"question": QUESTION, "resampling": RESAMPLING})
+@validate_params({"question": QUESTION, "resampling": RESAMPLING, "accumulation": ACCUMULATION_MODE})
 def compare_store(
     scores: StoreScores,
     *,
@@ -365,6 +409,7 @@ def compare_store(
     pairs: Sequence[tuple[str, str]] | None = None,
     question: Question = DEFAULT_QUESTION,
     resampling: Resampling = DEFAULT,
+    accumulation: str = "sum",
 ) -> StoreComparison:
     """Verdicts, warnings, summaries per pipeline and pairwise accuracies per pair.
 
@@ -383,6 +428,9 @@ def compare_store(
         The bootstrap of the pairwise accuracies over seeds (recorded): replicates and seed. The
         verdicts are analytic and draw nothing; ``block_size`` is not used here (only the sweep's
         model confidence set draws blocks of market time).
+    accumulation : {"sum", "product"}
+        How the backtests' daily returns accumulate in the portfolio figures (Qlib's
+        ``risk_analysis(mode=...)``; ``sum`` is Qlib's default).
 
     Returns
     -------
@@ -392,7 +440,11 @@ def compare_store(
     for name in names:
         if name not in scores.pipelines:
             raise ValueError(f"--pipelines: {name!r} has no complete run (scored: {', '.join(scores.pipelines)})")
-    rows = [_summary_row(name, scores.scores_of(name)) for name in names]
+    shown = scores.backtests[scores.backtests["pipeline"].isin(names)] if len(scores.backtests) else scores.backtests
+    portfolio = (portfolio_summary(shown, {n: s for n, s in scores.backtest_specs.items() if n in names},
+                                   mode=accumulation, confidence=question.confidence) if len(shown) else None)
+    rows = [{**_summary_row(name, scores.scores_of(name)),
+             **(summary_columns(portfolio, name) if portfolio is not None else {})} for name in names]
     if pairs is None:
         recorded = [p for p in scores.compare if p[0] in names and p[1] in names]
         pairs = recorded or list(itertools.combinations(names, 2))
@@ -407,12 +459,14 @@ def compare_store(
     warnings = guard_warnings(days=scores.days, runs=scores.runs, pipelines=names, label=scores.label,
                               learned=scores.learned_labels, seed_spread=scores.seed_spread, models=scores.models,
                               pairs=verdicts, constant=scores.constant, identical=scores.identical,
+                              identical_values=scores.identical_values,
                               stopped=stopping_points(scores.store, names))
     return StoreComparison(
         summary=pd.DataFrame(rows), pairs=comparisons, calibration=scores.calibration, resampling=resampling,
         question=question,
         incomplete=list(scores.incomplete), notes=list(scores.notes),
         label=scores.label, verdicts=verdicts, warnings=warnings, label_choice=scores.label_choice,
+        portfolio=portfolio,
     )
 
 

@@ -39,7 +39,8 @@ def handle(args: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "compare",
-        help="compare pipelines in a result store: a verdict per pair and metric (QL, CQL, IC, Rank IC), warnings",
+        help="compare pipelines in a result store: a verdict per pair and metric (QL, CQL, IC, Rank IC, the "
+             "backtest's daily excess return), warnings",
         description=(
             "Score every run (pipeline x seed) of a store with the plain quadratic loss (QL), the rolling "
             "calibrated quadratic loss (CQL, the store's calibration rule unless given) and Qlib's IC, ICIR "
@@ -50,7 +51,10 @@ def register(subparsers) -> None:
             "narrowed it and the seeds per pipeline that give an 80% chance to decide; the guards' warnings (scale "
             "mismatch, constant predictions, identical pipelines, degenerate seeds, no skill, undetermined ground "
             "truth); per pipeline the mean and std "
-            "over seeds of every metric, the std ratio CQL / QL and the seed budget; and per pair the "
+            "over seeds of every metric, the std ratio CQL / QL and the seed budget; where the workflow has a "
+            "backtest (Qlib's PortAnaRecord config, run once per seed over the joined windows), verdicts on its "
+            "daily excess return without and with cost and per pipeline its annualized excess return, information "
+            "ratio and max drawdown over seeds (--accumulate: Qlib's sum or compounded); and per pair the "
             "pairwise accuracies with bootstrap intervals, shown only where the ground truth (QL) is "
             "determined and the seeds differ. Give --store more than once to compare the pipelines of several "
             "stores evaluated on the same days (e.g. LightGBM in one, an LSTM in another)."

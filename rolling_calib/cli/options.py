@@ -35,6 +35,7 @@ from rolling_calib.core.calibration import CALIBRATION_FIELDS, Calibration
 from rolling_calib.core.label import LABEL_CHOICES
 from rolling_calib.core.metric_table import DECIDE_BY
 from rolling_calib.core.question import DEFAULT_QUESTION, Question
+from rolling_calib.core.portfolio import ACCUMULATION
 from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
 from rolling_calib.core.resampling import Resampling
 from rolling_calib.core.stopping import DEFAULT_RULE, SPENDINGS, StoppingRule
@@ -208,8 +209,9 @@ def add_seeds_argument(container) -> None:
 def add_overrides_argument(parser: argparse.ArgumentParser) -> None:
     """``--set KEY=VALUE`` (repeatable) and ``--device``."""
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config value by dotted key, read with YAML scalar rules "
-                             "(5e-6 is a float), e.g. qlib_init.provider_uri=/data/us25 (repeatable)")
+                        help="override a config value by dotted key, read with YAML rules (5e-6 is a float; "
+                             "[A, B] a list), e.g. qlib_init.provider_uri=/data/us25; a YAML anchor reaches its "
+                             "aliases: benchmark=AAPL, port_analysis_config.strategy.kwargs.topk=5 (repeatable)")
     parser.add_argument("--device", default=None, metavar="DEV",
                         help="model device for every pipeline: cpu, cuda, cuda:N, auto "
                              "(same as --set task.model.kwargs.device=DEV; default: the YAML's)")
@@ -444,11 +446,14 @@ def compare_options(args: argparse.Namespace):
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options shared by ``compare`` and ``report``: the pipelines, the calibration rule, the question and the
-    bootstrap."""
+    """Options shared by ``compare`` and ``report``: the pipelines, the calibration rule, the question, the
+    bootstrap and how the backtests' returns accumulate."""
     add_calibration_arguments(parser)
     add_question_arguments(parser)
     add_bootstrap_arguments(parser)
+    parser.add_argument("--accumulate", choices=list(ACCUMULATION), default="sum",
+                        help="how the backtests' daily excess returns accumulate in annualized return and max "
+                             "drawdown: sum (Qlib's risk_analysis default) or product (compounded)")
 
 
 def score_with_options(args: argparse.Namespace, *, progress: bool):
@@ -474,7 +479,8 @@ def compare_across_stores(args: argparse.Namespace, stores: list[str]):
         raise ValueError("--pipelines: not with several --store (every pipeline of each store is compared)")
     calibration = calibration_from_args(args, st.recorded_calibration(st.read_manifest(stores[0])))
     scores = score_stores(stores, calibration=calibration, label=args.label, progress=show_progress(args))
-    return compare_store(scores, question=question_from_args(args), resampling=resampling_from_args(args))
+    return compare_store(scores, question=question_from_args(args), resampling=resampling_from_args(args),
+                         accumulation=args.accumulate)
 
 
 def score_and_compare(args: argparse.Namespace):
@@ -484,7 +490,8 @@ def score_and_compare(args: argparse.Namespace):
     from rolling_calib.execution.inventory import record_last_verdicts
 
     scores = score_with_options(args, progress=show_progress(args))
-    comparison = compare_store(scores, question=question_from_args(args), resampling=resampling_from_args(args))
+    comparison = compare_store(scores, question=question_from_args(args), resampling=resampling_from_args(args),
+                               accumulation=args.accumulate)
     record_last_verdicts(args.store, comparison.verdict_rows(), label=scores.label_scope,   # what ls shows
                          calibration=scores.calibration.describe())
     return scores, comparison
@@ -523,8 +530,9 @@ def add_until_decided_arguments(parser: argparse.ArgumentParser) -> None:
         else:
             kwargs.update(type=checked(StoppingRule.CONSTRAINTS[name], convert), metavar=metavar)
         group.add_argument(flag, **kwargs)
-    group.add_argument("--decide-by", choices=DECIDE_BY, default=DECIDE_BY[0],
-                       help=f"metric that decides (default {DECIDE_BY[0]})")
+    group.add_argument("--decide-by", choices=list(DECIDE_BY), default=DECIDE_BY[0],
+                       help=f"metric that decides (default {DECIDE_BY[0]}; excess_return[_cost]: the workflow's "
+                            "backtest's daily excess return without [with] cost)")
     if isinstance(parser, CommandParser):
         parser.checks.append(_stopping_rule_problem)
 

@@ -7,10 +7,13 @@ It leads with the answer. In order:
 2. the verdict per pair and metric (:meth:`StoreComparison.verdict_rows
    <rolling_calib.analysis.comparison.StoreComparison.verdict_rows>`, the words ``compare`` prints);
 3. the guards' warnings, then "Can calibration help here?" (each pipeline's assessment);
-4. IC / Rank IC per pipeline, then QL and CQL per pipeline;
+4. IC / Rank IC per pipeline, the backtest's portfolio row per pipeline (annualized excess return,
+   information ratio, max drawdown over seeds, with and without cost; with the strategy, benchmark,
+   cost model and accumulation), then QL and CQL per pipeline;
 5. the pairwise accuracies (only for pairs where they mean something, else the reason);
 6. the figures (:func:`rolling_calib.reporting.figures.make_figures`: probability of improvement,
-   paired per-seed differences, per-period loss differential, seed offsets, seed spread, bias);
+   cumulative excess-return curves of the backtests, paired per-seed differences, per-period loss
+   differential, seed offsets, seed spread, bias);
 7. schedule and provenance, the CSV tables, and the definitions with the known limitation of
    docs/method.md §4 at the end.
 
@@ -72,10 +75,14 @@ CSV_FILES = {
                     "seeds to decide",
     "warnings.csv": "one row per guard that fired: kind, pipelines, message",
     "pipelines.csv": "one row per pipeline: mean and std over seeds of every metric, std ratio, seed budget",
-    "runs.csv": "one row per run (pipeline, seed): QL, QL 2..K, CQL, IC, ICIR, Rank IC, rows",
+    "runs.csv": "one row per run (pipeline, seed): QL, QL 2..K, CQL, IC, ICIR, Rank IC, mean daily excess return "
+                "without and with cost, rows",
     "periods.csv": "one row per run and calibration period: rows, bias applied, QL, CQL, refit",
 }
 _FIGURES = {  # name prefix -> (title, caption)
+    "excess": ("Backtest: cumulative excess return",
+               "The workflow's backtest over each seed's joined windows: cumulative excess return over the benchmark "
+               "(thin: each seed; thick: the mean over seeds), without and with the trading cost."),
     "improvement": ("Probability of improvement per metric",
                     "Per pair and metric: the share of (seed of A, seed of B) pairs in which A's run scores better, "
                     "with its percentile bootstrap interval over seeds; 0.5 (dashed) is no preference."),
@@ -200,6 +207,32 @@ def _ic(comparison: StoreComparison) -> Table | None:
     return _summary_table(comparison, cols, 3)
 
 
+def _portfolio(comparison: StoreComparison) -> tuple[Table | None, str, list[str]]:
+    """The portfolio rows (mean ± std [interval] over seeds), the heading saying what they are, a scope line per
+    pipeline when their backtests differ."""
+    from rolling_calib.analysis.portfolio import FIGURE_TITLES
+    from rolling_calib.core.portfolio import RISK_FIELDS
+
+    p = comparison.portfolio
+    if p is None or not p.rows:
+        return None, "", []
+
+    def shown(figure: str, x: Any) -> str:
+        if x is None or not pd.notna(x):
+            return "n/a"
+        return f"{x:.3f}" if figure == "information_ratio" else f"{x:.2%}"
+
+    rows = [[r["pipeline"], r["cost"], str(r["n_seeds"]), str(r["days"]),
+             *(f"{shown(f, r[f]['mean'])} ± {shown(f, r[f]['std'])} [{shown(f, r[f]['ci_low'])}, "
+               f"{shown(f, r[f]['ci_high'])}]" for f in RISK_FIELDS)] for r in p.rows]
+    table = _table(["pipeline", "cost", "seeds", "days", *(FIGURE_TITLES[f] for f in RISK_FIELDS)], rows, left=2)
+    heading = (f"{p.scope()}. Each figure: mean ± std over seeds [{p.confidence:.0%} Student-t interval over seeds "
+               "on these days: another seed, the same market]; the verdicts above on the daily excess return add the "
+               "market's future.")
+    scopes = [f"{n}: {p.scope(n)}" for n in p.pipelines] if len({p.scope(n) for n in p.pipelines}) > 1 else []
+    return table, heading, scopes
+
+
 def _accuracies(comparison: StoreComparison) -> tuple[Table | None, list[str]]:
     """The pairwise accuracies of the pairs where they mean something, and a reason per other pair."""
     shown_pairs = [p for p in comparison.pairs if comparison.accuracies_shown(p) is None]
@@ -264,6 +297,10 @@ def _definitions(scores: StoreScores, comparison: StoreComparison) -> list[str]:
         "seed-averaged daily differential only: it ignores persistent seed offsets, so it is not the verdict's.",
         "IC, Rank IC: mean over test dates of the cross-sectional Pearson / Spearman correlation of prediction and "
         "label; ICIR: mean / std of the daily IC. Higher is better.",
+        "Excess return (w/ cost): the daily return of the workflow's backtest (its PortAnaRecord config run by Qlib "
+        "once per seed over the joined windows) minus the benchmark's (minus the trading cost); higher is better. "
+        "Annualized excess return, information ratio and max drawdown: Qlib's risk_analysis of that daily series "
+        "per seed, then mean, std and Student-t interval over seeds.",
         "Pairwise accuracy (probability of improvement): the share of (seed of A, seed of B) pairs ranked like the "
         f"ground truth (QL means); {comparison.confidence:.0%} percentile bootstrap over seeds, "
         f"{comparison.resampling.describe()} (docs/method.md §1).",
@@ -321,6 +358,7 @@ def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir:
         return _relative(str(text), store, out)
 
     accuracy, hidden = _accuracies(comparison)
+    portfolio, portfolio_heading, portfolio_scopes = _portfolio(comparison)
     schedule, provenance = _provenance(scores)
     sequential, sequential_line = _sequential(store)
     assessments = [] if diagnosis is None else [
@@ -333,12 +371,17 @@ def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir:
         "interval_over": ("over seeds and the market's future (target future)" if comparison.target == "future"
                           else "over seeds, on the evaluated days (target period)"),
         "verdicts": _verdicts(comparison) if comparison.verdicts else None,
-        "horizon": horizon_note(comparison.verdicts) if comparison.target == "future" else "",
+        "horizon": (horizon_note(comparison.verdicts) if comparison.target == "future" else "") + (
+            f" Excess return (w/ cost): of the backtest {comparison.portfolio.scope()}."
+            if comparison.portfolio is not None and comparison.portfolio.rows else ""),
         "warnings": [{"kind": w.kind, "message": rel(w.message)} for w in comparison.warnings],
         "sequential": sequential,
         "sequential_line": sequential_line,
         "assessments": assessments,
         "ic": _ic(comparison),
+        "portfolio": portfolio,
+        "portfolio_heading": portfolio_heading,
+        "portfolio_scopes": portfolio_scopes,
         "losses": _losses(comparison),
         "loss_unit": comparison.label.loss_unit,
         "accuracies": accuracy,

@@ -60,6 +60,7 @@ __all__ = [
     "plot_bias",
     "plot_probability_of_improvement",
     "plot_loss_differential",
+    "plot_excess_curves",
     "make_figures",
     "plot_pairwise_heatmap",
     "plot_rounds",
@@ -361,11 +362,51 @@ def plot_probability_of_improvement(comparison: StoreComparison, *, ax: Axes | N
     return fig
 
 
+def plot_excess_curves(curves: pd.DataFrame, *, ax: Axes | Sequence[Axes] | None = None,
+                       colors: Mapping[str, str] | None = None, scope: str = "") -> Figure:
+    """Cumulative excess return of the backtests: per seed (thin) and the mean over seeds (thick), per pipeline.
+
+    ``curves`` holds one frame per cost kind (``{"without": ..., "with": ...}`` as a frame with a
+    ``cost`` column), each of :func:`rolling_calib.analysis.portfolio.excess_curves`: ``pipeline, seed,
+    date, cumulative`` (``seed`` -1: the mean curve). One panel per cost kind present.
+    ``scope``: what the backtest is (strategy, benchmark, cost model, accumulation), in the title.
+    """
+    kinds = [k for k in ("without", "with") if (curves["cost"] == k).any()] or ["with"]
+    fig, axes, made_here = _panels(ax, len(kinds), figsize=(11, 3.8), sharey=True)
+    pipelines = list(dict.fromkeys(curves["pipeline"]))
+    colors = _colors(colors, pipelines)
+    styles = ("-", "--", ":", "-.")   # a pipeline whose curves equal another's still shows under it
+    for a, kind in zip(axes, kinds):
+        part = curves[curves["cost"] == kind]
+        for i, name in enumerate(pipelines):
+            runs = part[part["pipeline"] == name]
+            for seed, run in runs.groupby("seed"):
+                dates = pd.to_datetime(run["date"])
+                values = run["cumulative"].to_numpy(dtype=float) * 100
+                if seed == -1:
+                    a.plot(dates, values, color=colors[name], lw=2.2, ls=styles[i % len(styles)],
+                           label=f"{name}: mean of {runs['seed'].nunique() - 1} seed(s)")
+                else:
+                    a.plot(dates, values, color=colors[name], lw=0.8, alpha=0.45, ls=styles[i % len(styles)])
+        a.axhline(0.0, color="#808080", lw=0.8, ls="--")
+        a.set_title(f"excess return {kind} cost", fontsize=10, loc="left")
+        a.set_ylabel("cumulative excess return (%)")
+        a.legend(fontsize=8, loc="best")
+    _rotate_dates(fig, axes, made_here)
+    if made_here:
+        import textwrap
+
+        head = "Backtest over the joined windows: cumulative excess return per seed (thin) and their mean (thick)"
+        fig.suptitle("\n".join([head, *textwrap.wrap(scope, 150)]), fontsize=9)
+    return fig
+
+
 def make_figures(scores: StoreScores, comparison: StoreComparison | None = None, *,
                  diagnosis: StoreDiagnosis | None = None) -> dict[str, Figure]:
     """The report's figures, each its own Figure, every pipeline in the colour :func:`pipeline_colors` gives it.
 
-    ``"improvement"`` (with a comparison that has pairs), ``"differential_<i>"`` per compared pair,
+    ``"improvement"`` (with a comparison that has pairs), ``"excess"`` (with backtests: the cumulative
+    excess-return curves, :func:`plot_excess_curves`), ``"differential_<i>"`` per compared pair,
     ``"paired_<i>"`` per compared pair both pipelines of which were diagnosed, ``"offsets"`` (with a
     diagnosis: one panel per pipeline), ``"spread"`` and ``"bias"``.
     """
@@ -374,6 +415,15 @@ def make_figures(scores: StoreScores, comparison: StoreComparison | None = None,
     pairs = [(p.better, p.worse) for p in comparison.pairs] if comparison is not None else []
     if pairs:
         figs["improvement"] = plot_probability_of_improvement(comparison, colors=colors)
+    if len(scores.backtests):
+        from rolling_calib.analysis.portfolio import excess_curves
+
+        mode = comparison.portfolio.mode if comparison is not None and comparison.portfolio is not None else "sum"
+        shown = scores.backtests[scores.backtests["pipeline"].isin(scores.pipelines)]
+        curves = pd.concat([excess_curves(shown, cost=k, mode=mode).assign(cost=k) for k in ("without", "with")],
+                           ignore_index=True)
+        scope = comparison.portfolio.scope() if comparison is not None and comparison.portfolio is not None else ""
+        figs["excess"] = plot_excess_curves(curves, colors=colors, scope=scope)
     diagnosed = {d.pipeline for d in diagnosis.pipelines} if diagnosis is not None else set()
     for i, (a, b) in enumerate(pairs):
         if a in diagnosed and b in diagnosed:

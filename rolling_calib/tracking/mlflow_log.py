@@ -10,7 +10,12 @@ Layout in MLflow (experiment = the store's ``experiment_name`` unless given)::
     │                                            ``rolling.*``, ``data.*``: dotted keys; window dates and
     │                                            the seed say "per window" / "per seed");
     │                                            metrics: mean and std over seeds of QL, CQL, IC, ICIR,
-    │                                            Rank IC; per compared pipeline OTHER and metric M:
+    │                                            Rank IC; with a backtest, of the mean daily excess
+    │                                            return (excess_return[_cost]_mean) and of Qlib's
+    │                                            annualized_return, information_ratio, max_drawdown
+    │                                            (``_cost``: with cost), params backtest.strategy,
+    │                                            .benchmark, .cost, .mode, .annualization_days;
+    │                                            per compared pipeline OTHER and metric M:
     │                                            diff.OTHER.M, ci_low.OTHER.M, ci_high.OTHER.M,
     │                                            seeds_needed.OTHER.M, timeseries_dm_p.OTHER.M (the
     │                                            Diebold-Mariano p of the seed-averaged differential:
@@ -18,7 +23,8 @@ Layout in MLflow (experiment = the store's ``experiment_name`` unless given)::
     │                                            undetermined, this pipeline against OTHER), warning.KIND
     │                                            (the guard's message), config hash, store
     ├── <pipeline> seed<k>           nested run  params: the resolved configuration with this seed;
-    │   │                                        metrics: ql, ql_scored, cql, ic, icir, rank_ic, n_all,
+    │   │                                        metrics: ql, ql_scored, cql, ic, icir, rank_ic,
+    │   │                                        excess_return[_cost] (mean daily, with a backtest), n_all,
     │   │                                        n_scored, and the per-period series ql_month /
     │   │                                        cql_month / bias_month (step = period index, 0-based;
     │   │                                        bias_month = the shift c_k applied in period k)
@@ -580,9 +586,23 @@ def _pipeline_spec(ctx: _Context, pipeline: str, entry: Mapping[str, Any], p_run
         judged = stable_hash({"tags": tags, "metrics": metrics})[:8]
     params = config_params(ctx.manifest, pipeline)
     params.update({"schedule.mode": str(entry.get("mode")), "schedule.windows": str(len(entry.get("windows", [])))})
+    params.update(_backtest_params(ctx.comparison, pipeline))
     seeds = [int(s) for s in p_runs["seed"]]
     return _Spec(key=f"{pipeline}|{config_hash}", name=pipeline, level="pipeline", parent_id=None, params=params,
                  metrics=metrics, tags=tags, version=",".join(map(str, seeds)) + f"|{ctx.scoring_key}|{judged}")
+
+
+def _backtest_params(comparison: StoreComparison | None, pipeline: str) -> dict[str, str]:
+    """What the pipeline run's backtest figures are about (its ``information_ratio_mean`` ... metrics): strategy,
+    benchmark, cost model, accumulation mode and annualisation."""
+    p = comparison.portfolio if comparison is not None else None
+    if p is None or pipeline not in p.specs:
+        return {}
+    spec = p.specs[pipeline]
+    return {"backtest.strategy": spec.get("strategy", "?")[:TAG_VALUE_LIMIT],
+            "backtest.benchmark": spec.get("benchmark", "?")[:TAG_VALUE_LIMIT],
+            "backtest.cost": spec.get("cost", "?")[:TAG_VALUE_LIMIT], "backtest.mode": p.mode,
+            "backtest.annualization_days": f"{p.n:g}"}
 
 
 def _seed_spec(ctx: _Context, pipeline: str, config_hash: str, row: Any, done: list, parent_id: str) -> _Spec:

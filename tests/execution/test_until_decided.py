@@ -96,3 +96,12 @@ def test_sweep_until_decided_stops_every_pair_of_the_grid(experiment, tmp_path, 
     path = read_path(store)
     assert path.done and set(path.outcomes.values()) == {"equivalent"}
     assert set(path.seeds_used.values()) == {2} and path.units.used == 2 * 2 * 2
+
+
+def test_deciding_by_the_excess_return_needs_a_backtest_before_anything_trains(experiment, tmp_path, capsys):
+    argv = ["run", str(experiment), "--store", str(tmp_path / "store"), "--until-decided", "--decide-by",
+            "excess_return_cost", "--workers", "1", "--no-tracking", "--no-progress"]
+    assert main(argv) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--decide-by excess_return_cost: the backtest's excess return decides, but wd0, wdbig has no backtest" in err
+    assert not list((tmp_path / "store").glob("units/*/*/*.parquet"))
