@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from rolling_calib.core.resampling import Resampling  # noqa: E402
+from rolling_calib.core.question import Question  # noqa: E402
+from rolling_calib.core.stopping import StoppingRule  # noqa: E402
 from rolling_calib.core.sequential import replay  # noqa: E402
 from rolling_calib.core.tables import format_table  # noqa: E402
 from rolling_calib.core.verdict import LossPanel, decide  # noqa: E402
@@ -73,7 +74,7 @@ def _peek(a: LossPanel, b: LossPanel, *, first: int, batch: int, max_seeds: int,
     k = first
     while True:
         v = decide(_sub(a, order, k), _sub(b, order, k), names=("a", "b"),
-                   resampling=Resampling(target=target, confidence=level))
+                   question=Question(target=target, confidence=level))
         if v.outcome != "undetermined" or k >= max_seeds:
             return v.outcome, k
         k = min(k + batch, max_seeds)
@@ -104,12 +105,13 @@ def replay_pair(a: LossPanel, b: LossPanel, *, first: int, batch: int, max_seeds
     order = np.random.default_rng(order_seed).permutation(a.n_seeds)[:max_seeds]
     a, b = a.select(seeds=order), b.select(seeds=order)
     out = {}
-    r = replay({"a": a, "b": b}, first=first, batch=batch, max_seeds=max_seeds, target=target, order_seed=0)
+    r = replay({"a": a, "b": b}, rule=StoppingRule(first=first, batch=batch, max_seeds=max_seeds),
+               question=Question(target=target), order_seed=0)
     out["sequential"] = (r.outcomes[("a", "b")], max(r.seeds_used.values()))
     out["naive"] = _peek(a, b, first=first, batch=batch, max_seeds=max_seeds, level=0.95, target=target)
     out["bonferroni"] = _peek(a, b, first=first, batch=batch, max_seeds=max_seeds,
                               level=1 - 0.05 / _looks(first, batch, max_seeds), target=target)
-    v = decide(a, b, names=("a", "b"), resampling=Resampling(target=target))
+    v = decide(a, b, names=("a", "b"), question=Question(target=target))
     out["full_grid"] = (v.outcome, max_seeds)
     if MultipleAgentsComparator is not None:
         out["adastop"] = _adastop(a, b, batch=batch, max_seeds=max_seeds, seed=order_seed)

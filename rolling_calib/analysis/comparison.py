@@ -6,13 +6,14 @@
 * a **headline** (:meth:`StoreComparison.headline`): one line that answers which configuration is
   better by QL, by how much and how sure;
 * per pair, the **verdict** of every metric (QL, CQL, IC, Rank IC): better, worse or
-  undetermined at the chosen confidence, with the difference of means, its interval over
-  seeds on the evaluated days (the default ``target``, named with its days; or over seeds *and*
-  the market's future), the dominant source of uncertainty, how much pairing the seeds narrowed
-  the interval and the seeds needed to decide; beside it the other target's verdict (for the
-  period headline: the claim about the market's future, as the assumption it rests on: that the
-  market's drift is shorter than the horizon its interval sees) (the Diebold-Mariano test is kept
-  as a time-series detail) (:mod:`rolling_calib.analysis.verdicts`, :mod:`rolling_calib.core.verdict`);
+  undetermined at the question's confidence, with the difference of means, its interval over
+  seeds on the evaluated days (the default :class:`~rolling_calib.core.question.Question`'s ``target``,
+  named with its days; or over seeds *and* the market's future), the dominant source of uncertainty,
+  how much pairing the seeds narrowed the interval and the seeds needed to decide; beside it the other
+  target's verdict (for the period headline: the claim about the market's future, as the assumption
+  it rests on: that the market's drift is shorter than the horizon its interval sees) (the
+  Diebold-Mariano test is kept as a time-series detail) (:mod:`rolling_calib.analysis.verdicts`,
+  :mod:`rolling_calib.core.verdict`);
 * per pair and metric, **when**: the period verdict inside each refit window (or month), Holm
   across them, the Ibragimov-Mueller test across windows and the fluctuation warning
   (:mod:`rolling_calib.analysis.when`, :mod:`rolling_calib.core.when`);
@@ -20,9 +21,14 @@
   ground truth), each measured and each with what to do;
 * per pipeline the mean and standard deviation over seeds of QL, QL over CQL's periods, CQL and
   the IC metrics, the std ratio CQL / QL and the seed budget;
-* per pair the pairwise accuracy of every metric with bootstrap intervals (direction by mean
-  QL) -- numbers that mean something only when the ground truth is determined and the seeds
-  differ: :meth:`StoreComparison.format` shows them only then.
+* per pair the pairwise accuracy of every metric with bootstrap intervals over seeds (direction
+  by mean QL; the :class:`~rolling_calib.core.resampling.Resampling`'s replicates and seed) -- numbers that mean
+  something only when the ground truth is determined and the seeds differ: :meth:`StoreComparison.format` shows
+  them only then;
+* where the workflow has a backtest, per pipeline its portfolio row: annualized excess return,
+  information ratio and max drawdown, without and with cost, as mean and std over seeds with a
+  Student-t interval (:mod:`rolling_calib.analysis.portfolio`), with the strategy, benchmark, cost
+  model and accumulation ``mode`` beside them; the daily excess returns also have verdicts.
 
 Example
 -------
@@ -45,6 +51,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rolling_calib.analysis.portfolio import FIGURE_TITLES, PortfolioSummary, portfolio_summary, summary_columns
 from rolling_calib.analysis.scoring import IC_METRICS, METRICS, StoreScores
 from rolling_calib.analysis.verdicts import (
     CLAIMS,
@@ -59,9 +66,11 @@ from rolling_calib.analysis.when import PairWhen, fluctuation_warnings, month_st
 from rolling_calib.core import pairwise as cmp
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import Label, describe_choice
-from rolling_calib.core.metric_table import COMPARED_METRICS, METRIC_TABLE, title
+from rolling_calib.core.metric_table import BACKTEST_METRICS, COMPARED_METRICS, METRIC_TABLE, title
+from rolling_calib.core.portfolio import RISK_FIELDS
+from rolling_calib.core.validation import ACCUMULATION as ACCUMULATION_MODE
 from rolling_calib.core.tables import format_table, sig
-from rolling_calib.core.question import Question
+from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import WHEN, validate_params
 from rolling_calib.core.when import BLOCK_WORDS
@@ -114,13 +123,19 @@ class StoreComparison:
         One per pair, in the same order: when each was better (per window, across windows, fluctuation).
     calibration : Calibration
         The calibration rule of the scores; ``label`` : Label, the label they were scored against.
+    question : Question
+        What every verdict and interval answers: the target and the confidence (recorded once).
     resampling : Resampling
-        The bootstrap settings of every interval and verdict (recorded once).
+        The bootstrap settings of the pairwise accuracies' intervals (recorded once).
+    portfolio : PortfolioSummary or None
+        Per pipeline with a backtest, annualized excess return, information ratio and max drawdown
+        over seeds, without and with cost (None: no pipeline has one).
     """
 
     summary: pd.DataFrame
     pairs: list[cmp.PairComparison]
     resampling: Resampling = DEFAULT
+    question: Question = DEFAULT_QUESTION
     calibration: Calibration = field(default_factory=Calibration)
     label: Label = field(default_factory=lambda: Label(kind="raw"))
     incomplete: list[str] = field(default_factory=list)
@@ -129,10 +144,12 @@ class StoreComparison:
     label_choice: str = ""  # the label asked for (auto, raw, learn): the headline says why auto chose ``label``
     warnings: list[GuardWarning] = field(default_factory=list)
     when: list[PairWhen] = field(default_factory=list)
+    portfolio: PortfolioSummary | None = None
 
     @property
     def confidence(self) -> float:
-        return self.resampling.confidence
+        """The question's confidence: the level of every interval."""
+        return self.question.confidence
 
     @property
     def n_boot(self) -> int:
@@ -144,13 +161,8 @@ class StoreComparison:
 
     @property
     def target(self) -> str:
-        """The verdicts' question: ``"future"`` or ``"period"``."""
-        return self.resampling.target
-
-    @property
-    def question(self) -> Question:
-        """The question every verdict answers (target and confidence)."""
-        return Question(target=self.resampling.target, confidence=self.resampling.confidence)
+        """The question's target: ``"future"`` or ``"period"``."""
+        return self.question.target
 
     def verdicts_of(self, pair: cmp.PairComparison) -> PairVerdicts | None:
         """The verdicts of ``pair`` (None when not computed)."""
@@ -176,7 +188,7 @@ class StoreComparison:
             why.append(f"{' and '.join(constant)} {'predicts' if len(constant) == 1 else 'predict'} a constant "
                        f"(constant predictions)")
         if any(w.kind == "identical_pipelines" and set(w.pipelines) == {pair.better, pair.worse} for w in self.warnings):
-            why.append("the two pipelines predict the same values (identical pipelines)")
+            why.append("the two pipelines rank the same rows the same way (identical pipelines)")
         return " and ".join(why) or None
 
     def to_dict(self) -> dict[str, Any]:
@@ -190,6 +202,9 @@ class StoreComparison:
             verdict = self.verdicts_of(p)
             if verdict is not None:
                 entry.update(jsonable(verdict.to_dict()))
+                for metric in BACKTEST_METRICS:   # what the excess return is measured against, beside its verdict
+                    if metric in entry["verdicts"] and self.portfolio is not None:
+                        entry["verdicts"][metric]["backtest"] = self.portfolio.scope()
             pairs.append(entry)
         return {
             "headline": self.headline(),
@@ -207,6 +222,7 @@ class StoreComparison:
             "warnings": [w.to_dict() for w in self.warnings],
             "label_description": self.label.to_dict(),
             "loss_unit": self.label.loss_unit,
+            "portfolio": self.portfolio.to_dict() if self.portfolio is not None else {},
         }
 
     # ----------------------------------------------------------------------- text
@@ -233,6 +249,8 @@ class StoreComparison:
         if "ic_mean" in self.summary.columns:
             lines += ["", "Ranking skill (mean over test dates of the cross-sectional correlation; higher is better)",
                       self._ic_table()]
+        if self.portfolio is not None and self.portfolio.rows:
+            lines += ["", self.format_portfolio()]
         lines.append("QL: all evaluation periods; QL 2..K: the periods CQL scores (same rows); std ratio = CQL std / "
                      "QL 2..K std; seed budget = runs of QL 2..K needed to reach the standard error CQL has.")
         if self.pairs:
@@ -334,6 +352,9 @@ class StoreComparison:
         horizon = horizon_note(self.verdicts)
         if horizon:
             foot += "\n" + horizon
+        if self.portfolio is not None and any(m in pv.verdicts for pv in self.verdicts for m in BACKTEST_METRICS):
+            foot += f"\nExcess return (w/ cost): the daily return minus the benchmark's (and the cost) of the backtest: " \
+                    f"{self.portfolio.scope()}."
         return f"{head}\n{table}\n{foot}"
 
     def verdict_rows(self) -> list[dict[str, Any]]:
@@ -431,6 +452,29 @@ class StoreComparison:
         rows = [[r["pipeline"], *(r.get(c) for c in cols)] for r in self.summary.to_dict(orient="records")]
         return format_table(rows, ["pipeline", "IC mean", "IC std", "ICIR mean", "ICIR std", "Rank IC mean",
                                    "Rank IC std"], formats=[str, *([lambda x: sig(x, 3)] * 6)])
+
+    def format_portfolio(self) -> str:
+        """The portfolio rows as text: each figure's mean and std over seeds and its interval, with what it is about."""
+        p = self.portfolio
+        if p is None or not p.rows:
+            return ""
+        head = (f"Backtest over the joined windows ({p.scope()}); mean and std over seeds, {p.confidence:.0%} "
+                f"Student-t interval over seeds on these days (another seed, the same market; the verdicts on the "
+                f"daily excess return add the market's future)")
+        rows = []
+        for r in p.rows:
+            cells = [r["pipeline"], r["cost"], str(r["n_seeds"]), str(r["days"])]
+            for figure in RISK_FIELDS:
+                f = r[figure]
+                fmt = (lambda x: f"{x:.2%}") if figure != "information_ratio" else (lambda x: f"{x:.3f}")
+                shown = lambda x: fmt(x) if x is not None and math.isfinite(x) else "n/a"  # noqa: E731
+                cells.append(f"{shown(f['mean'])} ± {shown(f['std'])} [{shown(f['ci_low'])}, {shown(f['ci_high'])}]")
+            rows.append(cells)
+        table = format_table(rows, ["pipeline", "cost", "seeds", "days", *(FIGURE_TITLES[f] for f in RISK_FIELDS)])
+        lines = [head, table]
+        if len({p.scope(n) for n in p.pipelines}) > 1:
+            lines += [f"  {n}: {p.scope(n)}" for n in p.pipelines]
+        return "\n".join(lines)
 
     def _accuracy_table(self) -> str:
         shown = [m for m in COMPARED_METRICS if all(m in p.accuracies for p in self.pairs)]
@@ -574,13 +618,15 @@ def _summary_row(name: str, values: dict[str, np.ndarray]) -> dict[str, Any]:
     return row
 
 
-@validate_params({"resampling": RESAMPLING, "when": WHEN})
+@validate_params({"question": QUESTION, "resampling": RESAMPLING, "accumulation": ACCUMULATION_MODE, "when": WHEN})
 def compare_store(
     scores: StoreScores,
     *,
     pipelines: Sequence[str] | None = None,
     pairs: Sequence[tuple[str, str]] | None = None,
+    question: Question = DEFAULT_QUESTION,
     resampling: Resampling = DEFAULT,
+    accumulation: str = "sum",
     when: str = "windows",
 ) -> StoreComparison:
     """Verdicts, warnings, summaries per pipeline and pairwise accuracies per pair.
@@ -593,12 +639,17 @@ def compare_store(
     pairs : sequence of (str, str), optional
         Pairs to compare. Default: the experiment's ``compare:`` pairs among the
         included pipelines, else every pair.
+    question : Question
+        What every verdict answers (recorded): the target and the confidence of every interval (the
+        verdicts' and the pairwise accuracies').
     resampling : Resampling
-        Every bootstrap setting (recorded): replicates, level (also the verdicts'), seed and the mean
-        block length (trading days) of the stationary bootstrap over market time (None: chosen from
-        the data, Politis-White). Market time is resampled once per time axis and shared by every
-        pair and metric. Its ``target`` is the headline verdicts' question (the other is shown beside
-        it); ``n_boot`` and ``seed`` also make the fluctuation test's simulated paths.
+        The bootstrap of the pairwise accuracies over seeds (recorded): replicates and seed; ``n_boot``
+        and ``seed`` also make the fluctuation test's simulated paths. The verdicts are analytic and
+        draw nothing; ``block_size`` is not used here (only the sweep's model confidence set draws
+        blocks of market time).
+    accumulation : {"sum", "product"}
+        How the backtests' daily returns accumulate in the portfolio figures (Qlib's
+        ``risk_analysis(mode=...)``; ``sum`` is Qlib's default).
     when : {"windows", "months"}
         The blocks of the per-window verdicts: the schedule's refit windows, or calendar months.
 
@@ -610,19 +661,22 @@ def compare_store(
     for name in names:
         if name not in scores.pipelines:
             raise ValueError(f"--pipelines: {name!r} has no complete run (scored: {', '.join(scores.pipelines)})")
-    rows = [_summary_row(name, scores.scores_of(name)) for name in names]
+    shown = scores.backtests[scores.backtests["pipeline"].isin(names)] if len(scores.backtests) else scores.backtests
+    portfolio = (portfolio_summary(shown, {n: s for n, s in scores.backtest_specs.items() if n in names},
+                                   mode=accumulation, confidence=question.confidence) if len(shown) else None)
+    rows = [{**_summary_row(name, scores.scores_of(name)),
+             **(summary_columns(portfolio, name) if portfolio is not None else {})} for name in names]
     if pairs is None:
         recorded = [p for p in scores.compare if p[0] in names and p[1] in names]
         pairs = recorded or list(itertools.combinations(names, 2))
     comparisons, verdicts, whens = [], [], []
-    question = Question(target=resampling.target, confidence=resampling.confidence)
     for a, b in pairs:
         for name in (a, b):
             if name not in names:
                 raise ValueError(f"pair ({a}, {b}): pipeline {name!r} is not included (included: {', '.join(names)})")
-        pair = _compare_runs(a, scores.scores_of(a), b, scores.scores_of(b), resampling=resampling)
+        pair = _compare_runs(a, scores.scores_of(a), b, scores.scores_of(b), question=question, resampling=resampling)
         comparisons.append(pair)
-        verdicts.append(decide_pair(scores.days, pair.better, pair.worse, label=scores.label, resampling=resampling))
+        verdicts.append(decide_pair(scores.days, pair.better, pair.worse, label=scores.label, question=question))
         starts = (refit_starts(scores, pair.better) if when == "windows" else
                   month_starts(scores.days.loc[scores.days["pipeline"].isin([a, b]), "date"].unique()))
         whens.append(when_pair(scores.days, pair.better, pair.worse, starts=starts, label=scores.label, blocks=when,
@@ -630,16 +684,20 @@ def compare_store(
     warnings = guard_warnings(days=scores.days, runs=scores.runs, pipelines=names, label=scores.label,
                               learned=scores.learned_labels, seed_spread=scores.seed_spread, models=scores.models,
                               pairs=verdicts, constant=scores.constant, identical=scores.identical,
+                              identical_values=scores.identical_values,
                               stopped=stopping_points(scores.store, names))
     warnings += fluctuation_warnings(whens, scores.label)
     return StoreComparison(
         summary=pd.DataFrame(rows), pairs=comparisons, calibration=scores.calibration, resampling=resampling,
+        question=question,
         incomplete=list(scores.incomplete), notes=list(scores.notes),
-        label=scores.label, verdicts=verdicts, warnings=warnings, label_choice=scores.label_choice, when=whens,
+        label=scores.label, verdicts=verdicts, warnings=warnings, label_choice=scores.label_choice,
+        portfolio=portfolio, when=whens,
     )
 
 
-def _compare_runs(a: str, values_a: dict, b: str, values_b: dict, *, resampling: Resampling) -> cmp.PairComparison:
+def _compare_runs(a: str, values_a: dict, b: str, values_b: dict, *, question: Question,
+                  resampling: Resampling) -> cmp.PairComparison:
     """:func:`~rolling_calib.core.pairwise.compare_pair` of QL, CQL and the IC metrics (direction by QL).
 
     Each metric is compared in its own direction (:data:`~rolling_calib.core.metric_table.METRIC_TABLE`:
@@ -650,5 +708,5 @@ def _compare_runs(a: str, values_a: dict, b: str, values_b: dict, *, resampling:
            and np.isfinite(values_a[m]).all() and np.isfinite(values_b[m]).all()]
     metrics = [*METRICS, *ics]
     return cmp.compare_pair(a, {m: values_a[m] for m in metrics}, b, {m: values_b[m] for m in metrics},
-                            ground_truth="ql", metrics=metrics, resampling=resampling,
+                            ground_truth="ql", metrics=metrics, question=question, resampling=resampling,
                             higher_is_better=[m for m in metrics if METRIC_TABLE[m].higher_is_better])

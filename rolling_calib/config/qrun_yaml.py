@@ -14,7 +14,10 @@ The only YAML reader of rolling-calib (files and ``--set`` values alike):
    ``update_config`` (:func:`rolling_calib.qlib_adapter.task_spec.merge_base_config`).
 
 What rolling-calib adds: a base file may name its own base (``qrun`` reads one level), and
-every error names the file and line.
+every error names the file and line. :func:`load_yaml_aliases` also returns where each anchored
+value is used again (:func:`alias_paths`), so a ``--set`` of an anchor's value reaches every alias
+of it, as an edit of the anchor in the file would (``--set benchmark=AAPL`` reaches
+``port_analysis_config.backtest.benchmark: *benchmark``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,13 @@ from typing import Any
 
 from rolling_calib.core.validation import ConfigError
 
-__all__ = ["MAX_DEPTH", "MAX_DOCUMENT_BYTES", "MAX_NODES", "check_expansion", "find_base", "load_yaml", "parse_scalar", "render_template"]
+__all__ = ["MAX_DEPTH", "MAX_DOCUMENT_BYTES", "MAX_NODES", "Aliases", "alias_paths", "check_expansion", "find_base",
+           "load_yaml", "load_yaml_aliases", "parse_scalar", "render_template"]
+
+#: Where a document's values are used again: the path of a value's first occurrence (its anchor) -> the paths of
+#: its aliases (``*name``, and the keys a ``<<: *name`` merge brings in). A path is a tuple of mapping keys (str)
+#: and sequence indices (int).
+Aliases = dict[tuple, list[tuple]]
 
 _JINJA_MARKS = ("{{", "{%", "{#")
 #: Bytes of one workflow file (Qlib's benchmark workflows are 2-5 KiB; a megabyte is a mistake or an attack).
@@ -135,7 +144,7 @@ def _template_line(exc: BaseException) -> str:
 
 
 def load_yaml(path: str | os.PathLike, *, template: bool = False) -> dict:
-    """Read a YAML mapping as ``qrun`` reads it; errors name the file and line.
+    """Read a YAML mapping as ``qrun`` reads it; errors name the file and line (:func:`load_yaml_aliases`'s mapping).
 
     Parameters
     ----------
@@ -152,6 +161,20 @@ def load_yaml(path: str | os.PathLike, *, template: bool = False) -> dict:
     >>> _ = path.write_text("base: &b {lr: 1e-3, on: yes}\\nrun:\\n  <<: *b\\n  seeds: 010\\n")
     >>> load_yaml(path)["run"]
     {'lr': 0.001, 'on': 'yes', 'seeds': 10}
+    """
+    return load_yaml_aliases(path, template=template)[0]
+
+
+def load_yaml_aliases(path: str | os.PathLike, *, template: bool = False) -> tuple[dict, Aliases]:
+    """:func:`load_yaml` and the document's :data:`Aliases` (:func:`alias_paths`).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "w.yaml"
+    >>> _ = path.write_text("benchmark: &b SH000300\\nport: {backtest: {benchmark: *b}}\\n")
+    >>> load_yaml_aliases(path)[1]
+    {('benchmark',): [('port', 'backtest', 'benchmark')]}
     """
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
@@ -191,7 +214,70 @@ def load_yaml(path: str | os.PathLike, *, template: bool = False) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, found {type(data).__name__}")
     check_expansion(data, str(path))
-    return data
+    return data, (alias_paths(text) if "*" in text else {})
+
+
+def alias_paths(text: str) -> Aliases:
+    """Where the values of a YAML document (already read without error) are used again through aliases.
+
+    The document's nodes are walked in order; a node met a second time (an alias refers to the
+    very node its anchor names) is recorded under the path of its first occurrence. A merge key
+    (``<<: *name``) brings the merged mapping's keys to the merging mapping's path, except the keys
+    the merging mapping writes itself (those replace the merged ones, as YAML reads them).
+
+    >>> alias_paths("m: &m us25\\nh: &h {instruments: *m}\\ntask: {handler: *h, other: {<<: *h, x: 1}}\\n")
+    {('m',): [('h', 'instruments')], ('h',): [('task', 'handler')], ('h', 'instruments'): [('task', 'other', 'instruments')]}
+
+    Paths chain: ``m``'s value is ``h.instruments``, which ``task.other`` merges in.
+    """
+    from ruamel.yaml.nodes import MappingNode, SequenceNode
+
+    from ruamel.yaml import YAML
+
+    merge = "tag:yaml.org,2002:merge"
+    first: dict[int, tuple] = {}
+    out: Aliases = {}
+
+    def merged(node: Any) -> list[tuple[tuple, str, Any]]:
+        """``(path of the merged mapping, key, value node)`` a merge value brings in (earlier sources win)."""
+        sources = node.value if isinstance(node, SequenceNode) else [node]
+        items: list[tuple[tuple, str, Any]] = []
+        for source in sources:
+            if isinstance(source, MappingNode):
+                for k, v in source.value:
+                    items += merged(v) if k.tag == merge else [(first.get(id(source), ()), str(k.value), v)]
+        return items
+
+    def visit(node: Any, path: tuple) -> None:
+        ident = id(node)
+        if ident in first:
+            out.setdefault(first[ident], []).append(path)
+            return
+        first[ident] = path
+        if isinstance(node, MappingNode):
+            own = [(k, v) for k, v in node.value if k.tag != merge]
+            names = {str(k.value) for k, _ in own}
+            for k, v in own:
+                visit(v, path + (str(k.value),))
+            for k, v in node.value:
+                if k.tag != merge:
+                    continue
+                for source, name, value in merged(v):
+                    if name in names:
+                        continue
+                    names.add(name)
+                    if id(value) in first:   # the merged mapping's key, used again here
+                        out.setdefault(source + (name,), []).append(path + (name,))
+                    else:
+                        visit(value, path + (name,))
+        elif isinstance(node, SequenceNode):
+            for i, item in enumerate(node.value):
+                visit(item, path + (i,))
+
+    root = YAML(typ="safe", pure=True).compose(text)
+    if root is not None:
+        visit(root, ())
+    return out
 
 
 def check_expansion(data: Any, where: str) -> int:

@@ -84,6 +84,15 @@ class Question:
         """The question as recorded with every result (JSON, MLflow, the report's scope line)."""
         return {"target": self.target, "confidence": float(self.confidence)}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Question:
+        """The value :meth:`to_dict` recorded (keys it does not know are ignored).
+
+        >>> Question.from_dict({"target": "period", "confidence": 0.9, "n_boot": 2000})
+        Question(target='period', confidence=0.9)
+        """
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
     def describe(self) -> str:
         """The claim in words, for reports.
 

@@ -11,7 +11,7 @@ and the days (what the market did to both pipelines' difference). The generative
 (``g``: the pipelines' common per-day difference, serially dependent and possibly drifting;
 ``c``: seed parts; ``e``: seed x day noise). Two questions have two answers:
 
-``target="period"`` (default) -- over seeds, on the evaluated days (the days are the population: a
+``target="period"`` (the default question's) -- over seeds, on the evaluated days (the days are the population: a
 fixed backtest, a competition). Given the days, the runs are independent, so::
 
     V_period = s_R^2 / k            (paired: R_s = M^A_s - M^B_s; unpaired: s_A^2/k_A + s_B^2/k_B)
@@ -26,7 +26,8 @@ test; its level was measured, :data:`POOL_LEVEL`), the two estimates are pooled 
 freedom.
 
 ``target="future"`` -- over seeds *and* the market-time process: what to expect on new
-periods, if the market's drift is shorter than the horizon the estimators below see. ``V_future = V_period + V_time`` where ``V_time = LRV_g / T`` is the long-run variance of
+periods, if the market's drift is shorter than the horizon the estimators below see.
+``V_future = V_period + V_time`` where ``V_time = LRV_g / T`` is the long-run variance of
 the *common* part ``g`` only. The seed-averaged differential ``xbar_t = mean_s x_{s,t}`` still
 carries the seeds' day-to-day noise (variance ``sigma_e^2 / k`` a day), already counted in
 ``V_period``; it is removed with the seeds' deviations ``u_{s,t} = x_{s,t} - xbar_t``: for any
@@ -328,7 +329,7 @@ def _noise(groups: list[np.ndarray], q: Any) -> tuple[np.ndarray | float, float]
     return total, (min(dfs) if dfs else math.inf)
 
 
-def crossed_variance(x: Any = None, *, target: Literal["future", "period"] = "period",
+def crossed_variance(x: Any = None, *, target: Literal["future", "period"],
                      a: tuple[np.ndarray, np.ndarray] | None = None, b: tuple[np.ndarray, np.ndarray] | None = None,
                      block_days: int = BLOCK_DAYS) -> CrossedVariance:
     """The variance of a pair's difference of means over seeds (and market time), each part once.
@@ -343,8 +344,9 @@ def crossed_variance(x: Any = None, *, target: Literal["future", "period"] = "pe
     ----------
     x : array (k, T), optional
         Paired per-seed differential per time unit.
-    target : {"period", "future"}
-        Over seeds on these days (default), or over seeds and the market-time process.
+    target : {"future", "period"}
+        The question's target (:attr:`rolling_calib.core.question.Question.target`; no default here:
+        the caller's question says it).
     a, b : (total, weight), optional
         Unpaired pipelines, each ``(k_p, T)`` arrays.
     block_days : int

@@ -4,18 +4,21 @@ It leads with the answer. In order:
 
 1. title, the one line that answers (:meth:`StoreComparison.headline
    <rolling_calib.analysis.comparison.StoreComparison.headline>`: which configuration, by how much, how
-   sure) and one line of scope (runs, seeds, periods, label, calibration rule; the store named only when
-   the report lies outside it);
+   sure) and one line of scope (runs, seeds, periods, label, calibration rule, the question the
+   verdicts answer and the bootstrap's settings; the store named only when the report lies outside it);
 2. the verdict per pair and metric (:meth:`StoreComparison.verdict_rows
    <rolling_calib.analysis.comparison.StoreComparison.verdict_rows>`, the words ``compare`` prints), the
    other target's verdict beside it;
 3. when each pipeline was better: per refit window (Holm), across windows, the fluctuation warning, and
    a figure per pair (:func:`rolling_calib.reporting.figures.plot_when`);
 4. the guards' warnings, then "Can calibration help here?" (each pipeline's assessment);
-5. IC / Rank IC per pipeline, then QL and CQL per pipeline;
+5. IC / Rank IC per pipeline, the backtest's portfolio row per pipeline (annualized excess return,
+   information ratio, max drawdown over seeds, with and without cost; with the strategy, benchmark,
+   cost model and accumulation), then QL and CQL per pipeline;
 6. the pairwise accuracies (only for pairs where they mean something, else the reason);
 7. the figures (:func:`rolling_calib.reporting.figures.make_figures`: probability of improvement,
-   paired per-seed differences, per-period loss differential, seed offsets, seed spread, bias);
+   cumulative excess-return curves of the backtests, paired per-seed differences, per-period loss
+   differential, seed offsets, seed spread, bias);
 8. schedule and provenance, the CSV tables, and the definitions with the known limitation of
    docs/method.md §4 at the end.
 
@@ -86,7 +89,8 @@ CSV_FILES = {
     "when.csv": "one row per pair, metric and refit window (or month): dates, verdict under Holm, difference, "
                 "interval and its level, p-values",
     "pipelines.csv": "one row per pipeline: mean and std over seeds of every metric, std ratio, seed budget",
-    "runs.csv": "one row per run (pipeline, seed): QL, QL 2..K, CQL, IC, ICIR, Rank IC, rows",
+    "runs.csv": "one row per run (pipeline, seed): QL, QL 2..K, CQL, IC, ICIR, Rank IC, mean daily excess return "
+                "without and with cost, rows",
     "periods.csv": "one row per run and calibration period: rows, bias applied, QL, CQL, refit",
 }
 _FIGURES = {  # name prefix -> (title, caption)
@@ -96,6 +100,9 @@ _FIGURES = {  # name prefix -> (title, caption)
              "dashed; the dotted line is the across-windows mean; a dash-dotted line the least-squares break where "
              "the fluctuation test fired. Bottom: the rolling mean of the seed-averaged differential against its "
              "simultaneous band (a warning when it leaves it, never a verdict)."),
+    "excess": ("Backtest: cumulative excess return",
+               "The workflow's backtest over each seed's joined windows: cumulative excess return over the benchmark "
+               "(thin: each seed; thick: the mean over seeds), without and with the trading cost."),
     "improvement": ("Probability of improvement per metric",
                     "Per pair and metric: the share of (seed of A, seed of B) pairs in which A's run scores better, "
                     "with its percentile bootstrap interval over seeds; 0.5 (dashed) is no preference."),
@@ -161,8 +168,9 @@ def _inside(out_dir: Path, store: Path) -> bool:
     return out == root or root in out.parents
 
 
-def _scope(scores: StoreScores, out_dir: Path, target: str = "period") -> str:
-    """Runs, seeds, periods, label and rule; the store is named only for a report written outside it."""
+def _scope(scores: StoreScores, out_dir: Path, comparison: StoreComparison) -> str:
+    """Runs, seeds, periods, label, rule, question and bootstrap; the store is named only for a report written
+    outside it."""
     seeds = scores.runs.groupby("pipeline")["seed"].nunique()
     periods = sorted(scores.periods["period"].astype(str).unique())
     span = f"{periods[0]}..{periods[-1]}" if periods else "none"
@@ -170,30 +178,29 @@ def _scope(scores: StoreScores, out_dir: Path, target: str = "period") -> str:
     runs = (f"{len(scores.runs)} runs of {len(scores.pipelines)} pipeline(s) ({', '.join(scores.pipelines)}), "
             f"{seed_text} seeds each, {len(periods)} calibration periods ({span}).")
     where = "" if _inside(out_dir, Path(scores.store)) else f"Store {_store_name(scores.store, out_dir)}: "
-    return (f"{where}{runs} Scored against the "
-            f"{scores.label_scope}; calibration: {scores.calibration.describe()}. Verdicts answer: "
-            + ("over seeds and the market's future (target future)." if target == "future" else
-               "over seeds, on these days (target period)."))
+    return (f"{where}{runs} Scored against the {scores.label_scope}; calibration: "
+            f"{scores.calibration.describe()}. Verdicts answer: {comparison.question.describe()}; bootstrap: "
+            f"{comparison.resampling.describe()}.")
 
 
 
 def _sequential(store: Path) -> tuple[Table | None, str]:
     """The sequential path of a run ``--until-decided`` (a table per pair and a line on compute), if recorded."""
-    from rolling_calib.analysis.sequential_path import path_rows, read_path
+    from rolling_calib.analysis.sequential_path import read_path
 
     path = read_path(store)
     if path is None:
         return None, ""
     rows = [[r["pair"], r["outcome"], r["look"], r["seeds"], None if r["level"] is None else f"{r['level']:.4f}",
-             r["why"]] for r in path_rows(path)]
-    units, cpu = path["units"], path.get("cpu_seconds", {})
-    line = (f"Decided by {path['metric'].upper()}; seeds used: "
-            f"{', '.join(f'{n} {k}' for n, k in path['seeds_used'].items())} of {path['full_grid']} each; units "
-            f"{units['used']} of the full grid's {units['full_grid']} "
-            f"({units['used'] / units['full_grid']:.0%}), {units['full_grid'] - units['used']} saved")
-    if cpu.get("full_grid_estimate"):
-        line += (f"; {cpu['used']:.0f} CPU-s of an estimated {cpu['full_grid_estimate']:.0f} "
-                 f"({cpu['full_grid_estimate'] - cpu['used']:.0f} saved)")
+             r["why"]] for r in path.rows()]
+    units = path.units
+    line = (f"Decided by {path.metric.upper()} ({path.question.describe()}; {path.rule.describe()}); seeds used: "
+            f"{', '.join(f'{n} {k}' for n, k in path.seeds_used.items())} of {path.full_grid} each; units "
+            f"{units.used} of the full grid's {units.full_grid} ({units.fraction:.0%}), "
+            f"{units.full_grid - units.used} saved")
+    if path.cpu_full_grid_estimate:
+        line += (f"; {path.cpu_used:.0f} CPU-s of an estimated {path.cpu_full_grid_estimate:.0f} "
+                 f"({path.cpu_full_grid_estimate - path.cpu_used:.0f} saved)")
     table = _table(["pair (a vs b)", "outcome", "stopped at look", "seeds per pipeline", "spent level", "why"], rows,
                    left=2)
     table.align[-1] = "left"
@@ -247,6 +254,32 @@ def _ic(comparison: StoreComparison) -> Table | None:
     cols = [("ic_mean", "IC mean"), ("ic_std", "IC std"), ("icir_mean", "ICIR mean"), ("icir_std", "ICIR std"),
             ("rank_ic_mean", "Rank IC mean"), ("rank_ic_std", "Rank IC std")]
     return _summary_table(comparison, cols, 3)
+
+
+def _portfolio(comparison: StoreComparison) -> tuple[Table | None, str, list[str]]:
+    """The portfolio rows (mean ± std [interval] over seeds), the heading saying what they are, a scope line per
+    pipeline when their backtests differ."""
+    from rolling_calib.analysis.portfolio import FIGURE_TITLES
+    from rolling_calib.core.portfolio import RISK_FIELDS
+
+    p = comparison.portfolio
+    if p is None or not p.rows:
+        return None, "", []
+
+    def shown(figure: str, x: Any) -> str:
+        if x is None or not pd.notna(x):
+            return "n/a"
+        return f"{x:.3f}" if figure == "information_ratio" else f"{x:.2%}"
+
+    rows = [[r["pipeline"], r["cost"], str(r["n_seeds"]), str(r["days"]),
+             *(f"{shown(f, r[f]['mean'])} ± {shown(f, r[f]['std'])} [{shown(f, r[f]['ci_low'])}, "
+               f"{shown(f, r[f]['ci_high'])}]" for f in RISK_FIELDS)] for r in p.rows]
+    table = _table(["pipeline", "cost", "seeds", "days", *(FIGURE_TITLES[f] for f in RISK_FIELDS)], rows, left=2)
+    heading = (f"{p.scope()}. Each figure: mean ± std over seeds [{p.confidence:.0%} Student-t interval over seeds "
+               "on these days: another seed, the same market]; the verdicts above on the daily excess return add the "
+               "market's future.")
+    scopes = [f"{n}: {p.scope(n)}" for n in p.pipelines] if len({p.scope(n) for n in p.pipelines}) > 1 else []
+    return table, heading, scopes
 
 
 def _accuracies(comparison: StoreComparison) -> tuple[Table | None, list[str]]:
@@ -323,9 +356,13 @@ def _definitions(scores: StoreScores, comparison: StoreComparison) -> list[str]:
         "seed-averaged daily differential only: it ignores persistent seed offsets, so it is not the verdict's.",
         "IC, Rank IC: mean over test dates of the cross-sectional Pearson / Spearman correlation of prediction and "
         "label; ICIR: mean / std of the daily IC. Higher is better.",
+        "Excess return (w/ cost): the daily return of the workflow's backtest (its PortAnaRecord config run by Qlib "
+        "once per seed over the joined windows) minus the benchmark's (minus the trading cost); higher is better. "
+        "Annualized excess return, information ratio and max drawdown: Qlib's risk_analysis of that daily series "
+        "per seed, then mean, std and Student-t interval over seeds.",
         "Pairwise accuracy (probability of improvement): the share of (seed of A, seed of B) pairs ranked like the "
-        f"ground truth (QL means); {comparison.confidence:.0%} percentile bootstrap over seeds, {comparison.n_boot} "
-        f"resamples, seed {comparison.seed} (docs/method.md §1).",
+        f"ground truth (QL means); {comparison.confidence:.0%} percentile bootstrap over seeds, "
+        f"{comparison.resampling.describe()} (docs/method.md §1).",
         "Std ratio: std over seeds of CQL / of QL 2..K (same rows). Seed budget: runs of QL 2..K needed to reach the "
         "standard error CQL has with the runs at hand.",
     ]
@@ -380,6 +417,7 @@ def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir:
         return _relative(str(text), store, out)
 
     accuracy, hidden = _accuracies(comparison)
+    portfolio, portfolio_heading, portfolio_scopes = _portfolio(comparison)
     schedule, provenance = _provenance(scores)
     sequential, sequential_line = _sequential(store)
     assessments = [] if diagnosis is None else [
@@ -391,13 +429,15 @@ def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir:
     return {
         "title": report_title(scores, title),
         "headline": comparison.headline() if comparison.verdicts else "",
-        "scope": _scope(scores, out, comparison.target),
+        "scope": _scope(scores, out, comparison),
         "verdict_heading": f"Verdicts at {comparison.confidence:.0%}, {comparison.claim()}",
         "interval_over": ("over seeds and the market's future (target future)" if comparison.target == "future"
                           else "over seeds, on the evaluated days (target period)"),
         "verdicts": _verdicts(comparison) if comparison.verdicts else None,
         "beside": beside_note(comparison.target),
-        "horizon": horizon_note(comparison.verdicts),
+        "horizon": horizon_note(comparison.verdicts) + (
+            f" Excess return (w/ cost): of the backtest {comparison.portfolio.scope()}."
+            if comparison.portfolio is not None and comparison.portfolio.rows else ""),
         "when": when_table,
         "when_pairs": [{**p, "figure": next((e for e in entries if e["name"] == p["figure"]), None)}
                        for p in when_pairs],
@@ -407,6 +447,9 @@ def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir:
         "sequential_line": sequential_line,
         "assessments": assessments,
         "ic": _ic(comparison),
+        "portfolio": portfolio,
+        "portfolio_heading": portfolio_heading,
+        "portfolio_scopes": portfolio_scopes,
         "losses": _losses(comparison),
         "loss_unit": comparison.label.loss_unit,
         "accuracies": accuracy,

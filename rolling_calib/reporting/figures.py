@@ -46,9 +46,8 @@ from scipy import stats
 from rolling_calib.analysis.scoring import StoreScores
 from data_prep.atomic import atomic_write
 from rolling_calib.core.metric_table import METRIC_TABLE, title
+from rolling_calib.core.question import DEFAULT_QUESTION, Question
 from rolling_calib.core.when import BLOCK_WORDS
-from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
-from rolling_calib.core.resampling import Resampling
 
 if TYPE_CHECKING:
     from rolling_calib.analysis.comparison import StoreComparison
@@ -64,6 +63,7 @@ __all__ = [
     "plot_probability_of_improvement",
     "plot_loss_differential",
     "plot_when",
+    "plot_excess_curves",
     "make_figures",
     "plot_pairwise_heatmap",
     "plot_rounds",
@@ -282,16 +282,17 @@ def _period_differential(scores: StoreScores, a: str, b: str, column: str, confi
 
 def plot_loss_differential(scores: StoreScores, a: str, b: str, *, ax: Axes | None = None,
                            colors: Mapping[str, str] | None = None,
-                           resampling: Resampling = RESAMPLING_DEFAULTS) -> Figure:
+                           question: Question = DEFAULT_QUESTION) -> Figure:
     """Per calibration period, QL and CQL of ``a`` minus ``b`` (mean over seeds, t-interval over seeds); refits marked.
 
     Bars below 0: ``a`` had the lower loss that period. A dashed line separates the periods
     before and after a refit (the first period of a new training window). CQL has no bar in
     the periods it does not score. The interval is over seeds only (market time is the
-    verdict's business: the Diebold-Mariano test and the verdict table).
+    verdict's business: the Diebold-Mariano test and the verdict table), at the ``question``'s
+    confidence.
     """
     colors = _colors(colors, scores.pipelines)
-    confidence = resampling.confidence
+    confidence = question.confidence
     ql, cql = (_period_differential(scores, a, b, c, confidence) for c in ("ql", "cql"))
     periods = list(ql["period"])
     fig, (axis,), made_here = _panels(ax, 1, figsize=(max(8.0, 0.55 * len(periods) + 4.0), 4.0))
@@ -446,11 +447,51 @@ def plot_probability_of_improvement(comparison: StoreComparison, *, ax: Axes | N
     return fig
 
 
+def plot_excess_curves(curves: pd.DataFrame, *, ax: Axes | Sequence[Axes] | None = None,
+                       colors: Mapping[str, str] | None = None, scope: str = "") -> Figure:
+    """Cumulative excess return of the backtests: per seed (thin) and the mean over seeds (thick), per pipeline.
+
+    ``curves`` holds one frame per cost kind (``{"without": ..., "with": ...}`` as a frame with a
+    ``cost`` column), each of :func:`rolling_calib.analysis.portfolio.excess_curves`: ``pipeline, seed,
+    date, cumulative`` (``seed`` -1: the mean curve). One panel per cost kind present.
+    ``scope``: what the backtest is (strategy, benchmark, cost model, accumulation), in the title.
+    """
+    kinds = [k for k in ("without", "with") if (curves["cost"] == k).any()] or ["with"]
+    fig, axes, made_here = _panels(ax, len(kinds), figsize=(11, 3.8), sharey=True)
+    pipelines = list(dict.fromkeys(curves["pipeline"]))
+    colors = _colors(colors, pipelines)
+    styles = ("-", "--", ":", "-.")   # a pipeline whose curves equal another's still shows under it
+    for a, kind in zip(axes, kinds):
+        part = curves[curves["cost"] == kind]
+        for i, name in enumerate(pipelines):
+            runs = part[part["pipeline"] == name]
+            for seed, run in runs.groupby("seed"):
+                dates = pd.to_datetime(run["date"])
+                values = run["cumulative"].to_numpy(dtype=float) * 100
+                if seed == -1:
+                    a.plot(dates, values, color=colors[name], lw=2.2, ls=styles[i % len(styles)],
+                           label=f"{name}: mean of {runs['seed'].nunique() - 1} seed(s)")
+                else:
+                    a.plot(dates, values, color=colors[name], lw=0.8, alpha=0.45, ls=styles[i % len(styles)])
+        a.axhline(0.0, color="#808080", lw=0.8, ls="--")
+        a.set_title(f"excess return {kind} cost", fontsize=10, loc="left")
+        a.set_ylabel("cumulative excess return (%)")
+        a.legend(fontsize=8, loc="best")
+    _rotate_dates(fig, axes, made_here)
+    if made_here:
+        import textwrap
+
+        head = "Backtest over the joined windows: cumulative excess return per seed (thin) and their mean (thick)"
+        fig.suptitle("\n".join([head, *textwrap.wrap(scope, 150)]), fontsize=9)
+    return fig
+
+
 def make_figures(scores: StoreScores, comparison: StoreComparison | None = None, *,
                  diagnosis: StoreDiagnosis | None = None) -> dict[str, Figure]:
     """The report's figures, each its own Figure, every pipeline in the colour :func:`pipeline_colors` gives it.
 
-    ``"improvement"`` (with a comparison that has pairs), ``"when_<i>"`` per compared pair with per-window
+    ``"improvement"`` (with a comparison that has pairs), ``"excess"`` (with backtests: the cumulative
+    excess-return curves, :func:`plot_excess_curves`), ``"when_<i>"`` per compared pair with per-window
     QL verdicts, ``"differential_<i>"`` per compared pair,
     ``"paired_<i>"`` per compared pair both pipelines of which were diagnosed, ``"offsets"`` (with a
     diagnosis: one panel per pipeline), ``"spread"`` and ``"bias"``.
@@ -460,6 +501,15 @@ def make_figures(scores: StoreScores, comparison: StoreComparison | None = None,
     pairs = [(p.better, p.worse) for p in comparison.pairs] if comparison is not None else []
     if pairs:
         figs["improvement"] = plot_probability_of_improvement(comparison, colors=colors)
+    if len(scores.backtests):
+        from rolling_calib.analysis.portfolio import excess_curves
+
+        mode = comparison.portfolio.mode if comparison is not None and comparison.portfolio is not None else "sum"
+        shown = scores.backtests[scores.backtests["pipeline"].isin(scores.pipelines)]
+        curves = pd.concat([excess_curves(shown, cost=k, mode=mode).assign(cost=k) for k in ("without", "with")],
+                           ignore_index=True)
+        scope = comparison.portfolio.scope() if comparison is not None and comparison.portfolio is not None else ""
+        figs["excess"] = plot_excess_curves(curves, colors=colors, scope=scope)
     diagnosed = {d.pipeline for d in diagnosis.pipelines} if diagnosis is not None else set()
     for i, (a, b) in enumerate(pairs):
         pair_when = comparison.when_of(comparison.pairs[i])
@@ -470,7 +520,7 @@ def make_figures(scores: StoreScores, comparison: StoreComparison | None = None,
         if a in diagnosed and b in diagnosed:
             figs[f"paired_{i}"] = plot_paired_differences(diagnosis, a, b, colors=colors)
         figs[f"differential_{i}"] = plot_loss_differential(
-            scores, a, b, colors=colors, resampling=comparison.resampling)
+            scores, a, b, colors=colors, question=comparison.question)
     if diagnosis is not None and diagnosis.pipelines:
         k = len(diagnosis.pipelines)
         fig = Figure(figsize=(9, 3.4 * k), layout="constrained")

@@ -10,7 +10,12 @@ Layout in MLflow (experiment = the store's ``experiment_name`` unless given)::
     │                                            ``rolling.*``, ``data.*``: dotted keys; window dates and
     │                                            the seed say "per window" / "per seed");
     │                                            metrics: mean and std over seeds of QL, CQL, IC, ICIR,
-    │                                            Rank IC; per compared pipeline OTHER and metric M:
+    │                                            Rank IC; with a backtest, of the mean daily excess
+    │                                            return (excess_return[_cost]_mean) and of Qlib's
+    │                                            annualized_return, information_ratio, max_drawdown
+    │                                            (``_cost``: with cost), params backtest.strategy,
+    │                                            .benchmark, .cost, .mode, .annualization_days;
+    │                                            per compared pipeline OTHER and metric M:
     │                                            diff.OTHER.M, ci_low.OTHER.M, ci_high.OTHER.M,
     │                                            seeds_needed.OTHER.M, timeseries_dm_p.OTHER.M (the
     │                                            Diebold-Mariano p of the seed-averaged differential:
@@ -25,7 +30,8 @@ Layout in MLflow (experiment = the store's ``experiment_name`` unless given)::
     │                                            fluctuation.OTHER.M (stable | changed at DATE),
     │                                            warning.KIND (the guard's message), config hash, store
     ├── <pipeline> seed<k>           nested run  params: the resolved configuration with this seed;
-    │   │                                        metrics: ql, ql_scored, cql, ic, icir, rank_ic, n_all,
+    │   │                                        metrics: ql, ql_scored, cql, ic, icir, rank_ic,
+    │   │                                        excess_return[_cost] (mean daily, with a backtest), n_all,
     │   │                                        n_scored, and the per-period series ql_month /
     │   │                                        cql_month / bias_month (step = period index, 0-based;
     │   │                                        bias_month = the shift c_k applied in period k)
@@ -120,7 +126,7 @@ import pandas as pd
 
 from rolling_calib.analysis.comparison import StoreComparison, verdict_columns
 from rolling_calib.analysis.scoring import StoreScores
-from rolling_calib.analysis.sequential_path import path_metrics, path_tags, read_path
+from rolling_calib.analysis.sequential_path import read_path
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.core.metric_table import ALL_METRICS
 from rolling_calib.core.tables import format_table
@@ -458,7 +464,7 @@ def _verdict_note(comparison: StoreComparison, pipeline: str | None = None) -> s
     when_table = format_table([[r["pair"], r["metric"], r["windows"], r["across"], r["fluctuation"]] for r in when],
                               ["pair", "metric", "per window (Holm)", "across windows", "fluctuation"],
                               style="markdown") if when else ""
-    return (f"**{comparison.headline()}**\n\nVerdicts at {comparison.confidence:.0%}, {comparison.claim()} "
+    return (f"**{comparison.headline()}**\n\nVerdicts {comparison.question.describe()}, {comparison.claim()} "
             f"(difference = first minus second pipeline):\n\n{table}"
             + (f"\n\nWhen was each better?\n\n{when_table}" if when_table else ""))
 
@@ -487,7 +493,7 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
     names = list(comparison.summary["pipeline"])
     data = comparison.to_dict()
     files = sorted({Path(p) for p in (report or {}).values() if Path(p).is_file()})
-    settings = comparison.resampling.to_dict()
+    settings = {**comparison.question.to_dict(), **comparison.resampling.to_dict()}   # compare.target, compare.n_boot ...
     content = stable_hash({"comparison": data, "files": [(f.name, hashlib.sha256(f.read_bytes()).hexdigest())
                                                          for f in files]})
 
@@ -502,8 +508,8 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
     tags, key = scoring
     path = read_path(comparison_store) if comparison_store is not None else None
     if path:   # a run --until-decided: where and why each pair stopped, compute against the full grid
-        tags = {**tags, **path_tags(path)}
-        content = stable_hash({"content": content, "sequential": path})
+        tags = {**tags, **path.tags()}
+        content = stable_hash({"content": content, "sequential": path.to_dict()})
     pairs = [f"{p.better} vs {p.worse}" for p in comparison.pairs]
     return _Spec(
         key=f"comparison|{stable_hash({'pipelines': names, **settings})[:12]}|{key}",
@@ -511,7 +517,7 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
         level="comparison", parent_id=None,
         params={**{f"compare.{k}": _param_text(v) for k, v in settings.items()},
                 "compare.pipelines": _param_text(names), "compare.pairs": _param_text(pairs)},
-        metrics=[(k, v, 0) for k, v in (path_metrics(path) if path else {}).items() if _finite(v)], version=content,
+        metrics=[(k, v, 0) for k, v in (path.metrics() if path else {}).items() if _finite(v)], version=content,
         tags={**tags, "rc.warnings": ",".join(dict.fromkeys(w.kind for w in comparison.warnings)) or "none",
               "mlflow.note.content": _verdict_note(comparison)[:TAG_VALUE_LIMIT]},
         artifacts=artifacts)
@@ -622,9 +628,23 @@ def _pipeline_spec(ctx: _Context, pipeline: str, entry: Mapping[str, Any], p_run
         judged = stable_hash({"tags": tags, "metrics": metrics})[:8]
     params = config_params(ctx.manifest, pipeline)
     params.update({"schedule.mode": str(entry.get("mode")), "schedule.windows": str(len(entry.get("windows", [])))})
+    params.update(_backtest_params(ctx.comparison, pipeline))
     seeds = [int(s) for s in p_runs["seed"]]
     return _Spec(key=f"{pipeline}|{config_hash}", name=pipeline, level="pipeline", parent_id=None, params=params,
                  metrics=metrics, tags=tags, version=",".join(map(str, seeds)) + f"|{ctx.scoring_key}|{judged}")
+
+
+def _backtest_params(comparison: StoreComparison | None, pipeline: str) -> dict[str, str]:
+    """What the pipeline run's backtest figures are about (its ``information_ratio_mean`` ... metrics): strategy,
+    benchmark, cost model, accumulation mode and annualisation."""
+    p = comparison.portfolio if comparison is not None else None
+    if p is None or pipeline not in p.specs:
+        return {}
+    spec = p.specs[pipeline]
+    return {"backtest.strategy": spec.get("strategy", "?")[:TAG_VALUE_LIMIT],
+            "backtest.benchmark": spec.get("benchmark", "?")[:TAG_VALUE_LIMIT],
+            "backtest.cost": spec.get("cost", "?")[:TAG_VALUE_LIMIT], "backtest.mode": p.mode,
+            "backtest.annualization_days": f"{p.n:g}"}
 
 
 def _seed_spec(ctx: _Context, pipeline: str, config_hash: str, row: Any, done: list, parent_id: str) -> _Spec:

@@ -13,6 +13,7 @@ from runner_helpers import write_fake_store
 from rolling_calib.analysis.comparison import compare_store
 from rolling_calib.analysis.scoring import score_store
 from rolling_calib.cli import main
+from rolling_calib.core.question import Question
 from rolling_calib.core.resampling import Resampling
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden_tiny_demo"
@@ -119,18 +120,24 @@ def test_text_output_leads_with_the_verdicts_in_the_labels_unit(demo_store, caps
 
 def test_confidence_changes_the_verdicts_level(skilled_store):
     scores = score_store(skilled_store)
-    narrow = compare_store(scores, resampling=Resampling(n_boot=200, confidence=0.5)).verdicts[0].verdicts["ql"]
-    wide = compare_store(scores, resampling=Resampling(n_boot=200, confidence=0.99)).verdicts[0].verdicts["ql"]
+    boot = Resampling(n_boot=200)
+    narrow = compare_store(scores, question=Question(confidence=0.5), resampling=boot).verdicts[0].verdicts["ql"]
+    wide_comparison = compare_store(scores, question=Question(confidence=0.99), resampling=boot)
+    wide = wide_comparison.verdicts[0].verdicts["ql"]
     assert wide.ci_high - wide.ci_low > narrow.ci_high - narrow.ci_low
-    assert wide.confidence == 0.99
+    assert wide.confidence == 0.99 and wide.question == Question(confidence=0.99)
+    data = wide_comparison.to_dict()   # both values recorded, each through its own to_dict
+    assert data["question"] == {"target": "period", "confidence": 0.99, "claim": "over seeds, on these days"}
+    assert data["bootstrap"] == {"n_boot": 200, "seed": 0, "block_size": None}
+    assert data["pairs"][0]["verdicts"]["ql"]["question"] == {"target": "period", "confidence": 0.99}
 
 
 def test_future_verdicts_say_how_far_their_market_time_part_sees(skilled_store):
     """The horizon line comes from the future verdicts' own bandwidths and days: the headline ones under --target
     future, those shown beside the period headline otherwise (the same numbers)."""
     scores = score_store(skilled_store)
-    future = compare_store(scores, resampling=Resampling(n_boot=200, target="future"))
-    period = compare_store(scores, resampling=Resampling(n_boot=200, target="period"))
+    future = compare_store(scores, question=Question(target="future"), resampling=Resampling(n_boot=200))
+    period = compare_store(scores, question=Question(target="period"), resampling=Resampling(n_boot=200))
     cvs = [v.variance for pv in future.verdicts for v in pv.verdicts.values() if v.variance.var_time > 0]
     assert cvs, "the fake store's verdicts have a market-time part"
     horizon = max(cv.block_days if cv.drift else cv.bandwidth + 1 for cv in cvs)
@@ -146,7 +153,7 @@ def test_the_default_headline_is_the_period_verdict_with_its_days_and_the_future
     """Issue 37: the verdict shown first holds its level under drift (over seeds, on these days) and names its
     days; the claim about the market's future is beside it, as the assumption it rests on."""
     out = _compare_json(skilled_store, capsys)
-    assert out["bootstrap"]["target"] == "period" and out["question"]["target"] == "period"
+    assert out["question"]["target"] == "period" and "target" not in out["bootstrap"]
     assert out["question"]["claim"] == "over seeds, on these days"
     ql = out["pairs"][0]["verdicts"]["ql"]
     assert ql["target"] == "period" and ql["days"] == ["2018-01-02", "2018-04-30"]

@@ -51,7 +51,7 @@ def test_each_window_is_the_period_verdict_of_its_days_and_holm_decides_the_fami
     p = []
     for w in windows:
         idx = np.arange(w.start, w.end + 1)
-        v = decide(a.select(times=idx), b.select(times=idx), resampling=Resampling(target="period"))
+        v = decide(a.select(times=idx), b.select(times=idx), question=Question(target="period"))
         assert w.difference == pytest.approx(v.difference)          # the same interval as the verdict's
         half = (w.ci_high - w.ci_low) / 2
         assert half == pytest.approx(stats.t.ppf(0.5 + w.level / 2, v.degrees_of_freedom) * math.sqrt(v.var_seeds))
@@ -217,7 +217,7 @@ def test_difference_is_the_interval_decide_rests_on(target, same_seeds):
     rng = np.random.default_rng(9)
     a = LossPanel.from_arrays(seeds=range(4), total=rng.normal(0, 1, (4, 60)), weight=rng.integers(1, 5, (4, 60)))
     b = LossPanel.from_arrays(seeds=range(4) if same_seeds else range(10, 15), total=rng.normal(0, 1, (4 + (not same_seeds), 60)))
-    v = decide(a, b, resampling=Resampling(target=target))
+    v = decide(a, b, question=Question(target=target))
     center, cv, paired = difference(a, b, target=target)
     assert paired == v.paired == same_seeds
     assert center == pytest.approx(v.difference, abs=1e-12)

@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 from rolling_calib.core.verdict import LossPanel
+from rolling_calib.core.question import Question
 from rolling_calib.core.resampling import Resampling
 from rolling_calib.simulation.verdict_sim import (
     METHODS,
@@ -225,7 +226,8 @@ def test_period_null_has_a_zero_period_truth():
 def test_aa_splits_counts_decisions_of_a_pipeline_against_itself():
     rng = np.random.default_rng(13)
     total = rng.normal(0, 1, (8, 60)) + rng.normal(0, 5, 60)                 # market + noise, no seed offsets
-    r = aa_splits(LossPanel.from_arrays(seeds=range(8), total=total), n_splits=60, seed=2, target="period")
+    r = aa_splits(LossPanel.from_arrays(seeds=range(8), total=total), n_splits=60, seed=2,
+                  question=Question(target="period"))
     assert r.seeds_per_half == 4 and r.n_splits == 60
     assert set(r.decided) == {"decide", "welch_t", "dm"} and all(0 <= v <= 1 for v in r.decided.values())
     assert r.decided["welch_t"] <= 0.2
