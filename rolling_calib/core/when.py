@@ -206,7 +206,7 @@ class WindowVerdict:
         return fields_dict(self)
 
 
-def difference(a: LossPanel, b: LossPanel, *, target: str = DEFAULT_QUESTION.target,
+def difference(a: LossPanel, b: LossPanel, *, target: str,
                pair_seeds: bool = True) -> tuple[float, CrossedVariance, bool]:
     """``mean(a) - mean(b)``, its :class:`~rolling_calib.core.variance.CrossedVariance` and whether it is paired:
     the interval :func:`rolling_calib.core.verdict.decide` rests on, without its extras (Diebold-Mariano, seeds
@@ -217,7 +217,7 @@ def difference(a: LossPanel, b: LossPanel, *, target: str = DEFAULT_QUESTION.tar
 
     >>> a = LossPanel.from_arrays(seeds=[0, 1, 2], total=[[1.0, 2.0], [2.0, 2.0], [3.0, 3.0]])
     >>> b = LossPanel.from_arrays(seeds=[0, 1, 2], total=[[1.0, 1.0], [1.0, 1.0], [2.0, 2.0]])
-    >>> d, cv, paired = difference(a, b)
+    >>> d, cv, paired = difference(a, b, target="period")
     >>> round(d, 4), paired, round(cv.var, 4)      # s_d^2 / k of d_s = (0.5, 1, 1)
     (0.8333, True, 0.0278)
     """
@@ -237,7 +237,7 @@ def p_value(center: float, cv: CrossedVariance) -> float:
     """Two-sided p-value of ``center`` under its own t reference (1 when its variance is unknown).
 
     >>> from rolling_calib.core.variance import crossed_variance
-    >>> cv = crossed_variance(np.array([[0.0, 2.0], [1.0, 1.0], [2.0, 2.0]]))   # runs 1, 1, 2: t = 1 / (1/3), 2 df
+    >>> cv = crossed_variance(np.array([[0.0, 2.0], [1.0, 1.0], [2.0, 2.0]]), target="period")   # runs 1, 1, 2: t = 3
     >>> round(p_value(1.0, cv), 3)
     0.095
     """

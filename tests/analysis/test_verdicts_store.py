@@ -156,7 +156,7 @@ def test_the_default_headline_is_the_period_verdict_with_its_days_and_the_future
     assert out["question"]["target"] == "period" and "target" not in out["bootstrap"]
     assert out["question"]["claim"] == "over seeds, on these days"
     ql = out["pairs"][0]["verdicts"]["ql"]
-    assert ql["target"] == "period" and ql["days"] == ["2018-01-02", "2018-04-30"]
+    assert ql["question"]["target"] == "period" and ql["days"] == ["2018-01-02", "2018-04-30"]
     assert ql["variance"]["var_time"] == 0.0
     beside = ql["beside"]
     assert beside["target"] == "future" and "drift is shorter than the horizon" in beside["claim"]
@@ -169,7 +169,7 @@ def test_the_default_headline_is_the_period_verdict_with_its_days_and_the_future
     assert "Verdicts at 95%, over seeds, on these 82 days (2018-01-02..2018-04-30)" in text
     assert "future, if drift < horizon" in text
     future = _compare_json(skilled_store, capsys, "--target", "future")
-    assert future["pairs"][0]["verdicts"]["ql"]["target"] == "future"
+    assert future["pairs"][0]["verdicts"]["ql"]["question"]["target"] == "future"
     assert future["pairs"][0]["verdicts"]["ql"]["beside"]["target"] == "period"
 
 
