@@ -50,7 +50,7 @@ def test_stops_at_the_first_look_and_resumes_bit_identically(experiment, tmp_pat
     assert path.seeds_used == {"wd0": 3, "wdbig": 3} and path.rule.margin == 1e9
     assert path.units.to_dict() == {"used": 12, "full_grid": 24, "trained_by_this_run": 12}
     assert first["units_ran"] == 12 and first["sequential"]["outcomes"] == path.outcomes
-    assert first["sequential"]["settings"]["question"] == {"target": "future", "confidence": 0.95}
+    assert first["sequential"]["settings"]["question"] == {"target": "period", "confidence": 0.95}   # the default
     units = _units(store)
     assert sorted({k.split("/")[2] for k in units}) == ["seed0", "seed1", "seed2"]   # seeds 3..5 never trained
     # lose a unit, re-run the same command: that unit only, the same bytes, the same looks
