@@ -1,8 +1,8 @@
 """A process running units on the real local pool, for the stop tests: it is signalled or killed while units run.
 
-``python -c "import stop_helpers; stop_helpers.main()" DIR SECONDS UNITS`` (with ``tests/`` on ``PYTHONPATH``)
-runs ``UNITS`` independent units on ``LocalExecutor(workers=2)`` inside ``stop_signals()``, as ``rolling-calib``
-does, and ends as the command does: the stop line on stderr, exit status 128 + signal. Each unit
+``python -c "import stop_helpers; stop_helpers.main()" DIR SECONDS UNITS [ray]`` (with ``tests/`` on
+``PYTHONPATH``) runs ``UNITS`` independent units on ``LocalExecutor(workers=2)`` (or on a local Ray runtime of 2
+CPUs) inside ``stop_signals()``, as ``rolling-calib`` does, and ends as the command does: the stop line on stderr, exit status 128 + signal. Each unit
 (:class:`SlowUnit`) writes ``DIR/<unit>.started`` (its worker's pid) when it starts, waits until the test writes
 ``DIR/go`` (at most ``SECONDS``) and then writes ``DIR/<unit>.done`` atomically: a ``.done`` file is a complete
 unit, and nothing else is.
@@ -54,8 +54,21 @@ def main() -> None:
     tasks = [UnitTask(UnitKey("a", seed, 0)) for seed in range(units)]
     try:
         with stop_signals():
-            LocalExecutor(workers=2).run(tasks, SlowUnit(folder, seconds))
+            _executor(sys.argv[4] if len(sys.argv) > 4 else "local").run(tasks, SlowUnit(folder, seconds))
     except RunStopped as stop:
         print(f"rolling-calib: {stop.line()}", file=sys.stderr, flush=True)
         sys.exit(stop.exit_status)
     print("all units done", flush=True)
+
+
+def _executor(kind: str):
+    """The local pool (2 workers), or a real Ray runtime of 2 CPUs started inside ``stop_signals()`` (``ray.init``
+    runs within it, as in ``rolling-calib run --executor ray``)."""
+    if kind == "local":
+        return LocalExecutor(workers=2)
+    import ray
+
+    from rolling_calib.execution.ray_executor import RayExecutor
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])   # Ray's workers do not have tests/ on their path
+    return RayExecutor(num_cpus=2, max_retries=0, log_to_driver=False)

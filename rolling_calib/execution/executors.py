@@ -44,7 +44,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from rolling_calib.core.validation import Interval, check
@@ -264,9 +264,17 @@ def end_with_parent() -> None:
 
 def _worker_init(channel: Any) -> None:
     """A pool worker: it ends with its parent; Ctrl-C (SIGINT to the whole process group) is the parent's to
-    handle; it reports to ``channel``."""
+    handle; it reports to ``channel``.
+
+    tqdm's bars in a worker write to the unit's log, so they need no lock shared across processes: a thread
+    lock replaces the one tqdm would create (a named semaphore that a worker ended by a second stop signal
+    could not remove: Python's resource tracker then warned about it after the run's last line).
+    """
     end_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from tqdm.std import tqdm
+
+    tqdm.set_lock(threading.RLock())
     if channel is not None:
         install_queue(channel)
 
@@ -526,17 +534,21 @@ class LocalExecutor:
         finished = ended = 0
         if running and not stop_now_requested():
             print(waiting_line(stop.signum, clock.running(running), clock.finished), file=sys.stderr, flush=True)
+        def harvest(done: Iterable[cf.Future]) -> None:
+            nonlocal finished
+            for future in done:
+                key = running.pop(future)
+                if future.exception() is None:
+                    finish(key, future.result())
+                    finished += units_in([key])
+
         try:
             while running and not stop_now_requested():
-                done, _ = cf.wait(list(running), timeout=STOP_POLL_S, return_when=cf.FIRST_COMPLETED)
-                for future in done:
-                    key = running.pop(future)
-                    if future.exception() is None:
-                        finish(key, future.result())
-                        finished += units_in([key])
+                harvest(cf.wait(list(running), timeout=STOP_POLL_S, return_when=cf.FIRST_COMPLETED)[0])
         except BaseException as again:
             if as_run_stopped(again) is None:
                 raise
+        harvest([future for future in running if future.done()])   # complete already: kept, not ended
         if running:
             ended = units_in(running.values())
             end_workers(pool)

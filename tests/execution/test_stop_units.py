@@ -40,12 +40,12 @@ def _until(condition, what: str, timeout: float = PATIENCE):
     raise AssertionError(f"waited {timeout:.0f} s for {what}")
 
 
-def _start(folder: Path, *, units: int = 4, wrapper: tuple[str, ...] = ()) -> subprocess.Popen:
+def _start(folder: Path, *, units: int = 4, wrapper: tuple[str, ...] = (), executor: str = "local") -> subprocess.Popen:
     """The pool process (its own process group, as a terminal's job): ``units`` units that wait for ``folder/go``."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(REPO)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(REPO)]), "RAY_USAGE_STATS_ENABLED": "0"}
     return popen([*wrapper, sys.executable, "-c", "import stop_helpers; stop_helpers.main()", str(folder),
-                  str(PATIENCE), str(units)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                 text=True, start_new_session=True)
+                  str(PATIENCE), str(units), executor], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 def _two_running(proc: subprocess.Popen, folder: Path) -> list[psutil.Process]:
@@ -147,6 +147,25 @@ def test_kill_9_of_the_run_ends_its_workers(tmp_path):
     assert done(tmp_path) == set()
 
 
+def test_sigterm_to_a_ray_driver_stops_as_the_local_pool_does(tmp_path):
+    """``ray.init`` replaced the driver's SIGTERM handler: SIGTERM ended in a C++ crash dump (exit 134) with no
+    "stopped" line. Now the tasks are cancelled (the running ones never complete), one line, exit 143."""
+    pytest.importorskip("ray")
+    proc = _start(tmp_path, executor="ray")
+    try:
+        tree = _two_running(proc, tmp_path)   # a real local Ray runtime of 2 CPUs runs two units
+        proc.send_signal(signal.SIGTERM)
+        code, err = _ended(proc, tree)
+    finally:
+        proc.kill()
+    assert code == 143, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith("rolling-calib: stopped by SIGTERM: 0 unit(s) completed and kept, "
+                                                   "4 queued unit(s) cancelled"), err[-3000:]
+    (tmp_path / "go").write_text("")          # a unit still running would complete now
+    time.sleep(1.0)
+    assert done(tmp_path) == set()
+
+
 def _sleep(seconds: float) -> int:
     time.sleep(seconds)
     return os.getpid()
@@ -162,3 +181,45 @@ def test_end_workers_finds_and_ends_the_pools_workers():
             busy.result(timeout=PATIENCE)
     _, alive = psutil.wait_procs([worker], timeout=PATIENCE)
     assert alive == []
+
+
+def test_stop_signals_counts_later_signals_while_units_run_and_keeps_ignored_ones_ignored():
+    """In this process: the first stop signal raises; a later one while units run is only counted (the executor
+    acts on it); a signal this process ignores stays ignored; everything is restored after."""
+    from rolling_calib.execution.executors import RunStopped, stop_now_requested, stop_signals, units_running
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with stop_signals():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            with units_running():
+                with pytest.raises(RunStopped):
+                    signal.raise_signal(signal.SIGTERM)
+                assert not stop_now_requested()
+                signal.raise_signal(signal.SIGTERM)     # counted, not raised
+                assert stop_now_requested()
+            signal.raise_signal(signal.SIGTERM)         # a copy within a second of the first: counted
+        with stop_signals():
+            assert not stop_now_requested()             # a new command starts afresh
+            with pytest.raises(RunStopped):
+                signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(signal.SIGCONT)          # what timeout sends after the signal it forwards
+            assert stop_now_requested()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    assert signal.getsignal(signal.SIGTERM) == before[signal.SIGTERM]
+
+
+def test_a_later_signal_outside_the_units_stops_again(monkeypatch):
+    """Past the forwarded copies, a signal during the stop's own clean-up is the user's: it raises again."""
+    from rolling_calib.execution import executors
+
+    monkeypatch.setattr(executors, "FORWARDED_WITHIN_S", -1.0)
+    with executors.stop_signals():
+        with pytest.raises(executors.RunStopped):
+            signal.raise_signal(signal.SIGTERM)
+        with pytest.raises(executors.RunStopped):
+            signal.raise_signal(signal.SIGTERM)
