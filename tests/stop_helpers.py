@@ -2,10 +2,10 @@
 
 ``python -c "import stop_helpers; stop_helpers.main()" DIR SECONDS UNITS [ray]`` (with ``tests/`` on
 ``PYTHONPATH``) runs ``UNITS`` independent units on ``LocalExecutor(workers=2)`` (or on a local Ray runtime of 2
-CPUs) inside ``stop_signals()``, as ``rolling-calib`` does, and ends as the command does: the stop line on stderr, exit status 128 + signal. Each unit
-(:class:`SlowUnit`) writes ``DIR/<unit>.started`` (its worker's pid) when it starts, waits until the test writes
-``DIR/go`` (at most ``SECONDS``) and then writes ``DIR/<unit>.done`` atomically: a ``.done`` file is a complete
-unit, and nothing else is.
+CPUs) inside ``stop_signals()``, as ``rolling-calib`` does, and ends as the command does: the stop line on
+stderr, exit status 128 + signal. Each unit (:class:`SlowUnit`) writes ``DIR/<unit>.started`` (its worker's
+pid) when it starts, waits until the test writes ``DIR/go`` (at most ``SECONDS``) and then writes
+``DIR/<unit>.done`` atomically: a ``.done`` file is a complete unit, and nothing else is.
 """
 
 from __future__ import annotations

@@ -213,12 +213,12 @@ def stop_now_requested() -> bool:
     return len(_STOP.received) >= 2 or (bool(_STOP.received) and _STOP.continued)
 
 
-def waiting_line(signum: int, running: Sequence[float], finished: Sequence[float]) -> str:
+def waiting_line(signum: int, running: Sequence[float], finished: Sequence[float], *, units: int | None = None) -> str:
     """The line printed at the first stop signal while units still run.
 
-    ``running``: seconds each running unit has run; ``finished``: wall seconds of the units finished in this
-    run. The time left is ``max_i max(0, mean(finished) - running_i)`` (they run at once); unknown before a
-    unit finished.
+    ``running``: seconds each running task has run; ``finished``: wall seconds of the tasks finished in this
+    run; ``units``: the units of the running tasks (a seed stack trains several; default one each). The time
+    left is ``max_i max(0, mean(finished) - running_i)`` (they run at once); unknown before a task finished.
 
     Examples
     --------
@@ -235,7 +235,8 @@ def waiting_line(signum: int, running: Sequence[float], finished: Sequence[float
     else:
         about = " (time unknown: no unit finished in this run yet)"
     again = "Ctrl-C again" if signum == signal.SIGINT else f"a second {name} or Ctrl-C"
-    return (f"stopping ({name}): waiting for {len(running)} running unit(s) to finish{about}; "
+    count = len(running) if units is None else units
+    return (f"stopping ({name}): waiting for {count} running unit(s) to finish{about}; "
             f"{again} stops them now, keeping only complete units")
 
 
@@ -532,8 +533,7 @@ class LocalExecutor:
         never written and a re-run recomputes them.
         """
         finished = ended = 0
-        if running and not stop_now_requested():
-            print(waiting_line(stop.signum, clock.running(running), clock.finished), file=sys.stderr, flush=True)
+
         def harvest(done: Iterable[cf.Future]) -> None:
             nonlocal finished
             for future in done:
@@ -542,6 +542,9 @@ class LocalExecutor:
                     finish(key, future.result())
                     finished += units_in([key])
 
+        if running and not stop_now_requested():
+            print(waiting_line(stop.signum, clock.running(running), clock.finished, units=units_in(running.values())),
+                  file=sys.stderr, flush=True)
         try:
             while running and not stop_now_requested():
                 harvest(cf.wait(list(running), timeout=STOP_POLL_S, return_when=cf.FIRST_COMPLETED)[0])
