@@ -296,10 +296,16 @@ def end_workers(pool: cf.ProcessPoolExecutor) -> None:
 
 
 def as_run_stopped(exc: BaseException) -> RunStopped | None:
-    """``exc`` as a :class:`RunStopped` (a ``KeyboardInterrupt`` is SIGINT's), or None for anything else."""
+    """``exc`` as a :class:`RunStopped`, or None for anything other than a stop.
+
+    A plain ``KeyboardInterrupt`` is the first stop signal :func:`stop_signals` received (Ray's ``wait`` turns
+    the :class:`RunStopped` raised in it into a ``KeyboardInterrupt``), else SIGINT's.
+    """
     if isinstance(exc, RunStopped):
         return exc
-    return RunStopped(signal.SIGINT, units=False) if isinstance(exc, KeyboardInterrupt) else None
+    if not isinstance(exc, KeyboardInterrupt):
+        return None
+    return RunStopped(_STOP.received[0][0] if _STOP.received else signal.SIGINT, units=False)
 
 
 class DependencyQueue:
