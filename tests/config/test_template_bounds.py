@@ -20,7 +20,8 @@ from rolling_calib.config.template import MAX_OUTPUT_CHARS, render_template
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: What each template would cost unbounded, and the bound that refuses it.
+#: What each template would cost unbounded, and the bound that refuses it (either of a pair: whichever this
+#: machine's speed reaches first).
 HOSTILE = {
     "power": ("{{ 9**(9**9) }}", "'**' would make an integer of about 1,228,093,895 bits, more than 4,096"),
     "nested loops": ("{% for a in 'x'*1000000 %}{% for b in 'x'*1000000 %}{% endfor %}{% endfor %}",
@@ -37,7 +38,7 @@ HOSTILE = {
     "padding method": ("{{ 'x'.ljust(4000000000) }}", "access to attribute 'ljust' of 'str' object is unsafe"),
     "concatenation": ("{% set a = 'x'*1000000 %}{{ a~a~a~a~a~a~a~a~a~a }}", "'~' would make a text or list of"),
     "macro doubling": ("{% macro m(n) %}{% if n %}{{ m(n-1) }}{{ m(n-1) }}{% else %}xxxxxxxx{% endif %}{% endmacro %}"
-                       "{{ m(40) }}", "it ran for more than 5 s"),
+                       "{{ m(40) }}", ("it ran for more than 5 s", "it printed more than 16,777,216 characters")),
     "captured loop": ("{% set a = 'x'*1000000 %}{% set b %}{% for i in 'x'*1000 %}{{ a }}{% endfor %}{% endset %}",
                       "it printed more than 16,777,216 characters"),
     "sum of lists": ("{{ ('x'*1000000)|batch(1)|sum(start=[]) }}", "filter sum: only numbers may be summed"),
@@ -78,7 +79,8 @@ def test_hostile_templates_are_refused_in_one_line_naming_the_file(tmp_path):
         path, message = results[name]
         where = f"{path}:" if name == "output" else f"{path}:2:"   # the rendered file's size has no line
         assert message.startswith(f"ConfigError: {where} template refused"), (name, message)
-        assert reason in message and "\n" not in message, (name, message)
+        reasons = reason if isinstance(reason, tuple) else (reason,)
+        assert any(r in message for r in reasons) and "\n" not in message, (name, message)
 
 
 def test_a_hostile_template_stops_the_command_in_one_line(tmp_path):
