@@ -138,13 +138,29 @@ def add_store_argument(parser: CommandParser, *, required: bool = True, position
     mean); ``args.stores`` holds them all, ``args.store`` the first.
     """
     action = parser.add_argument("--store", metavar="DIR", default=None, required=required and not positional_alias,
-                                 action="append" if many else "store", help=STORE_HELP)
+                                 action="append" if many else "store", type=store_dir, help=STORE_HELP)
     if positional_alias:
         parser.add_argument("old_store", nargs="?", default=None, metavar="STORE", help=argparse.SUPPRESS)
         parser.shown_required.append(action)
         parser.checks.append(_one_store)
     if many:
         parser.checks.append(_many_stores)
+
+
+def store_dir(text: str) -> str:
+    """``--store``'s ``type=``: a directory's name; an empty one is refused (it would be the current directory).
+
+    >>> store_dir("runs/demo")
+    'runs/demo'
+    >>> store_dir("")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected a directory, found an empty path (it would mean the current directory): name the store's directory, e.g. --store runs/demo
+    """
+    if not text:
+        raise argparse.ArgumentTypeError("expected a directory, found an empty path (it would mean the current "
+                                         "directory): name the store's directory, e.g. --store runs/demo")
+    return text
 
 
 def _many_stores(args: argparse.Namespace) -> str | None:

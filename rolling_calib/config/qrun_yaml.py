@@ -4,8 +4,9 @@ The only YAML reader of rolling-calib (files and ``--set`` values alike):
 
 1. **Template.** The file named on the command line is a Jinja2 template first: ``{{ NAME }}`` is
    filled from the environment variable ``NAME``, and a name that is not set renders as empty
-   text (as in ``qrun``; a warning lists such names). Files it includes are not rendered, as
-   ``qrun`` renders only the file it is given. A file without Jinja2 markup is read as it is.
+   text (as in ``qrun``; a warning lists such names), in a sandbox bounded in reach, size and time
+   (:mod:`rolling_calib.config.template`). Files it includes are not rendered, as ``qrun`` renders
+   only the file it is given. A file without Jinja2 markup is read as it is.
 2. **YAML 1.2.** ruamel.yaml's safe loader, pure Python: ``5e-6`` and ``1e-3`` are floats,
    ``yes``/``on`` are strings, ``010`` is 10; anchors, aliases and ``<<`` merge keys work; a key
    written twice in one mapping is an error (naming both lines).
@@ -27,6 +28,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from rolling_calib.config.template import render_template
 from rolling_calib.core.validation import ConfigError
 
 __all__ = ["MAX_DEPTH", "MAX_DOCUMENT_BYTES", "MAX_NODES", "Aliases", "alias_paths", "check_expansion", "find_base",
@@ -37,9 +39,8 @@ __all__ = ["MAX_DEPTH", "MAX_DOCUMENT_BYTES", "MAX_NODES", "Aliases", "alias_pat
 #: and sequence indices (int).
 Aliases = dict[tuple, list[tuple]]
 
-_JINJA_MARKS = ("{{", "{%", "{#")
 #: Bytes of one workflow file (Qlib's benchmark workflows are 2-5 KiB; a megabyte is a mistake or an attack).
-MAX_DOCUMENT_BYTES = 1 << 20
+MAX_DOCUMENT_BYTES = 1 << 20   # the rendered text's bound too (template.MAX_OUTPUT_CHARS)
 #: Values of one document with every alias expanded (an alias bomb expands 10 aliases x 9 levels to 10**9).
 MAX_NODES = 100_000
 #: Nesting levels of one document (Qlib's deepest workflow nests 7).
@@ -50,97 +51,6 @@ def _loader():
     from ruamel.yaml import YAML
 
     return YAML(typ="safe", pure=True)  # what qrun constructs
-
-
-#: Template statements that read other files: refused (the sandbox has no loader; qrun renders one file).
-_FILE_TAGS = {"Include": "include", "Import": "import", "FromImport": "from ... import", "Extends": "extends"}
-
-
-def _sandbox():
-    """Jinja2's immutable sandbox with no globals (no ``range``, ``cycler``, ``lipsum`` ...): only environment names."""
-    from jinja2 import StrictUndefined
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    # strict: an unsafe or missing attribute raises instead of rendering empty (unset names are passed as "")
-    env = ImmutableSandboxedEnvironment(autoescape=False, undefined=StrictUndefined)
-    env.globals.clear()
-    return env
-
-
-def render_template(text: str, where: str | os.PathLike) -> str:
-    """Fill ``text`` as ``qrun`` does before parsing: a Jinja2 template over the environment variables.
-
-    Rendered in Jinja2's :class:`~jinja2.sandbox.ImmutableSandboxedEnvironment` with no globals:
-    the only names are the environment's variables (``{{ NAME }}`` as in ``qrun``; filters and
-    conditionals work on them). Private and dunder attributes, mutating methods and unsafe
-    callables raise a sandbox error; ``{% include %}``, ``{% import %}`` and ``{% extends %}``
-    are refused before anything renders. Every refusal is a one-line :class:`ConfigError`.
-
-    Examples
-    --------
-    >>> os.environ["RC_DOCTEST_DATA"] = "/data/us25"
-    >>> render_template("provider_uri: {{ RC_DOCTEST_DATA }}\\n", "w.yaml")
-    'provider_uri: /data/us25'
-    >>> del os.environ["RC_DOCTEST_DATA"]
-    >>> render_template("lr: 1e-3\\n", "w.yaml")  # no markup: the text as it is
-    'lr: 1e-3\\n'
-    >>> render_template("# {{ cycler.__init__.__globals__ }}\\n", "w.yaml")
-    Traceback (most recent call last):
-    ...
-    rolling_calib.core.validation.ConfigError: w.yaml:1: template refused (a workflow is rendered in Jinja2's sandbox with only the environment's variable names): 'cycler' is undefined
-    """
-    if not any(mark in text for mark in _JINJA_MARKS):
-        return text
-    import jinja2
-    from jinja2 import meta, nodes
-
-    env = _sandbox()
-    refused = "template refused (a workflow is rendered in Jinja2's sandbox with only the environment's variable names)"
-    try:
-        tree = env.parse(text)
-    except jinja2.TemplateSyntaxError as exc:
-        raise ConfigError(f"{where}:{exc.lineno}: invalid template (qrun fills the file with Jinja2 before "
-                          f"reading the YAML): {exc.message}") from exc
-    for kind, tag in _FILE_TAGS.items():
-        node = next(iter(tree.find_all(getattr(nodes, kind))), None)
-        if node is not None:
-            raise ConfigError(f"{where}:{node.lineno}: template refused: {{% {tag} %}} reads another file; a workflow "
-                              f"template may use only environment variables ({{{{ NAME }}}}); use BASE_CONFIG_PATH "
-                              f"to build on another workflow")
-    names = meta.find_undeclared_variables(tree)
-    unset = sorted(name for name in names if name not in os.environ)
-    values = {name: os.environ[name] for name in names if name in os.environ}
-    # an unset name renders as empty text (qrun), but nothing may be read *from* it: a strict undefined
-    # for names used with attributes, items or calls, so `cycler.__init__` is refused, not rendered empty
-    used = {node.node.name for node in tree.find_all((nodes.Getattr, nodes.Getitem)) if isinstance(node.node, nodes.Name)}
-    used |= {node.node.name for node in tree.find_all(nodes.Call) if isinstance(node.node, nodes.Name)}
-    for name in sorted((used & names) - set(values)):
-        lineno = next(n.lineno for n in tree.find_all(nodes.Name) if n.name == name)
-        raise ConfigError(f"{where}:{lineno}: {refused}: {name!r} is undefined")
-    try:
-        rendered = env.from_string(tree).render({**{name: "" for name in unset}, **values})
-    except jinja2.TemplateError as exc:  # SecurityError, UndefinedError, runtime errors
-        line = _template_line(exc)
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"{where}{line}: {refused}: {message}") from exc
-    except Exception as exc:  # an error raised by a filter on an environment value (e.g. int('x'))
-        line = _template_line(exc)
-        raise ConfigError(f"{where}{line}: {refused}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
-    if unset:
-        warnings.warn(f"{where}: template variables not set in the environment render as empty text "
-                      f"(as qrun renders them): {', '.join(unset)}", stacklevel=3)
-    return rendered
-
-
-def _template_line(exc: BaseException) -> str:
-    """``":N"`` for the template line an exception was raised at (from its traceback), else ``""``."""
-    tb = exc.__traceback__
-    line = None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == "<template>":
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return f":{line}" if line is not None else ""
 
 
 def load_yaml(path: str | os.PathLike, *, template: bool = False) -> dict:
