@@ -16,7 +16,14 @@ label scale, ``last_fit_info``. Two kernels (:data:`STACK_KERNELS`):
       output = h_T W_fc^T + b_fc
 
   Its backward is written by hand (:class:`_StackedLayer`): one batched GEMM per step for the
-  recurrent gradient, every weight gradient in one batched GEMM over all steps.
+  recurrent gradient, every weight gradient in one batched GEMM over all steps. That is how it
+  runs on a CPU. On a GPU, where a step of some 20 small kernels launched from Python left the
+  device idle (at the paper's size some 6,500 PyTorch calls per training step, 2,500 of them
+  kernel launches, for 60 steps x 2 layers), it runs every layer as :class:`_FusedStack` (per step
+  one batched GEMM and PyTorch's fused LSTM cell kernel; the same mathematics) and replays each
+  training step -- forward, backward, clipping, optimiser -- from a CUDA graph
+  (:class:`_GraphedStep`), its matmuls in TF32 exactly when cuDNN's are (the one-seed path's
+  precision). :meth:`_BmmKernel.describe` says what ran; the sidecar keeps it.
 * ``streams`` -- each member keeps its own network and optimiser; on a GPU each member's step
   (cuDNN's LSTM, loss, backward, clip, optimiser) goes to its own CUDA stream, so the members'
   small kernels run side by side; on a CPU they run in turn.
@@ -113,7 +120,7 @@ STACK_KERNELS = ("auto", "bmm", "streams")
 #: ``streams`` there runs the members' own ``nn.LSTM`` one after another, the unstacked fit's numbers
 #: bit for bit, and was faster than ``bmm`` at both benched sizes (``bench/bench_stacked.py``, docs/gpu.md).
 CPU_KERNEL = "streams"
-#: Timed training steps of each kernel in the probe of :func:`choose_kernel` (after one warm-up step).
+#: Timed training steps of each kernel in the probe of :func:`choose_kernel` (after its warm-up steps).
 PROBE_STEPS = 3
 _PROBED: dict[tuple, dict] = {}
 
@@ -882,10 +889,10 @@ def choose_kernel(setting: str, lead: LSTMCore, *, members: int, batch: int, ste
 
     ``setting`` (:data:`STACK_KERNELS`): ``"bmm"`` or ``"streams"`` as set; ``"auto"``:
     ``bmm`` where streams cannot keep members apart (:func:`_streams_refused`); on a CPU
-    :data:`CPU_KERNEL`; on a GPU the faster of the two in a timing probe -- one warm-up and
-    :data:`PROBE_STEPS` training steps of each on random batches of this shape, on throwaway
-    copies of ``lead``'s network (no model, generator or optimiser of the fit is touched) --
-    done once per process and shape. The two agree with one-seed-at-a-time fits to float
+    :data:`CPU_KERNEL`; on a GPU the faster of the two in a timing probe -- each kernel's warm-up
+    steps (bmm: its CUDA graph's warm-up and capture), then :data:`PROBE_STEPS` timed training
+    steps, on random batches of this shape, on throwaway copies of ``lead``'s network (no model,
+    generator or optimiser of the fit is touched) -- done once per process and shape. The two agree with one-seed-at-a-time fits to float
     rounding, so the choice moves the numbers by rounding only.
 
     >>> from rolling_calib.qlib_adapter.model import RollingLSTM
