@@ -397,8 +397,9 @@ def fused_cell_ready(device: torch.device) -> tuple[bool, str]:
             gen = torch.Generator(device=device)
             gen.manual_seed(0)
             gates = torch.randn(6, 20, generator=gen, device=device)
-            cx, ghy, gcy = (torch.randn(6, 5, generator=gen, device=device) for _ in range(3))
-            zero = gates.new_zeros(1, 20).expand(6, 20)
+            cx, gcy = (torch.randn(6, 5, generator=gen, device=device) for _ in range(2))
+            ghy = torch.randn(6, 12, generator=gen, device=device)[:, 7:]   # strided, as _FusedStack passes it
+            zero = gates.new_zeros(1, 20).expand(6, 20)                    # the broadcast zero, as it passes
             got = _cell_forward(gates, zero, cx)
             ref = _cell_forward_reference(gates, zero, cx)
             got_b = _cell_backward(ghy, gcy, cx, got[1], got[2])
