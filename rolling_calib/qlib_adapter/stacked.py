@@ -18,7 +18,7 @@ label scale, ``last_fit_info``. Two kernels (:data:`STACK_KERNELS`):
   Its backward is written by hand (:class:`_StackedLayer`): one batched GEMM per step for the
   recurrent gradient, every weight gradient in one batched GEMM over all steps. That is how it
   runs on a CPU. On a GPU, where a step of some 20 small kernels launched from Python left the
-  device idle (at the paper's size some 6,500 PyTorch calls per training step, 2,500 of them
+  device idle (at the paper's size some 6,500 PyTorch calls per training step, 2,528 of them
   kernel launches, for 60 steps x 2 layers), it runs every layer as :class:`_FusedStack` (per step
   one batched GEMM and PyTorch's fused LSTM cell kernel; the same mathematics) and replays each
   training step -- forward, backward, clipping, optimiser -- from a CUDA graph
@@ -303,9 +303,10 @@ class _FusedStack(torch.autograd.Function):
     recurrent half passed as a broadcast zero). The cell's ``h_t`` is copied into the next step's
     row and the next layer's buffer. Backward per step: the fused cell backward, one batched GEMM
     for the recurrent (and input) gradient ``[dx_t, dh_{t-1}] = dG_t W^T``, one accumulating
-    batched GEMM for every weight and bias gradient ``dW += [x_t, h_{t-1}, 1]^T dG_t``. Some 7
-    kernels per layer and step in all, against some 21 for :class:`_StackedLayer`, and about a third
-    of its memory traffic; the same mathematics (tested against it).
+    batched GEMM for every weight and bias gradient ``dW += [x_t, h_{t-1}, 1]^T dG_t``. About 8
+    kernel launches per layer and step in all, against 21 for :class:`_StackedLayer`
+    (``bench/count_stack_calls.py``), and some 0.6x its memory traffic (bytes counted per step, not
+    measured); the same mathematics (tested against it).
     """
 
     @staticmethod
