@@ -395,8 +395,8 @@ def precision(name: str):
         torch.backends.cudnn.allow_tf32 = before
 
 
-def measure_row(path: str, size_name: str, k: int, data, *, args: argparse.Namespace, limit: float) -> dict:
-    """One path's epoch of K seeds: best of ``--rounds`` after a warm-up epoch, GPU busy, how the kernel ran."""
+def measure_row(path: str, size_name: str, k: int, data, *, args: argparse.Namespace, limit: float):
+    """One path's epoch of K seeds: best of ``--rounds`` after a warm-up epoch, how the kernel ran; and the epoch."""
     import torch
 
     size = SIZES[size_name]
@@ -419,9 +419,7 @@ def measure_row(path: str, size_name: str, k: int, data, *, args: argparse.Names
                          "matmul_allow_tf32_outside_the_stack": bool(torch.backends.cuda.matmul.allow_tf32)}}
     if hasattr(epoch, "kernel"):
         row["kernel_run"] = epoch.kernel.describe()
-    if args.device.startswith("cuda") and not args.no_profile:
-        row.update(gpu_busy(epoch, best))
-    return row
+    return row, epoch
 
 
 def ratios(rows: list[dict]) -> list[dict]:
@@ -449,7 +447,12 @@ def run_rows(args: argparse.Namespace, result: dict, limit: float, unit: str) ->
                 data[size_name] = sampler(SIZES[size_name], args.samples, instruments=args.instruments, days=args.days)
             row["samples_per_seed"] = len(data[size_name])
             with row_limit(args.row_limit), precision(prec):
-                row.update(measure_row(path, size_name, k, data[size_name], args=args, limit=limit))
+                timed, epoch = measure_row(path, size_name, k, data[size_name], args=args, limit=limit)
+                row.update(timed)
+                if args.device.startswith("cuda") and not args.no_profile:
+                    write_json(args.out, {**result, "rows": [*result["rows"], row]})  # the timing, should the profiler fail
+                    row.update(gpu_busy(epoch, row["epoch_s"]))
+                del epoch
         except (RowTimeout, Exception) as exc:  # recorded; the next row runs
             row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
         row["row_s"] = round(time.perf_counter() - t0, 2)
@@ -478,7 +481,7 @@ def run_rows(args: argparse.Namespace, result: dict, limit: float, unit: str) ->
 def describe_row(row: dict, unit: str) -> str:
     """One text line of a ``--rows`` row."""
     head = f"{row['row']:32s} ({row['row_s']:.0f} s)"
-    if "error" in row:
+    if "samples_per_s" not in row:
         return f"{head}: {row['error']}"
     text = f"{head}: {row['samples_per_s']:>10,.0f} samples/{unit} ({row['fraction_of_matmul_rate']:.1%} of mm"
     if row.get("gpu_busy") is not None:
@@ -487,6 +490,8 @@ def describe_row(row: dict, unit: str) -> str:
     if "kernel_run" in row:
         run = row["kernel_run"]
         text += f" [cell {run['cell'].split(':')[0]}, matmul {run['matmul']}, graph {run['graph']}]"
+    if "error" in row:  # after the timing (the profiled epoch)
+        text += f" then {row['error']}"
     return text
 
 

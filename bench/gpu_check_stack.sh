@@ -60,8 +60,9 @@ try:
 except (OSError, ValueError) as exc:
     sys.exit(f"no bench JSON: {exc}")
 for row in r["rows"]:
-    print(row["row"], "->", row.get("error") or f"{row['samples_per_s']:,.0f} samples/s, busy {row.get('gpu_busy')}, "
-          f"run {row.get('kernel_run')}")
+    timing = (f"{row['samples_per_s']:,.0f} samples/s, busy {row.get('gpu_busy')}, run {row.get('kernel_run')}"
+              if "samples_per_s" in row else "")
+    print(row["row"], "->", timing, row.get("error", ""))
 for q in r.get("ratios", []):
     print(f"{q['row']}: {q['vs_one_at_a_time']:.2f}x {q['baseline']}  (issue 40's target at paper K=10: >= 3x)")
 ok = [x for x in r["rows"] if x["size"] == "paper" and "samples_per_s" in x and x["precision_setting"] == "default"]
