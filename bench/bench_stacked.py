@@ -30,17 +30,31 @@ only the model's code is installed. Sizes:
 * ``demo``: ``workflows/demo.yaml`` (hidden 16, 1 layer, batch 512, 30 steps);
 * ``paper``: ``workflows/base.yaml`` (hidden 64, 2 layers, batch 2000, 60 steps).
 
+``--rows PATH:SIZE:K[:PRECISION],...`` times one path per row instead, in the order given (the
+device script ``bench/gpu_check_stack.sh`` puts the most informative first), each row under
+``--row-limit`` seconds (a row over it is recorded as such and the next one runs), the JSON
+rewritten after every row. ``PATH`` is a path or ``bmm_eager`` (the bmm kernel without its CUDA
+graph); ``PRECISION`` ``default`` (torch's settings: cuDNN's LSTM in TF32, and the bmm kernel's
+matmuls with it) or ``ieee`` (cuDNN's TF32 off for the row, so the bmm kernel's too): both sides of
+a ratio compute at the same precision, and each row says which (``precision``, ``kernel_run``).
+Every stack row's ratio is to the ``one_at_a_time`` row of its size and precision (one seed at a
+time has the same rate per sample for any K).
+
 Usage::
 
     nice -n 10 .venv/bin/python bench/bench_stacked.py [--device cpu|cuda] [--seeds 1,4,10,20]
         [--sizes demo,paper] [--samples 16000] [--threads 1] [--feed auto] [--json] [--out FILE]
+    .venv/bin/python bench/bench_stacked.py --device cuda --rows bmm:paper:10,one_at_a_time:paper:1 \
+        [--row-limit 25] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -50,6 +64,9 @@ SIZES = {
     "paper": dict(hidden_size=64, num_layers=2, batch_size=2000, step_len=60),
 }
 PATHS = ("one_at_a_time", "bmm", "streams")
+#: What a ``--rows`` row may time: the paths, and ``bmm_eager`` (the bmm kernel without its CUDA graph).
+ROW_PATHS = (*PATHS, "bmm_eager")
+PRECISIONS = ("default", "ieee")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -58,6 +75,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--paths", default=",".join(PATHS), help=f"what to time ({', '.join(PATHS)})")
     p.add_argument("--rounds", type=int, default=2, help="alternating timed rounds; the best of each path is kept")
     p.add_argument("--no-profile", action="store_true", help="skip the profiled epoch (GPU busy)")
+    p.add_argument("--rows", default=None,
+                   help="instead of sizes x seeds x paths: rows PATH:SIZE:K[:PRECISION], comma-separated, run in this "
+                        f"order (PATH one of {', '.join(ROW_PATHS)}; PRECISION default (torch's TF32 settings) or ieee "
+                        "(cuDNN's TF32 off, so the stack's matmuls too)); each stack row's ratio to the one_at_a_time row "
+                        "of its size and precision")
+    p.add_argument("--row-limit", type=float, default=0.0,
+                   help="seconds per --rows row (0: none); a row over it is recorded as such and the next one runs")
     return p.parse_args(argv)
 
 
@@ -98,18 +122,26 @@ def clock(device: str):
     return time.process_time
 
 
-def matmul_rate(device: str, n: int = 2048) -> float:
-    """Float32 flops per second of ``torch.mm`` on ``n x n`` matrices here (per CPU-second on CPU); best of 3."""
+def matmul_rate(device: str, n: int = 2048, *, tf32: bool = False) -> float:
+    """Float32 flops per second of ``torch.mm`` on ``n x n`` matrices here (per CPU-second on CPU); best of 3.
+
+    ``tf32``: with ``torch.backends.cuda.matmul.allow_tf32`` on for the measurement (CUDA; a CPU ignores it).
+    """
     import torch
 
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     now = clock(device)
-    torch.mm(a, b)
-    best = float("inf")
-    for _ in range(3):
-        t0 = now()
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
         torch.mm(a, b)
-        best = min(best, now() - t0)
+        best = float("inf")
+        for _ in range(3):
+            t0 = now()
+            torch.mm(a, b)
+            best = min(best, now() - t0)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
     return 2 * n**3 / best
 
 
@@ -160,16 +192,20 @@ def one_at_a_time_epoch(size: dict, seeds, data, device: str, *, feed: str):
     return epoch, plan
 
 
-def stacked_epoch(size: dict, seeds, data, device: str, *, kernel: str, feed: str, background: bool | None = None):
+def stacked_epoch(size: dict, seeds, data, device: str, *, kernel: str, feed: str, background: bool | None = None,
+                  graph: bool = True):
     """A callable running one stacked epoch on ``kernel`` (after one warm-up epoch); its feed plan.
 
     ``background``: the host feed's thread (:class:`~rolling_calib.qlib_adapter.lstm_core.BatchFeed`; None: its default).
+    ``graph``: the bmm kernel's CUDA graph (``RollingLSTM.stack_graph``). The callable's ``kernel``
+    attribute is the kernel (its ``describe()`` says how it ran).
     """
     from rolling_calib.qlib_adapter import stacked as stk
     from rolling_calib.qlib_adapter.lstm_core import plan_feed
 
     ms = models(size, seeds, device, feed=feed)
     ms[0].feed_background = background
+    ms[0].stack_graph = graph
     members = stk.start_stack(ms, data)
     ker = stk.make_kernel(kernel, members, ms[0])
     plan = plan_feed(feed, ms[0].device, [data], label_rows=len(ms))
@@ -178,6 +214,7 @@ def stacked_epoch(size: dict, seeds, data, device: str, *, kernel: str, feed: st
     def epoch() -> None:
         stk._train_epoch(ker, members, data, ms[0], resident=resident)
 
+    epoch.kernel = ker
     epoch()
     return epoch, plan
 
@@ -290,9 +327,172 @@ def measure(size_name: str, k: int, data, *, args: argparse.Namespace, limit: fl
             row["vs_one_at_a_time"] = best["one_at_a_time"] / best[name]
         if args.device.startswith("cuda") and not args.no_profile:
             row.update(gpu_busy(runs[name], best[name]))
+        if hasattr(runs[name], "kernel"):
+            row["kernel_run"] = runs[name].kernel.describe()
         out[name] = row
     del runs
     return out
+
+
+# ------------------------------------------------------------------------------ --rows: one path per row
+class RowTimeout(BaseException):
+    """A ``--rows`` row ran past ``--row-limit`` (a BaseException: no ``except Exception`` on the way swallows it)."""
+
+
+def parse_rows(spec: str) -> list[tuple[str, str, int, str]]:
+    """``PATH:SIZE:K[:PRECISION]`` items -> ``(path, size, k, precision)``; a bad item is named.
+
+    >>> parse_rows("bmm:paper:10,one_at_a_time:paper:1:ieee")
+    [('bmm', 'paper', 10, 'default'), ('one_at_a_time', 'paper', 1, 'ieee')]
+    >>> parse_rows("bmm:huge:10")
+    Traceback (most recent call last):
+    ...
+    SystemExit: --rows item 'bmm:huge:10': expected PATH:SIZE:K[:PRECISION] with SIZE one of demo, paper
+    """
+    rows = []
+    for item in (i.strip() for i in spec.split(",") if i.strip()):
+        parts = item.split(":")
+        ok = (len(parts) in (3, 4) and parts[0] in ROW_PATHS and parts[1] in SIZES and parts[2].isdigit()
+              and int(parts[2]) > 0 and (len(parts) == 3 or parts[3] in PRECISIONS))
+        if not ok:
+            raise SystemExit(f"--rows item {item!r}: expected PATH:SIZE:K[:PRECISION] with "
+                             + (f"SIZE one of {', '.join(SIZES)}" if len(parts) > 1 and parts[1] not in SIZES else
+                                f"PATH one of {', '.join(ROW_PATHS)}, K >= 1, PRECISION one of {', '.join(PRECISIONS)}"))
+        rows.append((parts[0], parts[1], int(parts[2]), parts[3] if len(parts) == 4 else "default"))
+    return rows
+
+
+@contextlib.contextmanager
+def row_limit(seconds: float):
+    """Raise :class:`RowTimeout` in this (main) thread after ``seconds`` (0: no limit)."""
+    if seconds <= 0:
+        yield
+        return
+
+    def expire(signum, frame):
+        raise RowTimeout(f"over the row limit of {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def precision(name: str):
+    """``ieee``: cuDNN's TF32 off for the row (the stack follows it); ``default``: torch's settings as they are."""
+    import torch
+
+    before = torch.backends.cudnn.allow_tf32
+    if name == "ieee":
+        torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = before
+
+
+def measure_row(path: str, size_name: str, k: int, data, *, args: argparse.Namespace, limit: float):
+    """One path's epoch of K seeds: best of ``--rounds`` after a warm-up epoch, how the kernel ran; and the epoch."""
+    import torch
+
+    size = SIZES[size_name]
+    seeds = list(range(k))
+    if path == "one_at_a_time":
+        epoch, plan = one_at_a_time_epoch(size, seeds, data, args.device, feed=args.feed)
+    else:
+        epoch, plan = stacked_epoch(size, seeds, data, args.device, kernel=path.removesuffix("_eager"), feed=args.feed,
+                                    graph=not path.endswith("_eager"))
+    now = clock(args.device)
+    best = float("inf")
+    for _ in range(args.rounds):
+        t0 = now()
+        epoch()
+        best = min(best, now() - t0)
+    n = k * len(data)
+    row = {"epoch_s": best, "samples_per_s": n / best, "fraction_of_matmul_rate": n / best * flops_per_sample(size) / limit,
+           "feed": plan["mode"],
+           "precision": {"cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+                         "matmul_allow_tf32_outside_the_stack": bool(torch.backends.cuda.matmul.allow_tf32)}}
+    if hasattr(epoch, "kernel"):
+        row["kernel_run"] = epoch.kernel.describe()
+    return row, epoch
+
+
+def ratios(rows: list[dict]) -> list[dict]:
+    """Each stack row's samples/s over the one_at_a_time row's of the same size and precision (any K: per sample)."""
+    base = {(r["size"], r["precision_setting"]): r for r in rows if r["path"] == "one_at_a_time" and "samples_per_s" in r}
+    out = []
+    for r in rows:
+        ref = base.get((r["size"], r["precision_setting"]))
+        if r["path"] != "one_at_a_time" and "samples_per_s" in r and ref is not None:
+            out.append({"row": r["row"], "vs_one_at_a_time": r["samples_per_s"] / ref["samples_per_s"], "baseline": ref["row"]})
+    return out
+
+
+def run_rows(args: argparse.Namespace, result: dict, limit: float, unit: str) -> None:
+    """The ``--rows`` rows in order, each under ``--row-limit``; the JSON rewritten after every row."""
+    import torch
+
+    data: dict = {}
+    for path, size_name, k, prec in parse_rows(args.rows):
+        label = f"{path}:{size_name}:{k}:{prec}"
+        row = {"row": label, "path": path, "size": size_name, "seeds": k, "precision_setting": prec}
+        t0 = time.perf_counter()
+        try:
+            if size_name not in data:  # once per size, outside the row's limit
+                data[size_name] = sampler(SIZES[size_name], args.samples, instruments=args.instruments, days=args.days)
+            row["samples_per_seed"] = len(data[size_name])
+            with row_limit(args.row_limit), precision(prec):
+                timed, epoch = measure_row(path, size_name, k, data[size_name], args=args, limit=limit)
+                row.update(timed)
+                if args.device.startswith("cuda") and not args.no_profile:
+                    write_json(args.out, {**result, "rows": [*result["rows"], row]})  # the timing, should the profiler fail
+                    row.update(gpu_busy(epoch, row["epoch_s"]))
+                del epoch
+        except (RowTimeout, Exception) as exc:  # recorded; the next row runs
+            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+        row["row_s"] = round(time.perf_counter() - t0, 2)
+        if args.device.startswith("cuda"):
+            with contextlib.suppress(Exception):
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+        result["rows"].append(row)
+        result["ratios"] = ratios(result["rows"])
+        write_json(args.out, result)
+        if not args.json:
+            print(describe_row(row, unit), flush=True)
+    for size_name, d in data.items():  # last: the rows matter more
+        try:
+            with row_limit(args.row_limit):
+                result["predict_samples_per_s"][size_name] = predict_rate(SIZES[size_name], d, args.device, feed=args.feed)
+        except (RowTimeout, Exception) as exc:
+            result["predict_samples_per_s"][size_name] = None
+            result.setdefault("errors", []).append(f"predict {size_name}: {type(exc).__name__}: {exc}")
+        write_json(args.out, result)
+    if not args.json:
+        for r in result["ratios"]:
+            print(f"{r['row']}: {r['vs_one_at_a_time']:.2f}x {r['baseline']}", flush=True)
+
+
+def describe_row(row: dict, unit: str) -> str:
+    """One text line of a ``--rows`` row."""
+    head = f"{row['row']:32s} ({row['row_s']:.0f} s)"
+    if "samples_per_s" not in row:
+        return f"{head}: {row['error']}"
+    text = f"{head}: {row['samples_per_s']:>10,.0f} samples/{unit} ({row['fraction_of_matmul_rate']:.1%} of mm"
+    if row.get("gpu_busy") is not None:
+        text += f", busy {row['gpu_busy']:.0%}"
+    text += f", cuDNN TF32 {'on' if row['precision']['cudnn_allow_tf32'] else 'off'})"
+    if "kernel_run" in row:
+        run = row["kernel_run"]
+        text += f" [cell {run['cell'].split(':')[0]}, matmul {run['matmul']}, graph {run['graph']}]"
+    if "error" in row:  # after the timing (the profiled epoch)
+        text += f" then {row['error']}"
+    return text
 
 
 def main(argv=None) -> int:
@@ -302,6 +502,23 @@ def main(argv=None) -> int:
     if (code := check_device(args, "bench_stacked")) is not None:
         return code
     torch.set_num_threads(args.threads)
+    if args.rows:
+        parse_rows(args.rows)  # a bad item stops the run before anything is measured
+        limit = matmul_rate(args.device)
+        result = {"bench": "bench_stacked", "device": device_name(args.device, args.threads), "torch": torch.__version__,
+                  "matmul_flops_per_s": limit, "matmul_flops_per_s_tf32": matmul_rate(args.device, tf32=True),
+                  "feed_setting": args.feed, "samples_per_seed": args.samples, "rows": [], "ratios": [],
+                  "predict_samples_per_s": {},
+                  "note": "fraction_of_matmul_rate: of the IEEE float32 torch.mm rate; precision per row: cuDNN's TF32 "
+                          "flag (one_at_a_time, streams) and the stack's matmuls (kernel_run.matmul, which follows it)"}
+        unit = "CPU-s" if args.device == "cpu" else "s"
+        if not args.json:
+            print(f"{result['device']}: torch.mm float32 2048^2 at {limit / 1e12:.2f} TFLOP/{unit} (IEEE), "
+                  f"{result['matmul_flops_per_s_tf32'] / 1e12:.2f} (TF32 allowed)", flush=True)
+        run_rows(args, result, limit, unit)
+        if args.json:
+            print(json.dumps(result, indent=2))
+        return 0
     paths = [p for p in args.paths.split(",") if p]
     unknown = sorted(set(paths) - set(PATHS))
     if unknown:

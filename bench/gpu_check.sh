@@ -33,19 +33,7 @@ step() { echo; echo "== [$((SECONDS - T0)) s] $*"; }
 
 step "machine"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-if [ "${INSTALL:-1}" = 1 ]; then
-    step "install Qlib's closure (.whl, no deps, no index) into /tmp/site"
-    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
-    export PYTHONPATH=/tmp/site:$PWD
-    if ! $PY -c "import sys, pandas; sys.exit(int(pandas.__version__.split('.')[0]) >= 3)" \
-       || ! $PY -c "import rolling_calib.qlib_adapter.stacked" 2>/dev/null; then
-        step "the machine's numpy/pandas do not suit: the pinned ones (.whl/pin) first"
-        $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/pin .whl/pin/*.whl || exit 3
-        export PYTHONPATH=/tmp/pin:$PYTHONPATH
-    fi
-else
-    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-fi
+. bench/gpu_install.sh
 $PY - > "$OUT/env.json" <<'PYEOF' || exit 4
 import json, numpy, pandas, qlib, torch
 import rolling_calib.qlib_adapter.stacked as s

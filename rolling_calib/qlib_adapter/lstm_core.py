@@ -432,13 +432,19 @@ class LSTMCore(Model):
         self.lstm_model = LSTMModel(d_feat=self.d_feat, hidden_size=self.hidden_size,
                                     num_layers=self.num_layers, dropout=self.dropout).to(self.device)
 
-    def make_optimizer(self, params: Iterable[torch.nn.Parameter] | None = None) -> torch.optim.Optimizer:
-        """This model's optimiser over ``params`` (default: its network's parameters)."""
+    def make_optimizer(self, params: Iterable[torch.nn.Parameter] | None = None, *,
+                       capturable: bool = False) -> torch.optim.Optimizer:
+        """This model's optimiser over ``params`` (default: its network's parameters).
+
+        ``capturable``: Adam's and AdamW's step count kept on the device, so that a CUDA graph can
+        capture the step (PyTorch's ``capturable=True``; the same update, its bias correction
+        computed on the device in float32). SGD keeps no step count and needs nothing.
+        """
         params = self.lstm_model.parameters() if params is None else params
         if self.optimizer == "adam":
-            return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
+            return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay, capturable=capturable)
         if self.optimizer == "adamw":
-            return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay)
+            return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay, capturable=capturable)
         return torch.optim.SGD(params, lr=self.lr, weight_decay=self.weight_decay)
 
     def fit_segments(self, dataset: MinuteTSDataset, reweighter: Any) -> tuple[MinuteWindowSampler, MinuteWindowSampler]:

@@ -211,6 +211,8 @@ class RollingLSTM(LSTMCore):
         (``"auto"``: resident on a GPU within the memory budget). Same batches, same numbers.
     stack_kernel : {"auto", "bmm", "streams"}
         The kernel a seed stack of this model uses (:func:`~rolling_calib.qlib_adapter.stacked.fit_stack`).
+    stack_graph : bool
+        On a GPU, the bmm kernel replays its training steps from a CUDA graph (default True).
 
     Example
     -------
@@ -289,6 +291,8 @@ class RollingLSTM(LSTMCore):
         self.feed: str = "auto"
         #: The seed stack's kernel (``"auto"``, ``"bmm"``, ``"streams"``; :mod:`rolling_calib.qlib_adapter.stacked`).
         self.stack_kernel: str = "auto"
+        #: On a GPU, replay the bmm kernel's training steps from a CUDA graph (False: eager steps, the same kernels).
+        self.stack_graph: bool = True
 
     # ------------------------------------------------------------------ configuration
     def hyperparameters(self) -> dict:

@@ -16,7 +16,14 @@ label scale, ``last_fit_info``. Two kernels (:data:`STACK_KERNELS`):
       output = h_T W_fc^T + b_fc
 
   Its backward is written by hand (:class:`_StackedLayer`): one batched GEMM per step for the
-  recurrent gradient, every weight gradient in one batched GEMM over all steps.
+  recurrent gradient, every weight gradient in one batched GEMM over all steps. That is how it
+  runs on a CPU. On a GPU, where a step of some 20 small kernels launched from Python left the
+  device idle (at the paper's size some 6,500 PyTorch calls per training step, 2,528 of them
+  kernel launches, for 60 steps x 2 layers), it runs every layer as :class:`_FusedStack` (per step
+  one batched GEMM and PyTorch's fused LSTM cell kernel; the same mathematics) and replays each
+  training step -- forward, backward, clipping, optimiser -- from a CUDA graph
+  (:class:`_GraphedStep`), its matmuls in TF32 exactly when cuDNN's are (the one-seed path's
+  precision). :meth:`_BmmKernel.describe` says what ran; the sidecar keeps it.
 * ``streams`` -- each member keeps its own network and optimiser; on a GPU each member's step
   (cuDNN's LSTM, loss, backward, clip, optimiser) goes to its own CUDA stream, so the members'
   small kernels run side by side; on a CPU they run in turn.
@@ -81,6 +88,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -112,7 +120,7 @@ STACK_KERNELS = ("auto", "bmm", "streams")
 #: ``streams`` there runs the members' own ``nn.LSTM`` one after another, the unstacked fit's numbers
 #: bit for bit, and was faster than ``bmm`` at both benched sizes (``bench/bench_stacked.py``, docs/gpu.md).
 CPU_KERNEL = "streams"
-#: Timed training steps of each kernel in the probe of :func:`choose_kernel` (after one warm-up step).
+#: Timed training steps of each kernel in the probe of :func:`choose_kernel` (after its warm-up steps).
 PROBE_STEPS = 3
 _PROBED: dict[tuple, dict] = {}
 
@@ -222,6 +230,190 @@ class _StackedLayer(torch.autograd.Function):
         return g_x, g_ih, g_hh, g_b, None if g_b is None else g_b.clone(), None
 
 
+# ------------------------------------------------------------------------------ the fused-cell stack (CUDA)
+def _cell_forward_reference(gates: torch.Tensor, hidden_gates: torch.Tensor, cx: torch.Tensor
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What ``aten::_thnn_fused_lstm_cell`` computes, in plain tensor operations (any device).
+
+    ``gates``, ``hidden_gates`` ``(N, 4H)`` (gate order i, f, g, o, as ``nn.LSTM``), ``cx`` ``(N, H)``;
+    returns ``(hy, cy, workspace)`` with the activated gates as the workspace::
+
+        i, f, o = sigmoid(.), g = tanh(.) of gates + hidden_gates
+        cy = f * cx + i * g;   hy = o * tanh(cy);   workspace = [i, f, g, o]
+    """
+    i, f, g, o = (gates + hidden_gates).chunk(4, dim=1)
+    i, f, g, o = torch.sigmoid(i), torch.sigmoid(f), torch.tanh(g), torch.sigmoid(o)
+    cy = f * cx + i * g
+    return o * torch.tanh(cy), cy, torch.cat([i, f, g, o], dim=1)
+
+
+def _cell_backward_reference(grad_hy: torch.Tensor, grad_cy: torch.Tensor | None, cx: torch.Tensor,
+                             cy: torch.Tensor, workspace: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """What ``aten::_thnn_fused_lstm_cell_backward_impl`` computes: the gates' and ``cx``'s gradients.
+
+    ``grad_cy`` None counts as zero. With ``s = tanh(cy)`` and ``dc = grad_hy o (1 - s^2) + grad_cy``::
+
+        d_i = dc g i (1 - i),  d_f = dc cx f (1 - f),  d_g = dc i (1 - g^2),  d_o = grad_hy s o (1 - o)
+        d_cx = dc f
+    """
+    i, f, g, o = workspace.chunk(4, dim=1)
+    s = torch.tanh(cy)
+    dc = grad_hy * o * (1 - s * s)
+    if grad_cy is not None:
+        dc = dc + grad_cy
+    d_gates = torch.cat([dc * g * (1 - i) * i, dc * cx * (1 - f) * f, dc * i * (1 - g * g),
+                         grad_hy * s * (1 - o) * o], dim=1)
+    return d_gates, dc * f
+
+
+def _cell_forward(gates, hidden_gates, cx):
+    """The LSTM cell of one step: PyTorch's fused CUDA kernel on a GPU (one kernel), its reference elsewhere."""
+    if gates.is_cuda:
+        return torch.ops.aten._thnn_fused_lstm_cell(gates, hidden_gates, cx)
+    return _cell_forward_reference(gates, hidden_gates, cx)
+
+
+def _cell_backward(grad_hy, grad_cy, cx, cy, workspace):
+    """The cell's backward (:func:`_cell_backward_reference`): the fused CUDA kernel on a GPU."""
+    if workspace.is_cuda:
+        d_gates, d_cx, _ = torch.ops.aten._thnn_fused_lstm_cell_backward_impl(grad_hy, grad_cy, cx, cy, workspace, False)
+        return d_gates, d_cx
+    return _cell_backward_reference(grad_hy, grad_cy, cx, cy, workspace)
+
+
+def _joined_width(feat: int, hidden: int) -> int:
+    """Columns of a layer's joined step input ``[x_t, h_{t-1}, 1]``, padded to a multiple of 4 (16-byte rows)."""
+    return -(-(feat + hidden + 1) // 4) * 4
+
+
+def _joined_weights(w_ih, w_hh, b_ih, b_hh, width: int) -> torch.Tensor:
+    """``(K, width, 4H)``: ``[W_ih^T; W_hh^T; b_ih + b_hh; 0]``, so that ``[x_t, h_{t-1}, 1, 0] @ it`` is the gates."""
+    k, four_h, feat = w_ih.shape
+    pad = w_ih.new_zeros(k, width - feat - w_hh.shape[-1] - 1, four_h)
+    return torch.cat([w_ih.transpose(1, 2), w_hh.transpose(1, 2), (b_ih + b_hh).unsqueeze(1), pad], dim=1)
+
+
+class _FusedStack(torch.autograd.Function):
+    """Every layer of K members' LSTM, one fused cell kernel per step; backward by hand. Returns ``h_T`` ``(K, B, H)``.
+
+    Layout: per layer a buffer ``(T, K, B, C)`` of joined step inputs ``[x_t, h_{t-1}, 1, 0...]``
+    (:func:`_joined_width`), so that one batched GEMM per step gives all members' gates, biases
+    included (:func:`_joined_weights`), contiguous ``(K*B, 4H)`` as the fused cell takes them
+    (``aten::_thnn_fused_lstm_cell`` on CUDA, :func:`_cell_forward_reference` elsewhere, with the
+    recurrent half passed as a broadcast zero). The cell's ``h_t`` is copied into the next step's
+    row and the next layer's buffer. Backward per step: the fused cell backward, one batched GEMM
+    for the recurrent (and input) gradient ``[dx_t, dh_{t-1}] = dG_t W^T``, one accumulating
+    batched GEMM for every weight and bias gradient ``dW += [x_t, h_{t-1}, 1]^T dG_t``. About 8
+    kernel launches per layer and step in all, against 21 for :class:`_StackedLayer`
+    (``bench/count_stack_calls.py``), and some 0.6x its memory traffic (bytes counted per step, not
+    measured); the same mathematics (tested against it).
+    """
+
+    @staticmethod
+    def forward(ctx, x, *weights):  # noqa: D102 - see the class
+        k, batch, steps, feat = x.shape
+        layers, hidden = len(weights) // 4, weights[1].shape[-1]
+        widths = [feat] + [hidden] * (layers - 1)
+        bufs = [x.new_empty(steps, k, batch, _joined_width(f, hidden)) for f in widths]
+        for buf, f in zip(bufs, widths):  # every element is written before it is read
+            buf[0, :, :, f : f + hidden].zero_()
+            buf[..., f + hidden].fill_(1.0)
+            buf[..., f + hidden + 1 :].zero_()
+        bufs[0][..., :feat].copy_(x.permute(2, 0, 1, 3))
+        joined = [_joined_weights(*weights[4 * n : 4 * n + 4], bufs[n].shape[-1]) for n in range(layers)]
+        zero_c = x.new_zeros(k * batch, hidden)
+        zero_gates = x.new_zeros(1, 4 * hidden).expand(k * batch, 4 * hidden)
+        cells, spaces = [], []
+        for n, (buf, w, f) in enumerate(zip(bufs, joined, widths)):
+            cx, cs, ws = zero_c, [], []
+            for t in range(steps):
+                hy, cy, space = _cell_forward(torch.bmm(buf[t], w).view(k * batch, 4 * hidden), zero_gates, cx)
+                h3 = hy.view(k, batch, hidden)
+                if t + 1 < steps:
+                    buf[t + 1, :, :, f : f + hidden].copy_(h3)
+                if n + 1 < layers:
+                    bufs[n + 1][t, :, :, :hidden].copy_(h3)
+                cs.append(cy)
+                ws.append(space)
+                cx = cy
+            cells.append(cs)
+            spaces.append(ws)
+        ctx.state = (bufs, joined, cells, spaces, widths, zero_c)
+        return h3
+
+    @staticmethod
+    def backward(ctx, grad_h):  # noqa: D102 - see the class
+        bufs, joined, cells, spaces, widths, zero_c = ctx.state
+        steps, k, batch, _ = bufs[0].shape
+        hidden = grad_h.shape[-1]
+        grads: list[torch.Tensor | None] = [None] * (1 + 4 * len(bufs))
+        upper: list[torch.Tensor] | None = None  # d loss / d h_t of this layer through the layer above
+        for n in reversed(range(len(bufs))):
+            buf, w, cs, ws, f = bufs[n], joined[n], cells[n], spaces[n], widths[n]
+            need_x = n > 0 or ctx.needs_input_grad[0]
+            lo = 0 if need_x else f                     # columns of [x, h] whose gradient is needed
+            w_back = w[:, lo : f + hidden].transpose(1, 2)
+            lower: list[torch.Tensor] = []
+            ghy = (grad_h if upper is None else upper[steps - 1]).reshape(k * batch, hidden)
+            gcy = None
+            d_w = None
+            for t in reversed(range(steps)):
+                d_gates, gcx = _cell_backward(ghy, gcy, cs[t - 1] if t else zero_c, cs[t], ws[t])
+                g3 = d_gates.view(k, batch, 4 * hidden)
+                d_w = torch.bmm(buf[t].transpose(1, 2), g3) if d_w is None else d_w.baddbmm_(buf[t].transpose(1, 2), g3)
+                if t == 0 and not need_x:
+                    break
+                d = torch.bmm(g3, w_back)                                 # (K, B, [f +] H): [dx_t,] dh_{t-1}
+                if need_x:
+                    lower.append(d[..., :f])
+                if t:
+                    dh = d[..., f - lo :]
+                    ghy = (dh if upper is None else dh + upper[t - 1]).reshape(k * batch, hidden)
+                    gcy = gcx
+            upper = lower[::-1] if need_x else None
+            g_b = d_w[:, f + hidden].contiguous()
+            grads[1 + 4 * n : 5 + 4 * n] = [d_w[:, :f].transpose(1, 2).contiguous(),
+                                            d_w[:, f : f + hidden].transpose(1, 2).contiguous(), g_b, g_b.clone()]
+        if ctx.needs_input_grad[0]:
+            grads[0] = torch.stack(upper).permute(1, 2, 0, 3)
+        return tuple(grads)
+
+
+_FUSED_READY: dict[str, tuple[bool, str]] = {}
+
+
+def fused_cell_ready(device: torch.device) -> tuple[bool, str]:
+    """Whether the fused cell kernels work on ``device`` as :func:`_cell_forward_reference` says; and why not.
+
+    Checked once per device on random values (forward and backward, to ``1e-5``); on a CPU the
+    reference itself is the cell. A missing or differing kernel makes the bmm kernel keep
+    :class:`_StackedLayer` (and the sidecar says so) instead of failing the fit.
+    """
+    key = str(device)
+    if key not in _FUSED_READY:
+        if torch.device(device).type != "cuda":
+            _FUSED_READY[key] = (True, "the reference cell (not a GPU)")
+            return _FUSED_READY[key]
+        try:
+            gen = torch.Generator(device=device)
+            gen.manual_seed(0)
+            gates = torch.randn(6, 20, generator=gen, device=device)
+            cx, gcy = (torch.randn(6, 5, generator=gen, device=device) for _ in range(2))
+            ghy = torch.randn(6, 12, generator=gen, device=device)[:, 7:]   # strided, as _FusedStack passes it
+            zero = gates.new_zeros(1, 20).expand(6, 20)                    # the broadcast zero, as it passes
+            got = _cell_forward(gates, zero, cx)
+            ref = _cell_forward_reference(gates, zero, cx)
+            got_b = _cell_backward(ghy, gcy, cx, got[1], got[2])
+            ref_b = _cell_backward_reference(ghy, gcy, cx, ref[1], ref[2])
+            err = max(float((a - b).abs().max()) for a, b in zip([*got, *got_b], [*ref, *ref_b]))
+            ok = err <= 1e-5
+            _FUSED_READY[key] = (ok, f"the fused CUDA cell (max difference from its reference {err:.1e})" if ok else
+                                 f"the fused CUDA cell differs from its reference by {err:.1e} (over 1e-5)")
+        except Exception as exc:  # a torch without the kernel: keep the step-by-step layer
+            _FUSED_READY[key] = (False, f"the fused CUDA cell failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+    return _FUSED_READY[key]
+
+
 class StackedLSTM(torch.nn.Module):
     """K independent copies of Qlib's ``LSTMModel`` (same shape) evaluated as one batched computation.
 
@@ -256,6 +448,9 @@ class StackedLSTM(torch.nn.Module):
             stacked = torch.stack([dict(m.named_parameters())[name].detach() for m in members]).clone()
             self.register_parameter(self._key(name), torch.nn.Parameter(stacked))
         self.generators: list[torch.Generator] | None = None  # per-member dropout streams (set by fit_stack)
+        #: Run the layers as :class:`_FusedStack` (one fused cell kernel per step; the bmm kernel sets it on a
+        #: GPU) instead of :class:`_StackedLayer` -- not while training with dropout between layers.
+        self.fused = False
 
     @staticmethod
     def _key(name: str) -> str:
@@ -305,16 +500,21 @@ class StackedLSTM(torch.nn.Module):
             masks.append(torch.empty(seq.shape[1:], device=seq.device, dtype=seq.dtype).bernoulli_(keep, generator=gen))
         return seq * torch.stack(masks) / keep
 
+    def _layer_weights(self, layer: int) -> list[torch.nn.Parameter]:
+        return [self.weight(f"rnn.{name}_l{layer}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Outputs ``(K, B)`` for inputs ``(K, B, T, F)`` or shared inputs ``(B, T, F)``."""
         if x.dim() == 3:
             x = x.unsqueeze(0).expand(self.n_members, -1, -1, -1)
-        seq = x.transpose(1, 2).contiguous()  # (K, T, B, F): every time step one (K, B, F) slab
-        for layer in range(self.num_layers):
-            last = layer == self.num_layers - 1
-            out = _StackedLayer.apply(seq, self.weight(f"rnn.weight_ih_l{layer}"), self.weight(f"rnn.weight_hh_l{layer}"),
-                                      self.weight(f"rnn.bias_ih_l{layer}"), self.weight(f"rnn.bias_hh_l{layer}"), last)
-            seq = out if last else self._dropout(out)
+        if self.fused and not (self.training and self.dropout > 0 and self.num_layers > 1):
+            seq = _FusedStack.apply(x, *(w for layer in range(self.num_layers) for w in self._layer_weights(layer)))
+        else:
+            seq = x.transpose(1, 2).contiguous()  # (K, T, B, F): every time step one (K, B, F) slab
+            for layer in range(self.num_layers):
+                last = layer == self.num_layers - 1
+                out = _StackedLayer.apply(seq, *self._layer_weights(layer), last)
+                seq = out if last else self._dropout(out)
         head = torch.baddbmm(self.weight("fc_out.bias").unsqueeze(1), seq, self.weight("fc_out.weight").transpose(1, 2))
         return head.squeeze(-1)
 
@@ -370,8 +570,129 @@ class _Member:
 
 
 # ------------------------------------------------------------------------------ the kernels
+@contextlib.contextmanager
+def _cuda_precision(tf32: bool) -> Iterator[None]:
+    """The bmm kernel's settings on a GPU, restored after: its float32 matmuls in TF32 or IEEE (``tf32``),
+    and no NaN fill of fresh memory under deterministic algorithms (the kernel writes every element it
+    allocates before reading it; the fill would only add a memory pass per buffer)."""
+    matmul, det = torch.backends.cuda.matmul, torch.utils.deterministic
+    before = (matmul.allow_tf32, det.fill_uninitialized_memory)
+    matmul.allow_tf32, det.fill_uninitialized_memory = tf32, False
+    try:
+        yield
+    finally:
+        matmul.allow_tf32, det.fill_uninitialized_memory = before
+
+
+class _GraphedStep:
+    """A training step ``step(x, y) -> losses`` replayed from a CUDA graph for the batches of one shape.
+
+    The first batch fixes the shape. Its first :attr:`WARMUP` batches run eagerly on a side stream
+    (real steps: they initialise the optimiser's state and the libraries' handles, as capture
+    requires), the next is captured on that stream into static input buffers and replayed, and
+    every later batch of that shape is copied into the buffers and replayed: one launch instead
+    of thousands of kernel launches from Python. A batch of another shape (an epoch's last, partial
+    batch) runs eagerly; the graph's weights, gradients and optimiser state are the same tensors,
+    so eager and replayed steps interleave freely. A capture that fails leaves the steps eager for
+    good and says why in :attr:`failure` (and a warning); the batch it was for runs eagerly, so no
+    step is lost or repeated. :meth:`reset` (members left the stack: new weight tensors) drops the
+    graph; the next batches warm up and capture again.
+    """
+
+    WARMUP = 2
+
+    def __init__(self, step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], optimizer: torch.optim.Optimizer,
+                 device: torch.device) -> None:
+        self.step, self.optimizer, self.device = step, optimizer, device
+        self.stream = self._side_stream()
+        self.failure: str | None = None
+        self.captures = self.replays = self.eager = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the graph (and its shape); the next batches warm up and capture anew."""
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.static: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self.shape: tuple | None = None
+        self.warm = 0
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        shape = (tuple(x.shape), tuple(y.shape))
+        if self.failure is not None or (self.shape is not None and shape != self.shape):
+            self.eager += 1
+            return self.step(x, y)
+        if self.graph is None:
+            self.shape = shape
+            if self.warm < self.WARMUP:
+                self.warm += 1
+                self.eager += 1
+                return self._side_stream_step(x, y)
+            try:
+                self._capture(x, y)
+            except Exception as exc:  # the steps stay eager; this batch too
+                self._give_up(exc)
+                self.eager += 1
+                return self.step(x, y)
+        else:
+            self.static[0].copy_(x)
+            self.static[1].copy_(y)
+        self._replay()
+        self.replays += 1
+        return self.static[2].clone()
+
+    def _side_stream(self) -> torch.cuda.Stream:
+        return torch.cuda.Stream(device=self.device)
+
+    def _side_stream_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        here = torch.cuda.current_stream(self.device)
+        self.stream.wait_stream(here)
+        with torch.cuda.stream(self.stream):
+            losses = self.step(x, y)
+        here.wait_stream(self.stream)
+        losses.record_stream(here)  # read on this stream after the step: not reused before
+        return losses
+
+    def _capture(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        static_x, static_y = x.clone(), y.clone()
+        self.optimizer.zero_grad(set_to_none=True)  # the graph's backward makes the gradients in its own pool
+        graph = torch.cuda.CUDAGraph()
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
+        # thread_local: a feed's producer thread may pin host memory meanwhile (not part of the graph)
+        with torch.cuda.graph(graph, stream=self.stream, capture_error_mode="thread_local"):
+            losses = self.step(static_x, static_y)
+        torch.cuda.current_stream(self.device).wait_stream(self.stream)
+        self.graph, self.static = graph, (static_x, static_y, losses)
+        self.captures += 1
+
+    def _replay(self) -> None:
+        self.graph.replay()
+
+    def _give_up(self, exc: BaseException) -> None:
+        cause = exc.__context__ if exc.__context__ is not None else exc
+        self.failure = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        if cause is not exc:
+            self.failure += f" (during: {type(cause).__name__}: {str(cause).splitlines()[0][:200] if str(cause) else ''})"
+        self.graph = self.static = None
+        self.optimizer.zero_grad(set_to_none=True)  # gradients made during the capture were never computed
+        warnings.warn(f"seed stack: CUDA graph capture failed, training with eager steps: {self.failure}", stacklevel=3)
+
+    def describe(self) -> dict:
+        """What happened: captures, replayed and eager steps, and the failure if any (kept in the sidecar)."""
+        return {"captures": self.captures, "replayed_steps": self.replays, "eager_steps": self.eager,
+                "failure": self.failure}
+
+
 class _BmmKernel:
-    """All members as one :class:`StackedLSTM` and one optimiser: each step one batched GEMM over the seeds."""
+    """All members as one :class:`StackedLSTM` and one optimiser: each step one batched GEMM over the seeds.
+
+    On a GPU: the fused cell (:class:`_FusedStack`, when :func:`fused_cell_ready` and no dropout
+    between layers), each training step of one batch shape replayed from a CUDA graph
+    (:class:`_GraphedStep`; when ``lead.stack_graph`` and no dropout between layers, whose
+    per-member generators a graph does not replay), and the matmuls in TF32 exactly when
+    ``torch.backends.cudnn.allow_tf32`` lets the one-seed path's cuDNN LSTM use TF32 (the same
+    precision as one seed at a time; PyTorch's default: TF32). On a CPU: :class:`_StackedLayer`,
+    eager steps, IEEE float32, as before.
+    """
 
     name = "bmm"
 
@@ -379,15 +700,43 @@ class _BmmKernel:
                  generators: Sequence[torch.Generator] | None) -> None:
         self.stack = StackedLSTM(nets).to(lead.device)
         self.stack.generators = None if generators is None else list(generators)
-        self.optimizer = lead.make_optimizer(self.stack.parameters())
         self.grad_clip = lead.grad_clip
+        self.cuda = lead.device.type == "cuda"
+        self.tf32 = self.cuda and bool(torch.backends.cudnn.allow_tf32)
+        dropout_between = self.stack.dropout > 0 and self.stack.num_layers > 1
+        if not self.cuda:
+            self.cell = "steps: not a GPU"
+        elif dropout_between:
+            self.cell = "steps: dropout between layers"
+        else:
+            ready, why = fused_cell_ready(lead.device)
+            self.stack.fused = ready
+            self.cell = f"fused: {why}" if ready else f"steps: {why}"
+        self.optimizer = lead.make_optimizer(self.stack.parameters(), capturable=self.cuda)
+        self.graph: _GraphedStep | None = None
+        if not self.cuda:
+            self.graph_off = "not a GPU"
+        elif dropout_between:
+            self.graph_off = "dropout between layers (per-member generators)"
+        elif not getattr(lead, "stack_graph", True):
+            self.graph_off = "stack_graph off"
+        else:
+            self.graph_off = None
+            self.graph = _GraphedStep(self._step, self.optimizer, lead.device)
 
     @property
     def n_members(self) -> int:
         return self.stack.n_members
 
-    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """One optimiser step of every member on its batch ``x[k]`` ``(K, B, T, F)``, labels ``y`` ``(K, B)``; losses ``(K,)``."""
+    @property
+    def warmup_steps(self) -> int:
+        """Steps before a step runs at its steady speed (the graph's warm-up and capture)."""
+        return 1 if self.graph is None else _GraphedStep.WARMUP + 1
+
+    def _scope(self) -> contextlib.AbstractContextManager:
+        return _cuda_precision(self.tf32) if self.cuda else contextlib.nullcontext()
+
+    def _step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         self.stack.train()
         losses = ((self.stack(x) - y) ** 2).mean(dim=1)
         self.optimizer.zero_grad()
@@ -397,10 +746,21 @@ class _BmmKernel:
         self.optimizer.step()
         return losses.detach()
 
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """One optimiser step of every member on its batch ``x[k]`` ``(K, B, T, F)``, labels ``y`` ``(K, B)``; losses ``(K,)``."""
+        with self._scope():
+            return self._step(x, y) if self.graph is None else self.graph(x, y)
+
     def squared_errors(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Each member's sum of squared errors ``(K,)`` (float64) on shared inputs ``x`` ``(B, T, F)``."""
         self.stack.eval()
-        return ((self.stack(x) - target) ** 2).sum(dim=1).double()
+        with self._scope():
+            return ((self.stack(x) - target) ** 2).sum(dim=1).double()
+
+    def describe(self) -> dict:
+        """How the kernel ran (kept in the sidecar): cell, CUDA graph, matmul precision."""
+        return {"cell": self.cell, "graph": self.graph.describe() if self.graph is not None else f"off: {self.graph_off}",
+                "matmul": "tf32" if self.tf32 else "ieee"}
 
     def eval_chunk(self, batch_size: int) -> int:
         return max(batch_size, EVAL_CHUNK // max(1, self.n_members))
@@ -410,6 +770,8 @@ class _BmmKernel:
 
     def keep(self, rows: Sequence[int]) -> None:
         self.stack.keep(rows, self.optimizer)
+        if self.graph is not None:
+            self.graph.reset()  # new weight tensors: the graph's addresses are stale
 
 
 class _StreamsKernel:
@@ -435,6 +797,14 @@ class _StreamsKernel:
     @property
     def n_members(self) -> int:
         return len(self.nets)
+
+    warmup_steps = 1
+
+    def describe(self) -> dict:
+        """How the kernel ran (kept in the sidecar): each member's own ``nn.LSTM``, eager steps."""
+        on_gpu = self.device.type == "cuda"
+        return {"cell": "cudnn: each member's nn.LSTM" if on_gpu else "nn.LSTM: each member's own", "graph": "off: streams",
+                "matmul": "tf32" if on_gpu and torch.backends.cudnn.allow_tf32 else "ieee"}
 
     @contextlib.contextmanager
     def _member(self, k: int) -> Iterator[None]:
@@ -521,10 +891,10 @@ def choose_kernel(setting: str, lead: LSTMCore, *, members: int, batch: int, ste
 
     ``setting`` (:data:`STACK_KERNELS`): ``"bmm"`` or ``"streams"`` as set; ``"auto"``:
     ``bmm`` where streams cannot keep members apart (:func:`_streams_refused`); on a CPU
-    :data:`CPU_KERNEL`; on a GPU the faster of the two in a timing probe -- one warm-up and
-    :data:`PROBE_STEPS` training steps of each on random batches of this shape, on throwaway
-    copies of ``lead``'s network (no model, generator or optimiser of the fit is touched) --
-    done once per process and shape. The two agree with one-seed-at-a-time fits to float
+    :data:`CPU_KERNEL`; on a GPU the faster of the two in a timing probe -- each kernel's warm-up
+    steps (bmm: its CUDA graph's warm-up and capture), then :data:`PROBE_STEPS` timed training
+    steps, on random batches of this shape, on throwaway copies of ``lead``'s network (no model,
+    generator or optimiser of the fit is touched) -- done once per process and shape. The two agree with one-seed-at-a-time fits to float
     rounding, so the choice moves the numbers by rounding only.
 
     >>> from rolling_calib.qlib_adapter.model import RollingLSTM
@@ -568,7 +938,8 @@ def _probe(lead: LSTMCore, *, members: int, batch: int, steps: int) -> dict[str,
         else:
             kernel = _StreamsKernel(nets, optimizers=[lead.make_optimizer(n.parameters()) for n in nets], lead=lead,
                                     rng_states=None)
-        kernel.train_step(x, y)
+        for _ in range(kernel.warmup_steps):  # bmm: the CUDA graph's warm-up and capture
+            kernel.train_step(x, y)
         torch.cuda.synchronize(device)
         t0 = time.perf_counter()
         for _ in range(PROBE_STEPS):
@@ -662,6 +1033,7 @@ def fit_stack(models: Sequence[LSTMCore], dataset: MinuteTSDataset, *, progress:
             bar.update()
             active = _retire(kernel, active, stopped)
     _retire(kernel, active, active)
+    choice = {**choice, **kernel.describe()}
     del residents, kernel
     seeds = [m.seed for m in models]
     for member in members:

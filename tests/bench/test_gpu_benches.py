@@ -51,6 +51,34 @@ def test_bench_stacked_times_every_path(tmp_path, capsys):
     assert _positive(printed["matmul_flops_per_s"]) and _positive(printed["predict_samples_per_s"]["demo"])
 
 
+def test_bench_stacked_rows_run_in_order_with_ratios_and_a_row_limit(tmp_path, capsys):
+    import bench_stacked
+
+    out = tmp_path / "rows.json"
+    rows = "bmm:demo:2,one_at_a_time:demo:1,bmm_eager:demo:2:ieee,one_at_a_time:demo:1:ieee"
+    args = ["--device", "cpu", "--rows", rows, "--samples", "200", "--instruments", "2", "--days", "10", "--rounds", "1"]
+    assert bench_stacked.main([*args, "--json", "--out", str(out)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert json.loads(out.read_text()) == printed
+    assert [r["row"] for r in printed["rows"]] == [f"{r}:default" if r.count(":") == 2 else r for r in rows.split(",")]
+    for row in printed["rows"]:
+        assert _positive(row["samples_per_s"]) and row["feed"] == "host"
+        assert row["precision"]["cudnn_allow_tf32"] == (row["precision_setting"] == "default")
+    assert printed["rows"][0]["kernel_run"] == {"cell": "steps: not a GPU", "graph": "off: not a GPU", "matmul": "ieee"}
+    assert [(r["row"], r["baseline"]) for r in printed["ratios"]] == [
+        ("bmm:demo:2:default", "one_at_a_time:demo:1:default"), ("bmm_eager:demo:2:ieee", "one_at_a_time:demo:1:ieee")]
+    for r in printed["ratios"]:
+        row = next(x for x in printed["rows"] if x["row"] == r["row"])
+        base = next(x for x in printed["rows"] if x["row"] == r["baseline"])
+        assert r["vs_one_at_a_time"] == pytest.approx(row["samples_per_s"] / base["samples_per_s"])
+    # a row over its limit is recorded as such, and the run goes on
+    assert bench_stacked.main([*args[:3], "bmm:demo:2", *args[4:], "--rounds", "500", "--row-limit", "0.5", "--json"]) == 0
+    (late,) = json.loads(capsys.readouterr().out)["rows"]
+    assert late["error"] == "RowTimeout: over the row limit of 0.5 s" and "samples_per_s" not in late
+    with pytest.raises(SystemExit, match="--rows item 'bmm:huge:2'"):
+        bench_stacked.main([*args[:3], "bmm:huge:2"])
+
+
 def test_bench_gpu_feed_times_every_feed(tmp_path, capsys):
     import bench_gpu_feed
 

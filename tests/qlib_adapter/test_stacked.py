@@ -14,6 +14,8 @@ predictions, losses, epochs and early stopping of its own fit. Tolerances, on CP
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -21,8 +23,9 @@ import torch
 from model_helpers import model_config
 from rolling_calib.qlib_adapter.lstm_core import BatchFeed, DeviceWindows, LSTMModel, plan_feed
 from rolling_calib.qlib_adapter.model import RollingLSTM
-from rolling_calib.qlib_adapter.stacked import (StackedLSTM, _StackedLayer, _streams_refused, check_stackable,
-                                                choose_kernel, fit_stack)
+from rolling_calib.qlib_adapter.stacked import (StackedLSTM, _BmmKernel, _FusedStack, _GraphedStep, _StackedLayer,
+                                                _streams_refused, check_stackable, choose_kernel, fit_stack,
+                                                fused_cell_ready)
 
 
 def make_model(**kw):
@@ -93,6 +96,107 @@ def test_parameters_after_optimiser_steps_equal_each_members_own(layers=2):
     for k, member in enumerate(members):
         for name, param in member.named_parameters():
             torch.testing.assert_close(stack.weight(name)[k].detach(), param.detach(), rtol=1e-4, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------ the fused-cell stack (CUDA's layers)
+@pytest.mark.parametrize("layers", [1, 3])
+def test_the_fused_stack_computes_what_the_step_layers_compute(layers):
+    """:class:`_FusedStack` (here with its reference cell; on CUDA the fused kernel) against :class:`_StackedLayer`:
+    outputs ``rtol 1e-5``, gradients ``rtol 1e-4, atol 1e-6`` (float32; sums in another order)."""
+    members = _members([0, 1, 2], hidden=5, layers=layers)
+    steps, fused = StackedLSTM(members), StackedLSTM(members)
+    fused.fused = True
+    gen = torch.Generator().manual_seed(2)
+    x, y = torch.randn(3, 7, 9, 6, generator=gen), torch.randn(3, 7, generator=gen)
+    for net in (steps, fused):
+        ((net(x) - y) ** 2).mean(dim=1).sum().backward()
+    torch.testing.assert_close(fused(x), steps(x), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(fused(x[0]), steps(x[0]), rtol=1e-5, atol=1e-6)  # one batch for every member
+    for name in steps.names:
+        torch.testing.assert_close(fused.weight(name).grad, steps.weight(name).grad, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_the_fused_stacks_hand_written_backward_passes_gradcheck(layers):
+    """Float64 finite differences against its BPTT: inputs, every layer's weights and biases."""
+    gen = torch.Generator().manual_seed(4)
+    k, batch, steps, feat, hidden = 2, 3, 4, 5, 3
+
+    def arg(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64, requires_grad=True)
+
+    args = [arg(k, batch, steps, feat)]
+    for layer in range(layers):
+        args += [arg(k, 4 * hidden, feat if layer == 0 else hidden), arg(k, 4 * hidden, hidden), arg(k, 4 * hidden),
+                 arg(k, 4 * hidden)]
+    assert torch.autograd.gradcheck(lambda *a: _FusedStack.apply(*a), args)
+
+
+class _CpuGraphedStep(_GraphedStep):
+    """:class:`_GraphedStep`'s bookkeeping with the CUDA calls replaced: "capture" keeps the static buffers,
+    "replay" runs the step on them (as a replayed graph does). ``refuse``: every capture fails."""
+
+    def __init__(self, step, optimizer, *, refuse=False):
+        self.refuse = refuse
+        super().__init__(step, optimizer, torch.device("cpu"))
+
+    def _side_stream(self):
+        return None
+
+    def _side_stream_step(self, x, y):
+        return self.step(x, y)
+
+    def _capture(self, x, y):
+        if self.refuse:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        self.graph, self.static = "graph", (x.clone(), y.clone(), torch.zeros(y.shape[0]))
+        self.captures += 1
+
+    def _replay(self):
+        self.static[2].copy_(self.step(self.static[0], self.static[1]))
+
+
+@pytest.mark.parametrize("refuse", [False, True])
+def test_graphed_steps_train_every_batch_once_in_order(refuse):
+    """Warm-up, capture, replays, the partial batch, a member leaving (reset) and a refused capture: every
+    batch trains exactly once, in order -- the weights equal plain eager steps' bit for bit (CPU)."""
+    lead = RollingLSTM(hidden_size=5, num_layers=2, lr=1e-2)
+    nets = _members([0, 1, 2], hidden=5)
+    plain = _BmmKernel(nets, lead=lead, generators=None)
+    graphed = _BmmKernel(nets, lead=lead, generators=None)
+    graphed.graph = _CpuGraphedStep(graphed._step, graphed.optimizer, refuse=refuse)
+    gen = torch.Generator().manual_seed(6)
+    batches = [(torch.randn(3, n, 4, 6, generator=gen), torch.randn(3, n, generator=gen)) for n in (8,) * 5 + (3,)]
+    seen = []
+    said = pytest.warns(UserWarning, match="CUDA graph capture failed, training with eager steps") if refuse else \
+        contextlib.nullcontext()
+    with said:
+        for epoch in range(2):
+            if epoch == 1:  # a member leaves the stack between epochs
+                for kernel in (plain, graphed):
+                    kernel.keep([2, 0])
+                batches = [(x[[2, 0]], y[[2, 0]]) for x, y in batches]
+            for x, y in batches:
+                seen.append((plain.train_step(x, y), graphed.train_step(x, y)))
+    for a, b in seen:
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+    for name in plain.stack.names:
+        torch.testing.assert_close(graphed.stack.weight(name), plain.stack.weight(name), rtol=0, atol=0)
+    info = graphed.graph.describe()
+    if refuse:
+        assert info == {"captures": 0, "replayed_steps": 0, "eager_steps": 12,
+                        "failure": "RuntimeError: operation not permitted when stream is capturing"}
+    else:   # per epoch: 2 warm-up steps, 1 capture replayed + 2 replays, the partial batch eager
+        assert info == {"captures": 2, "replayed_steps": 6, "eager_steps": 6, "failure": None}
+
+
+def test_the_bmm_kernel_on_a_cpu_keeps_its_step_layers_eager_steps_and_ieee_matmuls():
+    lead = RollingLSTM(hidden_size=4, num_layers=2)
+    kernel = _BmmKernel(_members([0, 1], hidden=4), lead=lead, generators=None)
+    assert not kernel.stack.fused and kernel.graph is None and kernel.warmup_steps == 1
+    assert kernel.describe() == {"cell": "steps: not a GPU", "graph": "off: not a GPU", "matmul": "ieee"}
+    assert not kernel.optimizer.param_groups[0]["capturable"]
+    assert fused_cell_ready(torch.device("cpu")) == (True, "the reference cell (not a GPU)")
 
 
 def test_keep_drops_members_and_their_optimiser_rows():
