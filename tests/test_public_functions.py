@@ -41,8 +41,8 @@ HEAVY = ("rolling_calib.qlib_adapter", "rolling_calib.model", "rolling_calib.dat
          "rolling_calib.experiment", "rolling_calib.__main__")
 #: Values tried, in order, to find one a constraint rejects and one it accepts.
 CANDIDATES = (object(), "not-an-option", -(10 ** 12), 10 ** 12, -1.5, float("nan"), float("inf"), True, None, 0, 1,
-              2, 0.5, 1.0, 2.5, "month", "pooled", "previous", "error", "lower", "future", Resampling(), Question(),
-              StoppingRule())
+              2, 0.5, 1.0, 2.5, 1000, "month", "pooled", "previous", "error", "lower", "future", Resampling(),
+              Question(), StoppingRule())
 
 
 def _modules():
@@ -71,7 +71,8 @@ def _invalid(constraint):
 
 
 def _valid(constraint):
-    values = getattr(constraint, "values", ())
+    inner = getattr(constraint, "constraint", constraint)   # a Worded constraint's options are its inner one's
+    values = getattr(constraint, "values", ()) or getattr(inner, "values", ())
     return next(v for v in (*values, *CANDIDATES) if constraint.accepts(v))
 
 

@@ -627,6 +627,7 @@ def diagnose_store(
     warnings = guard_warnings(days=scores.days, runs=scores.runs, pipelines=diagnosed, label=scores.label,
                               learned=scores.learned_labels, seed_spread=scores.seed_spread, models=scores.models,
                               constant=scores.constant, identical=scores.identical,
+                              identical_values=scores.identical_values,
                               stopped=stopping_points(scores.store, diagnosed))
     return StoreDiagnosis(
         store=store,

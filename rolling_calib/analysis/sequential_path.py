@@ -119,7 +119,7 @@ class SequentialPath:
     Attributes
     ----------
     metric : str
-        The metric that decided (``ql``, ``cql``, ``ic``).
+        The metric that decided (one of :data:`~rolling_calib.core.metric_table.DECIDE_BY`).
     rule : StoppingRule
         The stopping rule.
     question : Question

@@ -35,11 +35,13 @@ from rolling_calib.core.calibration import CALIBRATION_FIELDS, Calibration
 from rolling_calib.core.label import LABEL_CHOICES
 from rolling_calib.core.metric_table import DECIDE_BY
 from rolling_calib.core.question import DEFAULT_QUESTION, Question
+from rolling_calib.core.portfolio import ACCUMULATION
 from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
 from rolling_calib.core.resampling import Resampling
 from rolling_calib.core.stopping import DEFAULT_RULE, SPENDINGS, StoppingRule
 from rolling_calib.core.validation import (
     TARGETS,
+    WHEN_BLOCKS,
     BIAS_MODES,
     BLOCK_SIZE,
     CALIBRATION_PERIOD,
@@ -61,9 +63,9 @@ __all__ = ["CommandParser", "DEFAULT_WORKERS", "JSON_HELP", "NO_PROGRESS_HELP", 
            "add_out_argument", "add_output_arguments", "add_output_options", "add_overrides_argument",
            "add_pipelines_argument", "add_question_arguments", "add_rule_arguments", "add_scoring_arguments",
            "add_seeds_argument", "add_store_argument", "add_tracking_arguments", "add_until_decided_arguments",
-           "add_workers_argument", "calibration_from_args", "checked", "compare_options", "executor_options",
-           "overrides", "question_from_args", "resampling_from_args", "score_and_compare", "score_with_options",
-           "show_progress", "until_decided_from_args"]
+           "add_when_argument", "add_workers_argument", "calibration_from_args", "checked", "compare_options",
+           "executor_options", "overrides", "question_from_args", "resampling_from_args", "score_and_compare",
+           "score_with_options", "show_progress", "until_decided_from_args"]
 
 #: Units run at once by default, by every command that runs units (``run``, ``sweep``, ``demo``): two
 #: (this project's CI machines have two cores), fewer on a one-core machine.
@@ -136,13 +138,29 @@ def add_store_argument(parser: CommandParser, *, required: bool = True, position
     mean); ``args.stores`` holds them all, ``args.store`` the first.
     """
     action = parser.add_argument("--store", metavar="DIR", default=None, required=required and not positional_alias,
-                                 action="append" if many else "store", help=STORE_HELP)
+                                 action="append" if many else "store", type=store_dir, help=STORE_HELP)
     if positional_alias:
         parser.add_argument("old_store", nargs="?", default=None, metavar="STORE", help=argparse.SUPPRESS)
         parser.shown_required.append(action)
         parser.checks.append(_one_store)
     if many:
         parser.checks.append(_many_stores)
+
+
+def store_dir(text: str) -> str:
+    """``--store``'s ``type=``: a directory's name; an empty one is refused (it would be the current directory).
+
+    >>> store_dir("runs/demo")
+    'runs/demo'
+    >>> store_dir("")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected a directory, found an empty path (it would mean the current directory): name the store's directory, e.g. --store runs/demo
+    """
+    if not text:
+        raise argparse.ArgumentTypeError("expected a directory, found an empty path (it would mean the current "
+                                         "directory): name the store's directory, e.g. --store runs/demo")
+    return text
 
 
 def _many_stores(args: argparse.Namespace) -> str | None:
@@ -208,8 +226,9 @@ def add_seeds_argument(container) -> None:
 def add_overrides_argument(parser: argparse.ArgumentParser) -> None:
     """``--set KEY=VALUE`` (repeatable) and ``--device``."""
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config value by dotted key, read with YAML scalar rules "
-                             "(5e-6 is a float), e.g. qlib_init.provider_uri=/data/us25 (repeatable)")
+                        help="override a config value by dotted key, read with YAML rules (5e-6 is a float; "
+                             "[A, B] a list), e.g. qlib_init.provider_uri=/data/us25; a YAML anchor reaches its "
+                             "aliases: benchmark=AAPL, port_analysis_config.strategy.kwargs.topk=5 (repeatable)")
     parser.add_argument("--device", default=None, metavar="DEV",
                         help="model device for every pipeline: cpu, cuda, cuda:N, auto "
                              "(same as --set task.model.kwargs.device=DEV; default: the YAML's)")
@@ -366,9 +385,11 @@ def calibration_from_args(args: argparse.Namespace, recorded: Calibration) -> Ca
 #: taken from it): name -> (flag, keyword arguments of ``add_argument``).
 _QUESTION: dict[str, tuple[str, dict[str, Any]]] = {
     "target": ("--target", dict(choices=TARGETS, default=DEFAULT_QUESTION.target,
-                                help="what the verdicts answer: future = over seeds and the market's future (what to "
-                                     "expect on new periods), period = over seeds on the evaluated days (a fixed "
-                                     f"backtest) (default {DEFAULT_QUESTION.target})")),
+                                help="what the headline verdicts answer: period = over seeds on the evaluated days "
+                                     "(a fixed backtest; holds its level under drift), future = over seeds and the "
+                                     "market's future (what to expect on new periods, if the market's drift is "
+                                     "shorter than the horizon its interval sees); the other is shown beside it "
+                                     f"(default {DEFAULT_QUESTION.target})")),
     "confidence": ("--confidence", dict(type=checked(CONFIDENCE, float), default=DEFAULT_QUESTION.confidence,
                                         metavar="LEVEL",
                                         help="confidence level of every interval; a verdict decides when its interval "
@@ -443,12 +464,24 @@ def compare_options(args: argparse.Namespace):
     return CompareOptions(question=question_from_args(args), resampling=resampling_from_args(args))
 
 
+def add_when_argument(parser: argparse.ArgumentParser) -> None:
+    """``--when {windows,months}``: the blocks of the per-window verdicts."""
+    parser.add_argument("--when", choices=WHEN_BLOCKS, default=WHEN_BLOCKS[0],
+                        help="when was each pipeline better: the verdict over seeds inside each refit window of "
+                             "the schedule (windows) or each calendar month (months), Holm across them, with the "
+                             "test across windows and the fluctuation warning (default windows)")
+
+
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options shared by ``compare`` and ``report``: the pipelines, the calibration rule, the question and the
-    bootstrap."""
+    """Options shared by ``compare`` and ``report``: the pipelines, the calibration rule, the question, the
+    bootstrap, how the backtests' returns accumulate and ``--when``."""
     add_calibration_arguments(parser)
     add_question_arguments(parser)
     add_bootstrap_arguments(parser)
+    parser.add_argument("--accumulate", choices=list(ACCUMULATION), default="sum",
+                        help="how the backtests' daily excess returns accumulate in annualized return and max "
+                             "drawdown: sum (Qlib's risk_analysis default) or product (compounded)")
+    add_when_argument(parser)
 
 
 def score_with_options(args: argparse.Namespace, *, progress: bool):
@@ -474,7 +507,8 @@ def compare_across_stores(args: argparse.Namespace, stores: list[str]):
         raise ValueError("--pipelines: not with several --store (every pipeline of each store is compared)")
     calibration = calibration_from_args(args, st.recorded_calibration(st.read_manifest(stores[0])))
     scores = score_stores(stores, calibration=calibration, label=args.label, progress=show_progress(args))
-    return compare_store(scores, question=question_from_args(args), resampling=resampling_from_args(args))
+    return compare_store(scores, question=question_from_args(args), resampling=resampling_from_args(args),
+                         accumulation=args.accumulate, when=getattr(args, "when", WHEN_BLOCKS[0]))
 
 
 def score_and_compare(args: argparse.Namespace):
@@ -484,7 +518,8 @@ def score_and_compare(args: argparse.Namespace):
     from rolling_calib.execution.inventory import record_last_verdicts
 
     scores = score_with_options(args, progress=show_progress(args))
-    comparison = compare_store(scores, question=question_from_args(args), resampling=resampling_from_args(args))
+    comparison = compare_store(scores, question=question_from_args(args), resampling=resampling_from_args(args),
+                               accumulation=args.accumulate, when=getattr(args, "when", WHEN_BLOCKS[0]))
     record_last_verdicts(args.store, comparison.verdict_rows(), label=scores.label_scope,   # what ls shows
                          calibration=scores.calibration.describe())
     return scores, comparison
@@ -523,8 +558,9 @@ def add_until_decided_arguments(parser: argparse.ArgumentParser) -> None:
         else:
             kwargs.update(type=checked(StoppingRule.CONSTRAINTS[name], convert), metavar=metavar)
         group.add_argument(flag, **kwargs)
-    group.add_argument("--decide-by", choices=DECIDE_BY, default=DECIDE_BY[0],
-                       help=f"metric that decides (default {DECIDE_BY[0]})")
+    group.add_argument("--decide-by", choices=list(DECIDE_BY), default=DECIDE_BY[0],
+                       help=f"metric that decides (default {DECIDE_BY[0]}; excess_return[_cost]: the workflow's "
+                            "backtest's daily excess return without [with] cost)")
     if isinstance(parser, CommandParser):
         parser.checks.append(_stopping_rule_problem)
 

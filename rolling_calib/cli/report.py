@@ -58,9 +58,11 @@ def register(subparsers) -> None:
         description=(
             "Write report.html (self-contained: plots embedded) and report.md (with PNG files) for a "
             "result store, with CSV tables beside them. It opens with the verdict per pair and metric, then "
-            "the warnings, whether calibration can help, IC / Rank IC, QL and CQL per pipeline, the pairwise "
-            "accuracies, and the figures: probability of improvement, paired per-seed differences, the loss "
-            "differential per period and the seed offsets (refits marked), the seed spread and the bias."
+            "the warnings, whether calibration can help, IC / Rank IC, the backtest's annualized excess return, "
+            "information ratio and max drawdown over seeds (where the workflow has a backtest), QL and CQL per "
+            "pipeline, the pairwise accuracies, and the figures: probability of improvement, the cumulative "
+            "excess-return curves, paired per-seed differences, the loss differential per period and the seed "
+            "offsets (refits marked), the seed spread and the bias."
         ),
         epilog="Example: rolling-calib report --store runs/demo --out runs/demo/report",
     )

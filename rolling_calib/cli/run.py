@@ -82,9 +82,12 @@ def _run(args: argparse.Namespace) -> dict | str:
         return result
     corrupt = (f"{len(summary.corrupt_moved)} corrupt moved to {outcome.plan.store / 'corrupt'}/ and recomputed, "
                if summary.corrupt_moved else "")
+    bt = summary.backtests
+    backtests = (f"{len(bt.ran)} backtest(s) over the joined windows ran ({bt.seconds:.1f} s), {bt.skipped} already "
+                 f"complete, " if bt.ran or bt.skipped else "")
     text = (
         f"done: {summary.ran} unit(s) ran, {summary.skipped} already complete, {summary.stale_moved} stale moved aside, "
-        f"{corrupt}"
+        f"{corrupt}{backtests}"
         f"{result['rows_dropped_unlabelled']} prediction(s) without a label dropped, {summary.seconds:.1f} s.\n"
         + "".join(f"{line}\n" for line in skipped) +
         f"Next: rolling-calib compare --store {outcome.plan.store}"
@@ -110,7 +113,10 @@ def register(subparsers) -> None:
             "in the store, on a local process pool or Ray. Each unit's predictions are written\n"
             "atomically to STORE/units/<pipeline>/seed<k>/w<NN>.parquet. Re-running skips completed\n"
             "units, resumes an interrupted run with the same numbers, and moves units whose\n"
-            "configuration changed to STORE/stale/ before recomputing them."
+            "configuration changed to STORE/stale/ before recomputing them. Once a seed's windows are\n"
+            "complete, the workflow's backtest (its PortAnaRecord config) runs once on the seed's joined\n"
+            "predictions over the schedule's test days (STORE/backtests/); a changed backtest setting\n"
+            "re-runs the backtests only."
         ),
         epilog=(
             "Examples:\n"

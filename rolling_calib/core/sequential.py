@@ -481,7 +481,7 @@ class SequentialState:
         """The rule's settings (recorded with its result): the rule, the question, the direction, the pairs' correction.
 
         >>> SequentialState(["a", "b"]).settings()["question"]
-        {'target': 'future', 'confidence': 0.95}
+        {'target': 'period', 'confidence': 0.95}
         """
         return {"rule": self.rule.to_dict(), "question": self.question.to_dict(), "orientation": self.orientation,
                 "pairs": "Bonferroni"}

@@ -11,23 +11,22 @@ and the days (what the market did to both pipelines' difference). The generative
 (``g``: the pipelines' common per-day difference, serially dependent and possibly drifting;
 ``c``: seed parts; ``e``: seed x day noise). Two questions have two answers:
 
-``target="period"`` -- over seeds, on the evaluated days (the days are the population: a fixed
-backtest, a competition). Given the days, the runs are independent, so::
+``target="period"`` (the default question's) -- over seeds, on the evaluated days (the days are the population: a
+fixed backtest, a competition). Given the days, the runs are independent, so::
 
     V_period = s_R^2 / k            (paired: R_s = M^A_s - M^B_s; unpaired: s_A^2/k_A + s_B^2/k_B)
 
-with ``k - 1`` (or Welch's) degrees of freedom: the paired t test on run means, exact for
-Gaussian runs. No "sometimes pool" pre-test: with few seeds ``k - 1`` degrees of freedom cost
-power, and pooling the runs with their day noise (``(k - 1) T`` degrees of freedom) when the runs
-vary no more than it would win it back only at the price of the level. Its size was computed
-(``bench/pooling_pretest.py``): pooled when ``F = V_period / V_noise`` is below its median, the
-3-seed test decides up to 5.7% at a nominal 5% and 2.4% at a nominal 0.27% (the first look of a
-sequential rule), whatever the level; the largest pre-test threshold whose worst-case size over
-every ratio of run variance to day noise stays at the nominal level leaves no power gain over the
-t test (3 seeds, 3 standard errors, 95%: 39.9% against 38.7%; 5 seeds: 61.3% against 61.9%).
+(infinite when a pipeline has one run: its seed variance cannot be measured) with ``k - 1`` (or
+Welch's) degrees of freedom: the paired t test on run means, exact for Gaussian runs. No
+"sometimes pool" pre-test: pooling the runs with their day noise (``(k - 1) T`` degrees of
+freedom) when they vary no more than it explains is valid only when a run's mean is nothing
+but its day noise (``lambda = 1``, lambda: a run mean's variance over its day-noise part); at
+``lambda > 1`` its error has a floor that no nominal level removes, which matters most where a
+sequential rule tests far below 5% (measured: ``bench/pair_levels.py``, docs/pair_levels.md).
 
 ``target="future"`` -- over seeds *and* the market-time process: what to expect on new
-periods. ``V_future = V_period + V_time`` where ``V_time = LRV_g / T`` is the long-run variance of
+periods, if the market's drift is shorter than the horizon the estimators below see.
+``V_future = V_period + V_time`` where ``V_time = LRV_g / T`` is the long-run variance of
 the *common* part ``g`` only. The seed-averaged differential ``xbar_t = mean_s x_{s,t}`` still
 carries the seeds' day-to-day noise (variance ``sigma_e^2 / k`` a day), already counted in
 ``V_period``; it is removed with the seeds' deviations ``u_{s,t} = x_{s,t} - xbar_t``: for any
@@ -245,9 +244,11 @@ class CrossedVariance:
     noise_share: float
 
     def half_width(self, confidence: float) -> float:
-        """``t_nu(1 - alpha/2) sqrt(var)`` (0 when ``var`` is 0)."""
+        """``t_nu(1 - alpha/2) sqrt(var)`` (0 when ``var`` is 0; inf when it cannot be measured)."""
         if not self.var > 0:
             return 0.0
+        if math.isinf(self.var):
+            return math.inf
         return float(stats.t.ppf(0.5 + confidence / 2, self.df)) * math.sqrt(self.var)
 
 
@@ -324,6 +325,9 @@ def crossed_variance(x: Any = None, *, target: Literal["future", "period"],
         common = za.mean(axis=0) - zb.mean(axis=0)
     var_seeds, df_seeds, per_seed = _seed_part(runs)
     T = common.size
+    if target == "period" and min(z.shape[0] for z in z_groups) < 2:   # one run: no seed variance to measure
+        return CrossedVariance(target, math.inf, math.inf, math.inf, math.inf, 0.0, math.inf, math.nan,
+                               math.nan, math.nan, 0, int(block_days), 0, False, math.nan, math.nan, math.nan)
     if target == "period" or T < 3:
         return CrossedVariance(target, var_seeds, df_seeds, var_seeds, df_seeds, 0.0, math.inf, per_seed,
                                math.nan, math.nan, 0, int(block_days), 0, False, math.nan, math.nan, math.nan)

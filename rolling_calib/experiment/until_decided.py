@@ -52,7 +52,7 @@ from rolling_calib.analysis.seed_panels import GrowingPanels
 from rolling_calib.analysis.sequential_path import BatchRecord, NumberedLook, SequentialPath, UnitCount, write_path
 from rolling_calib.analysis.verdicts import VERDICT_METRICS
 from rolling_calib.config.experiment import ExperimentConfig
-from rolling_calib.core.metric_table import DECIDE_BY, METRIC_TABLE
+from rolling_calib.core.metric_table import BACKTEST_METRICS, DECIDE_BY, METRIC_TABLE
 from rolling_calib.core.question import Question
 from rolling_calib.core.sequential import SequentialState
 from rolling_calib.core.stopping import DEFAULT_RULE, STOPPING_RULE, StoppingRule
@@ -72,8 +72,9 @@ class UntilDecided:
     ----------
     rule : StoppingRule
         Seeds at the first look, per look and at most (the full grid); spending, futility, margin.
-    decide_by : {"ql", "cql", "ic"}
-        The metric whose verdict stops a pair.
+    decide_by : {"ql", "cql", "ic", "excess_return", "excess_return_cost"}
+        The metric whose verdict stops a pair (the excess returns: the workflow's backtest, run after
+        each batch of seeds completes).
 
     Examples
     --------
@@ -163,6 +164,12 @@ def run_until_decided(config: ExperimentConfig, plan: RunPlan, *, until: UntilDe
     pairs = [tuple(p) for p in config.compare if p[0] in names and p[1] in names] or None
     state = SequentialState(names, rule=until.rule, question=question,
                             orientation=METRIC_TABLE[until.decide_by].orientation, pairs=pairs)
+    unbacktested = [p.name for p in plan.pipelines if p.backtest is None]
+    if until.decide_by in BACKTEST_METRICS and unbacktested:   # before anything trains
+        raise ConfigError(f"{config.path or 'experiment'}: --decide-by {until.decide_by}: the backtest's excess "
+                          f"return decides, but {', '.join(unbacktested)} has no backtest (no PortAnaRecord in "
+                          f"task.record, a minute store, or a strategy that holds the whole universe: see the plan's "
+                          f"notes)")
     t0 = time.perf_counter()
     driver = _Driver(config, plan, state, until, progress=progress)
     summary = run_batches(plan, executor=executor, next_batches=driver.next_batches, progress=progress)
@@ -174,7 +181,7 @@ def run_until_decided(config: ExperimentConfig, plan: RunPlan, *, until: UntilDe
     units_used = path.units.used
     summary = RunSummary(store=plan.store, ran=summary.ran, skipped=units_used - summary.ran,
                          stale_moved=summary.stale_moved, seconds=time.perf_counter() - t0,
-                         results=summary.results, corrupt_moved=summary.corrupt_moved,
+                         results=summary.results, corrupt_moved=summary.corrupt_moved, backtests=summary.backtests,
                          notes=plan.notes + (f"until-decided: {units_used} of the full grid's "
                                              f"{path.units.full_grid} units", ))
     return summary, path

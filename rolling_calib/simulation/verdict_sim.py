@@ -204,8 +204,8 @@ def estimator_sd(model: PanelModel, *, n_seeds: int, n_days: int, target: str = 
     """The sd of the difference of means ``D`` under ``target`` (module docstring), from the model.
 
     >>> m = PanelModel(seed_sd=0.0, noise_sd=0.0, interaction_sd=1.0)
-    >>> round(estimator_sd(m, n_seeds=3, n_days=100), 3), estimator_sd(m, n_seeds=3, n_days=100, target="period")
-    (0.1, 0.0)
+    >>> estimator_sd(m, n_seeds=3, n_days=100), round(estimator_sd(m, n_seeds=3, n_days=100, target="future"), 3)
+    (0.0, 0.1)
     """
     lengths = _window_lengths(n_days, model.window_days)
     v_run = (1.0 - model.crn_seed) * model.seed_sd ** 2 \

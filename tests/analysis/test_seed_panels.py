@@ -59,5 +59,5 @@ def test_a_seed_without_rows_of_the_metric_and_a_missing_unit_are_named(store, t
     shutil.rmtree(copy / "units" / "wild" / "seed5")
     with pytest.raises(ValueError, match="seed5"):
         growing.panels({"wild": [5]})
-    with pytest.raises(ValueError, match="^metric: expected one of ql, cql, ic, rank_ic, found 'mse'$"):
+    with pytest.raises(ValueError, match="^metric: expected one of ql, cql, ic, rank_ic, excess_return, excess_return_cost, found 'mse'$"):
         GrowingPanels(copy, pipelines=list(PIPELINES), metric="mse", calibration=Calibration())

@@ -87,7 +87,8 @@ def test_a_path_written_before_the_values_is_read(tmp_path):
            "schedule": [{"pipeline": "x", "seeds": [0, 1], "asked_at": "t0"}]}
     (tmp_path / SEQUENTIAL_FILE).write_text(json.dumps(old))
     path = read_path(tmp_path)
-    assert path.rule == StoppingRule(first=2, batch=1, max_seeds=4, futility=0.0) and path.question == Question()
+    assert path.rule == StoppingRule(first=2, batch=1, max_seeds=4, futility=0.0)
+    assert path.question == Question(target="future")   # as it was written (the default was future then)
     assert path.outcomes == {"x vs y": "equivalent"} and path.looks[0].look.boundary == float("inf")
     assert path.cpu_full_grid_estimate is None and path.units.fraction == 0.5
     (tmp_path / SEQUENTIAL_FILE).write_text('{"metric": "ql"}')

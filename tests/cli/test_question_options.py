@@ -82,8 +82,8 @@ def test_compare_records_the_question_and_the_bootstrap_it_was_given(tmp_path, c
     assert main(["compare", "--store", str(store), "--json", "--target", "period", "--confidence", "0.9",
                  "--n-boot", "60", "--boot-seed", "3"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["question"] == {"target": "period", "confidence": 0.9}
+    assert data["question"] == {"target": "period", "confidence": 0.9, "claim": "over seeds, on these days"}
     assert data["bootstrap"] == {"n_boot": 60, "seed": 3, "block_size": None}
     verdict = data["pairs"][0]["verdicts"]["ql"]
-    assert verdict["question"] == data["question"] and verdict["variance"]["target"] == "period"
+    assert verdict["question"] == {"target": "period", "confidence": 0.9} and verdict["variance"]["target"] == "period"
     assert data["pairs"][0]["accuracies"]["ql"]["confidence"] == 0.9

@@ -111,7 +111,8 @@ def test_drift_check_fires_on_regimes_of_months_and_rarely_on_white_noise():
         white = rng.normal(0, 1.0, T) + rng.normal(0, 1.0, (k, T))
         fired_white += crossed_variance(white, target="future").drift
         levels = np.repeat(rng.normal(0, 1.0, 5), 50)       # five regimes of 50 days, level sd = daily sd
-        fired_drift += crossed_variance(levels + rng.normal(0, 1.0, T) + rng.normal(0, 1.0, (k, T)), target="future").drift
+        drifting = levels + rng.normal(0, 1.0, T) + rng.normal(0, 1.0, (k, T))
+        fired_drift += crossed_variance(drifting, target="future").drift
     assert fired_white <= 12          # 5% nominal, 100 draws
     assert fired_drift >= 40          # strong five-regime drift: seen more often than not (measured 59%)
     x = np.repeat(rng.normal(0, 1.0, 5), 50) + rng.normal(0, 1.0, (k, T))

@@ -59,7 +59,7 @@ def test_time_variance_with_one_seed_is_the_bartlett_lrv_of_the_differential():
     d = 0.1 + e[1:] + 0.6 * e[:-1]                 # MA(1): lag-1 autocorrelation about 0.44
     a = LossPanel.from_arrays(seeds=[0], total=d[None, :] + 1.0)
     b = LossPanel.from_arrays(seeds=[7], total=np.ones((1, 120)))
-    v = decide(a, b)
+    v = decide(a, b, question=Question(target="future"))
     x = d - d.mean()
     rho = (x[1:] * x[:-1]).sum() / (x * x).sum()
     m = andrews_bandwidth(rho, 120)
@@ -71,6 +71,28 @@ def test_time_variance_with_one_seed_is_the_bartlett_lrv_of_the_differential():
     nu = 120 / (1 + 2 * m / 3)                      # Bartlett's degrees of freedom
     half = __import__("scipy").stats.t.ppf(0.975, nu) * math.sqrt(v.var_time)
     assert (v.ci_low, v.ci_high) == pytest.approx((d.mean() - half, d.mean() + half))
+
+
+def test_period_target_with_one_run_of_a_pipeline_is_undetermined_and_says_why():
+    """Over seeds on these days, one run per pipeline measures no seed variance: the interval is unbounded
+    (before the default became the period target, such a verdict decided with a zero-width interval)."""
+    d = np.random.default_rng(5).normal(0.5, 1.0, (1, 60))
+    a = LossPanel.from_arrays(seeds=[0], total=d + 1.0)
+    b = LossPanel.from_arrays(seeds=[7], total=np.ones((1, 60)))
+    v = decide(a, b)
+    assert v.target == "period" and v.outcome == "undetermined"
+    assert (v.ci_low, v.ci_high) == (-math.inf, math.inf)
+    assert v.seeds_needed.n is None and "at least 2 seeds per pipeline" in v.seeds_needed.reason
+
+
+def test_the_default_question_is_the_period_and_the_verdict_names_its_days():
+    days = np.arange("2018-01-02", "2018-01-22", dtype="datetime64[D]")
+    rng = np.random.default_rng(2)
+    a = LossPanel.from_arrays(seeds=range(3), total=rng.normal(0, 1, (3, 20)), times=days)
+    b = LossPanel.from_arrays(seeds=range(3), total=rng.normal(0, 1, (3, 20)), times=days)
+    v = decide(a, b)
+    assert v.target == "period" and v.var_time == 0.0
+    assert v.days == ("2018-01-02", "2018-01-21") and v.to_dict()["days"] == ["2018-01-02", "2018-01-21"]
 
 
 def test_period_target_is_the_paired_t_interval_of_run_means():
@@ -154,12 +176,14 @@ def test_pairing_narrows_when_seeds_are_common_random_numbers():
 
 def test_dominant_uncertainty_follows_the_larger_source():
     rng = np.random.default_rng(4)
+    future = Question(target="future")   # the period target has no market-time part: seeds always dominate
     a, b = _panels(rng, seed_sd=3.0, time_sd=0.01)
-    assert decide(a, b, pair_seeds=False).dominant_uncertainty == "seeds"
+    assert decide(a, b, pair_seeds=False, question=future).dominant_uncertainty == "seeds"
     a, b = _panels(rng, seed_sd=0.001, time_sd=3.0)      # the market moves both alike: it cancels
-    assert decide(a, b, pair_seeds=False).dominant_uncertainty == "seeds"
+    assert decide(a, b, pair_seeds=False, question=future).dominant_uncertainty == "seeds"
     a, b = _panels(rng, seed_sd=0.001, time_sd=3.0, interaction_sd=1.0)
-    assert decide(a, b, pair_seeds=False).dominant_uncertainty == "time"
+    assert decide(a, b, pair_seeds=False, question=future).dominant_uncertainty == "time"
+    assert decide(a, b, pair_seeds=False).dominant_uncertainty == "seeds"
 
 
 def test_the_verdict_is_deterministic():

@@ -50,7 +50,7 @@ def test_stops_at_the_first_look_and_resumes_bit_identically(experiment, tmp_pat
     assert path.seeds_used == {"wd0": 3, "wdbig": 3} and path.rule.margin == 1e9
     assert path.units.to_dict() == {"used": 12, "full_grid": 24, "trained_by_this_run": 12}
     assert first["units_ran"] == 12 and first["sequential"]["outcomes"] == path.outcomes
-    assert first["sequential"]["settings"]["question"] == {"target": "future", "confidence": 0.95}
+    assert first["sequential"]["settings"]["question"] == {"target": "period", "confidence": 0.95}   # the default
     units = _units(store)
     assert sorted({k.split("/")[2] for k in units}) == ["seed0", "seed1", "seed2"]   # seeds 3..5 never trained
     # lose a unit, re-run the same command: that unit only, the same bytes, the same looks
@@ -96,3 +96,12 @@ def test_sweep_until_decided_stops_every_pair_of_the_grid(experiment, tmp_path, 
     path = read_path(store)
     assert path.done and set(path.outcomes.values()) == {"equivalent"}
     assert set(path.seeds_used.values()) == {2} and path.units.used == 2 * 2 * 2
+
+
+def test_deciding_by_the_excess_return_needs_a_backtest_before_anything_trains(experiment, tmp_path, capsys):
+    argv = ["run", str(experiment), "--store", str(tmp_path / "store"), "--until-decided", "--decide-by",
+            "excess_return_cost", "--workers", "1", "--no-tracking", "--no-progress"]
+    assert main(argv) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--decide-by excess_return_cost: the backtest's excess return decides, but wd0, wdbig has no backtest" in err
+    assert not list((tmp_path / "store").glob("units/*/*/*.parquet"))
