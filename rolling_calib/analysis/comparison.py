@@ -331,8 +331,7 @@ class StoreComparison:
 
     def _verdict_table(self) -> str:
         over = ("over seeds and the market's future (seed noise counted once, market time by a long-run variance)"
-                if self.target == "future" else "over seeds, on the evaluated days (the runs' t interval; pooled "
-                "with their day noise when they vary no more than it)")
+                if self.target == "future" else "over seeds, on the evaluated days (the runs' t interval)")
         head = (f"Verdicts at {self.confidence:.0%}, {self.claim()} (difference = mean of the first minus the "
                 f"second pipeline; interval {over})")
         columns = verdict_columns(self.target)

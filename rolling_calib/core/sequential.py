@@ -22,12 +22,13 @@ instead, and stops a pair for four reasons:
 **Error control across looks: alpha spending** (Lan and DeMets 1983), by default with the
 Hwang-Shih-DeCani function ``alpha(u) = alpha (1 - exp(-gamma u)) / (1 - exp(-gamma))``, ``gamma = -2``
 (between Pocock's early stops and O'Brien-Fleming's late ones), or the O'Brien-Fleming-type function
-``alpha(u) = 2 - 2 Phi(z_{1-alpha/2} / sqrt(u))`` (``StoppingRule.spending``), on the *information
-fraction* ``u_j = V_max / V_j`` (``V_j`` the verdict's variance at look ``j``, ``V_max`` its prediction at
-``max_seeds``: ``S / max_seeds + v_time``). Seeds are added to the same days, so for nested seed
-sets ``Cov(D_i, D_j) = Var(D_j)`` (``i < j``): the standardised statistics have the canonical
-joint law of a Brownian motion observed at the information times, with or without a market-time
-part. The boundary ``c_j`` solves ``P(|Z_1| <= c_1, ..., |Z_{j-1}| <= c_{j-1}, |Z_j| > c_j) =
+``alpha(u) = 2 - 2 Phi(z_{1-alpha/2} / sqrt(u))`` (``StoppingRule.spending``), on the *planned
+information fraction* ``u_j = k_j / max_seeds`` (:func:`planned_fraction`: exact for the seeds'
+part and the period target; below the true fraction, so conservative, when the future target's
+market-time part, measured on the same days at every look, adds to every look alike). Seeds are
+added to the same days, so for nested seed sets ``Cov(D_i, D_j) = Var(D_j)`` (``i < j``): the
+standardised statistics have the canonical joint law of a Brownian motion observed at the
+information times ``V_max / V_j``. The boundary ``c_j`` solves ``P(|Z_1| <= c_1, ..., |Z_{j-1}| <= c_{j-1}, |Z_j| > c_j) =
 alpha(u_j) - alpha(u_{j-1})`` under that law (the Armitage-McPherson-Rowe recursion, numerically
 integrated on a grid), and
 the look's verdict uses the t quantile at the nominal level ``2 (1 - Phi(c_j))`` -- the verdict's
@@ -42,8 +43,8 @@ and ``1 - alpha`` spent over the looks) one :class:`~rolling_calib.core.question
 dependence between pairs; conservative when pairs share pipelines).
 
 Assumptions: the verdict's interval is valid at a fixed sample (measured by
-``bench/verdict_calibration.py``); the information fraction uses estimated variances (the usual
-information-based monitoring); seeds are exchangeable (a random order of the seeds is a random
+``bench/verdict_calibration.py``); the information fraction is the planned one, never an
+estimate (an estimated fraction from 2 degrees of freedom spent too much early); seeds are exchangeable (a random order of the seeds is a random
 sample).
 
 Examples
@@ -79,7 +80,7 @@ from rolling_calib.core.validation import SEED, Options, validate_params
 from rolling_calib.core.verdict import LossPanel, decide, predictive_probability
 
 __all__ = ["FUTILITY", "OUTCOMES", "SPENDING", "Look", "SequentialResult", "SequentialState", "StoppingRule",
-           "boundaries", "hwang_shih_decani_spending", "obrien_fleming_spending", "replay"]
+           "boundaries", "hwang_shih_decani_spending", "obrien_fleming_spending", "planned_fraction", "replay"]
 
 #: What a pair can end as (``a`` against ``b``).
 OUTCOMES = ("better", "worse", "equivalent", "undecidable", "undetermined")
@@ -249,9 +250,7 @@ def _decide_look(a: LossPanel, b: LossPanel, names: tuple[str, str], *, alpha: f
     max_seeds, margin, futility, spending = rule.max_seeds, rule.margin, rule.futility, rule.spending
     v = decide(a, b, names=names, orientation=orientation, question=question)   # the parts (its level unused)
     cv = v.variance
-    v_now = cv.var
-    v_max = cv.per_seed_var / max_seeds + cv.var_time
-    u = 1.0 if k >= max_seeds or not v_now > 0 else float(min(max(v_max / v_now, 1e-6), 1.0))
+    u = planned_fraction(k, max_seeds)
     fractions = previous + (u,)
     c = float(boundaries(fractions, alpha=alpha, spending=spending)[-1])
     level = 1.0 - 2.0 * float(stats.norm.sf(c)) if math.isfinite(c) else 1.0 - 1e-12
@@ -284,6 +283,24 @@ def _decide_look(a: LossPanel, b: LossPanel, names: tuple[str, str], *, alpha: f
                                             "(futility)")
     look = Look(names, k, u, c, level, d, low, high, outcome, why)
     return look, fractions
+
+
+def planned_fraction(k: int, max_seeds: int) -> float:
+    """The information fraction of a look at ``k`` of ``max_seeds`` planned seeds: ``k / max_seeds`` (at most 1).
+
+    It is the seeds' part's exact fraction (``V_max / V_k = (S / max) / (S / k)``) and the period
+    target's whole one. For the future target the market-time part, measured on the same days at
+    every look, adds the same information to each look, so the true fraction
+    ``(S/max + v_time) / (S/k + v_time)`` is larger: ``k / max`` understates it, which spends less
+    at the early looks and computes the boundaries under correlations ``sqrt(u_i / u_j)`` below the
+    true ones -- conservative. The estimated fraction (the same ratio from this look's 2-degree-of-
+    freedom seed variance) is not used: it is largest exactly when the seed variance is low by
+    chance, and spent too much at the first look (measured in docs/pair_levels.md).
+
+    >>> planned_fraction(3, 20), planned_fraction(20, 20), planned_fraction(25, 20)
+    (0.15, 1.0, 1.0)
+    """
+    return float(min(k / max_seeds, 1.0))
 
 
 #: One-sided confidence of the lower bound on the market-time part that the ``undecidable`` stop uses.

@@ -52,8 +52,10 @@ short-memory estimator. When the month-scale estimate exceeds the short one beyo
 quantile of ``F(B - 1, nu_short)`` (``V_long / V_short``), the time part is taken from the
 month-scale blocks with ``B - 1`` degrees of freedom and the result says so (``drift=True``).
 
-Degrees of freedom of a sum or difference follow Welch-Satterthwaite:
-``nu = (sum v_i)^2 / sum (v_i^2 / nu_i)``.
+Degrees of freedom: of a difference of two estimates (the time part's noise removal) and of
+the two pipelines' seed parts (unpaired), Welch-Satterthwaite's
+``nu = (sum v_i)^2 / sum (v_i^2 / nu_i)``; of the future target's sum ``V_seeds + V_time`` the
+smaller of the two (:func:`min_df`), since Satterthwaite's there is liberal at 3-5 seeds.
 
 Examples
 --------
@@ -90,6 +92,7 @@ __all__ = [
     "batch_means_variance",
     "crossed_variance",
     "influence",
+    "min_df",
     "welch_df",
 ]
 
@@ -201,7 +204,8 @@ class CrossedVariance:
     var : float
         ``var_seeds + var_time`` (``var_time`` is 0 for ``target="period"``).
     df : float
-        Welch-Satterthwaite degrees of freedom of ``var``.
+        Degrees of freedom of ``var``: ``df_seeds`` for ``"period"``; for ``"future"`` the smaller of
+        ``df_seeds`` and ``df_time`` among the parts that are positive (:func:`min_df`).
     var_seeds, df_seeds : float
         ``s_R^2 / k`` (or Welch's two-sample form) and its degrees of freedom.
     var_time, df_time : float
@@ -363,9 +367,29 @@ def crossed_variance(x: Any = None, *, target: Literal["future", "period"],
             ratio, p_drift, drift = math.inf, 0.0, True
     var_time, df_time = (v_long, df_long) if drift else (v_short, df_short)
     var = var_seeds + var_time
-    df = welch_df([(var_seeds, df_seeds), (var_time, df_time)])
+    df = min_df([(var_seeds, df_seeds), (var_time, df_time)])
     return CrossedVariance(target, var, df, var_seeds, df_seeds, var_time, df_time, per_seed, v_short,
                            v_long, m, int(block_days), n_blocks, drift, ratio, p_drift, noise_share)
+
+
+def min_df(parts: list[tuple[float, float]]) -> float:
+    """The smallest degrees of freedom among the parts with a positive variance (inf when none has one).
+
+    The sum ``v_1 + v_2`` of independent variance estimates is referred to a t with
+    ``min(nu_1, nu_2)`` degrees of freedom, not Welch-Satterthwaite's
+    ``(v_1 + v_2)^2 / (v_1^2/nu_1 + v_2^2/nu_2)``: Satterthwaite's weights are the noisy estimates
+    themselves, so when the seed part (``k - 1 = 2`` degrees of freedom at 3 seeds) is low by chance
+    it gives the t the time part's many degrees of freedom just when the interval is too short
+    (liberal when persistent seed offsets dominate: measured in docs/pair_levels.md). For scaled
+    chi-square parts the minimum is conservative whatever their true ratio (the Hsu-Scheffe rule
+    for the Behrens-Fisher problem; Mickey and Brown 1966), at the price of power when the part
+    with fewer degrees of freedom is the small one.
+
+    >>> min_df([(1.0, 2.0), (0.5, 40.0)]), min_df([(0.0, 2.0), (0.5, 40.0)]), min_df([(0.0, 2.0)])
+    (2.0, 40.0, inf)
+    """
+    dfs = [float(nu) for v, nu in parts if v > 0]
+    return min(dfs) if dfs else math.inf
 
 
 def _difference_df(v1: float, nu1: float, v2: float, nu2: float) -> float:
