@@ -77,7 +77,7 @@ from rolling_calib.core.jsonable import fields_dict, jsonable
 from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
 from rolling_calib.core.stopping import DEFAULT_RULE, FUTILITY, SPENDINGS, STOPPING_RULE, StoppingRule
 from rolling_calib.core.validation import SEED, Options, validate_params
-from rolling_calib.core.verdict import LossPanel, decide, predictive_probability
+from rolling_calib.core.verdict import UNDECIDABLE_CONFIDENCE, LossPanel, decide, predictive_probability, time_part_low
 
 __all__ = ["FUTILITY", "OUTCOMES", "SPENDING", "Look", "SequentialResult", "SequentialState", "StoppingRule",
            "boundaries", "hwang_shih_decani_spending", "obrien_fleming_spending", "planned_fraction", "replay"]
@@ -303,8 +303,6 @@ def planned_fraction(k: int, max_seeds: int) -> float:
     return float(min(k / max_seeds, 1.0))
 
 
-#: One-sided confidence of the lower bound on the market-time part that the ``undecidable`` stop uses.
-UNDECIDABLE_CONFIDENCE = 0.90
 
 
 def _time_alone_covers(cv: Any, *, n_days: int, level: float, gap: float) -> bool:
@@ -330,9 +328,7 @@ def _time_alone_covers(cv: Any, *, n_days: int, level: float, gap: float) -> boo
     """
     if not cv.var_time > 0:
         return False
-    df_now = cv.df_time
-    v_low = cv.var_time * df_now / float(stats.chi2.ppf(UNDECIDABLE_CONFIDENCE, df_now)) \
-        if math.isfinite(df_now) and df_now > 0 else cv.var_time
+    v_low = time_part_low(cv.var_time, cv.df_time)
     df_limit = (cv.n_blocks - 1.0) if cv.drift else n_days / (1.0 + 2.0 * cv.bandwidth / 3.0)
     return float(stats.t.ppf(0.5 + level / 2, max(df_limit, 1.0))) * math.sqrt(v_low) >= gap
 

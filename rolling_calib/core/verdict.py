@@ -93,6 +93,7 @@ from rolling_calib.core.variance import BLOCK_DAYS, CrossedVariance, crossed_var
 
 __all__ = [
     "optimistic_gap",
+    "time_part_low",
     "time_label",
     "decide_probability",
     "predictive_probability",
@@ -372,17 +373,39 @@ def predictive_probability(*, gap: float, n: int, k: int, per_seed_var: float, t
     return float(stats.norm.sf((thr - gap) / spread) + stats.norm.cdf((-thr - gap) / spread))
 
 
-def optimistic_gap(gap: float, *, per_seed_var: float, k_pilot: int) -> float:
-    """The gap's optimistic end: ``|gap| + sqrt(S / k_pilot)`` (``|gap|`` when ``k_pilot`` is 0).
+#: One-sided confidence of the lower bound on the market-time part that "no number of seeds can decide it" (and the
+#: sequential rule's ``undecidable`` stop) use: the part at ``v df / chi2_df(UNDECIDABLE_CONFIDENCE)``.
+UNDECIDABLE_CONFIDENCE = 0.90
 
-    One standard error of the pilot's seed part above the measured gap, as the sequential rule's
-    ``undecidable`` stop judges it: a small gap measured on few seeds may be a larger one.
 
-    >>> optimistic_gap(-0.5, per_seed_var=4.0, k_pilot=4), optimistic_gap(0.5, per_seed_var=4.0, k_pilot=0)
-    (1.5, 0.5)
+def time_part_low(time_variance: float, time_df: float) -> float:
+    """The market-time part at its lower confidence bound ``v df / chi2_df(UNDECIDABLE_CONFIDENCE)`` (``v`` at inf df).
+
+    >>> round(time_part_low(0.01, 30.0), 6), time_part_low(0.01, math.inf)
+    (0.007452, 0.01)
     """
-    spread = math.sqrt(max(per_seed_var, 0.0) / k_pilot) if k_pilot > 0 else 0.0
-    return abs(float(gap)) + spread
+    if not (math.isfinite(time_df) and time_df > 0):
+        return float(time_variance)
+    return float(time_variance) * time_df / float(stats.chi2.ppf(UNDECIDABLE_CONFIDENCE, time_df))
+
+
+def optimistic_gap(gap: float, *, per_seed_var: float, k_pilot: int, confidence: float) -> float:
+    """The gap's optimistic end: the far end of its seeds' interval, ``|gap| + t_{k-1}(1 - alpha/2) sqrt(S / k)``.
+
+    ``k = k_pilot`` seeds per pipeline measured the gap; ``|gap|`` when ``k_pilot`` is below 2 (not
+    stated: the gap taken as exact). A small gap measured on few seeds may be a larger one: one
+    standard error above it still let "no number of seeds" be wrong in about a quarter of the
+    5-seed pilots that 60 seeds decide (docs/pair_levels.md).
+
+    >>> round(optimistic_gap(-0.5, per_seed_var=4.0, k_pilot=4, confidence=0.95), 4)   # 0.5 + t_3 * 1
+    3.6824
+    >>> optimistic_gap(0.5, per_seed_var=4.0, k_pilot=0, confidence=0.95)
+    0.5
+    """
+    if k_pilot < 2:
+        return abs(float(gap))
+    t = float(stats.t.ppf(0.5 + confidence / 2, k_pilot - 1))
+    return abs(float(gap)) + t * math.sqrt(max(per_seed_var, 0.0) / k_pilot)
 
 
 @validate_params({"question": QUESTION})
@@ -395,8 +418,9 @@ def seeds_needed(*, gap: float, per_seed_var: float, time_variance: float = 0.0,
     degrees of freedom as the verdict, and the seeds' part ``S / n`` shrinking with ``n`` (the seed
     x day noise included) while the market-time part ``v_time`` (seed noise removed) stays. "No
     number of seeds can decide it" is said only when the market-time part alone keeps the interval
-    over the gap's optimistic end (``t_nu_time sqrt(v_time) >= |gap| + sqrt(S / k_pilot)``,
-    :func:`optimistic_gap`): a pilot's gap is noisy, and judged at its point estimate "none"
+    over the gap's optimistic end, the far end of its seeds' interval, with the time part at its
+    lower confidence bound (``t_nu_time sqrt(v_low) >= |gap| + t_{k-1} sqrt(S / k_pilot)``,
+    :func:`time_part_low`, :func:`optimistic_gap`): a pilot's gap is noisy, and judged at its point estimate "none"
     was wrong in over a third of the pilots where 60 seeds decide (docs/pair_levels.md).
 
     Parameters
@@ -461,8 +485,8 @@ def seeds_needed(*, gap: float, per_seed_var: float, time_variance: float = 0.0,
         reason = "no number of seeds can decide it: the measured gap is 0"
     else:
         t_time = float(stats.t.ppf(0.5 + confidence / 2, time_df)) if time_variance > 0 else 0.0
-        half = t_time * math.sqrt(max(time_variance, 0.0))
-        if half >= optimistic_gap(g, per_seed_var=float(per_seed_var), k_pilot=k_pilot):
+        half = t_time * math.sqrt(max(time_part_low(time_variance, time_df), 0.0))
+        if half >= optimistic_gap(g, per_seed_var=float(per_seed_var), k_pilot=k_pilot, confidence=confidence):
             reason = (f"no number of seeds can decide it: the market-time part alone (seed noise removed) moves "
                       f"the gap by ±{_g(half)}{unit_txt}, more than the gap of {_g(abs(g))}{unit_txt}")
         else:

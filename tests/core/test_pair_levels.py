@@ -16,7 +16,7 @@ from rolling_calib.core.question import Question
 from rolling_calib.core.sequential import planned_fraction, replay
 from rolling_calib.core.stopping import StoppingRule
 from rolling_calib.core.variance import crossed_variance, min_df, welch_df
-from rolling_calib.core.verdict import LossPanel, optimistic_gap, seeds_needed
+from rolling_calib.core.verdict import LossPanel, optimistic_gap, seeds_needed, time_part_low
 
 
 def _runs_quiet_panel(k: int = 3, T: int = 120, seed: int = 0) -> np.ndarray:
@@ -71,16 +71,22 @@ def test_replay_looks_use_the_planned_fraction(target: str) -> None:
         assert look.fraction == pytest.approx(look.seeds / 12)
 
 
-def test_optimistic_gap_adds_one_pilot_standard_error() -> None:
-    assert optimistic_gap(0.3, per_seed_var=0.09 * 5, k_pilot=5) == pytest.approx(0.6)
-    assert optimistic_gap(-0.3, per_seed_var=1.0, k_pilot=0) == pytest.approx(0.3)
+def test_optimistic_gap_is_the_far_end_of_the_seeds_interval() -> None:
+    t4 = stats.t.ppf(0.975, 4)
+    assert optimistic_gap(0.3, per_seed_var=0.09 * 5, k_pilot=5, confidence=0.95) == pytest.approx(0.3 + t4 * 0.3)
+    assert optimistic_gap(-0.3, per_seed_var=1.0, k_pilot=0, confidence=0.95) == pytest.approx(0.3)
+
+
+def test_time_part_low_is_the_chi_square_lower_bound() -> None:
+    assert time_part_low(0.02, 10.0) == pytest.approx(0.02 * 10 / stats.chi2.ppf(0.9, 10))
+    assert time_part_low(0.02, 10.0) < 0.02
 
 
 def test_none_suffices_only_when_the_optimistic_gap_is_covered() -> None:
-    # the market-time part alone covers the point gap (t_30 * 0.1 = 0.204 > 0.15) but not the gap
-    # plus one pilot standard error (0.15 + sqrt(0.5 / 5) = 0.466)
+    # the market-time part alone covers the point gap even at its lower bound (t_30 * sqrt(0.00745) = 0.176
+    # > 0.15) but not the far end of the gap's 5-seed interval (0.15 + t_4 sqrt(0.5 / 5) = 1.03)
     args = dict(gap=0.15, per_seed_var=0.5, time_variance=0.01, time_df=30.0)
-    assert stats.t.ppf(0.975, 30) * 0.1 > 0.15
+    assert stats.t.ppf(0.975, 30) * math.sqrt(time_part_low(0.01, 30.0)) > 0.15
     at_point = seeds_needed(**args)                      # k_pilot not stated: the gap taken as exact
     assert at_point.n is None and at_point.reason.startswith("no number of seeds")
     piloted = seeds_needed(**args, k_pilot=5)
