@@ -13,8 +13,8 @@ full grid and the seeds' part dominates at 3-5 seeds (where Satterthwaite's degr
 liberal). Per ``lambda`` x target it measures, each with its Monte Carlo standard error:
 
 * the sequential rule (:func:`rolling_calib.core.sequential.replay`, batch 2, 20 seeds at most,
-  first look at 3 or 5 seeds): the share of identical pairs decided (nominal 5%), and the share of
-  pairs 1 standard error apart (of the 20-seed difference) decided in the wrong direction;
+  first look at 3 or 5 seeds): the share of identical pairs decided (nominal 5%), and the shares of
+  pairs 1 standard error apart (of the 20-seed difference) decided in the wrong and the right direction;
 * the fixed verdict (:func:`rolling_calib.core.verdict.decide` at 95%) on the first 3 and 5 seeds of
   the identical pairs: the share decided (nominal 5%);
 * "none suffices" (``--none-reps``): :func:`rolling_calib.simulation.verdict_sim.check_seeds_needed` on
@@ -107,6 +107,7 @@ def cell(lam: float, target: str, *, reps: int, n_days: int, seed: int) -> dict[
     rng = np.random.default_rng([seed, int(lam * 10), ("future", "period").index(target)])
     null: dict[str, list[bool]] = {f"seq{f}": [] for f in FIRSTS} | {f"fixed{k}": [] for k in FIXED}
     wrong: dict[str, list[bool]] = {f"seq{f}": [] for f in FIRSTS}
+    power: dict[str, list[bool]] = {f"seq{f}": [] for f in FIRSTS}
     for _ in range(reps):
         a, b = _pair(model, n_days=n_days, delta=0.0, target=target, rng=rng)
         for f in FIRSTS:
@@ -115,12 +116,16 @@ def cell(lam: float, target: str, *, reps: int, n_days: int, seed: int) -> dict[
             null[f"fixed{k}"].append(_fixed(a, b, k=k, target=target) in ("better", "worse"))
         a, b = _pair(model, n_days=n_days, delta=-1.0 * se, target=target, rng=rng)   # A truly lower: "better"
         for f in FIRSTS:
-            wrong[f"seq{f}"].append(_sequential(a, b, first=f, target=target) == "worse")
+            outcome = _sequential(a, b, first=f, target=target)
+            wrong[f"seq{f}"].append(outcome == "worse")
+            power[f"seq{f}"].append(outcome == "better")
     out: dict[str, Any] = {"lambda": lam, "target": target, "reps": reps}
     for name, hits in null.items():
         out[f"{name}_decided"], out[f"{name}_decided_mcse"] = _rate(hits)
     for name, hits in wrong.items():
         out[f"{name}_wrong"], out[f"{name}_wrong_mcse"] = _rate(hits)
+    for name, hits in power.items():
+        out[f"{name}_power"], out[f"{name}_power_mcse"] = _rate(hits)
     return out
 
 
@@ -139,12 +144,13 @@ def _pct(x: float, se: float) -> str:
 
 def markdown(cells: list[dict[str, Any]], none: dict[str, Any] | None) -> str:
     head = ("| lambda | target | seq. first 3: A/A decided | seq. first 5: A/A decided | seq. first 3: wrong dir. (1 SE) "
-            "| seq. first 5: wrong dir. (1 SE) | fixed 3 seeds: A/A decided | fixed 5 seeds: A/A decided |")
-    lines = [head, "|" + "---|" * 8]
+            "| seq. first 5: wrong dir. (1 SE) | seq. first 3: right dir. (1 SE) | seq. first 5: right dir. (1 SE) "
+            "| fixed 3 seeds: A/A decided | fixed 5 seeds: A/A decided |")
+    lines = [head, "|" + "---|" * 10]
     for c in cells:
         lines.append(f"| {c['lambda']:g} | {c['target']} | " + " | ".join(
             _pct(c[f"{n}"], c[f"{n}_mcse"]) for n in ("seq3_decided", "seq5_decided", "seq3_wrong", "seq5_wrong",
-                                                     "fixed3_decided", "fixed5_decided")) + " |")
+                                                     "seq3_power", "seq5_power", "fixed3_decided", "fixed5_decided")) + " |")
     if none is not None:
         lines.append("")
         lines.append(f"\"None suffices\": {none['n_none']} of {none['reps']} pilots said it "
