@@ -19,9 +19,9 @@ training window of each period's first row), then computes with :mod:`rolling_ca
   against its squared change;
 * the ratio ``std(CQL) / std(QL2..K)`` with a bootstrap interval over seeds, the shares of the
   seed variance from offset, scale and co-movement with the label
-  (:func:`rolling_calib.core.guards.seed_variance_components`), and, over the compared pairs,
-  whether CQL orders the pipelines like the ground truth on held-out seeds at least as often as
-  QL does (on the label the models learned);
+  (:func:`rolling_calib.core.guards.seed_variance_components`), and, over the compared pairs the
+  ground truth separates, whether CQL's held-out pairwise accuracy (runs of half of the seeds
+  against the direction of QL on the other half) is at least QL's (on the label the models learned);
 * the assessment (:func:`rolling_calib.core.diagnostics.assess_calibration`): calibration helps
   only when CQL narrows the seed spread *and* keeps the ordering, and no scale mismatch is
   measured; every reason comes from these measurements.
@@ -59,7 +59,7 @@ from rolling_calib.analysis.scoring import StoreScores, score_store
 from rolling_calib.analysis.verdicts import GuardWarning, guard_warnings, scale_findings, stopping_points
 from rolling_calib.core import diagnostics as dg
 from rolling_calib.core.guards import Moments, VarianceComponents, seed_variance_components
-from rolling_calib.core.metaeval import split_seed_agreement
+from rolling_calib.core.metaeval import split_seed_accuracy
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import Label
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
@@ -496,10 +496,13 @@ MIN_SPLIT_SEEDS = 4
 
 def _order_check(store: Path, scores: StoreScores, names: Sequence[str], pairs: Sequence[tuple[str, str]],
                  *, resampling: Resampling, notes: list[str]) -> tuple[bool | None, str]:
-    """Does CQL order the pairs like the ground truth on held-out seeds at least as often as QL 2..K does?
+    """Does CQL rank the runs of the pairs like the ground truth on held-out seeds at least as often as QL 2..K?
 
     Checked on the label the models learned (the store is scored against it when it was scored
-    against the raw one); the split-seed check of :func:`rolling_calib.core.metaeval.split_seed_agreement`.
+    against the raw one), on the pairs whose QL verdict is determined: the held-out pairwise accuracy of
+    :func:`rolling_calib.core.metaeval.split_seed_accuracy` (each metric's accuracy over the runs of one
+    half of the seeds, against the direction of QL on the other half), averaged over those pairs, CQL's
+    against QL 2..K's -- the accuracy the evidence tables show, not a concordance of half-seed means.
     """
     counts = scores.runs.groupby("pipeline")["seed"].nunique()
     few = [n for n in names if counts.get(n, 0) < MIN_SPLIT_SEEDS]
@@ -521,13 +524,13 @@ def _order_check(store: Path, scores: StoreScores, names: Sequence[str], pairs: 
                       f"{resampling.confidence:.0%}: there is no "
                       f"ordering to keep")
     values = {n: learned.scores_of(n) for n in names}
-    table = split_seed_agreement(values, determined, metrics=["ql_scored", "cql"], ground_truth="ql",
-                                 seed=resampling.seed)
-    conc = dict(zip(table["metric"], table["split_concordance"]))
-    keeps = bool(conc["cql"] >= conc["ql_scored"])
-    detail = (f"on held-out seeds ({where}, {int(table['n_splits'].iloc[0])} random halves) CQL orders the "
-              f"{len(determined)} pair(s) the ground truth separates like it {conc['cql']:.0%} of the time, "
-              f"QL 2..K {conc['ql_scored']:.0%}")
+    table = split_seed_accuracy(values, determined, metrics=["ql_scored", "cql"], ground_truth="ql",
+                                seed=resampling.seed)
+    acc = table.groupby("metric")["split_accuracy"].mean()
+    keeps = bool(acc["cql"] >= acc["ql_scored"])
+    detail = (f"on held-out seeds ({where}, {int(table['n_splits'].iloc[0])} random halves) CQL's pairwise accuracy "
+              f"against the ground truth of the other half is {acc['cql']:.2f}, QL 2..K's {acc['ql_scored']:.2f} "
+              f"(mean over the {len(determined)} pair(s) the ground truth separates)")
     return keeps, detail
 
 
@@ -647,3 +650,4 @@ def _diagnosed_pairs(scores: StoreScores, diagnosed: Sequence[str],
             if name not in diagnosed:
                 raise ValueError(f"pair ({a}, {b}): {name!r} was not diagnosed (diagnosed: {', '.join(diagnosed)})")
     return chosen
+
