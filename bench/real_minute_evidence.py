@@ -141,7 +141,7 @@ def true_risk_days(store: Path, scores, qlib_dir: Path) -> pd.DataFrame:
     for (pipeline, seed), _ in scores.runs.groupby(["pipeline", "seed"]):
         frame = read_run(store, pipeline, int(seed), manifest=manifest, label=scores.label.kind).test.frame()
         values = np.empty(len(frame))
-        for sym, rows in frame.groupby("instrument").indices.items():
+        for sym, rows in frame.groupby("instrument", observed=True).indices.items():
             if sym not in oracle:
                 start, data = qlib_store.read_feature(qlib_dir, sym, ORACLE_FIELD)
                 oracle[sym] = pd.Series(data.astype(float), index=calendar[start:start + len(data)])
@@ -197,6 +197,22 @@ def _held(values: dict, pairs: list[tuple[str, str]], *, n_boot: int, seed: int)
                              n_boot=n_boot, seed=seed)
 
 
+def _std_ratio(scores, diagnosis, name: str, resampling) -> dict:
+    """CQL's seed std over QL 2..K's with its interval, the offset's share of QL's seed variance and diagnose's
+    answer (for the A/A pipeline, the ratio alone: it has no units of its own)."""
+    from rolling_calib.core.diagnostics import std_ratio_interval
+
+    if name == AA:
+        v = scores.scores_of(name)
+        r = std_ratio_interval(v["ql_scored"], v["cql"], resampling=resampling)
+        return {"ratio": r.ratio, "low": r.ci_low, "high": r.ci_high, "offset_share": math.nan, "helps": None}
+    d = diagnosis.of(name)
+    return {"ratio": d.std_ratio.ratio, "low": d.std_ratio.ci_low, "high": d.std_ratio.ci_high,
+            "offset_share": d.components.offset if d.components is not None else math.nan,
+            "helps": d.assessment.helps, "persistence_within": d.persistence.corr_within,
+            "persistence_across": d.persistence.corr_across}
+
+
 def _ci(row) -> dict:
     return {"accuracy": float(row["accuracy"]), "low": float(row["ci_low"]), "high": float(row["ci_high"])}
 
@@ -217,7 +233,9 @@ def analyse_cell(cell: Cell, *, n_boot: int) -> dict:
     pairs = [tuple(p) for p in scores.compare]
     resampling = Resampling(n_boot=n_boot)
     comparison = compare_store(scores, pairs=pairs, resampling=resampling)
-    diagnosis = diagnose_store(store, scores=scores, resampling=resampling)
+    # the A/A pipeline has no units of its own to read: diagnose the store's pipelines, and give base' its std ratio
+    diagnosis = diagnose_store(store, scores=scores, pipelines=[n for n in scores.pipelines if n != AA],
+                               resampling=resampling)
     march, april = _periods(scores)
     whole = {n: {"ql": scores.scores_of(n)["ql_scored"], "cql": scores.scores_of(n)["cql"],
                  "truth": scores.scores_of(n)["ql"]} for n in scores.pipelines}
@@ -232,8 +250,13 @@ def analyse_cell(cell: Cell, *, n_boot: int) -> dict:
             {n: {**v[n], "truth": _truth_from(true_days, n, np.asarray(
                 sorted(scores.runs.loc[scores.runs["pipeline"] == n, "seed"]), dtype=np.int64), periods)}
              for n in v} for v, periods in ((whole, every), (forward, april), (backward, march)))
-    held = {truth: {kind: _held(v, pairs, n_boot=n_boot, seed=i) for i, (kind, v) in
-                    enumerate(zip(("seeds", "seeds and time", "seeds and time (April -> March)"), values))}
+    skills = {n: skill(scores, n) for n in scores.pipelines}
+    counted = [p for p in pairs if AA not in p and all(skills[n]["skill"] for n in p)]   # the mean's pairs
+    others = [p for p in pairs if p not in counted]
+    kinds = ("seeds", "seeds and time", "seeds and time (April -> March)")
+    held = {truth: {kind: pd.concat([_held(v, group, n_boot=n_boot, seed=i).assign(counted=group is counted)
+                                     for group in (counted, others) if group], ignore_index=True)
+                    for i, (kind, v) in enumerate(zip(kinds, values))}
             for truth, values in truths.items()}
     april_days = scores.days[scores.days["period"].isin(april)]
     rows = []
@@ -246,27 +269,24 @@ def analyse_cell(cell: Cell, *, n_boot: int) -> dict:
                                 "seeds_reason": v.seeds_needed.reason}
                             for m, v in pv.verdicts.items() if m in ("ql", "cql", "ic")},
                "april_truth_determined": truth_april.ground_truth_determined,
-               "std_ratio": {n: {"ratio": diagnosis.of(n).std_ratio.ratio, "low": diagnosis.of(n).std_ratio.ci_low,
-                                 "high": diagnosis.of(n).std_ratio.ci_high,
-                                 "offset_share": (diagnosis.of(n).components.offset
-                                                  if diagnosis.of(n).components is not None else math.nan),
-                                 "helps": diagnosis.of(n).assessment.helps} for n in (a, b)},
+               "std_ratio": {n: _std_ratio(scores, diagnosis, n, resampling) for n in (a, b)},
                "held_out": {}}
         label = f"{a} vs {b}"
-        for truth, kinds in held.items():
-            for kind, table in kinds.items():
+        for truth, by_kind in held.items():
+            for kind, table in by_kind.items():
                 t = table[table["pair"] == label].set_index("metric")
                 row["held_out"][f"{truth} | {kind}"] = {m: _ci(t.loc[m]) for m in ("ql", "cql", "cql - ql")}
         rows.append(row)
     summaries = {}
-    for truth, kinds in held.items():
-        for kind, table in kinds.items():
-            mean = table[table["pair"] == "mean over pairs"].set_index("metric")
-            summaries[f"{truth} | {kind}"] = {m: _ci(mean.loc[m]) for m in ("ql", "cql", "cql - ql")}
+    for truth, by_kind in held.items():
+        for kind, table in by_kind.items():
+            mean = table[(table["pair"] == "mean over pairs") & table["counted"]].set_index("metric")
+            if len(mean):
+                summaries[f"{truth} | {kind}"] = {m: _ci(mean.loc[m]) for m in ("ql", "cql", "cql - ql")}
     return {
         "cell": cell.name, "model": cell.model, "data": cell.data, "store": cell.store, "config": cell.config,
         "label": scores.label.describe(), "periods": {"march": march, "april": april},
-        "skill": {n: skill(scores, n) for n in scores.pipelines},
+        "skill": skills, "counted_pairs": [list(p) for p in counted],
         "pairs": rows, "summaries": summaries,
         "warnings": sorted({w.kind for w in comparison.warnings}),
         "analysis_cpu_seconds": round(time.process_time() - t0, 1),
@@ -346,16 +366,18 @@ def summary_table(results: list[dict]) -> str:
         skilled = {n for n, s in r["skill"].items() if s["skill"]}
         real = [p for p in r["pairs"] if AA not in p["pair"]]
         aa = [p for p in r["pairs"] if AA in p["pair"]]
-        for truth in sorted({k.split(" | ")[0] for k in r["summaries"]}):
+        for truth in sorted({k.split(" | ")[0] for p in r["pairs"] for k in p["held_out"]}):
             for kind in ("seeds", "seeds and time", "seeds and time (April -> March)"):
                 key = f"{truth} | {kind}"
-                band = [p for p in real if BAND[0] <= p["held_out"][key]["ql"]["accuracy"] <= BAND[1]]
+                band = [p for p in real if set(p["pair"]) <= skilled
+                        and BAND[0] <= p["held_out"][key]["ql"]["accuracy"] <= BAND[1]]
                 gains = [p["held_out"][key]["cql - ql"]["accuracy"] for p in band]
                 body.append([
                     r["cell"], truth, kind, f"{sum(set(p['pair']) <= skilled for p in real)} of {len(real)}",
-                    f"{sum(p['verdicts']['ql']['winner'] is not None for p in real)} / "
-                    f"{sum(p['verdicts']['cql']['winner'] is not None for p in real)}",
-                    _diff(r["summaries"][key]["cql - ql"]) + " (mean over all pairs, A/A included)",
+                    f"{sum(p['verdicts']['ql']['winner'] is not None for p in real if set(p['pair']) <= skilled)} / "
+                    f"{sum(p['verdicts']['cql']['winner'] is not None for p in real if set(p['pair']) <= skilled)}",
+                    (_diff(r["summaries"][key]["cql - ql"]) + f" (mean over {len(r['counted_pairs'])} pairs)")
+                    if key in r["summaries"] else "no pair with skill",
                     f"{len(band)}: " + (", ".join(f"{g:+.2f}" for g in gains) if gains else "-"),
                     "; ".join(f"{_diff(p['held_out'][key]['cql - ql'])}, QL {p['verdicts']['ql']['outcome']}, "
                               f"CQL {p['verdicts']['cql']['outcome']}" for p in aa) or "-"])
