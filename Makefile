@@ -24,4 +24,4 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 clean:
-	rm -rf $(VENV) demo_out .pytest_cache .hypothesis
+	rm -rf $(VENV) demo_out site .pytest_cache .hypothesis

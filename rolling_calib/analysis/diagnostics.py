@@ -62,6 +62,7 @@ from rolling_calib.core.guards import Moments, VarianceComponents, seed_variance
 from rolling_calib.core.metaeval import split_seed_accuracy
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import Label
+from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import validate_params
 from rolling_calib.core.schedule import Window
@@ -212,6 +213,8 @@ class StoreDiagnosis:
     pairs : list of (str, str)
         Pairs for the paired per-seed differences (the store's ``compare:`` pairs, else all).
     skipped, incomplete, notes : list of str
+    question, resampling : Question, Resampling
+        What the std ratio's interval and the ground-truth verdicts answer; the bootstrap's settings.
     """
 
     store: Path
@@ -224,6 +227,8 @@ class StoreDiagnosis:
     incomplete: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[GuardWarning] = field(default_factory=list)
+    question: Question = DEFAULT_QUESTION
+    resampling: Resampling = DEFAULT
 
     def of(self, pipeline: str) -> PipelineDiagnosis:
         """The diagnosis of one pipeline (``ValueError`` naming the diagnosed ones)."""
@@ -256,6 +261,8 @@ class StoreDiagnosis:
             "store": str(self.store),
             "period": self.calibration.period,
             "bias": self.calibration.bias,
+            "question": self.question.to_dict(),
+            "bootstrap": self.resampling.to_dict(),
             "pipelines": [p.to_dict() for p in self.pipelines],
             "paired_differences": [self._pair_summary(a, b) for a, b in self.pairs],
             "skipped": list(self.skipped),
@@ -287,8 +294,7 @@ class StoreDiagnosis:
             persist = (f"{corr:.2f}" if math.isfinite(corr) else "-") if len(d.seeds) >= MIN_PERSISTENCE_SEEDS \
                 else f"needs {MIN_PERSISTENCE_SEEDS} seeds"
             rows.append([d.pipeline, helps, std, best, persist])
-        confidence = next((d.std_ratio.confidence for d in self.pipelines if d.std_ratio is not None), 0.95)
-        return format_table(rows, ["pipeline", "calibration helps?", f"std CQL / QL 2..K [{confidence:.0%}]",
+        return format_table(rows, ["pipeline", "calibration helps?", f"std CQL / QL 2..K [{self.question.confidence:.0%}]",
                                    "best bias correction", "offset persistence"])
 
     def format(self) -> str:
@@ -422,11 +428,12 @@ def _offsets_frame(seeds: Sequence[int], labels: list, common: pd.Index, b: np.n
 
 @dataclass(frozen=True)
 class _StoreChecks:
-    """What every pipeline's assessment shares: the ordering check, scale findings, bootstrap settings."""
+    """What every pipeline's assessment shares: the ordering check, scale findings, the question, bootstrap settings."""
 
     keeps_order: bool | None
     order_detail: str
     scale: dict[str, str]
+    question: Question
     resampling: Resampling
 
 
@@ -463,7 +470,7 @@ def _diagnose_pipeline(store: Path, name: str, scores: StoreScores, manifest: di
     persistence = dg.offset_persistence(offsets, refit)
     scored_labels = [lab for lab, s in zip(labels, scored) if s]
     ratio = dg.std_ratio_interval(runs["ql_scored"].to_numpy(dtype=float), runs["cql"].to_numpy(dtype=float),
-                                  resampling=checks.resampling)
+                                  question=checks.question, resampling=checks.resampling)
     components = _components(scores, name, seeds, scored_labels)
     assessment = dg.assess_calibration(
         removable=removable, removed=removed, ratio=ratio, keeps_order=checks.keeps_order,
@@ -496,7 +503,7 @@ MIN_SPLIT_SEEDS = 4
 
 
 def _order_check(store: Path, scores: StoreScores, names: Sequence[str], pairs: Sequence[tuple[str, str]],
-                 *, resampling: Resampling, notes: list[str]) -> tuple[bool | None, str]:
+                 *, question: Question, resampling: Resampling, notes: list[str]) -> tuple[bool | None, str]:
     """Does CQL rank the runs of the pairs like the ground truth on held-out seeds at least as often as QL 2..K?
 
     Checked on the label the models learned (the store is scored against it when it was scored
@@ -519,10 +526,10 @@ def _order_check(store: Path, scores: StoreScores, names: Sequence[str], pairs: 
             where = "the learned label"
         except MissingLabelError:
             notes.append("the store holds no learned label: the held-out ordering check uses the raw label")
-    determined = _determined_pairs(learned, pairs, resampling=resampling)
+    determined = _determined_pairs(learned, pairs, question=question)
     if not determined:
         return None, (f"the ground truth (QL on {where}) does not separate the compared pair(s) at "
-                      f"{resampling.confidence:.0%}: there is no "
+                      f"{question.confidence:.0%}: there is no "
                       f"ordering to keep")
     values = {n: learned.scores_of(n) for n in names}
     table = split_seed_accuracy(values, determined, metrics=["ql_scored", "cql"], ground_truth="ql",
@@ -536,19 +543,19 @@ def _order_check(store: Path, scores: StoreScores, names: Sequence[str], pairs: 
 
 
 def _determined_pairs(scores: StoreScores, pairs: Sequence[tuple[str, str]], *,
-                      resampling: Resampling) -> list[tuple[str, str]]:
-    """The pairs whose QL verdict (seeds and blocks of time, as ``compare`` decides it) is determined on these scores."""
+                      question: Question) -> list[tuple[str, str]]:
+    """The pairs whose QL verdict (the ``question`` answered as ``compare`` answers it) is determined on these scores."""
     from rolling_calib.analysis.verdicts import decide_pair
 
     out = []
     for a, b in pairs:
-        verdicts = decide_pair(scores.days, a, b, label=scores.label, resampling=resampling, metrics=("ql",))
+        verdicts = decide_pair(scores.days, a, b, label=scores.label, question=question, metrics=("ql",))
         if verdicts.ground_truth_determined:
             out.append((a, b))
     return out
 
 
-@validate_params({"resampling": RESAMPLING})
+@validate_params({"question": QUESTION, "resampling": RESAMPLING})
 def diagnose_store(
     store: str | Path,
     *,
@@ -558,6 +565,7 @@ def diagnose_store(
     pairs: Sequence[tuple[str, str]] | None = None,
     scores: StoreScores | None = None,
     progress: bool = False,
+    question: Question = DEFAULT_QUESTION,
     resampling: Resampling = DEFAULT,
 ) -> StoreDiagnosis:
     """Seed-variance diagnostics of every pipeline of a store with at least two complete runs.
@@ -580,10 +588,11 @@ def diagnose_store(
         Scores already computed by :func:`~rolling_calib.analysis.scoring.score_store` for this store.
     progress : bool
         Progress bar while scoring.
+    question : Question
+        The confidence of the std ratio's interval, and what the verdicts that decide which pairs the
+        ground truth separates answer (the same as ``compare``'s, so both decide a pair alike).
     resampling : Resampling
-        Bootstrap settings of the std ratio's interval and of the verdicts that decide which pairs the
-        ground truth separates (the same as ``compare``'s, so both decide a pair alike), and the seed of
-        the held-out ordering check.
+        Replicates and seed of the std ratio's bootstrap; its seed is also the held-out ordering check's.
 
     Returns
     -------
@@ -610,18 +619,19 @@ def diagnose_store(
     if not diagnosed:
         raise ValueError(f"{store}: no pipeline has 2 complete runs to diagnose ({'; '.join(skipped) or 'none scored'})")
     pairs = _diagnosed_pairs(scores, diagnosed, pairs)
-    keeps, detail = _order_check(store, scores, diagnosed, pairs or scores.compare, resampling=resampling,
-                                 notes=notes)
+    keeps, detail = _order_check(store, scores, diagnosed, pairs or scores.compare, question=question,
+                                 resampling=resampling, notes=notes)
     scale = {n: text.split(": ", 1)[0] + " (the scale_mismatch warning has the measurements)"
              for n, (_, text) in scale_findings(scores.days, diagnosed, scores.label, scores.learned_labels).items()}
     checks = _StoreChecks(keeps, detail if keeps is not None else f"the ordering was not checked: {detail}", scale,
-                          resampling)
+                          question, resampling)
     if keeps is None:
         notes.append(f"calibration's ordering on held-out seeds was not checked: {detail}")
     done = [_diagnose_pipeline(store, name, scores, manifest, notes, checks) for name in diagnosed]
     warnings = guard_warnings(days=scores.days, runs=scores.runs, pipelines=diagnosed, label=scores.label,
                               learned=scores.learned_labels, seed_spread=scores.seed_spread, models=scores.models,
                               constant=scores.constant, identical=scores.identical,
+                              identical_values=scores.identical_values,
                               stopped=stopping_points(scores.store, diagnosed))
     return StoreDiagnosis(
         store=store,
@@ -634,6 +644,8 @@ def diagnose_store(
         incomplete=list(scores.incomplete),
         notes=notes,
         warnings=warnings,
+        question=question,
+        resampling=resampling,
     )
 
 

@@ -11,12 +11,13 @@ and the days (what the market did to both pipelines' difference). The generative
 (``g``: the pipelines' common per-day difference, serially dependent and possibly drifting;
 ``c``: seed parts; ``e``: seed x day noise). Two questions have two answers:
 
-``target="period"`` -- over seeds, on the evaluated days (the days are the population: a fixed
-backtest, a competition). Given the days, the runs are independent, so::
+``target="period"`` (the default question's) -- over seeds, on the evaluated days (the days are the population: a
+fixed backtest, a competition). Given the days, the runs are independent, so::
 
     V_period = s_R^2 / k            (paired: R_s = M^A_s - M^B_s; unpaired: s_A^2/k_A + s_B^2/k_B)
 
-with ``k - 1`` (or Welch's) degrees of freedom: the paired t test on run means, exact for
+(infinite when a pipeline has one run: its seed variance cannot be measured) with ``k - 1`` (or
+Welch's) degrees of freedom: the paired t test on run means, exact for
 Gaussian runs. With few seeds ``k - 1`` degrees of freedom cost much power, although a run's
 mean is mostly its day-to-day noise, which the days measure with ``(k - 1) T`` degrees of
 freedom: ``V_noise = sum_s Q(u_s) / (k (k-1) T)``. When the runs vary no more than that noise
@@ -24,8 +25,9 @@ explains (``F = V_period / V_noise`` below its median: "sometimes pool", a liber
 test; its level was measured, :data:`POOL_LEVEL`), the two estimates are pooled by their degrees of
 freedom.
 
-``target="future"`` (default) -- over seeds *and* the market-time process: what to expect on new
-periods. ``V_future = V_period + V_time`` where ``V_time = LRV_g / T`` is the long-run variance of
+``target="future"`` -- over seeds *and* the market-time process: what to expect on new
+periods, if the market's drift is shorter than the horizon the estimators below see.
+``V_future = V_period + V_time`` where ``V_time = LRV_g / T`` is the long-run variance of
 the *common* part ``g`` only. The seed-averaged differential ``xbar_t = mean_s x_{s,t}`` still
 carries the seeds' day-to-day noise (variance ``sigma_e^2 / k`` a day), already counted in
 ``V_period``; it is removed with the seeds' deviations ``u_{s,t} = x_{s,t} - xbar_t``: for any
@@ -247,9 +249,11 @@ class CrossedVariance:
     pooled: bool = False
 
     def half_width(self, confidence: float) -> float:
-        """``t_nu(1 - alpha/2) sqrt(var)`` (0 when ``var`` is 0)."""
+        """``t_nu(1 - alpha/2) sqrt(var)`` (0 when ``var`` is 0; inf when it cannot be measured)."""
         if not self.var > 0:
             return 0.0
+        if math.isinf(self.var):
+            return math.inf
         return float(stats.t.ppf(0.5 + confidence / 2, self.df)) * math.sqrt(self.var)
 
 
@@ -325,7 +329,7 @@ def _noise(groups: list[np.ndarray], q: Any) -> tuple[np.ndarray | float, float]
     return total, (min(dfs) if dfs else math.inf)
 
 
-def crossed_variance(x: Any = None, *, target: Literal["future", "period"] = "future",
+def crossed_variance(x: Any = None, *, target: Literal["future", "period"],
                      a: tuple[np.ndarray, np.ndarray] | None = None, b: tuple[np.ndarray, np.ndarray] | None = None,
                      block_days: int = BLOCK_DAYS) -> CrossedVariance:
     """The variance of a pair's difference of means over seeds (and market time), each part once.
@@ -341,6 +345,8 @@ def crossed_variance(x: Any = None, *, target: Literal["future", "period"] = "fu
     x : array (k, T), optional
         Paired per-seed differential per time unit.
     target : {"future", "period"}
+        The question's target (:attr:`rolling_calib.core.question.Question.target`; no default here:
+        the caller's question says it).
     a, b : (total, weight), optional
         Unpaired pipelines, each ``(k_p, T)`` arrays.
     block_days : int
@@ -368,6 +374,9 @@ def crossed_variance(x: Any = None, *, target: Literal["future", "period"] = "fu
         common = za.mean(axis=0) - zb.mean(axis=0)
     var_seeds, df_seeds, per_seed, pooled = _seed_part(sides)
     T = common.size
+    if target == "period" and min(z.shape[0] for z in z_groups) < 2:   # one run: no seed variance to measure
+        return CrossedVariance(target, math.inf, math.inf, math.inf, math.inf, 0.0, math.inf, math.nan,
+                               math.nan, math.nan, 0, int(block_days), 0, False, math.nan, math.nan, math.nan, False)
     if target == "period" or T < 3:
         return CrossedVariance(target, var_seeds, df_seeds, var_seeds, df_seeds, 0.0, math.inf, per_seed,
                                math.nan, math.nan, 0, int(block_days), 0, False, math.nan, math.nan, math.nan,
