@@ -12,7 +12,9 @@ Each has a base pipeline and the source's families at small differences, 20 seed
 seeds renumbered 0..19). Per pipeline: IC with its interval over seeds and market time (the skill gate: a row
 counts only when both pipelines' intervals lie above 0). Per pair:
 
-* the QL and CQL verdicts over every evaluated week (95%, seeds and market time; the seeds each needs);
+* the QL and CQL verdicts over every evaluated week at 95%, under both questions (``Question``): over seeds on
+  these weeks (``target="period"``, the default) and over seeds and the market's future (``target="future"``),
+  with the seeds each needs;
 * CQL's seed std against QL's (per pipeline, bootstrap interval over seeds);
 * held-out accuracy of QL and CQL: their runs on half of the seeds against the ground truth's direction on the
   other half, (a) on the same weeks (held out in seeds), (b) with the metrics on March's weeks and the truth on
@@ -49,6 +51,11 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from rolling_calib.core.question import Question  # noqa: E402
+
+PERIOD = Question(target="period")   # verdicts over seeds on the evaluated weeks (the default question)
+FUTURE = Question(target="future")   # over seeds and the market's future
 
 OUT = REPO / "bench_out" / "real_minute"
 AA = "base'"          # the A/A control: seeds 20..39 of the base, renumbered 0..19
@@ -232,7 +239,9 @@ def analyse_cell(cell: Cell, *, n_boot: int) -> dict:
     scores = aa if aa is not None else raw
     pairs = [tuple(p) for p in scores.compare]
     resampling = Resampling(n_boot=n_boot)
-    comparison = compare_store(scores, pairs=pairs, resampling=resampling)
+    # the verdicts under both targets: the evaluated weeks (the default) and the market's future as well
+    comparison = compare_store(scores, pairs=pairs, question=PERIOD, resampling=resampling)
+    future = compare_store(scores, pairs=pairs, question=FUTURE, resampling=resampling)
     # the A/A pipeline has no units of its own to read: diagnose the store's pipelines, and give base' its std ratio
     diagnosis = diagnose_store(store, scores=scores, pipelines=[n for n in scores.pipelines if n != AA],
                                resampling=resampling)
@@ -260,14 +269,17 @@ def analyse_cell(cell: Cell, *, n_boot: int) -> dict:
             for truth, values in truths.items()}
     april_days = scores.days[scores.days["period"].isin(april)]
     rows = []
-    for pair, pv in zip(comparison.pairs, comparison.verdicts):
+    def verdicts(pv) -> dict:
+        return {m: {"winner": v.winner, "outcome": v.outcome, "difference": v.difference, "ci_low": v.ci_low,
+                    "ci_high": v.ci_high, "seeds_needed": v.seeds_needed.n, "seeds_reason": v.seeds_needed.reason}
+                for m, v in pv.verdicts.items() if m in ("ql", "cql", "ic")}
+
+    assert [{p.better, p.worse} for p in comparison.pairs] == [{p.better, p.worse} for p in future.pairs]
+    for pair, pv, pf in zip(comparison.pairs, comparison.verdicts, future.verdicts):
         a, b = next(p for p in pairs if set(p) == {pair.better, pair.worse})
-        truth_april = decide_pair(april_days, a, b, label=scores.label, resampling=resampling, metrics=("ql",))
+        truth_april = decide_pair(april_days, a, b, label=scores.label, question=PERIOD, metrics=("ql",))
         row = {"pair": [a, b], "better_by_ql": pair.better,
-               "verdicts": {m: {"winner": v.winner, "outcome": v.outcome, "difference": v.difference,
-                                "ci_low": v.ci_low, "ci_high": v.ci_high, "seeds_needed": v.seeds_needed.n,
-                                "seeds_reason": v.seeds_needed.reason}
-                            for m, v in pv.verdicts.items() if m in ("ql", "cql", "ic")},
+               "verdicts": verdicts(pv), "verdicts_future": verdicts(pf),
                "april_truth_determined": truth_april.ground_truth_determined,
                "std_ratio": {n: _std_ratio(scores, diagnosis, n, resampling) for n in (a, b)},
                "held_out": {}}
@@ -346,12 +358,14 @@ def pair_table(results: list[dict], truth: str = "ql") -> str:
             ratio = "; ".join(f"{n} {_f(s['ratio'])} [{_f(s['low'])}, {_f(s['high'])}]"
                               for n, s in p["std_ratio"].items())
             body.append([r["cell"], f"{a} vs {b}", "yes" if {a, b} <= skilled else "no",
-                         _verdict(p["verdicts"]["ql"]), _verdict(p["verdicts"]["cql"]), ratio,
+                         _verdict(p["verdicts"]["ql"]), _verdict(p["verdicts"]["cql"]),
+                         f'{_verdict(p["verdicts_future"]["ql"])}; {_verdict(p["verdicts_future"]["cql"])}', ratio,
                          f"{_acc(hs['ql'])} -> {_acc(hs['cql'])}", _diff(hs["cql - ql"]),
                          f"{_acc(ht['ql'])} -> {_acc(ht['cql'])}", _diff(ht["cql - ql"]),
                          "yes" if p["april_truth_determined"] else "no"])
-    return format_table(body, ["store", "pair", "both skilled", "QL verdict (seeds to decide)",
-                               "CQL verdict (seeds to decide)", "CQL/QL seed std [95% CI]",
+    return format_table(body, ["store", "pair", "both skilled", "QL verdict, these weeks (seeds to decide)",
+                               "CQL verdict, these weeks (seeds to decide)",
+                               "QL; CQL verdicts, the market's future (seeds to decide)", "CQL/QL seed std [95% CI]",
                                "held-out in seeds: Acc QL -> CQL", "CQL - QL",
                                "held out in seeds and time (Mar -> Apr): Acc QL -> CQL", "CQL - QL",
                                "April's QL separates the pair"], style="markdown")
@@ -374,14 +388,18 @@ def summary_table(results: list[dict]) -> str:
                 gains = [p["held_out"][key]["cql - ql"]["accuracy"] for p in band]
                 body.append([
                     r["cell"], truth, kind, f"{sum(set(p['pair']) <= skilled for p in real)} of {len(real)}",
-                    f"{sum(p['verdicts']['ql']['winner'] is not None for p in real if set(p['pair']) <= skilled)} / "
-                    f"{sum(p['verdicts']['cql']['winner'] is not None for p in real if set(p['pair']) <= skilled)}",
+                    "; ".join(f"{target}: "
+                              f"{sum(p[k]['ql']['winner'] is not None for p in real if set(p['pair']) <= skilled)} / "
+                              f"{sum(p[k]['cql']['winner'] is not None for p in real if set(p['pair']) <= skilled)}"
+                              for target, k in (("weeks", "verdicts"), ("future", "verdicts_future"))),
                     (_diff(r["summaries"][key]["cql - ql"]) + f" (mean over {len(r['counted_pairs'])} pairs)")
                     if key in r["summaries"] else "no pair with skill",
                     f"{len(band)}: " + (", ".join(f"{g:+.2f}" for g in gains) if gains else "-"),
                     "; ".join(f"{_diff(p['held_out'][key]['cql - ql'])}, QL {p['verdicts']['ql']['outcome']}, "
-                              f"CQL {p['verdicts']['cql']['outcome']}" for p in aa) or "-"])
-    return format_table(body, ["store", "truth", "held out in", "pairs with skill", "pairs decided (QL / CQL)",
+                              f"CQL {p['verdicts']['cql']['outcome']} (weeks), QL "
+                              f"{p['verdicts_future']['ql']['outcome']}, CQL {p['verdicts_future']['cql']['outcome']}"
+                              f" (future)" for p in aa) or "-"])
+    return format_table(body, ["store", "truth", "held out in", "pairs with skill", "pairs decided at 95% (QL / CQL)",
                                "held-out CQL - QL [95% CI]", f"pairs with QL's held-out Acc in {BAND}: CQL - QL",
                                "A/A: CQL - QL, verdicts"], style="markdown")
 
