@@ -179,8 +179,8 @@ def skill(scores, name: str) -> dict:
 
     panel = loss_panel(scores.days, name, "ic")
     x = panel.total / panel.weight
-    cv = crossed_variance(x)
-    mean, half = float(np.nanmean(x.mean(axis=1))), float(cv.half_width(0.95))
+    cv = crossed_variance(x, target=FUTURE.target)   # the skill gate: over seeds and the market's future
+    mean, half = float(np.nanmean(x.mean(axis=1))), float(cv.half_width(FUTURE.confidence))
     runs = scores.runs[scores.runs["pipeline"] == name]
     m = pooled_moments(scores.days, name)
     check = skill_check(ql=runs["ql"].to_numpy(), baseline_ql=m.var_y, ic=runs["ic"].to_numpy())
@@ -442,6 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "evidence.json"
     saved = json.loads(path.read_text()) if path.is_file() else {}
+    for name in [n for n, r in saved.items() if not all("verdicts_future" in p for p in r["pairs"])]:
+        print(f"{name}: the saved analysis predates the verdicts under both questions; dropped", flush=True)
+        del saved[name]
     for cell in cells:
         if not (REPO / cell.store / "manifest.json").is_file():
             print(f"{cell.name}: no store at {cell.store}; skipped", flush=True)
