@@ -170,9 +170,14 @@ def _plan(config: ExperimentConfig, options: RunOptions) -> RunPlan:
     until = options.until_decided
     if until is not None and options.seeds is not None:
         raise ValueError("--seeds: --until-decided trains seeds 0..N-1 of --max-seeds N; drop --seeds")
-    return plan_run(config, store=options.store, pipelines=options.pipelines,
+    plan = plan_run(config, store=options.store, pipelines=options.pipelines,
                     seeds=until.rule.max_seeds if until is not None else options.seeds,
                     n_threads=options.executor.threads, workers=options.executor.workers or 1)
+    if until is not None and len(plan.pipelines) < 2:
+        raise ValueError(f"--until-decided: stops once the pairs are decided, and {len(plan.pipelines)} pipeline(s) "
+                         f"({', '.join(p.name for p in plan.pipelines)}) make no pair; name two or more "
+                         f"(--pipelines), or drop --until-decided to train the seeds")
+    return plan
 
 
 def plan_experiment(config: ExperimentConfig, options: RunOptions) -> PlanSummary:

@@ -109,3 +109,13 @@ def test_dry_run_until_decided_plans_the_worst_case_and_says_what_the_first_look
     assert _files(store) == []
     assert main([*common, "--seeds", "4"]) == 2
     assert "--seeds: --until-decided trains seeds 0..N-1 of --max-seeds N; drop --seeds" in capsys.readouterr().err
+
+
+def test_until_decided_with_one_pipeline_is_refused_before_anything_runs(tmp_path, tiny_data, capsys):
+    """Issue 39: with one pipeline it trained 3 seeds and claimed "6 units of the full grid" for no pair at all."""
+    config, store = _config(tmp_path, tiny_data), tmp_path / "store"
+    for dry in (["--dry-run"], []):
+        assert main(["run", str(config), "--store", str(store), "--no-tracking", "--workers", "1",
+                     "--until-decided", "--pipelines", "wd0", *dry]) == 2
+        assert "make no pair; name two or more (--pipelines)" in capsys.readouterr().err
+    assert _files(store) == []
