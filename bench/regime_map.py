@@ -92,7 +92,8 @@ CELLS: list[Cell] = [
     # (oracle IC about 0.11), the source's families (weight decay, hidden size, layers, epochs) against one base,
     # 6-month fine-tunes, 10 seeds
     Cell("persistent_lstm", "workflows/evidence/persistent_lstm.yaml", frequency="minute (synthetic, persistent signal)",
-         epochs="3 (+1 per fine-tune)", data="persistent", notes=("6-month fine-tunes", "oracle IC 0.11")),
+         epochs="3 (+1 per fine-tune)", data="persistent",
+         notes=("6-month fine-tunes", "momentum-state oracle IC 0.11, not a ceiling")),
 ]
 
 

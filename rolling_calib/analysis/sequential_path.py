@@ -20,7 +20,7 @@ Example
 ...                       units=UnitCount(used=12, full_grid=40, trained_by_this_run=12),
 ...                       cpu_used=120.0, cpu_full_grid_estimate=400.0)
 >>> print(path.format().splitlines()[2])
-  a vs b: better at look 1 (3 seeds per pipeline, spent level 0.9900): interval excludes 0
+  a vs b: a better (a - b = -1, lower is better; [-1.5, -0.5] at the spent level 0.9900) at look 1 (3 seeds per pipeline): interval excludes 0
 >>> path.metrics()["sequential_units_fraction"]
 0.3
 >>> SequentialPath.from_dict(path.to_dict()) == path
@@ -41,8 +41,40 @@ from rolling_calib.core.question import Question
 from rolling_calib.core.sequential import Look
 from rolling_calib.core.stopping import StoppingRule
 
-__all__ = ["SEQUENTIAL_FILE", "BatchRecord", "NumberedLook", "SequentialPath", "UnitCount", "read_path",
-           "write_path"]
+__all__ = ["SEQUENTIAL_FILE", "SPENT_LEVEL", "BatchRecord", "NumberedLook", "SequentialPath", "UnitCount", "read_path",
+           "stop_phrase", "write_path"]
+
+#: What "spent level" means, said once wherever a look's level is shown.
+SPENT_LEVEL = ("spent level: the confidence of a look's interval; the looks share the error rate 1 - confidence "
+               "(alpha spending), so a pair decided at any look keeps that error rate over all of them")
+
+
+def stop_phrase(look: Look, *, orientation: str) -> str:
+    """What a look concluded, naming the winner, with the difference (first minus second) and its interval.
+
+    Parameters
+    ----------
+    look : Look
+        A look at the pair ``(a, b)``; ``outcome`` is ``"better"`` when ``a`` is better, ``"worse"``
+        when ``b`` is, else ``"equivalent"``, ``"undetermined"`` or ``"open"``.
+    orientation : {"lower", "higher"}
+        The metric's direction (named in the phrase).
+
+    Examples
+    --------
+    >>> look = Look(("a", "b"), 5, 1.0, 2.6, 0.9908, -0.47, -0.63, -0.31, "better", "interval excludes 0")
+    >>> stop_phrase(look, orientation="lower")
+    'a better (a - b = -0.47, lower is better; [-0.63, -0.31] at the spent level 0.9908)'
+    >>> stop_phrase(Look(("a", "b"), 5, 1.0, 2.6, 0.9908, 0.01, -0.2, 0.22, "undetermined", "futility"),
+    ...             orientation="higher")
+    'undetermined (a - b = 0.01, higher is better; [-0.2, 0.22] at the spent level 0.9908)'
+    """
+    a, b = look.pair
+    head = {"better": f"{a} better", "worse": f"{b} better"}.get(look.outcome, look.outcome)
+    if not math.isfinite(look.difference):
+        return head
+    return (f"{head} ({a} - {b} = {look.difference:.4g}, {orientation} is better; "
+            f"[{look.ci_low:.4g}, {look.ci_high:.4g}] at the spent level {look.level:.4f})")
 
 #: The path's file in a store.
 SEQUENTIAL_FILE = "sequential.json"
@@ -246,8 +278,9 @@ class SequentialPath:
             if r["look"] is None:
                 lines.append(f"  {r['pair']}: {r['outcome']}: {r['why']}")
                 continue
-            lines.append(f"  {r['pair']}: {r['outcome']} at look {r['look']} ({r['seeds']} seeds per pipeline, "
-                         f"spent level {r['level']:.4f}): {r['why']}")
+            nl = self.stopped[r["pair"]]
+            lines.append(f"  {r['pair']}: {stop_phrase(nl.look, orientation=self.orientation)} at look {r['look']} "
+                         f"({r['seeds']} seeds per pipeline): {r['why']}")
         used = ", ".join(f"{n} {k}" for n, k in self.seeds_used.items())
         units = self.units
         lines.append(f"  seeds used: {used} of {self.full_grid} each; units {units.used} of the full grid's "
@@ -256,6 +289,7 @@ class SequentialPath:
             lines.append(f"  compute: {self.cpu_used:.0f} CPU-s of an estimated {self.cpu_full_grid_estimate:.0f} "
                          f"for the full grid ({self.cpu_full_grid_estimate - self.cpu_used:.0f} CPU-s saved)")
         lines.append(f"  question: {self.question.describe()}; rule: {self.rule.describe()}")
+        lines.append(f"  {SPENT_LEVEL}")
         return "\n".join(lines)
 
     def tags(self) -> dict[str, str]:

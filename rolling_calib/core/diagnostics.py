@@ -566,8 +566,9 @@ def assess_calibration(*, removable: float, removed: float, ratio: StdRatio, kee
     ratio : StdRatio
         ``std(CQL) / std(QL2..K)`` with its interval (:func:`std_ratio_interval`).
     keeps_order : bool or None
-        Whether CQL orders the pipelines like the ground truth on held-out seeds at least as
-        often as QL does (on the label the models learned); None: not checked.
+        Whether CQL's held-out pairwise accuracy (its runs on half of the seeds against the ground
+        truth's direction on the other half, on the label the models learned) is at least QL's;
+        None: not checked.
     order_detail : str
         The measurement behind ``keeps_order``, in words.
     scale_mismatch : str

@@ -45,6 +45,8 @@ class PlanSummary:
     purge: dict[str, Any] = field(default_factory=dict)   # bars dropped before each next segment, and why
     # per pipeline: units left, measured rows/s (None: not measured), from what, estimated seconds left
     estimate: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # run --until-decided: the grid above is the worst case; what the first look trains and how it goes on
+    until_decided: str = ""
 
     @property
     def left(self) -> int:
@@ -173,6 +175,8 @@ def format_plan(summary: PlanSummary, *, notes: bool = True) -> str:
     lines = [f"plan: {len(summary.pipelines)} pipeline(s) ({', '.join(summary.pipelines)}) x {len(summary.seeds)} "
              f"seed(s) x {len(summary.windows)} window(s) = {summary.units} unit(s), {summary.done} already in "
              f"{summary.store}, {summary.left} to train ({summary.mode} mode); {summary.instruments} instrument(s)"]
+    if summary.until_decided:
+        lines.append(f"  until-decided: {summary.until_decided}")
     lines += [f"  note: {note}" for note in summary.notes] if notes else []
     if summary.purge:
         lines.append(f"  purge: {summary.purge.get('bars', 0)} bar(s) dropped at the end of each train and valid "

@@ -19,9 +19,8 @@ Usage (trains; ``tests/cli`` and ``tests/execution`` run it on tiny stores)::
 from __future__ import annotations
 
 import sys
-
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -150,17 +149,40 @@ def _untracked(store: Path, exc: Exception) -> TrackingOutcome:
 
 
 def describe_plan(plan: RunPlan, options: RunOptions) -> PlanSummary:
-    """What ``plan`` will do on its store (:func:`~rolling_calib.execution.plan_summary.plan_summary`)."""
+    """What ``plan`` will do on its store (:func:`~rolling_calib.execution.plan_summary.plan_summary`); under
+    ``--until-decided`` the grid is the worst case and the summary says what the first look trains."""
     from rolling_calib.qlib_adapter.session import store_calendar
 
-    return plan_summary(plan, store_calendar(plan.qlib_init), workers=options.executor.workers or 1)
+    summary = plan_summary(plan, store_calendar(plan.qlib_init), workers=options.executor.workers or 1)
+    if options.until_decided is not None:
+        rule = options.until_decided.rule
+        first = min(rule.first, rule.max_seeds)
+        units = len(plan.pipelines) * first * len(plan.windows)
+        summary = replace(summary, until_decided=(
+            f"the grid above ({rule.max_seeds} seeds) is the worst case; the first look needs seeds 0..{first - 1} "
+            f"of every pipeline ({units} unit(s)), then {rule.batch} more per look only for pipelines in an "
+            f"undecided pair, decided by {options.until_decided.decide_by.upper()}"))
+    return summary
+
+
+def _plan(config: ExperimentConfig, options: RunOptions) -> RunPlan:
+    """The run's grid: under ``--until-decided`` the seeds 0..max-1 of its rule (``--seeds`` refused)."""
+    until = options.until_decided
+    if until is not None and options.seeds is not None:
+        raise ValueError("--seeds: --until-decided trains seeds 0..N-1 of --max-seeds N; drop --seeds")
+    plan = plan_run(config, store=options.store, pipelines=options.pipelines,
+                    seeds=until.rule.max_seeds if until is not None else options.seeds,
+                    n_threads=options.executor.threads, workers=options.executor.workers or 1)
+    if until is not None and len(plan.pipelines) < 2:
+        raise ValueError(f"--until-decided: stops once the pairs are decided, and {len(plan.pipelines)} pipeline(s) "
+                         f"({', '.join(p.name for p in plan.pipelines)}) make no pair; name two or more "
+                         f"(--pipelines), or drop --until-decided to train the seeds")
+    return plan
 
 
 def plan_experiment(config: ExperimentConfig, options: RunOptions) -> PlanSummary:
     """The plan :func:`run_experiment` would run, described; nothing is trained or written (``--dry-run``)."""
-    plan = plan_run(config, store=options.store, pipelines=options.pipelines, seeds=options.seeds,
-                    n_threads=options.executor.threads, workers=options.executor.workers or 1)
-    return describe_plan(plan, options)
+    return describe_plan(_plan(config, options), options)
 
 
 def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentResult:
@@ -184,11 +206,7 @@ def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentR
         Units failed (completed ones stay in the store).
     """
     until = options.until_decided
-    if until is not None and options.seeds is not None:
-        raise ValueError("--seeds: --until-decided trains seeds 0..N-1 of --max-seeds N; drop --seeds")
-    plan = plan_run(config, store=options.store, pipelines=options.pipelines,
-                    seeds=until.rule.max_seeds if until is not None else options.seeds,
-                    n_threads=options.executor.threads, workers=options.executor.workers or 1)
+    plan = _plan(config, options)
     if options.show_plan:
         print(format_plan(describe_plan(plan, options), notes=not options.progress), file=sys.stderr, flush=True)
     executor = make_executor(options.executor)

@@ -49,7 +49,8 @@ import numpy as np
 import pandas as pd
 
 from rolling_calib.analysis.seed_panels import GrowingPanels
-from rolling_calib.analysis.sequential_path import BatchRecord, NumberedLook, SequentialPath, UnitCount, write_path
+from rolling_calib.analysis.sequential_path import (BatchRecord, NumberedLook, SequentialPath, UnitCount, stop_phrase,
+                                                    write_path)
 from rolling_calib.analysis.verdicts import VERDICT_METRICS
 from rolling_calib.config.experiment import ExperimentConfig
 from rolling_calib.core.metric_table import BACKTEST_METRICS, DECIDE_BY, METRIC_TABLE
@@ -211,6 +212,15 @@ class _Driver:
                                          calibration=self.config.rolling.calibration, label=self.config.rolling.label)
         return self._panels
 
+    def _batch_words(self, batch: Batch) -> str:
+        """``"wd0 seed(s) 3..4 (2 of them already in the store)"``: what a batch asks for and what it will train."""
+        pipe = self.plan.pipeline(batch.pipeline)
+        have = sum(all(st.is_complete(self.plan.store, UnitKey(batch.pipeline, seed, w), pipe.config_hash)
+                       for w in range(len(self.plan.windows))) for seed in batch.seeds)
+        there = (" (all already in the store)" if have == len(batch.seeds) else
+                 f" ({have} of them already in the store)" if have else "")
+        return f"{batch.pipeline} seed(s) {batch.seeds[0]}..{batch.seeds[-1]}{there}"
+
     def next_batches(self, batch: Batch | None, trained: int) -> list[Batch]:
         """Record ``batch`` complete, take every look it makes possible, and ask for the next batches."""
         state = self.state
@@ -230,8 +240,9 @@ class _Driver:
             for pair in ready:
                 look = state.look_pair(pair, panels)
                 if self.progress and look.outcome != "open":
-                    print(f"until-decided: {' vs '.join(look.pair)}: {look.outcome} at {look.seeds} seeds "
-                          f"({look.why})", flush=True)
+                    print(f"until-decided: {' vs '.join(look.pair)}: "
+                          f"{stop_phrase(look, orientation=state.orientation)} at {look.seeds} seeds ({look.why})",
+                          flush=True)
         out = []
         for name in state.open_names:
             need = state.n_seeds[name]
@@ -242,6 +253,5 @@ class _Driver:
         if ready:
             write_path(self.plan.store, _path(state, self.plan, self.until, ran=self.ran, schedule=self.schedule))
         if self.progress and out:
-            print(f"until-decided: training {', '.join(f'{b.pipeline} seed(s) {b.seeds[0]}..{b.seeds[-1]}' for b in out)}",
-                  flush=True)
+            print(f"until-decided: next look needs {', '.join(self._batch_words(b) for b in out)}", flush=True)
         return out

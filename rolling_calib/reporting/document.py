@@ -185,26 +185,36 @@ def _scope(scores: StoreScores, out_dir: Path, comparison: StoreComparison) -> s
 
 
 def _sequential(store: Path) -> tuple[Table | None, str]:
-    """The sequential path of a run ``--until-decided`` (a table per pair and a line on compute), if recorded."""
-    from rolling_calib.analysis.sequential_path import read_path
+    """The sequential path of a run ``--until-decided``, look by look (a row per look at each pair: seeds, the
+    difference, its interval at the look's spent level, what the look concluded), and a line on compute."""
+    from rolling_calib.analysis.sequential_path import SPENT_LEVEL, read_path
 
     path = read_path(store)
     if path is None:
         return None, ""
-    rows = [[r["pair"], r["outcome"], r["look"], r["seeds"], None if r["level"] is None else f"{r['level']:.4f}",
-             r["why"]] for r in path.rows()]
+    rows = []
+    for nl in path.looks:
+        look = nl.look
+        a, b = look.pair
+        outcome = {"better": f"{a} better", "worse": f"{b} better", "open": "went on"}.get(look.outcome,
+                                                                                         look.outcome)
+        rows.append([nl.pair, nl.number, look.seeds, sig(look.difference),
+                     f"[{sig(look.ci_low)}, {sig(look.ci_high)}]", f"{look.level:.4f}", outcome, look.why])
     units = path.units
-    line = (f"Decided by {path.metric.upper()} ({path.question.describe()}; {path.rule.describe()}); seeds used: "
+    line = (f"Decided by {path.metric.upper()} ({path.question.describe()}; {path.rule.describe()}); difference: "
+            f"a minus b ({path.orientation} is better); seeds used: "
             f"{', '.join(f'{n} {k}' for n, k in path.seeds_used.items())} of {path.full_grid} each; units "
             f"{units.used} of the full grid's {units.full_grid} ({units.fraction:.0%}), "
             f"{units.full_grid - units.used} saved")
     if path.cpu_full_grid_estimate:
         line += (f"; {path.cpu_used:.0f} CPU-s of an estimated {path.cpu_full_grid_estimate:.0f} "
                  f"({path.cpu_full_grid_estimate - path.cpu_used:.0f} saved)")
-    table = _table(["pair (a vs b)", "outcome", "stopped at look", "seeds per pipeline", "spent level", "why"], rows,
-                   left=2)
-    table.align[-1] = "left"
-    return table, line + "."
+    if path.open:
+        line += f"; not stopped yet: {', '.join(path.open)} (the run was interrupted; re-run the command to go on)"
+    table = _table(["pair (a vs b)", "look", "seeds per pipeline", "difference", "interval at the spent level",
+                    "spent level", "outcome", "why"], rows, left=1)
+    table.align[-2:] = ["left", "left"]
+    return table, f"{line}. {SPENT_LEVEL[0].upper()}{SPENT_LEVEL[1:]}."
 
 
 def _verdicts(comparison: StoreComparison) -> Table:

@@ -104,7 +104,9 @@ def test_compare_report_and_mlflow_read_the_path_by_its_attributes(tmp_path, cap
     assert main(["compare", "--store", str(store), "--n-boot", "50"]) == 0
     text = capsys.readouterr().out
     section = text[text.index("Sequential path"):]
-    assert "a vs c: better at look 1 (3 seeds per pipeline" in section
+    assert "  a vs c: a better (a - c = " in section and "at the spent level" in section   # the winner, by name
+    assert " at look 1 (3 seeds per pipeline)" in section
+    assert "spent level: the confidence of a look's interval" in section                # defined where shown
     assert "question: over seeds, on the evaluated days (target period), at 90% confidence" in section
     assert f"units {path.units.used} of the full grid's {path.units.full_grid}" in section
     assert main(["compare", "--store", str(store), "--n-boot", "50", "--json"]) == 0
@@ -115,3 +117,22 @@ def test_compare_report_and_mlflow_read_the_path_by_its_attributes(tmp_path, cap
     assert metrics["sequential_cpu_s_saved"] == 70.0 and metrics["sequential_looks"] == path.looks_done
     rows = path.rows()
     assert {r["pair"] for r in rows} == {"a vs b", "a vs c", "b vs c"} and all(r["look"] for r in rows)
+
+
+def test_the_report_shows_the_path_look_by_look(tmp_path):
+    """Issue 39: the report showed one row per pair (where it stopped); now every look, with its interval."""
+    from rolling_calib.reporting.document import _sequential
+
+    store = tmp_path / "store"
+    store.mkdir()
+    path = _path(_state())
+    write_path(store, path)
+    table, line = _sequential(store)
+    assert len(table.rows) == len(path.looks)                      # a row per look at each pair
+    for row, nl in zip(table.rows, path.looks):
+        assert row[0] == nl.pair and row[1] == str(nl.number) and row[2] == str(nl.look.seeds)
+        assert row[5] == f"{nl.look.level:.4f}"
+        a, b = nl.look.pair
+        assert row[6] == {"better": f"{a} better", "worse": f"{b} better", "open": "went on"}.get(
+            nl.look.outcome, nl.look.outcome)
+    assert "Spent level: the confidence of a look's interval" in line and "a minus b" in line
