@@ -389,6 +389,7 @@ def time_part_low(time_variance: float, time_df: float) -> float:
     return float(time_variance) * time_df / float(stats.chi2.ppf(UNDECIDABLE_CONFIDENCE, time_df))
 
 
+@validate_params({"confidence": CONFIDENCE})
 def optimistic_gap(gap: float, *, per_seed_var: float, k_pilot: int, confidence: float) -> float:
     """The gap's optimistic end: the far end of its seeds' interval, ``|gap| + t_{k-1}(1 - alpha/2) sqrt(S / k)``.
 
