@@ -13,8 +13,11 @@ it is made, and it owns the draws:
 * **half-splits of seeds** (:meth:`Resampling.half_split`).
 
 The stationary bootstrap over market time is :class:`arch.bootstrap.MCS`'s own
-(:func:`rolling_calib.core.verdict.model_confidence_set`, the only user of ``block_size``); the
-verdicts' intervals are analytic and draw nothing.
+(:func:`rolling_calib.core.verdict.seed_averaged_confidence_set`, the seed-blind baseline that
+``bench/racing_replay.py`` measures, and the only user of ``block_size``); the verdicts' intervals
+are analytic and draw nothing, and the seed-aware model confidence set
+(:func:`rolling_calib.core.racing.model_confidence_set`) draws ``n_boot`` Gaussian vectors with
+``seed``.
 
 The replicates are bounded above (:data:`MAX_N_BOOT`): a seed bootstrap holds ``n_boot`` rows of
 counts per run and the model confidence set ``n_boot`` resampled loss means per configuration, so
@@ -66,9 +69,9 @@ class Resampling:
     seed : int
         Seed of every random draw (recorded with the results).
     block_size : float or None
-        Mean block length (time units) of the stationary bootstrap of the model confidence set
-        (:func:`rolling_calib.core.verdict.model_confidence_set`); None: chosen from the data
-        (Politis-White).
+        Mean block length (time units) of the stationary bootstrap of the seed-averaged model
+        confidence set (:func:`rolling_calib.core.verdict.seed_averaged_confidence_set`); None:
+        chosen from the data (Politis-White).
     """
 
     n_boot: int = 2000

@@ -18,7 +18,7 @@ from rolling_calib.core.verdict import (
     decide,
     decide_probability,
     diebold_mariano,
-    model_confidence_set,
+    seed_averaged_confidence_set,
     seeds_needed,
 )
 from rolling_calib.core.question import Question
@@ -307,7 +307,7 @@ def test_model_confidence_set_keeps_the_equally_good_and_drops_the_worse():
     T = 300
     common = rng.normal(0, 1, (T, 1))
     losses = common + rng.normal(0, 0.5, (T, 5)) + np.array([0.0, 0.0, 0.6, 1.0, 2.0])
-    result = model_confidence_set(losses, ["a", "b", "c", "d", "e"], resampling=Resampling(n_boot=500, seed=1))
+    result = seed_averaged_confidence_set(losses, ["a", "b", "c", "d", "e"], resampling=Resampling(n_boot=500, seed=1))
     assert result.included == ["a", "b"]
     assert result.excluded == ["c", "d", "e"]
     assert all(result.pvalues[n] < 0.05 for n in result.excluded)
@@ -318,6 +318,6 @@ def test_model_confidence_set_keeps_all_when_none_differ():
     rng = np.random.default_rng(1)
     losses = rng.normal(0, 1, (200, 3))
     losses -= losses.mean(axis=0)            # equal sample means: nothing to tell apart
-    assert model_confidence_set(losses, ["x", "y", "z"], resampling=Resampling(n_boot=300, seed=0)).included == ["x", "y", "z"]
+    assert seed_averaged_confidence_set(losses, ["x", "y", "z"], resampling=Resampling(n_boot=300, seed=0)).included == ["x", "y", "z"]
     with pytest.raises(ValueError, match="configurations"):
-        model_confidence_set(losses, ["x", "y"])
+        seed_averaged_confidence_set(losses, ["x", "y"])

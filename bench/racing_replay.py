@@ -1,0 +1,285 @@
+"""Races and model confidence sets, measured: sweeps simulated from variance components, replayed.
+
+Replays :func:`rolling_calib.core.racing.race` -- seeds revealed ``--first``, then ``--batch`` at a
+time; each configuration eliminated once decided worse than another still in the race (Hsu's MCB:
+one-sided at alpha / (K - 1), spent over the looks); the race stopped once the set cannot shrink --
+on sweeps simulated from a pair's variance components
+(:func:`rolling_calib.simulation.race_sim.simulate_sweep`; a built-in preset, ``--model FILE`` or
+``--from-store DIR``) with the configurations' true gaps to the best in standard errors of a pair's
+difference at the full grid (``--max-seeds`` seeds). Beside it, the baseline: the same race with
+Bonferroni over every pair (``comparisons="all-pairs"``: two-sided alpha / m, m = K (K - 1) / 2, the
+pairs' rule's correction).
+
+Sweep shapes (``--sweeps``; gaps in SE):
+
+* ``tied4``: 12 configurations, 4 tied for the best, then 1, 2, 2.5, 3, 3.5, 4, 5, 6;
+* ``one_best``: 12 configurations, one best, then 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 6, 8;
+* ``null``: 12 identical configurations (every elimination is an error);
+* ``paper24``: 24 configurations like the paper profile's grid (workflows/paper/paper.yaml), 2 tied for
+  the best and 22 spread from 0.5 to 12 SE (an assumed spread: the paper's true gaps are unknown).
+
+Per shape and method it prints, each with its Monte Carlo standard error (over sweeps):
+
+* **a best eliminated**: the share of sweeps that eliminated at least one truly best configuration
+  (the family-wise error the issue asks to hold at 5%; with ties MCB guarantees the next one);
+* **every best eliminated**: the share that eliminated all of them (Hsu's MCB guarantee: <= alpha);
+* **eliminated by gap**: the share of the configurations 0-2, 2-4 and >= 4 SE worse that were eliminated;
+* **seeds / grid**: seeds trained over the grid's (every configuration at ``--max-seeds``), and the
+  CPU-hours that saves on the paper grid (``--paper-cpu-hours`` for 10 seeds of its 24 pipelines,
+  ``bench/estimate_paper_compute.py``; scaled to the grid's seeds).
+
+Then the model confidence sets on ``--mcs-configs`` identical configurations with persistent seed
+offsets of ``--offsets`` (sd, the preset's other components kept): the share of sweeps whose set
+excluded at least one (nominal ``1 - confidence``), for the seed-aware set
+(:func:`rolling_calib.core.racing.model_confidence_set`) and the old seed-blind one (Hansen's MCS on
+seed-averaged daily losses, :func:`rolling_calib.core.verdict.seed_averaged_confidence_set`).
+
+Usage (from the repository root; the tables in docs/racing.md)::
+
+    nice -n 19 python bench/racing_replay.py --reps 100 --mcs-reps 200 --target period
+    python bench/racing_replay.py --from-store runs/store --metric ql --sweeps tied4 --reps 50 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from rolling_calib.core.question import Question  # noqa: E402
+from rolling_calib.core.racing import model_confidence_set, race  # noqa: E402
+from rolling_calib.core.resampling import Resampling  # noqa: E402
+from rolling_calib.core.stopping import StoppingRule  # noqa: E402
+from rolling_calib.core.tables import format_table  # noqa: E402
+from rolling_calib.core.verdict import seed_averaged_confidence_set  # noqa: E402
+from rolling_calib.simulation.race_sim import simulate_sweep  # noqa: E402
+from rolling_calib.simulation.verdict_sim import PanelModel, estimator_sd  # noqa: E402
+
+SWEEPS: dict[str, list[float]] = {
+    "tied4": [0, 0, 0, 0, 1, 2, 2.5, 3, 3.5, 4, 5, 6],
+    "one_best": [0, 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 6, 8],
+    "null": [0] * 12,
+    "paper24": [0, 0, 0.5, 1, 1, 1.5, 2, 2, 2.5, 3, 3, 3.5, 4, 4, 4.5, 5, 5, 6, 6, 7, 8, 9, 10, 12],
+}
+METHODS = ("best", "all-pairs")
+GAP_CLASSES = (("0-2 SE", 0.0, 2.0), ("2-4 SE", 2.0, 4.0), (">= 4 SE", 4.0, math.inf))
+#: The paper grid's CPU-hours at 10 seeds per pipeline (docs/gpu.md, bench/estimate_paper_compute.py).
+PAPER_CPU_HOURS = 844.0
+PAPER_SEEDS = 10
+
+
+def _rate(x: list[float]) -> tuple[float, float]:
+    """Mean and Monte Carlo SE of per-sweep values (NaN-free)."""
+    arr = np.asarray([v for v in x if math.isfinite(v)], dtype=float)
+    if arr.size == 0:
+        return math.nan, math.nan
+    return float(arr.mean()), float(arr.std(ddof=1) / math.sqrt(arr.size)) if arr.size > 1 else math.nan
+
+
+def replay_sweeps(model: PanelModel, gaps: list[float], *, reps: int, n_days: int, rule: StoppingRule,
+                  target: str, seed: int, progress: str = "") -> list[dict[str, Any]]:
+    """``reps`` simulated sweeps, each raced by every method: per sweep and method, what was eliminated and the seeds."""
+    se = estimator_sd(model, n_seeds=rule.max_seeds, n_days=n_days, target=target)
+    rng = np.random.default_rng(seed)
+    question = Question(target=target)
+    records = []
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=reps, desc=progress, unit="sweep", file=sys.stderr)
+    for i in range(reps):
+        panels, _ = simulate_sweep(model, deltas=[g * se for g in gaps], n_seeds=rule.max_seeds, n_days=n_days,
+                                   rng=rng, centre_period=target == "period")
+        names = list(panels)
+        rec: dict[str, Any] = {"gaps": dict(zip(names, gaps))}
+        for method in METHODS:
+            r = race(panels, rule=rule, question=question, orientation="lower", order_seed=i, comparisons=method)
+            rec[method] = {"eliminated": sorted(r.eliminated), "fraction": r.fraction_of_grid,
+                           "looks": len(r.looks), "stop": r.stop}
+        records.append(rec)
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
+    return records
+
+
+def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per method: a best eliminated, every best eliminated, eliminated by gap class, seeds over the grid."""
+    rows = []
+    for method in METHODS:
+        any_best, all_best, fraction = [], [], []
+        by_class: dict[str, list[float]] = {c: [] for c, _, _ in GAP_CLASSES}
+        stops: dict[str, int] = {}
+        for rec in records:
+            gaps, out = rec["gaps"], set(rec[method]["eliminated"])
+            best = [n for n, g in gaps.items() if g == 0]
+            any_best.append(float(any(n in out for n in best)))
+            all_best.append(float(all(n in out for n in best)))
+            fraction.append(rec[method]["fraction"])
+            for c, lo, hi in GAP_CLASSES:
+                names = [n for n, g in gaps.items() if g > 0 and lo <= g < hi]
+                if names:
+                    by_class[c].append(sum(n in out for n in names) / len(names))
+            stops[rec[method]["stop"]] = stops.get(rec[method]["stop"], 0) + 1
+        row: dict[str, Any] = {"method": method, "n": len(records)}
+        row["a_best_eliminated"], row["a_best_mcse"] = _rate(any_best)
+        row["every_best_eliminated"], row["every_best_mcse"] = _rate(all_best)
+        for c, _, _ in GAP_CLASSES:
+            row[f"eliminated {c}"], row[f"eliminated {c} mcse"] = _rate(by_class[c])
+        row["seeds_fraction"], row["seeds_fraction_mcse"] = _rate(fraction)
+        row["stops"] = stops
+        rows.append(row)
+    return rows
+
+
+def mcs_replays(model: PanelModel, *, offsets: list[float], n_configs: int, seeds: list[int], reps: int,
+                n_days: int, target: str, n_boot: int, seed: int, progress: bool) -> list[dict[str, Any]]:
+    """Identical configurations with persistent seed offsets: how often each set excludes at least one."""
+    rows = []
+    question = Question(target=target)
+    for offset in offsets:
+        m = PanelModel(**{**model.to_dict(), "seed_sd": float(offset)})
+        for k in seeds:
+            rng = np.random.default_rng([seed, int(round(offset * 1000)), k])
+            aware, blind = [], []
+            it = range(reps)
+            if progress:
+                from tqdm import tqdm
+                it = tqdm(it, desc=f"MCS offset {offset:g}, {k} seeds", unit="sweep", file=sys.stderr)
+            for i in it:
+                panels, _ = simulate_sweep(m, deltas=[0.0] * n_configs, n_seeds=k, n_days=n_days, rng=rng,
+                                           centre_period=target == "period")
+                res = Resampling(n_boot=n_boot, seed=i)
+                aware.append(float(bool(model_confidence_set(panels, question=question,
+                                                             orientation="lower").excluded)))
+                per_day = np.stack([p.unit_means().mean(axis=0) for p in panels.values()], axis=1)
+                blind.append(float(bool(seed_averaged_confidence_set(per_day, list(panels), question=question,
+                                                                     resampling=res).excluded)))
+            for method, hits in (("seed-aware", aware), ("seed-averaged (old)", blind)):
+                p, se = _rate(hits)
+                rows.append({"offset_sd": offset, "seeds": k, "method": method, "excluded_one": p, "mcse": se,
+                             "n": reps})
+    return rows
+
+
+def _pct(x: float, se: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{x:.1%} ±{se:.1%}"
+
+
+def race_table(rows: list[dict[str, Any]]) -> str:
+    body = [[r["method"], _pct(r["a_best_eliminated"], r["a_best_mcse"]),
+             _pct(r["every_best_eliminated"], r["every_best_mcse"])]
+            + [_pct(r[f"eliminated {c}"], r[f"eliminated {c} mcse"]) for c, _, _ in GAP_CLASSES]
+            + [_pct(r["seeds_fraction"], r["seeds_fraction_mcse"]),
+               ", ".join(f"{k} {v}" for k, v in sorted(r["stops"].items()))] for r in rows]
+    return format_table(body, ["comparisons", "a best eliminated", "every best eliminated"]
+                        + [f"eliminated {c}" for c, _, _ in GAP_CLASSES] + ["seeds / grid", "stops"])
+
+
+def mcs_table(rows: list[dict[str, Any]]) -> str:
+    body = [[r["offset_sd"], r["seeds"], r["method"], _pct(r["excluded_one"], r["mcse"])] for r in rows]
+    return format_table(body, ["seed offset sd", "seeds", "model confidence set", "excluded at least one"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="racing_replay.py", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--preset", default="seed_dominated", help="built-in model (seed_dominated, time_dominated)")
+    src.add_argument("--model", metavar="FILE", help="a YAML of PanelModel fields")
+    src.add_argument("--from-store", metavar="DIR", help="estimate the model from a store's first pair")
+    parser.add_argument("--metric", default="ql", choices=["ql", "cql", "ic", "rank_ic"],
+                        help="with --from-store: the metric whose panels are modelled (default ql)")
+    parser.add_argument("--sweeps", default="tied4,one_best,null,paper24",
+                        help=f"sweep shapes, comma-separated (of {', '.join(SWEEPS)}; default all)")
+    parser.add_argument("--reps", type=int, default=100, help="sweeps per shape (default 100)")
+    parser.add_argument("--days", type=int, default=125, help="trading days per simulated sweep (default 125)")
+    parser.add_argument("--first", type=int, default=3, help="seeds per configuration at the first look (default 3)")
+    parser.add_argument("--batch", type=int, default=2, help="seeds added per look (default 2)")
+    parser.add_argument("--max-seeds", type=int, default=20, help="the grid's seeds per configuration (default 20)")
+    parser.add_argument("--target", default="period", choices=["future", "period"],
+                        help="the question's target (default period)")
+    parser.add_argument("--mcs-reps", type=int, default=200, help="sweeps per MCS cell (default 200; 0: none)")
+    parser.add_argument("--mcs-configs", type=int, default=5, help="identical configurations per MCS sweep (default 5)")
+    parser.add_argument("--mcs-seeds", default="5,20", help="seeds per configuration of the MCS sweeps (default 5,20)")
+    parser.add_argument("--offsets", default="0,0.1,0.3", help="persistent seed offset sd of the MCS sweeps")
+    parser.add_argument("--n-boot", type=int, default=1000,
+                        help="stationary-bootstrap replicates of each seed-averaged (old) set (default 1000)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the simulation (recorded)")
+    parser.add_argument("--json", action="store_true", help="print JSON only")
+    args = parser.parse_args(argv)
+    t0 = time.perf_counter()
+    from bench.verdict_calibration import PRESETS, UsageError, load_model, model_from_store
+
+    try:
+        if args.model:
+            model, source = load_model(args.model), args.model
+        elif args.from_store:
+            model = model_from_store(args.from_store, metric=args.metric)[0]
+            source = f"store {args.from_store} ({args.metric}: {model})"
+        else:
+            if args.preset not in PRESETS:
+                raise UsageError(f"--preset: expected one of {', '.join(sorted(PRESETS))}, found {args.preset!r}")
+            model, source = PRESETS[args.preset], f"preset {args.preset}"
+        shapes = [s.strip() for s in args.sweeps.split(",") if s.strip()]
+        for s in shapes:
+            if s not in SWEEPS:
+                raise UsageError(f"--sweeps: expected names of {', '.join(SWEEPS)}, found {s!r}")
+    except UsageError as exc:
+        print(f"racing_replay: {exc}", file=sys.stderr)
+        return 2
+    rule = StoppingRule(first=args.first, batch=args.batch, max_seeds=args.max_seeds)
+    out: dict[str, Any] = {"source": source, "model": model.to_dict(), "settings": vars(args),
+                           "rule": rule.to_dict(), "races": {}, "mcs": []}
+    for k, shape in enumerate(shapes):
+        t = time.perf_counter()
+        records = replay_sweeps(model, SWEEPS[shape], reps=args.reps, n_days=args.days, rule=rule,
+                                target=args.target, seed=args.seed + k, progress="" if args.json else shape)
+        rows = summarise(records)
+        paper_grid_h = PAPER_CPU_HOURS * args.max_seeds / PAPER_SEEDS
+        for r in rows:
+            r["paper_cpu_hours_saved"] = (1.0 - r["seeds_fraction"]) * paper_grid_h
+        out["races"][shape] = {"gaps_se": SWEEPS[shape], "rows": rows, "seconds": time.perf_counter() - t}
+    if args.mcs_reps > 0:
+        t = time.perf_counter()
+        out["mcs"] = mcs_replays(model, offsets=[float(x) for x in args.offsets.split(",")],
+                                 n_configs=args.mcs_configs, seeds=[int(x) for x in args.mcs_seeds.split(",")],
+                                 reps=args.mcs_reps, n_days=args.days, target=args.target, n_boot=args.n_boot,
+                                 seed=args.seed, progress=not args.json)
+        out["mcs_seconds"] = time.perf_counter() - t
+    out["wall_seconds"] = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps(out, default=str))
+        return 0
+    print(f"Races on {source}: {args.reps} sweeps per shape, {args.days} days, first {args.first}, batch "
+          f"{args.batch}, max {args.max_seeds} seeds, target {args.target}, 95% (MC SE after ±)")
+    for shape, block in out["races"].items():
+        print(f"\n{shape}: {len(block['gaps_se'])} configurations, gaps {block['gaps_se']} SE "
+              f"({block['seconds']:.0f} s)")
+        print(race_table(block["rows"]))
+        for r in block["rows"]:
+            print(f"  {r['method']}: {r['seeds_fraction']:.1%} of the grid's seeds; on the paper grid at "
+                  f"{args.max_seeds} seeds ({PAPER_CPU_HOURS * args.max_seeds / PAPER_SEEDS:.0f} CPU-h) that saves "
+                  f"about {r['paper_cpu_hours_saved']:.0f} CPU-h")
+    if out["mcs"]:
+        print(f"\nModel confidence sets: {args.mcs_configs} identical configurations, {args.mcs_reps} sweeps per "
+              f"cell ({args.n_boot} bootstrap replicates for the old set), nominal {1 - 0.95:.0%} "
+              f"({out['mcs_seconds']:.0f} s)")
+        print(mcs_table(out["mcs"]))
+    print(f"({out['wall_seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
