@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import validate_params
@@ -40,8 +42,9 @@ class SweepResult:
     pairs : list of PairComparison
         The experiment's ``compare`` pairs (direction by the ground truth).
     confidence_sets : dict
-        ``{metric: ConfidenceSet}``: Hansen, Lunde and Nason's model confidence set over the
-        per-day losses averaged over seeds (:func:`rolling_calib.core.verdict.model_confidence_set`);
+        ``{metric: ModelConfidenceSet}``: the seed-aware model confidence set over each
+        configuration's seeds x days panel (:func:`rolling_calib.core.racing.model_confidence_set`:
+        Hansen, Lunde and Nason's elimination on the verdict's pairwise t, for the question's target);
         empty when no per-day losses were given.
     settings : dict
         ``metrics, ground_truth``, the question's ``target, confidence`` and the bootstrap's ``n_boot, seed,
@@ -95,14 +98,13 @@ def analyse_sweep(
     pairs : sequence of (str, str)
         Pairs to compare explicitly (the experiment's ``compare`` section).
     question : Question
-        Its ``confidence`` is the level of every interval and of the model confidence sets (recorded in
-        ``settings``; nothing here gives a verdict, so its ``target`` is only recorded).
+        Its ``confidence`` is the level of every interval and of the model confidence sets, its
+        ``target`` the model confidence sets' (recorded in ``settings``).
     resampling : Resampling
-        Bootstrap settings of every bootstrap interval and of the model confidence sets (``block_size``:
-        their stationary bootstrap's mean block) (recorded in ``settings``).
+        Bootstrap settings of every bootstrap interval (recorded in ``settings``).
     days : DataFrame, optional
         Per-day summaries (``score_store(...).days``): with them, the model confidence set of each
-        loss metric (``ql``, ``cql``) over the per-day losses averaged over seeds.
+        loss metric (``ql``, ``cql``) over its seeds x days panels.
     """
     from rolling_calib.core.pairwise import compare_pair
     from rolling_calib.core.ranking import (
@@ -139,8 +141,7 @@ def analyse_sweep(
                 ground_truth=ground_truth, metrics=metrics, question=question, resampling=resampling,
             )
         )
-    sets = _confidence_sets(days, order, metrics, question=question, resampling=resampling) \
-        if days is not None and len(order) > 1 else {}
+    sets = _confidence_sets(days, order, metrics, question=question) if days is not None and len(order) > 1 else {}
     return SweepResult(
         confidence_sets=sets,
         ranking=ranking,
@@ -154,23 +155,29 @@ def analyse_sweep(
     )
 
 
-def _confidence_sets(days: Any, order: Sequence[str], metrics: Sequence[str], *, question: Question,
-                     resampling: Resampling) -> dict[str, Any]:
-    """The model confidence set of each loss metric over per-day losses averaged over seeds (common days only)."""
-    from rolling_calib.analysis.verdicts import VERDICT_METRICS
-    from rolling_calib.core.verdict import model_confidence_set
+def _confidence_sets(days: Any, order: Sequence[str], metrics: Sequence[str], *,
+                     question: Question) -> dict[str, Any]:
+    """The seed-aware model confidence set of each loss metric over its seeds x days panels (the seeds and days
+    every configuration has; none when fewer than 2 seeds or 3 days are shared)."""
+    from rolling_calib.analysis.verdicts import loss_panel
+    from rolling_calib.core.racing import model_confidence_set
 
     out = {}
     for metric in metrics:
         if metric not in ("ql", "cql"):
             continue
-        total, weight = VERDICT_METRICS[metric]
-        rows = days[days["pipeline"].isin(list(order)) & days[total].notna()]
-        per_day = (rows[total] / rows[weight]).groupby([rows["pipeline"], rows["date"]]).mean().unstack("pipeline")
-        per_day = per_day.reindex(columns=list(order)).dropna()
-        if len(per_day) >= 3:
-            out[metric] = model_confidence_set(per_day.to_numpy(), list(order), question=question,
-                                               resampling=resampling)
+        panels = {p: loss_panel(days, p, metric) for p in order}
+        if any(panel is None for panel in panels.values()):
+            continue
+        seeds = set.intersection(*(set(p.seeds.tolist()) for p in panels.values()))
+        times = panels[order[0]].times
+        for p in panels.values():
+            times = np.intersect1d(times, p.times)
+        if len(seeds) < 2 or times.size < 3:
+            continue
+        panels = {n: p.select(seeds=np.isin(p.seeds, sorted(seeds)), times=np.isin(p.times, times))
+                  for n, p in panels.items()}
+        out[metric] = model_confidence_set(panels, question=question, orientation="lower")
     return out
 
 
@@ -199,9 +206,9 @@ def format_sweep(result: SweepResult, *, digits: int = 4, style: str = "markdown
                   "only a better-calibrated bias (docs/method.md §4); QL is the ground truth that picks the better of a pair."]
     for m, cs in result.confidence_sets.items():
         lines += ["", f"{head}Model confidence set by {m} ({pct}%): {', '.join(cs.included)}", "",
-                  f"Configurations not distinguishable from the best (Hansen, Lunde and Nason; range statistic, "
-                  f"stationary bootstrap over {cs.n_periods} trading days, mean block {cs.block_size:g}, "
-                  f"{cs.n_boot} resamples, seed {cs.seed}; per-day losses averaged over seeds). MCS p-values:", "",
+                  f"Configurations not distinguishable from the best (Hansen, Lunde and Nason's elimination on "
+                  f"each pair's verdict, {cs.n_seeds} seeds x {cs.n_days} days, target {cs.question.target}: "
+                  f"seeds counted with their persistent offsets; Bonferroni over the pairs). MCS p-values:", "",
                   table(__import__("pandas").DataFrame({"pipeline": list(cs.pvalues),
                                                         "p-value": [round(v, 3) for v in cs.pvalues.values()],
                                                         "in the set": ["yes" if n in cs.included else "no"

@@ -10,7 +10,7 @@
   here, so its name, default and help are the same wherever it appears (``tests/cli/test_cli_grammar.py``
   compares every command's ``--help``); a command offers only the options that act in it.
 * Defaults and constraints come from the values the options build, never retyped: ``--target --confidence``
-  from :class:`~rolling_calib.core.question.Question`, ``--n-boot --boot-seed --block-size`` from
+  from :class:`~rolling_calib.core.question.Question`, ``--n-boot --boot-seed`` from
   :class:`~rolling_calib.core.resampling.Resampling`, ``--first --batch --max-seeds --spending --futility
   --margin`` from :class:`~rolling_calib.core.stopping.StoppingRule`.
 
@@ -43,7 +43,6 @@ from rolling_calib.core.validation import (
     TARGETS,
     WHEN_BLOCKS,
     BIAS_MODES,
-    BLOCK_SIZE,
     CALIBRATION_PERIOD,
     CALIBRATION_PERIODS,
     CALIBRATION_SOURCES,
@@ -425,14 +424,9 @@ _BOOTSTRAP: dict[str, tuple[str, dict[str, Any]]] = {
     "boot_seed": ("--boot-seed", dict(type=checked(SEED, int), default=RESAMPLING_DEFAULTS.seed, metavar="SEED",
                                       help=f"bootstrap seed, recorded in the output (default "
                                            f"{RESAMPLING_DEFAULTS.seed})")),
-    "block_size": ("--block-size", dict(type=checked(BLOCK_SIZE, float), default=RESAMPLING_DEFAULTS.block_size,
-                                        metavar="DAYS",
-                                        help="mean block length (trading days) of the model confidence set's "
-                                             "stationary bootstrap over market time (default: chosen from the data, "
-                                             "Politis-White)")),
 }
 #: :class:`~rolling_calib.core.resampling.Resampling` field -> destination of its option.
-_RESAMPLING_DEST = {"n_boot": "n_boot", "seed": "boot_seed", "block_size": "block_size"}
+_RESAMPLING_DEST = {"n_boot": "n_boot", "seed": "boot_seed"}
 
 
 def resampling_from_args(args: argparse.Namespace) -> Resampling:
@@ -447,8 +441,10 @@ def resampling_from_args(args: argparse.Namespace) -> Resampling:
 
 
 def add_bootstrap_arguments(parser: argparse.ArgumentParser, *, only: tuple[str, ...] = ("n_boot", "boot_seed")) -> None:
-    """``--n-boot`` and ``--boot-seed`` (``only``: the ones that act in the command, by destination name;
-    ``--block-size`` acts only where a model confidence set is drawn: ``sweep``)."""
+    """``--n-boot`` and ``--boot-seed`` (``only``: the ones that act in the command, by destination name).
+
+    ``--block-size`` is offered by no command: the only stationary bootstrap over market time, the
+    seed-averaged model confidence set, is a bench baseline now (the sweep's set is seed-aware and analytic)."""
     group = parser.add_argument_group("bootstrap", "How the bootstrap intervals draw (the verdicts' intervals are "
                                                    "analytic and draw nothing).")
     for name in only:

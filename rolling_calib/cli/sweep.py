@@ -82,7 +82,7 @@ def register(subparsers) -> None:
     add_execution_arguments(parser)
     add_dry_run_argument(parser)
     add_question_arguments(parser)
-    add_bootstrap_arguments(parser, only=("n_boot", "boot_seed", "block_size"))
+    add_bootstrap_arguments(parser)
     add_tracking_arguments(parser)
     add_until_decided_arguments(parser)
     add_output_arguments(parser, json_prints="the ranking, the matrices, the run and the written files instead of "

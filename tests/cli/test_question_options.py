@@ -23,10 +23,11 @@ def _options(path: tuple[str, ...]) -> set[str]:
     return {o for a in COMMANDS[path]._actions for o in a.option_strings}
 
 
-def test_block_size_is_offered_only_where_a_model_confidence_set_draws_blocks():
-    """compare, report and diagnose give analytic verdicts: --block-size changed nothing there but its echo."""
+def test_block_size_is_offered_nowhere():
+    """Verdicts are analytic and the sweep's model confidence set is seed-aware and analytic (issue 35): no command
+    draws blocks of market time, so --block-size would change nothing but its echo."""
     offering = sorted(" ".join(p) for p in COMMANDS if "--block-size" in _options(p))
-    assert offering == ["sweep"]
+    assert offering == []
 
 
 @pytest.mark.parametrize("command", ["compare", "report", "diagnose"])
@@ -55,9 +56,8 @@ def test_the_options_build_the_values_with_their_defaults():
                                                               futility=0.0, margin=0.5)
     assert question_from_args(args) == Question(target="period", confidence=0.9)
     assert until_decided_from_args(parser.parse_args(["workflows/demo.yaml", "--store", "s"])) is None
-    sweep = COMMANDS[("sweep",)].parse_args(["workflows/demo.yaml", "--n-boot", "300", "--boot-seed", "2",
-                                             "--block-size", "5"])
-    assert resampling_from_args(sweep) == Resampling(n_boot=300, seed=2, block_size=5.0)
+    sweep = COMMANDS[("sweep",)].parse_args(["workflows/demo.yaml", "--n-boot", "300", "--boot-seed", "2"])
+    assert resampling_from_args(sweep) == Resampling(n_boot=300, seed=2)
     assert resampling_from_args(argparse.Namespace()) == Resampling()
 
 
