@@ -38,7 +38,8 @@ one of them with probability ``>= 1 - alpha`` (each tied one alone is eliminated
 either side -- when its two-sided interval at the look's level lies inside ``(-margin, margin)``
 (``rule.margin``: equivalent), when the market-time part alone keeps it over the gap even with
 every seed (undecidable, judged at the gap's optimistic end as the pairs' rule judges it), or when
-its predictive chance of a decision by ``max_seeds`` is below ``rule.futility`` (futile). These
+its predictive chance of a decision by ``max_seeds`` (at the last planned look's level) is below
+``rule.futility`` (futile). These
 stops never eliminate anything, so they cannot raise the error rate. Only configurations in an
 unsettled pair get the next batch; the race ends when one configuration is left, when every pair
 still in it is settled (the set cannot shrink), or when the budget is spent.
@@ -299,6 +300,22 @@ def _settle(d: float, cv: CrossedVariance, *, k: int, rule: StoppingRule, two_si
     return "futile" if chance < rule.futility else ""
 
 
+def _final_level(rule: StoppingRule, alpha_pair: float) -> float:
+    """Two-sided level of the last planned look's bound (``max_seeds`` seeds, after every planned look spent its share):
+    ``1 - 2 (1 - Phi(c_last))``, what a pair must clear at the budget. The futility and undecidable stops judge
+    the pair's chance at this level, not at the fixed-sample ``1 - 2 alpha_pair``, which the spending makes stricter.
+
+    >>> round(_final_level(StoppingRule(first=20, max_seeds=20), 0.025), 6)     # one look: nothing spent before
+    0.95
+    """
+    looks, k = [], 0
+    while k < rule.max_seeds:
+        k = rule.seeds_at(len(looks) + 1)
+        looks.append(planned_fraction(k, rule.max_seeds))
+    c = float(boundaries(looks, alpha=2.0 * alpha_pair, spending=rule.spending)[-1])
+    return 1.0 - 2.0 * float(stats.norm.sf(c)) if math.isfinite(c) else 1.0 - 1e-12
+
+
 @validate_params({"rule": STOPPING_RULE, "question": QUESTION, "orientation": _ORIENTATION, "order_seed": SEED,
                   "comparisons": COMPARISONS})
 def race(panels: Mapping[str, LossPanel], *, rule: StoppingRule = DEFAULT_RULE,
@@ -339,7 +356,7 @@ def race(panels: Mapping[str, LossPanel], *, rule: StoppingRule = DEFAULT_RULE,
     n_days = ordered[names[0]].n_times
     alpha_pair = question.alpha / ((K - 1) if comparisons == "best" else K * (K - 1))
     sign = 1.0 if orientation == "lower" else -1.0
-    final_two_sided = 1.0 - 2.0 * alpha_pair
+    final_two_sided = _final_level(rule, alpha_pair)
     kept = list(names)
     settled: dict[tuple[str, str], str] = {}
     eliminated: dict[str, int] = {}
