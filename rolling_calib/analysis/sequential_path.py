@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from data_prep.atomic import atomic_write_text
+from rolling_calib.core import store_layout
 
 __all__ = ["SEQUENTIAL_FILE", "format_path", "path_metrics", "path_rows", "path_tags", "read_path", "write_path"]
 
 #: The path's file in a store.
-SEQUENTIAL_FILE = "sequential.json"
+SEQUENTIAL_FILE = store_layout.SEQUENTIAL
 
 
 def write_path(store: str | Path, path: dict[str, Any]) -> Path:

@@ -15,6 +15,7 @@ from rolling_calib.cli.options import (
     add_store_argument,
     calibration_from_args,
     checked,
+    open_store,
     resampling_from_args,
     show_progress,
 )
@@ -27,8 +28,9 @@ def handle(args: argparse.Namespace) -> int:
     from rolling_calib.analysis.metaeval import metaeval_store
 
     with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
+        store = open_store(args.store)
         base = calibration_from_args(args, Calibration())   # the variants change the paper's rule
-        result = metaeval_store(args.store, calibration=base, label=args.label, pipelines=args.pipelines,
+        result = metaeval_store(store, calibration=base, label=args.label, pipelines=args.pipelines,
                                 variants=args.variants, resampling=resampling_from_args(args),
                                 n_splits=args.splits, split_seed=args.split_seed,
                                 progress=show_progress(args))

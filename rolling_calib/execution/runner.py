@@ -45,7 +45,6 @@ import pandas as pd
 
 from rolling_calib.execution import store as st
 from rolling_calib.execution.bookkeeping import CorruptMove, check_store_coverage, pending_units, write_run_manifest
-from rolling_calib.execution.relocation import repoint_store_db
 from rolling_calib.execution.executors import Executor, UnitKey, UnitTask
 from rolling_calib.execution.lock import StoreLock, clean_orphan_temporaries
 from rolling_calib.execution.planning import PipelinePlan, RunPlan, default_threads, plan_run
@@ -142,14 +141,15 @@ def run_plan(plan: RunPlan, *, executor: Executor, progress: bool = True) -> Run
 
 
 def _prepare_store(plan: RunPlan, *, progress: bool) -> None:
-    """Before any unit: sweep an interrupted write's temporaries, repoint a moved store, print the plan's notes."""
+    """Before any unit: sweep an interrupted write's temporaries, print the plan's notes.
+
+    (A moved or copied store's MLflow database is re-pointed at its own files by the caller, which holds the
+    store's lock: :func:`rolling_calib.experiment.flow.run_experiment`.)
+    """
     orphans = clean_orphan_temporaries(plan.store)
     if orphans:
         warnings.warn(f"{plan.store}: removed {len(orphans)} temporary file(s) left by an interrupted write "
                       f"(e.g. {orphans[0]})", stacklevel=4)
-    moved = repoint_store_db(plan.store)   # a moved or copied store: new recorders' artifacts go into it
-    if progress and moved is not None:
-        print(f"note: {moved.line()}", file=sys.stderr)
     if progress:
         for note in plan.notes:
             print(f"note: {note}", file=sys.stderr)

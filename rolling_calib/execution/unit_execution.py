@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from rolling_calib.core.schedule import CoverageError, Window
+from rolling_calib.core.store_layout import StoreLayout
 from rolling_calib.execution import store as st
 from rolling_calib.execution.planning import RunPlan
 from rolling_calib.execution.progress import unit_reporter
@@ -332,10 +333,11 @@ def _warm_start(plan: RunPlan, key: UnitKey) -> tuple[Path | None, dict | None]:
     status = st.unit_status(plan.store, previous, plan.pipeline(key.pipeline).config_hash, verify=False)
     if not status.complete:
         raise RuntimeError(f"unit {key.slug()}: predecessor {previous.slug()} is not complete; cannot fine-tune")
-    damage = st.checkpoint_damage(plan.store, previous, status.sidecar or {})
+    damage = st.checkpoint_damage(plan.store, previous, status.sidecar)
     if damage is not None:  # damaged after this run checked it: the next run recomputes it (pending_units)
         raise RuntimeError(f"unit {key.slug()}: cannot fine-tune from {damage}; re-run to recompute "
-                           f"{previous.slug()} and the windows after it (run moves it to {plan.store / 'corrupt'}/ first)")
+                           f"{previous.slug()} and the windows after it (run moves it to "
+                           f"{StoreLayout(plan.store).corrupt}/ first)")
     return prev_paths.checkpoint, {"checkpoint": prev_paths.relative_checkpoint(plan.store),
                                    "sha256": _sha256(prev_paths.checkpoint)}
 

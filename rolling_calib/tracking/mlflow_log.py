@@ -117,11 +117,14 @@ from rolling_calib.analysis.sequential_path import path_metrics, path_tags, read
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.core.metric_table import ALL_METRICS
 from rolling_calib.core.tables import format_table
-from rolling_calib.execution import store as st
-from rolling_calib.execution.reader import label_columns, read_unit
+from rolling_calib.core.schedule import Window
+from rolling_calib.core.store_layout import StoreLayout
+from rolling_calib.execution.manifest import Manifest, PipelineRecord, Sidecar
+from rolling_calib.execution.reader import read_unit
+from rolling_calib.execution.store import Store
 from rolling_calib.execution.units import UnitKey
 from rolling_calib.qlib_adapter.training import HANDLER_TIME_KWARGS
-from rolling_calib.execution.relocation import repoint_store_db
+from rolling_calib.tracking.relocation import repoint_store_db
 from rolling_calib.tracking.sqlite_db import (
     DbRepair,
     repair_tracking_db,
@@ -157,14 +160,14 @@ _WINDOW_KEYS = tuple(f"task.dataset.kwargs.handler.kwargs.{k}" for k in HANDLER_
 
 
 def default_tracking_uri(store_dir: str | Path) -> str:
-    """``sqlite:///<absolute store>/mlflow.db``.
+    """``sqlite:///<absolute store>/mlflow.db`` (:attr:`~rolling_calib.core.store_layout.StoreLayout.tracking_uri`).
 
     Examples
     --------
     >>> default_tracking_uri("/data/run1")
     'sqlite:////data/run1/mlflow.db'
     """
-    return f"sqlite:///{(Path(store_dir).resolve() / 'mlflow.db').as_posix()}"
+    return StoreLayout(Path(store_dir)).tracking_uri
 
 
 @dataclass
@@ -217,7 +220,7 @@ def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, str
     return out
 
 
-def config_params(manifest: Mapping[str, Any], pipeline: str, *, seed: int | None = None) -> dict[str, str]:
+def config_params(manifest: Manifest, pipeline: str, *, seed: int | None = None) -> dict[str, str]:
     """A pipeline's full resolved configuration as params: its Qlib task, its rolling section, the data's identity.
 
     ``task.*`` is the pipeline's resolved Qlib task, ``rolling.*`` the experiment's rolling section
@@ -228,17 +231,18 @@ def config_params(manifest: Mapping[str, Any], pipeline: str, *, seed: int | Non
 
     Examples
     --------
-    >>> manifest = {"pipelines": {"a": {"task": {"model": {"kwargs": {"seed": 0, "lr": 0.1}},
-    ...             "dataset": {"kwargs": {"segments": {"test": ["2018-01-02", "2018-03-29"]}}}}, "mode": "finetune"}},
-    ...             "experiment": {"rolling": {"step_months": 3}}, "data": {"path": "/abs", "features": "5f4b"}}
+    >>> manifest = Manifest.from_dict({"pipelines": {"a": {"task": {"model": {"kwargs": {"seed": 0, "lr": 0.1}},
+    ...     "dataset": {"kwargs": {"segments": {"test": ["2018-01-02", "2018-03-29"]}}}}, "mode": "finetune"}},
+    ...     "experiment": {"rolling": {"step_months": 3}}, "data": {"path": "/abs", "features": "5f4b"}}, source="m")
     >>> config_params(manifest, "a", seed=3)
     {'task.model.kwargs.seed': '3', 'task.model.kwargs.lr': '0.1', 'task.dataset.kwargs.segments.test': 'per window: see the window runs', 'rolling.step_months': '3', 'rolling.mode': 'finetune', 'data.features': '5f4b'}
     """
-    entry = manifest["pipelines"][pipeline]
-    rolling = dict(manifest.get("experiment", {}).get("rolling") or {})
-    rolling.update({k: entry[k] for k in ("mode", "calibration", "label") if k in entry})
-    data = {k: v for k, v in (manifest.get("data") or {}).items() if k != "path"}
-    params = flatten_config({"task": entry.get("task", {}), "rolling": rolling, "data": data})
+    entry = manifest.pipelines[pipeline]
+    rolling = dict(manifest.rolling)
+    rolling.update({k: v for k, v in (("mode", entry.mode), ("calibration", entry.calibration), ("label", entry.label))
+                    if v is not None})
+    data = {k: v for k, v in (manifest.data.raw if manifest.data is not None else {}).items() if k != "path"}
+    params = flatten_config({"task": entry.task, "rolling": rolling, "data": data})
     for key in params:
         if key.startswith("task.dataset.kwargs.segments.") or key in _WINDOW_KEYS:
             params[key] = PER_WINDOW
@@ -362,16 +366,16 @@ class _Logger:
         return run_id
 
 
-def _experiment_id(client, name: str, store: Path) -> str:
+def _experiment_id(client, name: str, store: Store) -> str:
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         return experiment.experiment_id
-    return client.create_experiment(name, artifact_location=(store / "mlartifacts").as_uri())
+    return client.create_experiment(name, artifact_location=store.layout.artifact_uri)
 
 
-def _window_of(periods: pd.DataFrame, window: Mapping[str, Any]) -> pd.DataFrame:
+def _window_of(periods: pd.DataFrame, window: Window) -> pd.DataFrame:
     """The periods that overlap the window's test segment."""
-    start, end = (pd.Timestamp(t) for t in window["test"])
+    start, end = window.test.start, window.test.end
     p_start = pd.to_datetime(periods["start"])
     p_end = pd.to_datetime(periods["end"]) if "end" in periods else p_start
     return periods[(p_start <= end) & (p_end >= start)]
@@ -478,31 +482,30 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
 
 
 # --------------------------------------------------------------------------- units
-def _signal_frames(store: Path, key: UnitKey, side: Mapping[str, Any], manifest: Mapping[str, Any]
-                   ) -> dict[str, pd.DataFrame]:
+def _signal_frames(store: Store, key: UnitKey, side: Sidecar) -> dict[str, pd.DataFrame]:
     """``pred.pkl`` and ``label.pkl`` of a unit as Qlib's ``SignalRecord`` writes them (label only when raw is stored)."""
-    frame = read_unit(store, key)
+    frame = read_unit(store, key, sidecar=side)
     index = pd.MultiIndex.from_arrays([pd.DatetimeIndex(frame["datetime"]), frame["instrument"].astype(str)],
                                       names=["datetime", "instrument"])
     out = {"pred.pkl": pd.DataFrame({"score": frame["prediction"].to_numpy()}, index=index)}
-    raw = label_columns(side, manifest).get("raw")
+    raw = side.columns(store.manifest.stored_label_kind).get("raw")
     if raw is not None:
-        column = frame[raw] if raw in frame else read_unit(store, key, column=raw)["label"]
+        column = frame[raw] if raw in frame else read_unit(store, key, column=raw, sidecar=side)["label"]
         out["label.pkl"] = pd.DataFrame({LABEL_COLUMN: column.to_numpy()}, index=index)
     return out
 
 
-def _recorder_link(side: Mapping[str, Any]) -> dict[str, str]:
+def _recorder_link(side: Sidecar) -> dict[str, str]:
     """Tags naming the unit's Qlib recorder when it holds the unit's ``pred.pkl`` (its SignalRecord ran)."""
-    rec = side.get("qlib_recorder") or {}
+    rec = side.qlib_recorder
     if not rec.get("recorder_id") or "SignalRecord" not in (rec.get("records") or []):
         return {}
     return {"rc.qlib_recorder_id": str(rec["recorder_id"]), "rc.qlib_experiment": str(rec.get("experiment_name", "")),
             "rc.qlib_experiment_id": str(rec.get("experiment_id", ""))}
 
 
-def _unit_artifacts(store: Path, key: UnitKey, side: Mapping[str, Any], manifest: Mapping[str, Any],
-                    link: Mapping[str, str], same_db: bool, experiment: str) -> Callable[[Any, str], None]:
+def _unit_artifacts(store: Store, key: UnitKey, side: Sidecar, link: Mapping[str, str], same_db: bool,
+                    experiment: str) -> Callable[[Any, str], None]:
     """What a window run carries: a link to the unit's Qlib recorder (and back), else ``pred.pkl`` / ``label.pkl``."""
     def log(client: Any, run_id: str) -> None:
         if link:
@@ -515,40 +518,40 @@ def _unit_artifacts(store: Path, key: UnitKey, side: Mapping[str, Any], manifest
                                   f"{key.slug()}: {type(exc).__name__}: {exc}", stacklevel=2)
             return
         with tempfile.TemporaryDirectory() as tmp:
-            for name, frame in _signal_frames(store, key, side, manifest).items():
+            for name, frame in _signal_frames(store, key, side).items():
                 frame.to_pickle(Path(tmp) / name)
                 client.log_artifact(run_id, str(Path(tmp) / name))
     return log
 
 
-def _window_spec(ctx: _Context, pipeline: str, config_hash: str, seed: int, window: Mapping[str, Any],
+def _window_spec(ctx: _Context, pipeline: str, config_hash: str, seed: int, window: Window,
                  periods: pd.DataFrame, parent_id: str) -> _Spec:
-    index = int(window["index"])
+    index = window.index
     key = UnitKey(pipeline, seed, index)
-    side = st.read_sidecar(ctx.store, key) or {}
-    predictions = st.unit_paths(ctx.store, key).parquet.relative_to(ctx.store).as_posix()
+    side = ctx.store.sidecar(key) or Sidecar()
+    predictions = ctx.store.unit_paths(key).parquet.relative_to(ctx.store.root).as_posix()
     params = {"pipeline": pipeline, "seed": str(seed), "window": str(index), "predictions": predictions}
     for segment in ("fit", "train", "valid", "test"):
-        bounds = window.get(segment)
+        bounds = getattr(window, segment)
         if bounds is None:  # e.g. no validation segment (valid_months: 0)
             params[f"{segment}_start"] = params[f"{segment}_end"] = "none"
             continue
-        params[f"{segment}_start"], params[f"{segment}_end"] = str(bounds[0]), str(bounds[1])
-    if side.get("checkpoint"):
-        params["checkpoint"] = Path(side["checkpoint"]).as_posix()   # the sidecar records it relative to the store
-    metrics = [(m, float(side[m]), 0) for m in ("rows", "ql") if _finite(side.get(m))]
-    if _finite(side.get("timings", {}).get("total_s")):
-        metrics.append(("seconds", float(side["timings"]["total_s"]), 0))
+        params[f"{segment}_start"], params[f"{segment}_end"] = bounds.as_tuple()   # as the manifest records them
+    if side.checkpoint:
+        params["checkpoint"] = Path(side.checkpoint).as_posix()   # the sidecar records it relative to the store
+    metrics = [(m, float(v), 0) for m, v in (("rows", side.rows), ("ql", side.ql)) if _finite(v)]
+    if _finite(side.seconds):
+        metrics.append(("seconds", float(side.seconds), 0))   # type: ignore[arg-type]
     link = _recorder_link(side)
-    same_db = link != {} and sqlite_path(str((side.get("qlib_recorder") or {}).get("uri", ""))) == sqlite_path(ctx.uri)
+    same_db = link != {} and sqlite_path(str(side.qlib_recorder.get("uri", ""))) == sqlite_path(ctx.uri)
     return _Spec(
         key=f"{pipeline}|{config_hash}|seed{seed}|w{index:02d}", name=f"{pipeline} seed{seed} w{index:02d}",
         level="window", parent_id=parent_id, params=params,
         metrics=metrics + _month_series(_window_of(periods, window)),
         tags={"rc.pipeline": pipeline, "rc.config_hash": config_hash, "rc.seed": str(seed), "rc.window": str(index),
               "rc.predictions": predictions, **link},
-        version=f"{side.get('finished_at', '')}|{ctx.scoring_key}",
-        artifacts=_unit_artifacts(ctx.store, key, side, ctx.manifest, link, same_db, ctx.experiment))
+        version=f"{side.finished_at or ''}|{ctx.scoring_key}",
+        artifacts=_unit_artifacts(ctx.store, key, side, link, same_db, ctx.experiment))
 
 
 # --------------------------------------------------------------------------- pipelines and seeds
@@ -556,8 +559,7 @@ def _window_spec(ctx: _Context, pipeline: str, config_hash: str, seed: int, wind
 class _Context:
     """What every run of one logging shares."""
 
-    store: Path
-    manifest: Mapping[str, Any]
+    store: Store
     uri: str
     experiment: str
     scores: StoreScores
@@ -567,8 +569,8 @@ class _Context:
     scoring_key: str
 
 
-def _pipeline_spec(ctx: _Context, pipeline: str, entry: Mapping[str, Any], p_runs: pd.DataFrame) -> _Spec:
-    config_hash = str(entry.get("config_hash"))
+def _pipeline_spec(ctx: _Context, pipeline: str, entry: PipelineRecord, p_runs: pd.DataFrame) -> _Spec:
+    config_hash = entry.config_hash
     tags = {"rc.pipeline": pipeline, "rc.config_hash": config_hash, **ctx.scoring_tags}
     metrics = _summary_metrics(ctx.scores, ctx.comparison, pipeline, p_runs)
     judged = ""
@@ -580,8 +582,8 @@ def _pipeline_spec(ctx: _Context, pipeline: str, entry: Mapping[str, Any], p_run
             tags["mlflow.note.content"] = note[:TAG_VALUE_LIMIT]
         metrics += verdict_metrics
         judged = stable_hash({"tags": tags, "metrics": metrics})[:8]
-    params = config_params(ctx.manifest, pipeline)
-    params.update({"schedule.mode": str(entry.get("mode")), "schedule.windows": str(len(entry.get("windows", [])))})
+    params = config_params(ctx.store.manifest, pipeline)
+    params.update({"schedule.mode": str(entry.mode), "schedule.windows": str(len(entry.window_records))})
     seeds = [int(s) for s in p_runs["seed"]]
     return _Spec(key=f"{pipeline}|{config_hash}", name=pipeline, level="pipeline", parent_id=None, params=params,
                  metrics=metrics, tags=tags, version=",".join(map(str, seeds)) + f"|{ctx.scoring_key}|{judged}")
@@ -592,25 +594,25 @@ def _seed_spec(ctx: _Context, pipeline: str, config_hash: str, row: Any, done: l
     s_periods = ctx.periods[(ctx.periods["pipeline"] == pipeline) & (ctx.periods["seed"] == seed)]
     seed_metrics = [(m, float(getattr(row, m)), 0) for m in (*ALL_METRICS, "n_all", "n_scored")
                     if _finite(getattr(row, m, None))]
-    params = {"pipeline": pipeline, "seed": str(seed), **config_params(ctx.manifest, pipeline, seed=seed)}
+    params = {"pipeline": pipeline, "seed": str(seed), **config_params(ctx.store.manifest, pipeline, seed=seed)}
     return _Spec(
         key=f"{pipeline}|{config_hash}|seed{seed}", name=f"{pipeline} seed{seed}", level="seed", parent_id=parent_id,
         params=params, metrics=seed_metrics + _month_series(s_periods),
         tags={"rc.pipeline": pipeline, "rc.config_hash": config_hash, "rc.seed": str(seed), **ctx.scoring_tags},
-        version=",".join(str(w["index"]) for w in done) + f"|{ctx.scoring_key}")
+        version=",".join(str(w.index) for w in done) + f"|{ctx.scoring_key}")
 
 
-def _log_pipeline(ctx: _Context, logger: _Logger, pipeline: str, entry: Mapping[str, Any]) -> None:
-    config_hash = str(entry.get("config_hash"))
+def _log_pipeline(ctx: _Context, logger: _Logger, pipeline: str, entry: PipelineRecord) -> None:
+    config_hash = entry.config_hash
     p_runs = ctx.scores.runs[ctx.scores.runs["pipeline"] == pipeline].sort_values("seed")
     if p_runs.empty:
         return
     parent_id = logger.ensure(_pipeline_spec(ctx, pipeline, entry, p_runs))
-    windows = entry.get("windows", [])
-    complete = set(st.complete_units(ctx.store, ctx.manifest, pipeline)[0])
+    windows = entry.windows
+    complete = set(ctx.store.complete_units(pipeline)[0])
     for row in p_runs.itertuples(index=False):
         seed = int(row.seed)
-        done = [w for w in windows if UnitKey(pipeline, seed, int(w["index"])) in complete]
+        done = [w for w in windows if UnitKey(pipeline, seed, w.index) in complete]
         seed_id = logger.ensure(_seed_spec(ctx, pipeline, config_hash, row, done, parent_id))
         s_periods = ctx.periods[(ctx.periods["pipeline"] == pipeline) & (ctx.periods["seed"] == seed)]
         for window in done:
@@ -618,7 +620,7 @@ def _log_pipeline(ctx: _Context, logger: _Logger, pipeline: str, entry: Mapping[
 
 
 def _log_window(ctx: _Context, logger: _Logger, pipeline: str, config_hash: str, seed: int,
-                window: Mapping[str, Any], periods: pd.DataFrame, parent_id: str) -> None:
+                window: Window, periods: pd.DataFrame, parent_id: str) -> None:
     logger.ensure(_window_spec(ctx, pipeline, config_hash, seed, window, periods, parent_id))
 
 
@@ -642,10 +644,10 @@ def _log_scores(ctx: _Context, report: Mapping[str, Path] | None, path_root: str
     client = MlflowClient(tracking_uri=ctx.uri)
     summary = TrackingSummary(tracking_uri=ctx.uri, experiment_id=_experiment_id(client, ctx.experiment, ctx.store),
                               repair=repair)
-    logger = _Logger(client, summary.experiment_id, ctx.store, summary, _store_tag(ctx.store, path_root))
+    logger = _Logger(client, summary.experiment_id, ctx.store.root, summary, _store_tag(ctx.store.root, path_root))
     if ctx.comparison is not None and len(ctx.comparison.summary):
-        logger.ensure(_comparison_spec(ctx.comparison, report, (ctx.scoring_tags, ctx.scoring_key), ctx.store))
-    for pipeline, entry in ctx.manifest["pipelines"].items():
+        logger.ensure(_comparison_spec(ctx.comparison, report, (ctx.scoring_tags, ctx.scoring_key), ctx.store.root))
+    for pipeline, entry in ctx.store.pipelines.items():
         _log_pipeline(ctx, logger, pipeline, entry)
     return summary
 
@@ -699,14 +701,13 @@ def _track(scores: StoreScores, *, comparison: StoreComparison | None, report: M
            tracking_uri: str | None, experiment: str | None, path_root: str | os.PathLike | None,
            lock_timeout: float, repairs: list[DbRepair]) -> TrackingSummary:
     """:func:`track_store`; a repair of the database is appended to ``repairs`` before logging starts."""
-    store = Path(scores.store).resolve()
-    manifest = st.read_manifest(store)
-    uri = tracking_uri or default_tracking_uri(store)
-    name = experiment or manifest.get("experiment", {}).get("experiment_name") or "rolling-calib"
+    store = Store.open(Path(scores.store).resolve())
+    uri = tracking_uri or store.layout.tracking_uri
+    name = experiment or store.manifest.experiment_name or "rolling-calib"
     periods = scores.periods.sort_values(["pipeline", "seed", "start"], kind="stable").reset_index(drop=True)
     periods["step"] = periods.groupby(["pipeline", "seed"]).cumcount()
     tags, key = _scoring_tags(scores)
-    ctx = _Context(store=store, manifest=manifest, uri=uri, experiment=name, scores=scores, comparison=comparison,
+    ctx = _Context(store=store, uri=uri, experiment=name, scores=scores, comparison=comparison,
                    periods=periods, scoring_tags=tags, scoring_key=key)
     for name in ("mlflow", "alembic"):   # their INFO lines (creating tables, migrations) are not the user's business
         logging.getLogger(name).setLevel(max(logging.getLogger(name).getEffectiveLevel(), logging.WARNING))
@@ -715,8 +716,8 @@ def _track(scores: StoreScores, *, comparison: StoreComparison | None, report: M
         repair = repair_tracking_db(db) if db is not None else None
         if repair is not None:
             repairs.append(repair)
-        if db is not None and db.resolve() == store / "mlflow.db":   # a moved or copied store: its own files
-            repoint_store_db(store, locked=True)
+        if db is not None and db.resolve() == store.layout.tracking_db:   # a moved or copied store: its own files
+            repoint_store_db(store.root, locked=True)
         return _log_scores(ctx, report, path_root, repair)
 
 
