@@ -31,8 +31,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ARTIFACTS", "CHECKPOINTS", "CORRUPT", "LAST_VERDICTS", "LOCK", "MANIFEST", "REPORT", "SEQUENTIAL",
-           "STALE", "TRACKING_DB", "UNITS", "StoreLayout", "db_lock_path"]
+__all__ = ["ARTIFACTS", "ARTIFACTS_NOTE", "CHECKPOINTS", "CORRUPT", "LAST_VERDICTS", "LOCK", "MANIFEST", "REPORT",
+           "SEQUENTIAL", "STALE", "TRACKING_DB", "UNITS", "StoreLayout", "db_lock_path"]
 
 MANIFEST = "manifest.json"
 UNITS = "units"
@@ -46,6 +46,14 @@ LOCK = ".lock"
 SEQUENTIAL = "sequential.json"
 LAST_VERDICTS = "last_verdicts.json"
 REPORT = "report"
+#: The description of every MLflow experiment in a store's database (what ``mlflow ui`` shows on the experiment's
+#: page): where its artifacts are, and what to do after the store moved.
+ARTIFACTS_NOTE = (
+    "Runs of a rolling-calib result store. Their artifacts (predictions, comparison.json, the report, Qlib's "
+    f"records) are files in the store's {ARTIFACTS}/ folder, which MLflow records by its absolute path (the "
+    "experiment's artifact location). If the store was moved or copied since, MLflow shows 'Failed to download "
+    "artifacts' (after mv) or the original store's files (after cp -r): run `rolling-calib relocate --store DIR` "
+    "on the store where it is now, then reload this page.")
 
 
 def db_lock_path(db: str | os.PathLike) -> Path:

@@ -86,6 +86,21 @@ class RunSummary:
     corrupt_moved: list[UnitKey] = field(default_factory=list)  # damaged units moved to STORE/corrupt/, recomputed
     notes: tuple[str, ...] = ()  # the plan's notes (:attr:`RunPlan.notes`)
 
+    @property
+    def other_data(self) -> list[UnitKey]:
+        """Units of this run that read other data than the plan's (the data changed during the run)."""
+        return sorted(k for k, r in self.results.items() if r.other_data)
+
+    def data_warning(self) -> str | None:
+        """The warning when units of this run read other data than the run planned with (else None)."""
+        other = self.other_data
+        if not other:
+            return None
+        named = ", ".join(k.slug() for k in other[:6]) + (f" and {len(other) - 6} more" if len(other) > 6 else "")
+        return (f"WARNING: the data changed during this run: {len(other)} of its {self.ran} unit(s) read other data "
+                f"than the run planned with ({named}); 'rolling-calib compare' names which units read which data. "
+                f"Re-run 'rolling-calib run' on {self.store} to recompute every unit on the current data")
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly summary (for ``rolling-calib run --json``)."""
         return {
@@ -95,6 +110,7 @@ class RunSummary:
             "units_skipped": self.skipped,
             "stale_units_moved": self.stale_moved,
             "corrupt_units_moved": [k.slug() for k in self.corrupt_moved],
+            "units_read_other_data": [k.slug() for k in self.other_data],
             "seconds": round(self.seconds, 3),
             "rows_dropped_unlabelled": sum(r.dropped for r in self.results.values()),
             "units": [
@@ -195,7 +211,15 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
         notes=plan.notes,
     )
     _record_history(plan, summary, executor)
+    _say_data_warning(summary)
     return summary
+
+
+def _say_data_warning(summary: RunSummary) -> None:
+    """Print :meth:`RunSummary.data_warning` on stderr (a loud line, whatever the progress setting)."""
+    warning = summary.data_warning()
+    if warning is not None:
+        print(warning, file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -316,6 +340,7 @@ def _run_batches_locked(plan: RunPlan, *, executor: Executor, next_batches: Next
                          seconds=time.perf_counter() - t0, results=dict(results),
                          corrupt_moved=[move.key for move in corrupt], notes=plan.notes)
     _record_history(dataclasses.replace(plan, seeds=tuple(seeds)), summary, executor)
+    _say_data_warning(summary)
     return summary
 
 

@@ -63,6 +63,23 @@ Idempotent: every run carries the tags ``rc.store_id`` (hash of the store's abso
 ``rc.key`` (pipeline, config hash, seed, window); re-logging finds the existing runs by those tags
 and adds only what is new (a run whose content changed is updated in place).
 
+**Times.** A window run starts and ends when its unit's training did (the sidecar's ``started_at``
+and ``finished_at``; for units written before ``started_at``, ``finished_at`` less the unit's
+seconds), a seed or pipeline run spans its units, so MLflow's durations are the training's; the
+comparison run's are the logging's. A run logged with other times (by an older version: the
+logging's) is logged again.
+
+**Stale configs.** When a pipeline's config changed (its units moved to ``STORE/stale/`` and
+retrained), the runs of its older config, and in the store's own database the Qlib recorders of
+its older units, are tagged ``rc.stale`` (why, and where the units went), renamed ``... [stale]``
+and deleted (MLflow keeps deleted runs, restorable, under "deleted runs"), so the runs shown
+under a pipeline's name are its current config's.
+
+**Moved stores.** Every experiment's description (``mlflow.note.content``, on its page in the UI)
+says that its artifacts are files in the store, recorded by absolute path, and to run
+``rolling-calib relocate --store DIR`` after the store moved or was copied
+(:data:`~rolling_calib.core.store_layout.ARTIFACTS_NOTE`).
+
 Crash-safe: a run gets its ``rc.version`` tag only once its params, metrics and artifacts are
 logged, so a run left half-logged by a crash is deleted and logged again. A SQLite database whose
 schema creation was interrupted (``kill -9``, full disk) is repaired or moved aside before
@@ -118,7 +135,7 @@ from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.core.metric_table import ALL_METRICS
 from rolling_calib.core.tables import format_table
 from rolling_calib.core.schedule import Window
-from rolling_calib.core.store_layout import StoreLayout
+from rolling_calib.core.store_layout import ARTIFACTS_NOTE, StoreLayout
 from rolling_calib.execution.manifest import Manifest, PipelineRecord, Sidecar
 from rolling_calib.execution.reader import read_unit
 from rolling_calib.execution.store import Store
@@ -153,6 +170,8 @@ LAYOUT = "3"
 #: Param value of the keys that differ per window (dates) or per seed, on runs above them.
 PER_WINDOW = "per window: see the window runs"
 PER_SEED = "per seed: see the seed runs"
+#: The tag MLflow shows as a run's or an experiment's description.
+NOTE_TAG = "mlflow.note.content"
 #: Name of the raw label column in ``label.pkl`` (Qlib's handlers and ``MinuteTSDataset`` name it so).
 LABEL_COLUMN = "LABEL0"
 _BATCH = 900  # MLflow accepts at most 1000 metrics (100 params) per log_batch call
@@ -180,8 +199,9 @@ class TrackingSummary:
     updated: int = 0
     unchanged: int = 0
     run_ids: dict[str, str] = field(default_factory=dict)  # rc.key -> run id
-    relogged: int = 0  # runs a crash had left half-logged: deleted and created again (counted in created)
+    relogged: int = 0  # runs deleted and created again (half-logged by a crash; or without their training times)
     repair: DbRepair | None = None  # the SQLite database was moved aside or upgraded first
+    stale: int = 0  # runs (and Qlib recorders) of an older config of a pipeline: tagged rc.stale, renamed, deleted
 
 
 class TrackingRepairWarning(UserWarning):
@@ -294,6 +314,8 @@ class _Spec:
     tags: Mapping[str, str]
     version: str
     artifacts: Callable[[Any, str], None] | None = None   # (client, run id), before the run is marked complete
+    #: (start, end) in ms since the epoch of the work the run stands for (the units' training); None: logging time
+    span: tuple[int, int] | None = None
 
 
 class _Logger:
@@ -329,12 +351,14 @@ class _Logger:
 
         run = self.existing.get(spec.key)
         version = f"{spec.version}|L{LAYOUT}"
-        if run is not None and "rc.version" not in run.data.tags:
-            # created, but the process died (or the disk filled) before it was complete
+        if run is not None and ("rc.version" not in run.data.tags   # the process died before the run was complete
+                                or spec.span is not None and run.info.start_time != spec.span[0]):  # logging time
             self.client.delete_run(run.info.run_id)
             self.summary.relogged += 1
             run = None
         if run is not None and run.data.tags.get("rc.version") == version:
+            if spec.parent_id is not None and run.data.tags.get("mlflow.parentRunId") != spec.parent_id:
+                self.client.set_tag(run.info.run_id, "mlflow.parentRunId", spec.parent_id)   # its parent was relogged
             self.summary.unchanged += 1
             self.summary.run_ids[spec.key] = run.info.run_id
             return run.info.run_id
@@ -343,7 +367,8 @@ class _Logger:
         if spec.parent_id is not None:
             all_tags["mlflow.parentRunId"] = spec.parent_id
         if run is None:
-            run_id = self.client.create_run(self.experiment_id, tags=all_tags, run_name=spec.name).info.run_id
+            run_id = self.client.create_run(self.experiment_id, tags=all_tags, run_name=spec.name,
+                                            start_time=spec.span[0] if spec.span else None).info.run_id
             new_params = [Param(k, v) for k, v in spec.params.items()]
             self.summary.created += 1
         else:
@@ -360,17 +385,69 @@ class _Logger:
             self.client.log_batch(run_id, metrics=metric_list[i : i + _BATCH])
         if spec.artifacts is not None:
             spec.artifacts(self.client, run_id)
-        self.client.set_terminated(run_id, "FINISHED")
+        self.client.set_terminated(run_id, "FINISHED", end_time=spec.span[1] if spec.span else None)
         self.client.set_tag(run_id, "rc.version", version)  # last: the run is complete
         self.summary.run_ids[spec.key] = run_id
         return run_id
 
 
 def _experiment_id(client, name: str, store: Store) -> str:
+    """The experiment ``name`` (created with its artifacts in the store), described as :data:`ARTIFACTS_NOTE` says."""
     experiment = client.get_experiment_by_name(name)
-    if experiment is not None:
-        return experiment.experiment_id
-    return client.create_experiment(name, artifact_location=store.layout.artifact_uri)
+    if experiment is None:
+        experiment_id = client.create_experiment(name, artifact_location=store.layout.artifact_uri)
+    else:
+        experiment_id = experiment.experiment_id
+    if experiment is None or experiment.tags.get(NOTE_TAG) is None:   # MLflow shows it on the experiment's page
+        client.set_experiment_tag(experiment_id, NOTE_TAG, ARTIFACTS_NOTE)
+    return experiment_id
+
+
+def _span(sides: Iterable[Sidecar | None]) -> tuple[int, int] | None:
+    """The (start, end) in ms of the units' training: the first start to the last end (None: none recorded)."""
+    spans = [span for side in sides if side is not None and (span := side.training_span()) is not None]
+    if not spans:
+        return None
+    return (int(min(s for s, _ in spans).timestamp() * 1000), int(max(e for _, e in spans).timestamp() * 1000))
+
+
+def _retire(client: Any, run: Any, why: str, summary: TrackingSummary) -> None:
+    """Mark a run of an older config stale (tag ``rc.stale``, name suffixed) and delete it (MLflow keeps it restorable)."""
+    name = run.data.tags.get("mlflow.runName") or run.info.run_name or run.info.run_id
+    client.set_tag(run.info.run_id, "rc.stale", why[:TAG_VALUE_LIMIT])
+    if not name.endswith("]"):
+        client.set_tag(run.info.run_id, "mlflow.runName", f"{name} [stale]")
+    client.delete_run(run.info.run_id)
+    summary.stale += 1
+
+
+def _stale_config(store: Store, pipeline: str | None, config_hash: str | None) -> str | None:
+    """Why a run of ``pipeline`` under ``config_hash`` is stale (None: the pipeline's current config, or unknown)."""
+    entry = store.pipelines.get(pipeline or "")
+    if entry is None or config_hash is None or config_hash == entry.config_hash:
+        return None
+    return (f"config changed: {pipeline} is config {entry.config_hash} now; this run is of config {config_hash} (its "
+            f"units were moved to {store.layout.stale / pipeline / config_hash}/ and retrained)")
+
+
+def _retire_stale(client: Any, logger: _Logger, store: Store, *, recorders: bool) -> None:
+    """Retire the runs of this store whose pipeline has another config now, and (``recorders``: the store's own
+    database) the Qlib recorders of their units (experiment = the pipeline, tag ``config_hash``)."""
+    for run in logger.existing.values():
+        why = _stale_config(store, run.data.tags.get("rc.pipeline"), run.data.tags.get("rc.config_hash"))
+        if why is not None and run.info.lifecycle_stage == "active":
+            _retire(client, run, why, logger.summary)
+    if not recorders:
+        return
+    for name in store.pipelines:
+        experiment = client.get_experiment_by_name(name)
+        if experiment is None:
+            continue
+        for run in client.search_runs([experiment.experiment_id], filter_string=f"tags.pipeline = '{name}'",
+                                      max_results=5000):
+            why = _stale_config(store, name, run.data.tags.get("config_hash"))
+            if why is not None:
+                _retire(client, run, why, logger.summary)
 
 
 def _window_of(periods: pd.DataFrame, window: Window) -> pd.DataFrame:
@@ -477,7 +554,7 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
                 "compare.pipelines": _param_text(names), "compare.pairs": _param_text(pairs)},
         metrics=[(k, v, 0) for k, v in (path_metrics(path) if path else {}).items() if _finite(v)], version=content,
         tags={**tags, "rc.warnings": ",".join(dict.fromkeys(w.kind for w in comparison.warnings)) or "none",
-              "mlflow.note.content": _verdict_note(comparison)[:TAG_VALUE_LIMIT]},
+              NOTE_TAG: _verdict_note(comparison)[:TAG_VALUE_LIMIT]},
         artifacts=artifacts)
 
 
@@ -545,6 +622,7 @@ def _window_spec(ctx: _Context, pipeline: str, config_hash: str, seed: int, wind
     link = _recorder_link(side)
     same_db = link != {} and sqlite_path(str(side.qlib_recorder.get("uri", ""))) == sqlite_path(ctx.uri)
     return _Spec(
+        span=_span([side]),
         key=f"{pipeline}|{config_hash}|seed{seed}|w{index:02d}", name=f"{pipeline} seed{seed} w{index:02d}",
         level="window", parent_id=parent_id, params=params,
         metrics=metrics + _month_series(_window_of(periods, window)),
@@ -569,7 +647,8 @@ class _Context:
     scoring_key: str
 
 
-def _pipeline_spec(ctx: _Context, pipeline: str, entry: PipelineRecord, p_runs: pd.DataFrame) -> _Spec:
+def _pipeline_spec(ctx: _Context, pipeline: str, entry: PipelineRecord, p_runs: pd.DataFrame,
+                   span: tuple[int, int] | None) -> _Spec:
     config_hash = entry.config_hash
     tags = {"rc.pipeline": pipeline, "rc.config_hash": config_hash, **ctx.scoring_tags}
     metrics = _summary_metrics(ctx.scores, ctx.comparison, pipeline, p_runs)
@@ -579,17 +658,19 @@ def _pipeline_spec(ctx: _Context, pipeline: str, entry: PipelineRecord, p_runs: 
         tags.update({**verdict_tags, **_warning_tags(ctx.comparison, pipeline)})
         note = _verdict_note(ctx.comparison, pipeline)
         if note:
-            tags["mlflow.note.content"] = note[:TAG_VALUE_LIMIT]
+            tags[NOTE_TAG] = note[:TAG_VALUE_LIMIT]
         metrics += verdict_metrics
         judged = stable_hash({"tags": tags, "metrics": metrics})[:8]
     params = config_params(ctx.store.manifest, pipeline)
     params.update({"schedule.mode": str(entry.mode), "schedule.windows": str(len(entry.window_records))})
     seeds = [int(s) for s in p_runs["seed"]]
     return _Spec(key=f"{pipeline}|{config_hash}", name=pipeline, level="pipeline", parent_id=None, params=params,
-                 metrics=metrics, tags=tags, version=",".join(map(str, seeds)) + f"|{ctx.scoring_key}|{judged}")
+                 metrics=metrics, tags=tags, version=",".join(map(str, seeds)) + f"|{ctx.scoring_key}|{judged}",
+                 span=span)
 
 
-def _seed_spec(ctx: _Context, pipeline: str, config_hash: str, row: Any, done: list, parent_id: str) -> _Spec:
+def _seed_spec(ctx: _Context, pipeline: str, config_hash: str, row: Any, done: list, parent_id: str,
+               span: tuple[int, int] | None) -> _Spec:
     seed = int(row.seed)
     s_periods = ctx.periods[(ctx.periods["pipeline"] == pipeline) & (ctx.periods["seed"] == seed)]
     seed_metrics = [(m, float(getattr(row, m)), 0) for m in (*ALL_METRICS, "n_all", "n_scored")
@@ -599,7 +680,7 @@ def _seed_spec(ctx: _Context, pipeline: str, config_hash: str, row: Any, done: l
         key=f"{pipeline}|{config_hash}|seed{seed}", name=f"{pipeline} seed{seed}", level="seed", parent_id=parent_id,
         params=params, metrics=seed_metrics + _month_series(s_periods),
         tags={"rc.pipeline": pipeline, "rc.config_hash": config_hash, "rc.seed": str(seed), **ctx.scoring_tags},
-        version=",".join(str(w.index) for w in done) + f"|{ctx.scoring_key}")
+        version=",".join(str(w.index) for w in done) + f"|{ctx.scoring_key}", span=span)
 
 
 def _log_pipeline(ctx: _Context, logger: _Logger, pipeline: str, entry: PipelineRecord) -> None:
@@ -607,13 +688,16 @@ def _log_pipeline(ctx: _Context, logger: _Logger, pipeline: str, entry: Pipeline
     p_runs = ctx.scores.runs[ctx.scores.runs["pipeline"] == pipeline].sort_values("seed")
     if p_runs.empty:
         return
-    parent_id = logger.ensure(_pipeline_spec(ctx, pipeline, entry, p_runs))
     windows = entry.windows
     complete = set(ctx.store.complete_units(pipeline)[0])
+    done_of = {int(row.seed): [w for w in windows if UnitKey(pipeline, int(row.seed), w.index) in complete]
+               for row in p_runs.itertuples(index=False)}
+    sides = {seed: [ctx.store.sidecar(UnitKey(pipeline, seed, w.index)) for w in done] for seed, done in done_of.items()}
+    parent_id = logger.ensure(_pipeline_spec(ctx, pipeline, entry, p_runs, _span(s for v in sides.values() for s in v)))
     for row in p_runs.itertuples(index=False):
         seed = int(row.seed)
-        done = [w for w in windows if UnitKey(pipeline, seed, w.index) in complete]
-        seed_id = logger.ensure(_seed_spec(ctx, pipeline, config_hash, row, done, parent_id))
+        done = done_of[seed]
+        seed_id = logger.ensure(_seed_spec(ctx, pipeline, config_hash, row, done, parent_id, _span(sides[seed])))
         s_periods = ctx.periods[(ctx.periods["pipeline"] == pipeline) & (ctx.periods["seed"] == seed)]
         for window in done:
             _log_window(ctx, logger, pipeline, config_hash, seed, window, s_periods, seed_id)
@@ -649,6 +733,8 @@ def _log_scores(ctx: _Context, report: Mapping[str, Path] | None, path_root: str
         logger.ensure(_comparison_spec(ctx.comparison, report, (ctx.scoring_tags, ctx.scoring_key), ctx.store.root))
     for pipeline, entry in ctx.store.pipelines.items():
         _log_pipeline(ctx, logger, pipeline, entry)
+    own_db = sqlite_path(ctx.uri) is not None and sqlite_path(ctx.uri).resolve() == ctx.store.layout.tracking_db.resolve()
+    _retire_stale(client, logger, ctx.store, recorders=own_db)
     return summary
 
 
