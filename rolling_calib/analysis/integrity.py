@@ -28,12 +28,12 @@ unrecorded
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from rolling_calib.execution import store as st
-from rolling_calib.execution.manifest import DataRecord
+from rolling_calib.execution.manifest import DataRecord, Sidecar
 from rolling_calib.execution.units import UnitKey
 
 __all__ = ["DataCheck", "DataVersion", "check_data", "checksum_note", "data_versions", "store_notes"]
@@ -60,12 +60,15 @@ class DataVersion:
         return text + (f" and {more} more unit(s)" if more > 0 else "")
 
 
-def data_versions(store: st.Store, pipelines: Sequence[str]) -> list[DataVersion]:
+def data_versions(store: st.Store, pipelines: Sequence[str],
+                  sides: Mapping[UnitKey, Sidecar | None] | None = None) -> list[DataVersion]:
     """The data versions the current units of ``pipelines`` read, the run's (the manifest's) first.
 
     A unit that records no fingerprint (written before units recorded one) read the run's.
-    Units whose data changed while they trained are a version of their own.
+    Units whose data changed while they trained are a version of their own. ``sides``: the units'
+    sidecars already read (:meth:`~rolling_calib.execution.store.Store.sidecars`).
     """
+    sides = store.sidecars(pipelines) if sides is None else sides
     run = store.manifest.data
     groups: dict[tuple, tuple[DataRecord, bool, list[UnitKey]]] = {}
     if run is not None and run.recorded:
@@ -73,7 +76,7 @@ def data_versions(store: st.Store, pipelines: Sequence[str]) -> list[DataVersion
     for name in pipelines:
         entry = store.pipeline(name)
         for key in entry.units():
-            side = store.sidecar(key)
+            side = sides.get(key)
             if side is None or side.config_hash != entry.config_hash:
                 continue   # missing or stale: not read (the reader names it)
             data = side.data if side.data is not None and side.data.recorded else run
@@ -143,13 +146,14 @@ class DataCheck:
         return None   # "unrecorded": stores written by hand (tests, benches); every run records the fingerprint
 
 
-def check_data(store: st.Store, pipelines: Sequence[str] | None = None) -> DataCheck:
+def check_data(store: st.Store, pipelines: Sequence[str] | None = None,
+               sides: Mapping[UnitKey, Sidecar | None] | None = None) -> DataCheck:
     """The data versions the units of ``pipelines`` (default: all) read, and the provider directory now.
 
     The directory is fingerprinted as ``run`` did at training, over the universe the experiment's task
     reads (:func:`~rolling_calib.execution.store.task_universe`), so the same data gives the same fingerprint.
     """
-    versions = tuple(data_versions(store, store.select(pipelines)))
+    versions = tuple(data_versions(store, store.select(pipelines), sides))
     if not versions:
         return DataCheck("unrecorded", None)
     path = versions[0].data.path
@@ -163,9 +167,10 @@ def check_data(store: st.Store, pipelines: Sequence[str] | None = None) -> DataC
     return DataCheck("unchanged" if versions[0].data.same_content(current) else "changed", path, versions, current)
 
 
-def checksum_note(store: st.Store, pipelines: Sequence[str]) -> str | None:
+def checksum_note(store: st.Store, pipelines: Sequence[str],
+                  sides: Mapping[UnitKey, Sidecar | None] | None = None) -> str | None:
     """One note when units of ``pipelines`` were written before checksums were recorded (else ``None``)."""
-    n = store.unchecked_units(pipelines)
+    n = store.unchecked_units(pipelines, sides)
     if not n:
         return None
     return (f"{n} unit(s) of {store.root} were written before checksums were recorded (their sidecars hold no "
@@ -175,5 +180,6 @@ def checksum_note(store: st.Store, pipelines: Sequence[str]) -> str | None:
 
 def store_notes(store: st.Store, pipelines: Sequence[str]) -> list[str]:
     """What a command reading ``pipelines`` of ``store`` prints about the store: the data warning first, then notes."""
-    data = check_data(store, pipelines)
-    return [n for n in (data.warning, data.note, checksum_note(store, pipelines)) if n]
+    sides = store.sidecars(pipelines)   # read once for both
+    data = check_data(store, pipelines, sides)
+    return [n for n in (data.warning, data.note, checksum_note(store, pipelines, sides)) if n]

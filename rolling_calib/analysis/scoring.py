@@ -270,7 +270,7 @@ def _score_runs(store: st.Store, names: Sequence[str], *, calibration: Calibrati
                                                          "rank_ic": summary.rank_ic}))
         scored.tables.append(result.table.assign(pipeline=name, seed=seed))
         scored.days.append(run_days(name, seed, result, t, daily))
-        scored.spread.add(name, t, seed)
+        scored.spread.add(name, t, seed, daily)   # the constant-prediction check from the IC pass
     return scored
 
 

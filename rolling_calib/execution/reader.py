@@ -196,7 +196,10 @@ def _read_unit_arrays(store: Path, path: Path, names: dict[Any, int], column: st
     if not pa.types.is_dictionary(ids.type):
         ids = ids.dictionary_encode()
     remap = np.array([names.setdefault(v, len(names)) for v in ids.dictionary.to_pylist()] + [-1], dtype=np.int32)
-    codes = remap[pc.fill_null(ids.indices, -1).to_numpy()]   # a missing id (-1) picks the -1 at the end
+    if not ids.indices.null_count and np.array_equal(remap[:-1], np.arange(len(remap) - 1)):
+        codes = ids.indices.to_numpy().astype(np.int32, copy=False)   # the run's codes already: no gather
+    else:
+        codes = remap[pc.fill_null(ids.indices, -1).to_numpy()]   # a missing id (-1) picks the -1 at the end
     label = table.column(column).to_numpy(zero_copy_only=False)
     return (when.to_numpy(), table.column("prediction").to_numpy(), label, codes)
 
@@ -292,7 +295,11 @@ def _read_test(store: Store, pipeline: str, seed: int, *, kind: str) -> RunArray
 def _merged(parts: list[tuple[np.ndarray, ...]], names: dict[Any, int], window_ids: list[int]) -> RunArrays:
     """One run's arrays from its units' (datetime, prediction, label, codes), in window order, labelled rows only."""
     columns = [np.concatenate([p[i] for p in parts]) for i in range(4)]
-    window = np.repeat(np.array(window_ids, dtype=np.int64), [len(p[0]) for p in parts])
+    window = np.empty(len(columns[0]), dtype=np.int64)   # each unit's window id over its rows (a fill, not a repeat)
+    at = 0
+    for index, part in zip(window_ids, parts):
+        window[at:at + len(part[0])] = index
+        at += len(part[0])
     return _labelled(RunArrays(datetime=columns[0], prediction=columns[1].astype(float, copy=False),
                                label=columns[2].astype(float, copy=False), codes=columns[3],
                                names=np.array(list(names), dtype=object), window=window))

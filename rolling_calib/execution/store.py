@@ -644,8 +644,14 @@ class Store:
                 notes.append(status.problem(self.root))
         return done, notes
 
-    def unchecked_units(self, pipelines: Iterable[str]) -> int:
+    def sidecars(self, pipelines: Iterable[str]) -> dict[UnitKey, Sidecar | None]:
+        """The sidecar of every recorded unit of ``pipelines`` (``None``: none written), read once."""
+        return {key: self.sidecar(key) for name in pipelines for key in self.pipeline(name).units()}
+
+    def unchecked_units(self, pipelines: Iterable[str], sides: Mapping[UnitKey, Sidecar | None] | None = None) -> int:
         """How many existing units of ``pipelines`` were written before checksums (a sidecar without ``sha256``).
+
+        ``sides``: their sidecars already read (:meth:`sidecars`).
 
         Raises
         ------
@@ -654,9 +660,10 @@ class Store:
             no ``sha256``: the key was removed or the sidecar replaced, so the unit is not read unchecked.
         """
         count = 0
+        sides = self.sidecars(pipelines) if sides is None else sides
         for name in pipelines:
             for key in self.pipeline(name).units():
-                side = self.sidecar(key)
+                side = sides.get(key)
                 if side is not None and not side.sha256:
                     if self.manifest.unit_checksums:
                         raise CorruptUnitError(_missing_checksum(self.root, key))
