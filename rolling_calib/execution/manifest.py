@@ -318,6 +318,9 @@ class Sidecar:
     rows: int | None = None
     ql: float | None = None
     seconds: float | None = None
+    #: Seconds spent building the data set, fitting and predicting (``timings``: build_s + fit_s + predict_s);
+    #: None when the sidecar records none of them.
+    compute_seconds: float | None = None
     first_prediction: str | None = None
     last_prediction: str | None = None
     started_at: str | None = None
@@ -345,6 +348,9 @@ class Sidecar:
             qlib_recorder=data.get("qlib_recorder") if isinstance(data.get("qlib_recorder"), Mapping) else _EMPTY,
             rows=None if rows is None else _int(rows, source, "rows"), ql=_number(data, "ql"),
             seconds=_number(timings, "total_s"),
+            compute_seconds=(sum(v for k in ("build_s", "fit_s", "predict_s") if (v := _number(timings, k)) is not None)
+                             if any(_number(timings, k) is not None for k in ("build_s", "fit_s", "predict_s"))
+                             else None),
             first_prediction=_text(data, "first_prediction", source, "first_prediction"),
             last_prediction=_text(data, "last_prediction", source, "last_prediction"),
             started_at=_text(data, "started_at", source, "started_at"),

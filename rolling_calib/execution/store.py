@@ -525,10 +525,10 @@ def _move_unit(store: Path, key: UnitKey, dest: Path) -> Path:
 def move_stale(store: str | os.PathLike, key: UnitKey, config_hash: str) -> Path | None:
     """Move the unit's files aside when its sidecar names another hash; returns where they went."""
     store = Path(store)
-    side = read_sidecar(store, key)
-    if side is None or side.get("config_hash") == config_hash:
+    side = sidecar(store, key)
+    if side is None or side.config_hash == config_hash:
         return None
-    dest = StoreLayout(store).stale / key.pipeline / str(side.get("config_hash", "unknown")) / f"seed{key.seed}"
+    dest = StoreLayout(store).stale / key.pipeline / str(side.config_hash or "unknown") / f"seed{key.seed}"
     return _move_unit(store, key, dest)
 
 
