@@ -20,8 +20,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/rolling-calib demo
 
+# The suite on up to 4 cores (pytest-xdist; a test file stays on one worker, so its fixtures are built once).
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --numprocesses=auto --maxprocesses=4 --dist=loadfile
 
 clean:
-	rm -rf $(VENV) demo_out .pytest_cache .hypothesis
+	rm -rf $(VENV) demo_out site .pytest_cache .hypothesis

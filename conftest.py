@@ -1,6 +1,7 @@
 """Doctest fixtures: the names that docstring examples of ``rolling_calib`` may use.
 
-``Resampling`` is :class:`rolling_calib.core.resampling.Resampling`; ``example_store`` is a small result store of synthetic predictions written through the
+``Resampling`` is :class:`rolling_calib.core.resampling.Resampling` and ``Question``
+:class:`rolling_calib.core.question.Question`; ``example_store`` is a small result store of synthetic predictions written through the
 real store API (no training), so the scoring and report examples run in CI.
 """
 
@@ -26,7 +27,9 @@ def _example_store(tmp_path_factory) -> Path:
 def _doctest_names(request, doctest_namespace):
     """Only doctests get the example store (and pay for building it)."""
     if isinstance(request.node, pytest.DoctestItem):
+        from rolling_calib.core.question import Question
         from rolling_calib.core.resampling import Resampling
 
         doctest_namespace["example_store"] = request.getfixturevalue("_example_store")
         doctest_namespace["Resampling"] = Resampling   # the bootstrap settings examples pass
+        doctest_namespace["Question"] = Question       # what the examples' verdicts answer

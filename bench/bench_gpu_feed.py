@@ -1,140 +1,174 @@
-"""The GPU feed: how much of a training epoch the GPU is busy, with batches cut in the background or in line.
+"""The batch feed: how much of a training epoch the GPU is busy, with batches cut on the device or on the host.
 
-For one training epoch of ``RollingLSTM`` (and of a seed stack of ``--stack`` seeds) on a CUDA
-device, over the same ``--samples`` windows of a synthetic minute store:
+For K seeds (``--seeds``, default 1, 4, 10, 20; K = 1 is one ``RollingLSTM``, K > 1 a seed stack on
+``--kernel``) and each size, one training epoch over the same ``--samples`` windows per seed:
 
-* ``compute only``: the epoch's batches cut beforehand and resident on the device, then the
-  training steps alone (forward, backward, clip, optimiser): the time the GPU needs anyway;
-* ``background feed`` (the default on CUDA, :class:`rolling_calib.qlib_adapter.model.BatchFeed`):
-  a producer thread cuts the next batches into pinned memory while the device computes, copies
-  are ``non_blocking``, the loss is summed on the device and read once per epoch;
-* ``inline feed``: the same loop with each batch cut when asked (``feed_background = False``).
+* ``compute_only``: the epoch's batches cut beforehand and already on the device, then the
+  training steps alone (forward, backward, clip, optimiser): the time the device needs anyway;
+* ``resident``: the segment moved to the device once, each batch gathered and normalised there
+  by index (:class:`~rolling_calib.qlib_adapter.lstm_core.DeviceWindows`; ``feed: auto`` on a GPU);
+* ``background``: batches cut on the host by a producer thread into pinned memory while the
+  device computes, copied ``non_blocking`` (:class:`~rolling_calib.qlib_adapter.lstm_core.BatchFeed`);
+* ``inline``: the same host cut, each batch when asked.
 
-Busy fraction = compute-only time / epoch time (1.0: the feed never keeps the GPU waiting).
-Times are wall seconds with the device synchronised. Also prints the feed's own wait time.
+Busy = compute_only time / epoch time (1.0: the feed never keeps the device waiting); on CUDA
+also the profiler's view of the resident epoch (GPU kernel time / wall time,
+``bench_stacked.gpu_busy``). Samples per second over the K seeds and the share of the float32
+matmul rate (measured in the same run) for every feed. Times are wall seconds with the device
+synchronised on CUDA, process CPU seconds on CPU (where the run only checks that the bench works).
+Data: a random-walk panel in memory (no Qlib store), as ``bench_stacked.py``.
 
-Usage (needs a CUDA GPU; exits 2 without one)::
+Usage::
 
-    .venv/bin/python bench/bench_gpu_feed.py [--size paper|demo] [--samples 40000] [--stack 10] [--json]
+    .venv/bin/python bench/bench_gpu_feed.py --device cuda [--sizes demo,paper] [--seeds 1,4,10,20]
+        [--samples 16000] [--kernel auto|bmm|streams] [--json] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import tempfile
-import time
-from pathlib import Path
+import sys
 
-from bench_stacked import SIZES, _models, _sampler, _stacked_epoch
+from bench_stacked import (SIZES, add_common, check_device, clock, device_name, flops_per_sample, gpu_busy, matmul_rate,
+                           models, one_at_a_time_epoch, sampler, stacked_epoch, write_json)
+
+FEEDS = ("compute_only", "resident", "background", "inline")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--size", default="paper", choices=sorted(SIZES))
-    p.add_argument("--samples", type=int, default=40000, help="training windows per epoch")
-    p.add_argument("--stack", type=int, default=10, help="seeds of the stacked run (0: skip it)")
-    p.add_argument("--store", default=None, help="minute store (default: a small synthetic one in a temp dir)")
-    p.add_argument("--device", default="cuda", help="cuda (the point); cpu only checks that the bench runs")
-    p.add_argument("--json", action="store_true")
+    add_common(p)
+    p.set_defaults(device="cuda")
+    p.add_argument("--kernel", default="auto", help="the stacks' kernel: auto (choose_kernel), bmm or streams")
+    p.add_argument("--no-profile", action="store_true", help="skip the profiled epoch (CUDA)")
     return p.parse_args(argv)
 
 
-def _synced(fn) -> float:
-    import torch
-
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    sync()
-    t0 = time.perf_counter()
+def _timed(fn, device: str) -> float:
+    now = clock(device)
+    t0 = now()
     fn()
-    sync()
-    return time.perf_counter() - t0
+    return now() - t0
 
 
-def _compute_only(model, sampler) -> float:
-    """The epoch's training steps with every batch already on the device."""
+def compute_only(size: dict, seeds, data, device: str, *, kernel: str):
+    """A callable running the epoch's training steps on batches cut beforehand and resident on the device."""
     import numpy as np
     import torch
 
-    order = np.random.default_rng([model.seed, 0]).permutation(len(sampler))
-    batches = []
-    for lo in range(0, len(order), model.batch_size):
-        x, y = sampler.batch(order[lo : lo + model.batch_size])
-        batches.append((torch.from_numpy(x).to(model.device), torch.from_numpy((y - model.label_mean) / model.label_std).to(model.device)))
+    from rolling_calib.qlib_adapter import stacked as stk
 
-    def steps() -> None:
-        model.lstm_model.train()
-        total = torch.zeros((), dtype=torch.float64, device=model.device)
-        for xt, yt in batches:
-            loss = torch.mean((model.lstm_model(xt).reshape(-1) - yt) ** 2)
-            model.train_optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_value_(model.lstm_model.parameters(), model.grad_clip)
-            model.train_optimizer.step()
-            total += loss.detach().double() * len(yt)
-        float(total)
+    ms = models(size, seeds, device, feed="resident")
+    members = stk.start_stack(ms, data)
+    resident = stk.stack_residents(members, [data])[0]
+    orders = torch.from_numpy(np.stack([m.rng.permutation(len(data)) for m in members])).to(ms[0].device)
+    slots = torch.arange(len(ms), device=ms[0].device)
+    batches = [(resident.windows(idx.reshape(-1)).view(len(ms), -1, data.step_len, 6), resident.labels[slots[:, None], idx])
+               for idx in (orders[:, lo : lo + size["batch_size"]] for lo in range(0, len(data), size["batch_size"]))]
+    if len(ms) == 1:   # one model: RollingLSTM._train_epoch's steps, on its own network and optimiser
+        m = ms[0]
 
-    return _synced(steps)
+        def steps() -> None:
+            m.lstm_model.train()
+            total = torch.zeros((), dtype=torch.float64, device=m.device)
+            for x, y in batches:
+                loss = torch.mean((m.lstm_model(x[0]).reshape(-1) - y[0]) ** 2)
+                m.train_optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_value_(m.lstm_model.parameters(), m.grad_clip)
+                m.train_optimizer.step()
+                total += loss.detach().double() * y.shape[1]
+            float(total)
+    else:
+        ker = stk.make_kernel(kernel, members, ms[0])
+
+        def steps() -> None:
+            totals = torch.zeros(len(ms), dtype=torch.float64, device=ms[0].device)
+            for x, y in batches:
+                totals += ker.train_step(x, y).double() * y.shape[1]
+            totals.cpu()
+
+    steps()
+    return steps
 
 
-def measure_single(size: str, sampler, device: str) -> dict:
+def measure(size_name: str, k: int, data, *, args: argparse.Namespace, limit: float) -> dict:
+    size = SIZES[size_name]
+    seeds = list(range(k))
+    kernel = args.kernel
+    if k > 1 and kernel == "auto":
+        from rolling_calib.qlib_adapter.stacked import choose_kernel
+
+        lead = models(size, seeds[:1], args.device, feed="auto")[0]
+        choice = choose_kernel("auto", lead, members=k, batch=min(size["batch_size"], len(data)), steps=size["step_len"])
+        kernel = choice["kernel"]
+    out = {"size": size_name, "seeds": k, "samples_per_seed": len(data), "kernel": None if k == 1 else kernel}
+    runs = {"compute_only": compute_only(size, seeds, data, args.device, kernel=kernel)}
+    for feed, background in (("resident", None), ("background", True), ("inline", False)):
+        mode = "resident" if feed == "resident" else "host"
+        if k > 1:
+            runs[feed], _ = stacked_epoch(size, seeds, data, args.device, kernel=kernel, feed=mode, background=background)
+        elif feed == "resident":
+            runs[feed], _ = one_at_a_time_epoch(size, seeds, data, args.device, feed=mode)
+        else:
+            runs[feed] = _with_background(size, seeds, data, args.device, background)
+    n, flops = k * len(data), flops_per_sample(size)
+    times = {name: _timed(run, args.device) for name, run in runs.items()}
+    for name, seconds in times.items():
+        out[name] = {"epoch_s": seconds, "samples_per_s": n / seconds, "fraction_of_matmul_rate": n / seconds * flops / limit,
+                     "busy": times["compute_only"] / seconds}
+    if args.device.startswith("cuda") and not args.no_profile:
+        out["resident"].update(gpu_busy(runs["resident"], times["resident"]))
+    return out
+
+
+def _with_background(size: dict, seeds, data, device: str, background: bool):
+    """One model's epoch on the host feed with its producer thread on or off (after a warm-up epoch)."""
     import numpy as np
 
-    model = _models(SIZES[size], [0], device)[0]
-    model.fit_scales(sampler)
-    model._train_epoch(sampler, np.random.default_rng(99))  # warm-up: cuDNN plans, allocator
-    compute = _compute_only(model, sampler)
-    out = {"compute_only_s": compute}
-    for name, background in (("background", True), ("inline", False)):
-        model.feed_background = background
-        out[f"{name}_s"] = _synced(lambda: model._train_epoch(sampler, np.random.default_rng([model.seed, 0])))
-        out[f"{name}_busy"] = compute / out[f"{name}_s"]
-    out["samples_per_s_background"] = len(sampler) / out["background_s"]
-    return out
+    m = models(size, seeds, device, feed="host")[0]
+    m.fit_scales(data)
+    m.feed_background = background
 
+    def epoch() -> None:
+        m._train_epoch(data, np.random.default_rng([m.seed, 0]))
 
-def measure_stack(size: str, sampler, k: int, device: str) -> dict:
-    out = {}
-    for name, background in (("background", True), ("inline", False)):
-        out[f"{name}_s"] = _synced(_stacked_epoch(SIZES[size], list(range(k)), sampler, device, background=background))
-    out["samples_per_s_background"] = k * len(sampler) / out["background_s"]
-    return out
+    epoch()
+    return epoch
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
 
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        print("bench_gpu_feed: torch sees no CUDA GPU here (torch.cuda.is_available() is False); nothing measured")
-        return 2
-    from data_prep import build_synthetic_store, init_qlib
-
-    store = Path(args.store) if args.store else build_synthetic_store(
-        Path(tempfile.mkdtemp(prefix="bench_gpu_feed_")), start="2018-01-01", end="2018-02-28",
-        symbols=["AAPL", "F", "MSFT", "JPM", "XOM"], seed=0)
-    init_qlib(store)
-    _, sampler = _sampler(SIZES[args.size], args.samples)
-    name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU (a smoke run: no GPU to keep busy)"
-    result = {"device": name, "size": args.size, "samples": len(sampler),
-              "single": measure_single(args.size, sampler, args.device)}
-    if args.stack:
-        result["stack"] = {"seeds": args.stack, **measure_stack(args.size, sampler, args.stack, args.device)}
+    if (code := check_device(args, "bench_gpu_feed")) is not None:
+        return code
+    torch.set_num_threads(args.threads)
+    limit = matmul_rate(args.device)
+    result = {"bench": "bench_gpu_feed", "device": device_name(args.device, args.threads), "torch": torch.__version__,
+              "matmul_flops_per_s": limit, "rows": []}
+    unit = "CPU-s" if args.device == "cpu" else "s"
+    for size_name in args.sizes.split(","):
+        data = sampler(SIZES[size_name], args.samples, instruments=args.instruments, days=args.days)
+        for k in (int(s) for s in args.seeds.split(",")):
+            row = measure(size_name, k, data, args=args, limit=limit)
+            result["rows"].append(row)
+            write_json(args.out, result)
+            if not args.json:
+                what = "one model" if k == 1 else f"stack of {k} ({row['kernel']})"
+                print(f"{size_name:5s} {what}: " + "  ".join(
+                    f"{feed} {row[feed]['samples_per_s']:,.0f}/{unit} (busy {row[feed]['busy']:.0%}"
+                    + (f", profiled {row[feed]['gpu_busy']:.0%}" if row[feed].get("gpu_busy") is not None else "")
+                    + f", {row[feed]['fraction_of_matmul_rate']:.1%} of mm)" for feed in FEEDS), flush=True)
+            if args.device.startswith("cuda"):
+                torch.cuda.empty_cache()
     if args.json:
         print(json.dumps(result, indent=2))
-        return 0
-    s = result["single"]
-    print(f"{result['device']}, {args.size} size, {len(sampler)} windows per epoch")
-    print(f"one seed: compute only {s['compute_only_s']:.3f} s; background feed {s['background_s']:.3f} s "
-          f"(GPU busy {s['background_busy']:.0%}); inline feed {s['inline_s']:.3f} s (busy {s['inline_busy']:.0%}); "
-          f"{s['samples_per_s_background']:.0f} samples/s")
-    if args.stack:
-        t = result["stack"]
-        print(f"stack of {t['seeds']}: background feed {t['background_s']:.3f} s, inline {t['inline_s']:.3f} s; "
-              f"{t['samples_per_s_background']:.0f} samples/s over all seeds "
-              f"({t['samples_per_s_background'] / s['samples_per_s_background']:.2f}x one seed's)")
+    else:
+        print(f"{result['device']}; samples/{unit} over the K seeds; busy = compute-only time / epoch time")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

@@ -1,7 +1,7 @@
 """Wall time of the synthetic experiments (docs/method.md §3.1, §3.2) against a per-run scikit-learn loop.
 
 Runs the full protocols (default 100 rounds x 100 runs per pipeline) with the
-vectorised implementation in ``rolling_calib.core.synthetic_experiments`` and prints the wall times
+vectorised implementation in ``rolling_calib.simulation.synthetic_experiments`` and prints the wall times
 and the result tables. The baseline is the straightforward implementation: one
 scikit-learn fit and one metric call per run (``LinearRegression`` /
 ``LogisticRegression(C=inf)``, BLAS held to one thread as in the vectorised
@@ -30,12 +30,12 @@ from threadpoolctl import threadpool_limits
 
 from rolling_calib.core import classification as C
 from rolling_calib.core import metrics as M
-from rolling_calib.core import synthetic_experiments as S
+from rolling_calib.simulation import synthetic_experiments as S
 from rolling_calib.core.pairwise import pairwise_accuracy
 
 
 def naive_round(seed_seq: np.random.SeedSequence, *, runs: int, params: dict, logistic: bool) -> dict[str, float]:
-    """One round, one scikit-learn fit per run (same draw order as ``rolling_calib.core.synthetic_experiments``)."""
+    """One round, one scikit-learn fit per run (same draw order as ``rolling_calib.simulation.synthetic_experiments``)."""
     rng = np.random.default_rng(seed_seq)
     d, nb = params["dims"], params["n_bias"]
     beta = np.full(d, params["beta"])

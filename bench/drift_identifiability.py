@@ -49,7 +49,7 @@ if str(ROOT) not in sys.path:
 from bench.verdict_calibration import PRESETS, UsageError, model_from_store, parse_cells, parse_drift  # noqa: E402
 from rolling_calib.core import variance as V  # noqa: E402
 from rolling_calib.core.tables import format_table  # noqa: E402
-from rolling_calib.core.verdict_sim import PanelModel, _simulate, estimator_sd  # noqa: E402
+from rolling_calib.simulation.verdict_sim import PanelModel, _simulate, estimator_sd  # noqa: E402
 
 METHODS = ("verdict", "floor21_fixedb", "oracle_bw_fixedb", "dm", "true_se")
 

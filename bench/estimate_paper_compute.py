@@ -31,16 +31,21 @@ Method (samples/s x samples):
 
 Prints the per-pipeline table, CPU-hours (one thread per unit; model and loading apart), the
 wall time on this machine with one unit per core, and the commands to run the sweep on a GPU
-machine and on a Ray cluster. GPU-hours are printed only when GPU throughputs are given
-(``--gpu-train-sps``, ``--gpu-eval-sps``: samples/s of one unit on one GPU, e.g. from
-``bench/bench_training.py`` on that GPU, applied to every model shape); loading stays on CPU.
-Measured under whatever load the machine has: re-run on a quiet machine.
+machine and on a Ray cluster. GPU-hours are printed only when a GPU throughput is given
+(``--gpu-train-sps``: training samples per second of one GPU, summed over the seeds it trains at
+once -- ``samples_per_s`` of ``bench/bench_stacked.py --device cuda --json`` at the paper size,
+for one seed or a stack; ``--gpu-eval-sps``: its prediction rate, ``predict_samples_per_s`` there,
+default the training rate, which overstates prediction time). Every model shape is given the
+base shape's rate ``x`` (base flops per sample / the shape's), i.e. the same share of the GPU's
+matmul rate (``--gpu-rate-by same`` gives every shape the same samples/s); loading stays on CPU.
+``--gpu-only`` skips the CPU timings (seconds instead of minutes: the sample counts and the
+GPU-hours alone). Measured under whatever load the machine has: re-run on a quiet machine.
 
 Usage::
 
     nice -n 10 .venv/bin/python bench/estimate_paper_compute.py [--batches 2] [--threads 1]
         [--store qlib_data/us25 --load-start 2012-01-01 --load-end 2015-06-30]
-        [--gpu-train-sps 40000 --gpu-eval-sps 150000] [--json]
+        [--gpu-train-sps 40000 --gpu-eval-sps 150000 [--gpu-only]] [--json]
 """
 
 from __future__ import annotations
@@ -74,11 +79,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--gpu-train-sps", type=float, default=None, metavar="S",
                    help="training samples/s of one unit on one GPU (with --gpu-eval-sps: also print GPU-hours)")
     p.add_argument("--gpu-eval-sps", type=float, default=None, metavar="S",
-                   help="evaluation samples/s of one unit on one GPU")
+                   help="prediction samples/s on one GPU (default: the training rate, an upper bound on the time)")
+    p.add_argument("--gpu-rate-by", choices=("flops", "same"), default="flops",
+                   help="how --gpu-*-sps (measured at the base shape) carries to the other shapes: scaled by flops "
+                        "per sample (default) or the same for every shape")
+    p.add_argument("--gpu-only", action="store_true", help="GPU-hours only: skip the CPU timings (needs --gpu-train-sps)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
-    if (args.gpu_train_sps is None) != (args.gpu_eval_sps is None):
-        p.error("--gpu-train-sps and --gpu-eval-sps go together")
+    if args.gpu_eval_sps is not None and args.gpu_train_sps is None:
+        p.error("--gpu-eval-sps needs --gpu-train-sps")
+    if args.gpu_only and args.gpu_train_sps is None:
+        p.error("--gpu-only needs --gpu-train-sps")
+    if args.gpu_train_sps is not None and args.gpu_eval_sps is None:
+        args.gpu_eval_sps = args.gpu_train_sps
     for name in ("gpu_train_sps", "gpu_eval_sps"):
         if getattr(args, name) is not None and getattr(args, name) <= 0:
             p.error(f"--{name.replace('_', '-')}: expected > 0")
@@ -233,10 +246,81 @@ def load_seconds(windows: list[dict], *, bars_per_cpu_s: float) -> list[float]:
     return [w["bars_loaded"] / bars_per_cpu_s for w in windows]
 
 
+def step_len(task: dict) -> int:
+    return int(task["dataset"]["kwargs"].get("step_len", 60))
+
+
+def gpu_rates(task: dict, *, base: dict, args: argparse.Namespace) -> tuple[float, float]:
+    """``--gpu-train-sps``/``--gpu-eval-sps`` (measured at ``base``'s shape) carried to ``task``'s shape.
+
+    ``--gpu-rate-by flops``: ``rate x flops(base) / flops(task)`` (the same share of the matmul
+    rate); ``same``: the rates as given.
+    """
+    from bench_stacked import flops_per_sample
+
+    scale = 1.0
+    if args.gpu_rate_by == "flops":
+        def flops(t: dict) -> float:
+            h, l, _ = shape_of(t)
+            return flops_per_sample({"hidden_size": h, "num_layers": l, "step_len": step_len(t)})
+        scale = flops(base) / flops(task)
+    return args.gpu_train_sps * scale, args.gpu_eval_sps * scale
+
+
+def gpu_hours(windows: list[dict], *, task: dict, base: dict, args: argparse.Namespace, seeds: int) -> float:
+    """GPU-hours of one pipeline's ``seeds`` seeds over ``windows`` (model compute; loading stays on CPU)."""
+    train_sps, eval_sps = gpu_rates(task, base=base, args=args)
+    return seeds * sum(model_seconds(windows, task=task, train_sps=train_sps, eval_sps=eval_sps)) / 3600
+
+
+def gpu_only(args: argparse.Namespace, tmp: Path) -> int:
+    """The paper's sample counts and GPU-hours, with no CPU timing (``--gpu-only``).
+
+    The config is read against ``--store``, else a one-symbol, one-week synthetic store in ``tmp``
+    (the counts come from the NYSE calendar, not the store).
+    """
+    from data_prep import DEFAULT_SYMBOLS, build_synthetic_store
+    from rolling_calib.config.experiment import load_experiment
+
+    store = args.store.resolve() if args.store is not None else build_synthetic_store(
+        tmp / "qlib", start=args.measure_start, end=args.measure_start, symbols=list(DEFAULT_SYMBOLS[:1]), seed=0)
+    config = load_experiment(args.config, overrides={"qlib_init.provider_uri": str(store)}, check_store=False)
+    windows = paper_counts(config, n_instruments=len(DEFAULT_SYMBOLS))
+    seeds = len(config.rolling.seeds)
+    rows = []
+    for name in config.pipelines:
+        task = config.pipeline_task(name)
+        h, l, b = shape_of(task)
+        train_sps, eval_sps = gpu_rates(task, base=config.task, args=args)
+        rows.append({"pipeline": name, "hidden_size": h, "num_layers": l, "batch_size": b,
+                     "gpu_train_samples_per_s": train_sps, "gpu_eval_samples_per_s": eval_sps,
+                     "pipeline_gpu_hours": gpu_hours(windows, task=task, base=config.task, args=args, seeds=seeds)})
+    total = sum(r["pipeline_gpu_hours"] for r in rows)
+    samples = {k: sum(w[k] for w in windows) for k in ("train", "valid", "test", "bars_loaded")}
+    result = {"config": str(args.config), "windows": len(windows), "seeds": seeds, "pipelines": len(rows),
+              "units": len(rows) * seeds * len(windows), "samples_per_seed": samples,
+              "gpu": {"train_samples_per_s": args.gpu_train_sps, "eval_samples_per_s": args.gpu_eval_sps,
+                      "rate_by": args.gpu_rate_by, "gpu_hours": total}, "pipelines_detail": rows}
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+        return 0
+    print(f"{len(rows)} pipelines x {seeds} seeds x {len(windows)} windows = {result['units']} units; per seed of a "
+          f"pipeline: train {samples['train']:,.0f} samples (x epochs), valid {samples['valid']:,.0f}, "
+          f"test {samples['test']:,.0f}")
+    print(f"{'pipeline':<8} {'hidden':>6} {'layers':>6} {'train/s':>10} {'GPU-h':>7}")
+    for r in rows:
+        print(f"{r['pipeline']:<8} {r['hidden_size']:>6} {r['num_layers']:>6} {r['gpu_train_samples_per_s']:>10,.0f} "
+              f"{r['pipeline_gpu_hours']:>7.2f}")
+    print(f"GPU: {total:,.2f} GPU-hours of model compute at {args.gpu_train_sps:,.0f} train / {args.gpu_eval_sps:,.0f} "
+          f"predict samples/s at the base shape (other shapes {'scaled by flops per sample' if args.gpu_rate_by == 'flops' else 'at the same rate'}); "
+          "data loading is CPU work beside it (the full run prints its CPU-hours)")
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="paper_estimate_") as tmp:  # the stand-in store, removed after
-        return estimate(args, Path(tmp))
+        return gpu_only(args, Path(tmp)) if args.gpu_only else estimate(args, Path(tmp))
 
 
 def estimate(args: argparse.Namespace, tmp: Path) -> int:
@@ -280,8 +364,7 @@ def estimate(args: argparse.Namespace, tmp: Path) -> int:
                "pipeline_cpu_hours": seeds * (model + sum(load_secs)) / 3600,
                "task_hash": stable_hash(task)}
         if gpu:
-            row["pipeline_gpu_hours"] = seeds * sum(model_seconds(
-                windows, task=task, train_sps=args.gpu_train_sps, eval_sps=args.gpu_eval_sps)) / 3600
+            row["pipeline_gpu_hours"] = gpu_hours(windows, task=task, base=config.task, args=args, seeds=seeds)
         rows.append(row)
     total = sum(r["pipeline_cpu_hours"] for r in rows)
     total_model = sum(r["pipeline_model_cpu_hours"] for r in rows)
@@ -301,9 +384,9 @@ def estimate(args: argparse.Namespace, tmp: Path) -> int:
         "measured_under_load": os.getloadavg()[0], "bench_seconds": time.perf_counter() - t_all,
     }
     if gpu:
-        gpu_hours = sum(r["pipeline_gpu_hours"] for r in rows)
+        total_gpu = sum(r["pipeline_gpu_hours"] for r in rows)
         result["gpu"] = {"train_samples_per_s": args.gpu_train_sps, "eval_samples_per_s": args.gpu_eval_sps,
-                         "gpu_hours": gpu_hours, "cpu_hours_loading": total_load}
+                         "rate_by": args.gpu_rate_by, "gpu_hours": total_gpu, "cpu_hours_loading": total_load}
     commands = {
         "data": "rolling-calib data synth --out qlib_data/us25 --start 2012-01-01 --end 2018-12-31",
         "cpu": f"rolling-calib sweep {PAPER.relative_to(ROOT)} --store runs/paper --workers {args.workers}",
@@ -342,8 +425,9 @@ def estimate(args: argparse.Namespace, tmp: Path) -> int:
     if gpu:
         g = result["gpu"]
         print(f"GPU: {g['gpu_hours']:,.1f} GPU-hours of model compute at {args.gpu_train_sps:,.0f} train / "
-              f"{args.gpu_eval_sps:,.0f} eval samples/s per unit (every shape), plus {total_load:,.1f} CPU-hours of "
-              "loading (GPU-hours of one unit at a time per GPU; units sharing a GPU overlap)")
+              f"{args.gpu_eval_sps:,.0f} predict samples/s at the base shape (other shapes "
+              f"{'scaled by flops per sample' if args.gpu_rate_by == 'flops' else 'at the same rate'}), plus "
+              f"{total_load:,.1f} CPU-hours of loading")
     print(f"(timed under load average {result['measured_under_load']:.1f})")
     print("\ncommands:")
     for name, text in commands.items():

@@ -92,7 +92,8 @@ CELLS: list[Cell] = [
     # (oracle IC about 0.11), the source's families (weight decay, hidden size, layers, epochs) against one base,
     # 6-month fine-tunes, 10 seeds
     Cell("persistent_lstm", "workflows/evidence/persistent_lstm.yaml", frequency="minute (synthetic, persistent signal)",
-         epochs="3 (+1 per fine-tune)", data="persistent", notes=("6-month fine-tunes", "oracle IC 0.11")),
+         epochs="3 (+1 per fine-tune)", data="persistent",
+         notes=("6-month fine-tunes", "momentum-state oracle IC 0.11, not a ceiling")),
 ]
 
 
@@ -117,6 +118,7 @@ def _ratio(diagnosis, name: str) -> dict:
 
 def analyse(cell: Cell, store: Path, *, n_boot: int, target: str = "future") -> list[dict]:
     """One row per (label scored, compared pair) of a trained store."""
+    from rolling_calib.core.question import Question
     from rolling_calib.core.resampling import Resampling
     from rolling_calib.analysis.comparison import compare_store
     from rolling_calib.analysis.diagnostics import diagnose_store
@@ -133,9 +135,9 @@ def analyse(cell: Cell, store: Path, *, n_boot: int, target: str = "future") -> 
         if label == "learn" and scores.learned_labels and all(lab.unit != "normalised"
                                                                for lab in scores.learned_labels.values()):
             continue   # the learned label is the raw one: the raw row says it all
-        resampling = Resampling(n_boot=n_boot, target=target)
-        comparison = compare_store(scores, resampling=resampling)
-        diagnosis = diagnose_store(store, scores=scores, resampling=resampling)
+        question, resampling = Question(target=target), Resampling(n_boot=n_boot)
+        comparison = compare_store(scores, question=question, resampling=resampling)
+        diagnosis = diagnose_store(store, scores=scores, question=question, resampling=resampling)
         values = {n: scores.scores_of(n) for n in scores.pipelines}
         for pair, pv in zip(comparison.pairs, comparison.verdicts):
             held = split_seed_accuracy(values, [(pair.better, pair.worse)], metrics=["ql", "cql"], ground_truth="ql")

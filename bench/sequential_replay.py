@@ -3,7 +3,7 @@
 Replays :func:`rolling_calib.core.sequential.replay` -- seeds revealed ``--first``, then ``--batch``
 at a time, each pair stopped once decided, equivalent, undecidable or futile, with alpha spending
 over the looks -- on pairs simulated from a variance-component model
-(:mod:`rolling_calib.core.verdict_sim`: a built-in preset, ``--model FILE`` or ``--from-store DIR``)
+(:mod:`rolling_calib.simulation.verdict_sim`: a built-in preset, ``--model FILE`` or ``--from-store DIR``)
 at true differences of 0 to 6 standard errors (of the full grid's difference), and, with
 ``--store DIR``, on a real store's pipelines in many random seed orders. Beside it, the baselines:
 
@@ -42,11 +42,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from rolling_calib.core.resampling import Resampling  # noqa: E402
+from rolling_calib.core.question import Question  # noqa: E402
+from rolling_calib.core.stopping import StoppingRule  # noqa: E402
 from rolling_calib.core.sequential import replay  # noqa: E402
 from rolling_calib.core.tables import format_table  # noqa: E402
 from rolling_calib.core.verdict import LossPanel, decide  # noqa: E402
-from rolling_calib.core.verdict_sim import PanelModel, estimator_sd, simulate_pair  # noqa: E402
+from rolling_calib.simulation.verdict_sim import PanelModel, estimator_sd, simulate_pair  # noqa: E402
 
 try:   # AdaStop (Mathieu et al. 2023), the group-sequential permutation test over seeds: a bench-only extra
     from adastop import MultipleAgentsComparator
@@ -73,7 +74,7 @@ def _peek(a: LossPanel, b: LossPanel, *, first: int, batch: int, max_seeds: int,
     k = first
     while True:
         v = decide(_sub(a, order, k), _sub(b, order, k), names=("a", "b"),
-                   resampling=Resampling(target=target, confidence=level))
+                   question=Question(target=target, confidence=level))
         if v.outcome != "undetermined" or k >= max_seeds:
             return v.outcome, k
         k = min(k + batch, max_seeds)
@@ -104,12 +105,13 @@ def replay_pair(a: LossPanel, b: LossPanel, *, first: int, batch: int, max_seeds
     order = np.random.default_rng(order_seed).permutation(a.n_seeds)[:max_seeds]
     a, b = a.select(seeds=order), b.select(seeds=order)
     out = {}
-    r = replay({"a": a, "b": b}, first=first, batch=batch, max_seeds=max_seeds, target=target, order_seed=0)
+    r = replay({"a": a, "b": b}, rule=StoppingRule(first=first, batch=batch, max_seeds=max_seeds),
+               question=Question(target=target), order_seed=0)
     out["sequential"] = (r.outcomes[("a", "b")], max(r.seeds_used.values()))
     out["naive"] = _peek(a, b, first=first, batch=batch, max_seeds=max_seeds, level=0.95, target=target)
     out["bonferroni"] = _peek(a, b, first=first, batch=batch, max_seeds=max_seeds,
                               level=1 - 0.05 / _looks(first, batch, max_seeds), target=target)
-    v = decide(a, b, names=("a", "b"), resampling=Resampling(target=target))
+    v = decide(a, b, names=("a", "b"), question=Question(target=target))
     out["full_grid"] = (v.outcome, max_seeds)
     if MultipleAgentsComparator is not None:
         out["adastop"] = _adastop(a, b, batch=batch, max_seeds=max_seeds, seed=order_seed)

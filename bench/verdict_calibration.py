@@ -1,7 +1,7 @@
 """How far can a verdict on data like yours be trusted? Measured false decisions, coverage and power.
 
 Simulates pairs of loss panels (seeds x trading days) from a generative model of variance
-components (:class:`rolling_calib.core.verdict_sim.PanelModel`: market effect, per-seed offset,
+components (:class:`rolling_calib.simulation.verdict_sim.PanelModel`: market effect, per-seed offset,
 seed x window offset, seed x day noise, the pipelines' daily interaction, regime drift, common
 random numbers), estimated from your store (``--from-store``), read from a YAML file (``--model``)
 or one of the built-in presets (``--preset``), and prints per cell (seeds, days, target, drift) and
@@ -45,8 +45,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from rolling_calib.core.question import Question  # noqa: E402
 from rolling_calib.core.tables import format_table, sig  # noqa: E402
-from rolling_calib.core.verdict_sim import (  # noqa: E402
+from rolling_calib.simulation.verdict_sim import (  # noqa: E402
     METHODS,
     TARGETS,
     Cell,
@@ -359,7 +360,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.aa:
         if not panels:
             raise UsageError("--aa: needs --from-store (A/A splits are of a real store's pipelines)")
-        result["aa"] = {name: {t: aa_splits(p, n_splits=args.aa_splits, seed=args.seed, target=t,
+        result["aa"] = {name: {t: aa_splits(p, n_splits=args.aa_splits, seed=args.seed,
+                                            question=Question(target=t, confidence=args.confidence),
                                             orientation=orientation).to_dict() for t in targets}
                         for name, p in panels.items() if p.n_seeds >= 4}
     if args.seeds_needed:
@@ -371,7 +373,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                              f"found {args.seeds_needed_pilot} and {args.seeds_needed_effect}")
         result["seeds_needed"] = {t: check_seeds_needed(model, pilot=args.seeds_needed_pilot,
                                                         effect_in_se=args.seeds_needed_effect, n_rep=args.reps,
-                                                        seed=args.seed, target=t, n_days=days,
+                                                        seed=args.seed,
+                                                        question=Question(target=t, confidence=args.confidence),
+                                                        n_days=days,
                                                         progress=bar(f"seeds needed ({t})")).to_dict()
                                   for t in targets}
     return result

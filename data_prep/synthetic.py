@@ -70,7 +70,11 @@ efficient 10-minute return given its latent state, ``beta_j G_j s_i(t)`` (:func:
 drift's part is the same for every stock and changes no cross-sectional correlation). ``s_i(t)`` is a
 function of past returns, which the features (the last 30-60 bars' prices relative to ``close[t]``) hold up
 to the microstructure noise: a model can learn it. The noise ``eta(t)`` is not conditioned on. 0 for
-``none``.
+``none``. So it is no ceiling: the observed prices partly reveal ``eta(t)`` (the bid-ask bounce reverts), and a
+model of them can beat it. ``oracle_ic_full_state`` is the same correlation with the expectation of the label
+given the generator's full state at the bar (:func:`_full_state_expectation`: momentum state, the regime's drift
+and ``eta(t)``), the ceiling; ``build_synthetic_store(oracle_field=True)`` (``data synth --oracle-field``) also
+writes that expectation per bar as the field ``$oracle`` (bp), the ground truth of a prediction's excess risk.
 
 **Microstructure noise.** The traded price carries a small transient error on top of the
 efficient price (bid-ask bounce): ``eta_i(t) = noise_fraction * sigma_i(t) * N(0,1)``
@@ -270,6 +274,8 @@ SIGNAL_DEFAULTS: dict[str, dict[str, float]] = {
 
 #: Horizon (bars) of the label whose oracle IC a store records: the handler's default ``label_horizon``.
 ORACLE_HORIZON = 10
+#: Field of the full-state expectation of the label (``build_synthetic_store(oracle_field=True)``; ``$oracle``).
+ORACLE_FIELD = "oracle"
 
 
 def market_params(signal: str = "drifting", overrides: dict | None = None) -> MarketParams:
@@ -554,6 +560,32 @@ def _oracle_forecast(state: np.ndarray, market: MarketPath, horizon: int = ORACL
     return beta * gain * state
 
 
+def _full_state_expectation(state: np.ndarray, eta: np.ndarray, market: MarketPath,
+                            horizon: int = ORACLE_HORIZON) -> np.ndarray:
+    """The generator's expectation of the label at bar ``t`` given its full state there (bp).
+
+    The observed log close is the efficient one plus the microstructure noise, ``L(t) + eta(t)``, so the
+    label's log return is ``sum_{u=t+1}^{t+h} r(u) + eta(t+h) - eta(t)`` and, given the momentum state
+    ``s(t)``, the regime ``j`` (its drift ``mu`` per bar and ``beta``) and ``eta(t)``::
+
+        E = 1e4 [ h mu + beta G s(t) + beta (1 - lam) mu (h - G) / (1 - coef) - eta(t) ]
+
+    (``G``, ``coef`` as in :func:`_oracle_forecast`; the third term is the drift's feedback through the
+    state). First order in the log return: the convexity term ``1e4 Var / 2`` (about 0.02 bp at the default
+    volatility) and the rare missing bar at ``t + h`` (the label then takes an earlier close) are left out.
+    Unlike the oracle of ``oracle_ic`` it conditions on ``eta(t)``, the bid-ask bounce that the observed
+    prices partly reveal: it is the ceiling a model of the observed bars can approach, and the ground
+    truth ``E[(E - p)^2]`` of a prediction ``p`` (the true excess risk, label noise aside).
+    """
+    lam = market.params.ema_lambda
+    beta = market.regimes.beta[market.regime_of_bar]
+    mu = market.regimes.drift[market.regime_of_bar] / (252.0 * 390.0)
+    coef = lam + (1.0 - lam) * beta
+    gain = (1.0 - coef**horizon) / (1.0 - coef)
+    feedback = beta * (1.0 - lam) * mu * (horizon - gain) / (1.0 - coef)
+    return 1e4 * (horizon * mu + beta * gain * state + feedback - eta)
+
+
 def _forward_label(close: np.ndarray, market: MarketPath, horizon: int = ORACLE_HORIZON) -> np.ndarray:
     """The project's label ``1e4 (close[t+h] / close[t] - 1)`` (bp), as the minute handler computes it.
 
@@ -608,12 +640,13 @@ def simulate_symbol(symbol: str, market: MarketPath) -> dict[str, np.ndarray]:
     return _simulate_symbol(symbol, market)[0]
 
 
-def _simulate_symbol(symbol: str, market: MarketPath) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """:func:`simulate_symbol`'s bars and the oracle forecast (:func:`_oracle_forecast`) of every bar."""
+def _simulate_symbol(symbol: str, market: MarketPath) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """:func:`simulate_symbol`'s bars, the oracle forecast (:func:`_oracle_forecast`) and the full-state
+    expectation of the label (:func:`_full_state_expectation`) of every bar."""
     prof = _profile(symbol)
     rng = _rng(market.seed, f"symbol:{symbol}")
     total = len(market.minutes)
-    sigma, shock, ret, state = _bar_returns(rng, prof, market)
+    sigma, shock, ret, state, eta = _bar_returns(rng, prof, market)
     log_close, log_open = _log_prices(rng, prof, market, ret)
     open_, high, low, close, vwap = _bar_prices(rng, sigma, log_close, log_open)
     volume = _bar_volume(rng, prof, market, sigma, shock)
@@ -630,12 +663,13 @@ def _simulate_symbol(symbol: str, market: MarketPath) -> tuple[dict[str, np.ndar
     if missing.any():
         for v in cols.values():
             v[missing] = np.nan
-    return cols, _oracle_forecast(state, market)
+    return cols, _oracle_forecast(state, market), _full_state_expectation(state, eta, market)
 
 
 def _bar_returns(rng: np.random.Generator, prof: SymbolProfile,
-                 market: MarketPath) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per-bar volatility ``sigma``, shock ``sigma * z`` (market, sector, own Student-t), return and EMA state.
+                 market: MarketPath) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-bar volatility ``sigma``, shock ``sigma * z`` (market, sector, own Student-t), observed return, EMA
+    state and the microstructure noise ``eta`` of the traded price.
 
     The return adds the regime's drift and the regime's momentum (:func:`_momentum_returns`).
     """
@@ -660,7 +694,7 @@ def _bar_returns(rng: np.random.Generator, prof: SymbolProfile,
     eta = p.noise_fraction * sigma * rng.standard_normal(total)
     ret[1:] += eta[1:] - eta[:-1]
     ret[0] += eta[0]
-    return sigma, shock, ret, state
+    return sigma, shock, ret, state, eta
 
 
 def _log_prices(rng: np.random.Generator, prof: SymbolProfile, market: MarketPath,
@@ -775,6 +809,7 @@ def build_synthetic_store(
     seed: int = 0,
     params: MarketParams = MarketParams(),
     progress: bool = False,
+    oracle_field: bool = False,
 ) -> Path:
     """Generate the synthetic market and write a complete Qlib ``1min`` provider directory.
 
@@ -798,6 +833,10 @@ def build_synthetic_store(
         Generative model parameters (recorded in ``meta.json``).
     progress : bool
         Show a tqdm bar over symbols.
+    oracle_field : bool
+        Also write, per symbol, the field ``$oracle`` (:data:`ORACLE_FIELD`): the generator's expectation of
+        the 10-minute label given its full state at each bar, in bp (:func:`_full_state_expectation`); the
+        ground truth a scorer can measure a prediction's true excess risk against. The bars are the same.
 
     Returns
     -------
@@ -821,7 +860,8 @@ def build_synthetic_store(
     with qlib_store.staged_write(out, keep=False, writer="data_prep.synthetic") as stage:
         qlib_store.write_calendar(stage, market.minutes)
         oracle = _DailyCorrelation(len(market.minutes))
-        rows = _write_symbols(stage, symbols, market, progress, oracle)
+        full = _DailyCorrelation(len(market.minutes))
+        rows = _write_symbols(stage, symbols, market, progress, oracle, full, oracle_field=oracle_field)
         first, last = pd.Timestamp(market.minutes[0]), pd.Timestamp(market.minutes[-1])
         spans = {sym: (first, last) for sym in symbols}
         qlib_store.write_instruments(stage, "all", spans)
@@ -829,23 +869,31 @@ def build_synthetic_store(
         qlib_store.write_instruments(stage, qlib_store.UNIVERSE_NAME, {s: spans[s] for s in universe})
         meta = _synthetic_meta(market, seed=int(seed), start=start, end=end, symbols=symbols, universe=universe,
                                rows=rows)
-        meta.update(_oracle_meta(oracle, market))
+        meta.update(_oracle_meta(oracle, market, full))
+        if oracle_field:
+            meta["fields"] = [*meta["fields"], ORACLE_FIELD]
         meta["seconds"] = round(time.perf_counter() - t0, 3)
         qlib_store.write_meta(stage, meta)
     return out
 
 
 def _write_symbols(out: Path, symbols: Sequence[str], market: MarketPath, progress: bool,
-                   oracle: _DailyCorrelation) -> dict[str, dict[str, int]]:
-    """Simulate and write each symbol's feature files, adding its oracle forecast and label to ``oracle``;
-    ``{symbol: {"bars", "missing"}}``."""
+                   oracle: _DailyCorrelation, full: _DailyCorrelation, *,
+                   oracle_field: bool = False) -> dict[str, dict[str, int]]:
+    """Simulate and write each symbol's feature files (and ``$oracle`` with ``oracle_field``), adding its oracle
+    forecast, full-state expectation and label to ``oracle`` and ``full``; ``{symbol: {"bars", "missing"}}``."""
     from tqdm.auto import tqdm
 
     rows: dict[str, dict[str, int]] = {}
     for sym in tqdm(symbols, desc="synth", unit="symbol", disable=not progress):
-        cols, forecast = _simulate_symbol(sym, market)
-        oracle.add(forecast, _forward_label(cols["close"], market))
-        qlib_store.write_symbol(out, sym, 0, {f: cols[f] for f in qlib_store.FIELDS})
+        cols, forecast, expected = _simulate_symbol(sym, market)
+        label = _forward_label(cols["close"], market)
+        oracle.add(forecast, label)
+        full.add(expected, label)
+        fields = {f: cols[f] for f in qlib_store.FIELDS}
+        if oracle_field:
+            fields[ORACLE_FIELD] = np.where(np.isfinite(label), expected, np.nan)
+        qlib_store.write_symbol(out, sym, 0, fields)
         qlib_store._fault_point("synth:symbol_written")
         n_missing = int(np.isnan(cols["close"]).sum())
         rows[sym] = {"bars": len(cols["close"]) - n_missing, "missing": n_missing}
@@ -878,11 +926,23 @@ def _synthetic_meta(market: MarketPath, *, seed: int, start, end, symbols: Seque
     }
 
 
-def _oracle_meta(oracle: _DailyCorrelation, market: MarketPath) -> dict:
-    """``oracle_ic`` of ``meta.json`` and what it means."""
+def _oracle_meta(oracle: _DailyCorrelation, market: MarketPath, full: _DailyCorrelation | None = None) -> dict:
+    """``oracle_ic`` (and ``oracle_ic_full_state``) of ``meta.json`` and what they mean."""
     ic = oracle.mean_ic()
     if not np.isfinite(ic) and not np.any(market.regimes.beta):
         ic = 0.0  # no predictable component: the expectation is the same for every stock, no ranking at all
+    extra = {}
+    if full is not None:
+        fic = full.mean_ic()
+        if not np.isfinite(fic) and not np.any(market.regimes.beta) and market.params.noise_fraction == 0:
+            fic = 0.0
+        extra = {
+            "oracle_ic_full_state": None if not np.isfinite(fic) else round(float(fic), 6),
+            "oracle_ic_full_state_definition": (
+                f"as oracle_ic, with the generator's expectation of the label given its full state at the bar "
+                f"(momentum state, regime drift and the microstructure noise eta(t), which observed prices partly "
+                f"reveal; first order in the log return): the ceiling of a model of the observed bars"),
+        }
     return {
         "signal": market.params.signal,
         "oracle_ic": None if not np.isfinite(ic) else round(float(ic), 6),
@@ -891,6 +951,8 @@ def _oracle_meta(oracle: _DailyCorrelation, market: MarketPath) -> dict:
             f"a date is one minute bar) between the generator's conditional expectation of the "
             f"{ORACLE_HORIZON}-minute forward return given its latent momentum state, beta_j G_j s_i(t), and the "
             f"label 1e4 (close[t+{ORACLE_HORIZON}] / close[t] - 1); the microstructure noise eta is not "
-            f"conditioned on; 0 when the market has no predictable component"
+            f"conditioned on (so this is not a ceiling: see oracle_ic_full_state); 0 when the market has no "
+            f"predictable component"
         ),
+        **extra,
     }

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from data_prep.atomic import atomic_write
+
 from rolling_calib.execution.executors import UnitKey, UnitTask
 
 
@@ -63,9 +65,9 @@ class StoreWork:
         value = float(np.random.default_rng(key_seed(key)).normal()) + 0.5 * previous
         time.sleep(self.sleep_s)
         record = {"value": value, "start_ns": started, "end_ns": time.time_ns()}
-        tmp = self.unit_path(key).with_suffix(".tmp")
-        tmp.write_text(json.dumps(record))
-        tmp.replace(self.unit_path(key))
+        # the project's atomic write: a cancel (KeyboardInterrupt in the task) between the temporary file and the
+        # rename removes the temporary file, as a real unit's write does
+        atomic_write(self.unit_path(key), lambda tmp: Path(tmp).write_text(json.dumps(record)))
         return value
 
 

@@ -52,10 +52,11 @@ def test_a_crossing_import_is_caught(tmp_path):
 
 @pytest.mark.parametrize("module", [
     "rolling_calib.core.metrics", "rolling_calib.core.pairwise", "rolling_calib.core.ranking",
-    "rolling_calib.core.schedule", "rolling_calib.core.synthetic_experiments", "rolling_calib.core.validation",
+    "rolling_calib.core.schedule", "rolling_calib.core.validation", "rolling_calib.core.verdict",
+    "rolling_calib.simulation.synthetic_experiments", "rolling_calib.simulation.verdict_sim",
 ])
 def test_core_imports_without_heavy_libraries(module):
-    """With qlib, torch, ray, mlflow and matplotlib made unimportable, the core still imports."""
+    """With qlib, torch, ray, mlflow and matplotlib made unimportable, the core and the simulations still import."""
     blocked = ["qlib", "torch", "ray", "mlflow", "matplotlib", "polars", "data_prep"]
     code = (
         "import sys\n"
@@ -69,6 +70,27 @@ def test_core_imports_without_heavy_libraries(module):
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_every_core_module_imports_without_progress_bars_or_thread_control():
+    """The core imports only what its docstring lists: every module of it imports with tqdm and threadpoolctl
+    (the simulation harness's dependencies) made unimportable too."""
+    blocked = ["qlib", "torch", "ray", "mlflow", "matplotlib", "polars", "data_prep", "tqdm", "threadpoolctl"]
+    code = (
+        "import sys, pkgutil, importlib\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {blocked!r}: raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import rolling_calib.core as core\n"
+        "names = [m.name for m in pkgutil.iter_modules(core.__path__, 'rolling_calib.core.')]\n"
+        "for name in names: importlib.import_module(name)\n"
+        f"print(len(names), sorted(n for n in {blocked!r} if n in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    count, loaded = proc.stdout.strip().split(" ", 1)
+    assert int(count) > 20 and loaded == "[]"
 
 
 def test_commands_without_an_extra_say_which_to_install(tmp_path):

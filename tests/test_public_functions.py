@@ -8,9 +8,15 @@ with a value the constraint rejects, the others given a valid value (or a placeh
 never reaches), and must raise ``ValueError`` with the one message format
 ``"<name>: expected <what the constraint describes>, found <value>"`` -- before its body runs.
 
-A second test asks that every public function taking a bootstrap setting declares its constraint:
-a function with a ``resampling`` or ``confidence`` parameter and no declared constraint for it
-would take any value.
+A second test asks that every public function taking a bootstrap, question or stopping setting
+declares its constraint: a function with a ``resampling``, ``question``, ``rule`` or ``confidence``
+parameter and no declared constraint for it would take any value.
+
+The values that carry settings (:class:`~rolling_calib.core.resampling.Resampling`,
+:class:`~rolling_calib.core.question.Question`, :class:`~rolling_calib.core.stopping.StoppingRule`,
+:class:`~rolling_calib.experiment.until_decided.UntilDecided`) declare a constraint per field
+(``CONSTRAINTS``): each is made once per field with a value the constraint rejects and must raise
+the declared message too.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ import re
 import pytest
 
 import rolling_calib
+from rolling_calib.core.question import Question
 from rolling_calib.core.resampling import Resampling
+from rolling_calib.core.stopping import StoppingRule
 from rolling_calib.core.validation import explain
 
 #: Modules not imported here: their imports pull a heavy optional dependency (Qlib, torch, MLflow,
@@ -33,7 +41,8 @@ HEAVY = ("rolling_calib.qlib_adapter", "rolling_calib.model", "rolling_calib.dat
          "rolling_calib.experiment", "rolling_calib.__main__")
 #: Values tried, in order, to find one a constraint rejects and one it accepts.
 CANDIDATES = (object(), "not-an-option", -(10 ** 12), 10 ** 12, -1.5, float("nan"), float("inf"), True, None, 0, 1,
-              2, 0.5, 1.0, 2.5, "month", "pooled", "previous", "error", "lower", "future", Resampling())
+              2, 0.5, 1.0, 2.5, 1000, "month", "pooled", "previous", "error", "lower", "future", Resampling(),
+              Question(), StoppingRule())
 
 
 def _modules():
@@ -62,7 +71,8 @@ def _invalid(constraint):
 
 
 def _valid(constraint):
-    values = getattr(constraint, "values", ())
+    inner = getattr(constraint, "constraint", constraint)   # a Worded constraint's options are its inner one's
+    values = getattr(constraint, "values", ()) or getattr(inner, "values", ())
     return next(v for v in (*values, *CANDIDATES) if constraint.accepts(v))
 
 
@@ -102,10 +112,12 @@ def test_every_declared_parameter_rejects_an_invalid_value_with_the_declared_mes
 
 
 def test_every_function_taking_bootstrap_settings_declares_their_constraints():
-    """A public function with a ``resampling`` or ``confidence`` parameter checks it (declared, not retyped)."""
+    """A public function with a ``resampling``, ``question``, ``rule`` or ``confidence`` parameter checks it
+    (declared, not retyped)."""
     undeclared = []
     for qualname, func in sorted(FUNCTIONS.items()):
-        params = set(inspect.signature(func).parameters) & {"resampling", "confidence", "n_boot", "block_size"}
+        params = set(inspect.signature(func).parameters) & {"resampling", "question", "rule", "confidence", "n_boot",
+                                                            "block_size"}
         missing = params - set(getattr(func, "__rc_constraints__", {}))
         if missing:
             undeclared.append(f"{qualname}: {sorted(missing)}")
@@ -118,6 +130,46 @@ def test_a_resampling_value_is_checked_where_it_is_made():
                                          r"memory\), found 1000000000$"):
         Resampling(n_boot=10 ** 9)
     with pytest.raises(ValueError, match=r"^confidence: expected a number strictly between 0 and 1, found 1\.0$"):
-        Resampling(confidence=1.0)
+        Question(confidence=1.0)
     with pytest.raises(ValueError, match=r"^block_size: expected None or a mean block length >= 1"):
         Resampling(block_size=0.5)
+
+
+def _value_classes():
+    from rolling_calib.experiment.until_decided import UntilDecided   # heavy: imported here only
+
+    return [Resampling, Question, StoppingRule, UntilDecided]
+
+
+VALUE_CASES = [(cls, name) for cls in _value_classes() for name in cls.CONSTRAINTS]
+
+
+@pytest.mark.parametrize("cls, field", VALUE_CASES, ids=[f"{c.__name__}-{f}" for c, f in VALUE_CASES])
+def test_every_field_of_a_settings_value_rejects_an_invalid_value_with_the_declared_message(cls, field):
+    """scikit-learn's check for classes: each declared field, given a value its constraint rejects, is refused
+    when the value is made, with ``"<field>: expected <description>, found <value>"``."""
+    constraint = cls.CONSTRAINTS[field]
+    bad = _invalid(constraint)
+    message = f"{field}: {explain(bad, constraint)}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        cls(**{field: bad})
+
+
+def test_every_field_of_a_settings_value_is_declared():
+    """No field without a declared constraint: the value checks all it carries."""
+    import dataclasses
+
+    for cls in _value_classes():
+        assert {f.name for f in dataclasses.fields(cls)} == set(cls.CONSTRAINTS), cls.__name__
+
+
+def test_a_stopping_rule_is_checked_as_a_whole_and_refuses_an_infinite_margin():
+    """Beside each field: the budget is at least the first look's seeds; ``--margin inf`` is refused."""
+    with pytest.raises(ValueError, match=r"^max_seeds: expected an integer >= first \(5\), found 4$"):
+        StoppingRule(first=5, max_seeds=4)
+    for margin in (float("inf"), float("nan"), 0.0, -1.0):
+        with pytest.raises(ValueError, match=r"^margin: expected None or a finite number > 0"):
+            StoppingRule(margin=margin)
+    with pytest.raises(ValueError, match=r"^first: expected an integer in \[2, 10000\]"):
+        StoppingRule(first=1)
+    assert StoppingRule(first=2, max_seeds=2, margin=0.5).margin == 0.5

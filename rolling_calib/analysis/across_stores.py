@@ -127,4 +127,5 @@ def score_stores(
         label=each[0].label, incomplete=[i for s in each for i in s.incomplete], compare=[],
         notes=list(dict.fromkeys(notes)), days=frames("days"), seed_spread=merged("seed_spread"),
         learned_labels=merged("learned_labels"), models=merged("models"), label_choice=each[0].label_choice,
+        backtests=frames("backtests"), backtest_specs=merged("backtest_specs"),
     )

@@ -19,9 +19,9 @@ training window of each period's first row), then computes with :mod:`rolling_ca
   against its squared change;
 * the ratio ``std(CQL) / std(QL2..K)`` with a bootstrap interval over seeds, the shares of the
   seed variance from offset, scale and co-movement with the label
-  (:func:`rolling_calib.core.guards.seed_variance_components`), and, over the compared pairs,
-  whether CQL orders the pipelines like the ground truth on held-out seeds at least as often as
-  QL does (on the label the models learned);
+  (:func:`rolling_calib.core.guards.seed_variance_components`), and, over the compared pairs the
+  ground truth separates, whether CQL's held-out pairwise accuracy (runs of half of the seeds
+  against the direction of QL on the other half) is at least QL's (on the label the models learned);
 * the assessment (:func:`rolling_calib.core.diagnostics.assess_calibration`): calibration helps
   only when CQL narrows the seed spread *and* keeps the ordering, and no scale mismatch is
   measured; every reason comes from these measurements.
@@ -59,9 +59,10 @@ from rolling_calib.analysis.scoring import StoreScores, score_store
 from rolling_calib.analysis.verdicts import GuardWarning, guard_warnings, scale_findings, stopping_points
 from rolling_calib.core import diagnostics as dg
 from rolling_calib.core.guards import Moments, VarianceComponents, seed_variance_components
-from rolling_calib.core.metaeval import split_seed_agreement
+from rolling_calib.core.metaeval import split_seed_accuracy
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.label import Label
+from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import validate_params
 from rolling_calib.core.schedule import Window
@@ -69,7 +70,8 @@ from rolling_calib.execution import store as st
 from rolling_calib.execution.reader import MissingLabelError, read_run
 from rolling_calib.core.jsonable import jsonable
 
-__all__ = ["MAX_DEFAULT_PAIRS", "PipelineDiagnosis", "StoreDiagnosis", "diagnose_store", "run_period_stats"]
+__all__ = ["MAX_DEFAULT_PAIRS", "PipelineDiagnosis", "StoreDiagnosis", "diagnose_store", "run_period_stats",
+           "time_split_scores"]
 
 #: Without recorded ``compare:`` pairs, every pair is differenced only up to this many pipelines.
 MAX_DEFAULT_PAIRS = 4
@@ -211,6 +213,8 @@ class StoreDiagnosis:
     pairs : list of (str, str)
         Pairs for the paired per-seed differences (the store's ``compare:`` pairs, else all).
     skipped, incomplete, notes : list of str
+    question, resampling : Question, Resampling
+        What the std ratio's interval and the ground-truth verdicts answer; the bootstrap's settings.
     """
 
     store: Path
@@ -223,6 +227,8 @@ class StoreDiagnosis:
     incomplete: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[GuardWarning] = field(default_factory=list)
+    question: Question = DEFAULT_QUESTION
+    resampling: Resampling = DEFAULT
 
     def of(self, pipeline: str) -> PipelineDiagnosis:
         """The diagnosis of one pipeline (``ValueError`` naming the diagnosed ones)."""
@@ -255,6 +261,8 @@ class StoreDiagnosis:
             "store": str(self.store),
             "period": self.calibration.period,
             "bias": self.calibration.bias,
+            "question": self.question.to_dict(),
+            "bootstrap": self.resampling.to_dict(),
             "pipelines": [p.to_dict() for p in self.pipelines],
             "paired_differences": [self._pair_summary(a, b) for a, b in self.pairs],
             "skipped": list(self.skipped),
@@ -286,8 +294,7 @@ class StoreDiagnosis:
             persist = (f"{corr:.2f}" if math.isfinite(corr) else "-") if len(d.seeds) >= MIN_PERSISTENCE_SEEDS \
                 else f"needs {MIN_PERSISTENCE_SEEDS} seeds"
             rows.append([d.pipeline, helps, std, best, persist])
-        confidence = next((d.std_ratio.confidence for d in self.pipelines if d.std_ratio is not None), 0.95)
-        return format_table(rows, ["pipeline", "calibration helps?", f"std CQL / QL 2..K [{confidence:.0%}]",
+        return format_table(rows, ["pipeline", "calibration helps?", f"std CQL / QL 2..K [{self.question.confidence:.0%}]",
                                    "best bias correction", "offset persistence"])
 
     def format(self) -> str:
@@ -421,11 +428,12 @@ def _offsets_frame(seeds: Sequence[int], labels: list, common: pd.Index, b: np.n
 
 @dataclass(frozen=True)
 class _StoreChecks:
-    """What every pipeline's assessment shares: the ordering check, scale findings, bootstrap settings."""
+    """What every pipeline's assessment shares: the ordering check, scale findings, the question, bootstrap settings."""
 
     keeps_order: bool | None
     order_detail: str
     scale: dict[str, str]
+    question: Question
     resampling: Resampling
 
 
@@ -462,7 +470,7 @@ def _diagnose_pipeline(store: st.Store, name: str, scores: StoreScores, notes: l
     persistence = dg.offset_persistence(offsets, refit)
     scored_labels = [lab for lab, s in zip(labels, scored) if s]
     ratio = dg.std_ratio_interval(runs["ql_scored"].to_numpy(dtype=float), runs["cql"].to_numpy(dtype=float),
-                                  resampling=checks.resampling)
+                                  question=checks.question, resampling=checks.resampling)
     components = _components(scores, name, seeds, scored_labels)
     assessment = dg.assess_calibration(
         removable=removable, removed=removed, ratio=ratio, keeps_order=checks.keeps_order,
@@ -495,11 +503,14 @@ MIN_SPLIT_SEEDS = 4
 
 
 def _order_check(store: st.Store, scores: StoreScores, names: Sequence[str], pairs: Sequence[tuple[str, str]],
-                 *, resampling: Resampling, notes: list[str]) -> tuple[bool | None, str]:
-    """Does CQL order the pairs like the ground truth on held-out seeds at least as often as QL 2..K does?
+                 *, question: Question, resampling: Resampling, notes: list[str]) -> tuple[bool | None, str]:
+    """Does CQL rank the runs of the pairs like the ground truth on held-out seeds at least as often as QL 2..K?
 
     Checked on the label the models learned (the store is scored against it when it was scored
-    against the raw one); the split-seed check of :func:`rolling_calib.core.metaeval.split_seed_agreement`.
+    against the raw one), on the pairs whose QL verdict is determined: the held-out pairwise accuracy of
+    :func:`rolling_calib.core.metaeval.split_seed_accuracy` (each metric's accuracy over the runs of one
+    half of the seeds, against the direction of QL on the other half), averaged over those pairs, CQL's
+    against QL 2..K's -- the accuracy the evidence tables show, not a concordance of half-seed means.
     """
     counts = scores.runs.groupby("pipeline")["seed"].nunique()
     few = [n for n in names if counts.get(n, 0) < MIN_SPLIT_SEEDS]
@@ -515,36 +526,36 @@ def _order_check(store: st.Store, scores: StoreScores, names: Sequence[str], pai
             where = "the learned label"
         except MissingLabelError:
             notes.append("the store holds no learned label: the held-out ordering check uses the raw label")
-    determined = _determined_pairs(learned, pairs, resampling=resampling)
+    determined = _determined_pairs(learned, pairs, question=question)
     if not determined:
         return None, (f"the ground truth (QL on {where}) does not separate the compared pair(s) at "
-                      f"{resampling.confidence:.0%}: there is no "
+                      f"{question.confidence:.0%}: there is no "
                       f"ordering to keep")
     values = {n: learned.scores_of(n) for n in names}
-    table = split_seed_agreement(values, determined, metrics=["ql_scored", "cql"], ground_truth="ql",
-                                 seed=resampling.seed)
-    conc = dict(zip(table["metric"], table["split_concordance"]))
-    keeps = bool(conc["cql"] >= conc["ql_scored"])
-    detail = (f"on held-out seeds ({where}, {int(table['n_splits'].iloc[0])} random halves) CQL orders the "
-              f"{len(determined)} pair(s) the ground truth separates like it {conc['cql']:.0%} of the time, "
-              f"QL 2..K {conc['ql_scored']:.0%}")
+    table = split_seed_accuracy(values, determined, metrics=["ql_scored", "cql"], ground_truth="ql",
+                                seed=resampling.seed)
+    acc = table.groupby("metric")["split_accuracy"].mean()
+    keeps = bool(acc["cql"] >= acc["ql_scored"])
+    detail = (f"on held-out seeds ({where}, {int(table['n_splits'].iloc[0])} random halves) CQL's pairwise accuracy "
+              f"against the ground truth of the other half is {acc['cql']:.2f}, QL 2..K's {acc['ql_scored']:.2f} "
+              f"(mean over the {len(determined)} pair(s) the ground truth separates)")
     return keeps, detail
 
 
 def _determined_pairs(scores: StoreScores, pairs: Sequence[tuple[str, str]], *,
-                      resampling: Resampling) -> list[tuple[str, str]]:
-    """The pairs whose QL verdict (seeds and blocks of time, as ``compare`` decides it) is determined on these scores."""
+                      question: Question) -> list[tuple[str, str]]:
+    """The pairs whose QL verdict (the ``question`` answered as ``compare`` answers it) is determined on these scores."""
     from rolling_calib.analysis.verdicts import decide_pair
 
     out = []
     for a, b in pairs:
-        verdicts = decide_pair(scores.days, a, b, label=scores.label, resampling=resampling, metrics=("ql",))
+        verdicts = decide_pair(scores.days, a, b, label=scores.label, question=question, metrics=("ql",))
         if verdicts.ground_truth_determined:
             out.append((a, b))
     return out
 
 
-@validate_params({"resampling": RESAMPLING})
+@validate_params({"question": QUESTION, "resampling": RESAMPLING})
 def diagnose_store(
     store: st.Store | str | Path,
     *,
@@ -554,6 +565,7 @@ def diagnose_store(
     pairs: Sequence[tuple[str, str]] | None = None,
     scores: StoreScores | None = None,
     progress: bool = False,
+    question: Question = DEFAULT_QUESTION,
     resampling: Resampling = DEFAULT,
 ) -> StoreDiagnosis:
     """Seed-variance diagnostics of every pipeline of a store with at least two complete runs.
@@ -576,10 +588,11 @@ def diagnose_store(
         Scores already computed by :func:`~rolling_calib.analysis.scoring.score_store` for this store.
     progress : bool
         Progress bar while scoring.
+    question : Question
+        The confidence of the std ratio's interval, and what the verdicts that decide which pairs the
+        ground truth separates answer (the same as ``compare``'s, so both decide a pair alike).
     resampling : Resampling
-        Bootstrap settings of the std ratio's interval and of the verdicts that decide which pairs the
-        ground truth separates (the same as ``compare``'s, so both decide a pair alike), and the seed of
-        the held-out ordering check.
+        Replicates and seed of the std ratio's bootstrap; its seed is also the held-out ordering check's.
 
     Returns
     -------
@@ -605,18 +618,19 @@ def diagnose_store(
     if not diagnosed:
         raise ValueError(f"{store.root}: no pipeline has 2 complete runs to diagnose ({'; '.join(skipped) or 'none scored'})")
     pairs = _diagnosed_pairs(scores, diagnosed, pairs)
-    keeps, detail = _order_check(store, scores, diagnosed, pairs or scores.compare, resampling=resampling,
-                                 notes=notes)
+    keeps, detail = _order_check(store, scores, diagnosed, pairs or scores.compare, question=question,
+                                 resampling=resampling, notes=notes)
     scale = {n: text.split(": ", 1)[0] + " (the scale_mismatch warning has the measurements)"
              for n, (_, text) in scale_findings(scores.days, diagnosed, scores.label, scores.learned_labels).items()}
     checks = _StoreChecks(keeps, detail if keeps is not None else f"the ordering was not checked: {detail}", scale,
-                          resampling)
+                          question, resampling)
     if keeps is None:
         notes.append(f"calibration's ordering on held-out seeds was not checked: {detail}")
     done = [_diagnose_pipeline(store, name, scores, notes, checks) for name in diagnosed]
     warnings = guard_warnings(days=scores.days, runs=scores.runs, pipelines=diagnosed, label=scores.label,
                               learned=scores.learned_labels, seed_spread=scores.seed_spread, models=scores.models,
                               constant=scores.constant, identical=scores.identical,
+                              identical_values=scores.identical_values,
                               stopped=stopping_points(scores.store, diagnosed))
     return StoreDiagnosis(
         store=store.root,
@@ -629,6 +643,8 @@ def diagnose_store(
         incomplete=list(scores.incomplete),
         notes=notes,
         warnings=warnings,
+        question=question,
+        resampling=resampling,
     )
 
 
@@ -646,3 +662,75 @@ def _diagnosed_pairs(scores: StoreScores, diagnosed: Sequence[str],
             if name not in diagnosed:
                 raise ValueError(f"pair ({a}, {b}): {name!r} was not diagnosed (diagnosed: {', '.join(diagnosed)})")
     return chosen
+
+
+# --------------------------------------------------------------------------- held out in time
+def time_split_scores(scores: StoreScores, *, metric_periods: Sequence[str], truth_periods: Sequence[str],
+                      pipelines: Sequence[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
+    """Per pipeline and run: QL and CQL on some calibration periods, the ground truth (QL) on others.
+
+    From the per-day sums of :attr:`StoreScores.days <rolling_calib.analysis.scoring.StoreScores>`, for
+    every run (seed) of a pipeline::
+
+        ql    = sum sse_ql  / sum rows   over M*     (the metric's periods, M* below)
+        cql   = sum sse_cql / sum rows   over M*
+        truth = sum sse_ql  / sum rows   over T      (every truth period)
+
+    ``M*`` is the periods of ``metric_periods`` whose previous period (in time order) is one of
+    ``metric_periods`` too: CQL corrects a period with the previous period's mean residual, so a period
+    whose bias would come from a truth period is left out of both metrics (no label of the truth's
+    periods reaches them). The truth's periods are not scored by the metrics, so the ground truth is held
+    out in time; :func:`rolling_calib.core.heldout.held_out_accuracy` holds it out in seeds as well.
+
+    Parameters
+    ----------
+    scores : StoreScores
+    metric_periods, truth_periods : sequence of str
+        Disjoint sets of period labels (``scores.periods["period"]``, e.g. ``2018-W10``).
+    pipelines : sequence of str, optional
+        Default: every pipeline of ``scores``.
+
+    Returns
+    -------
+    dict
+        ``{pipeline: {"seed", "ql", "cql", "truth"}}``, arrays over the pipeline's runs in seed order.
+
+    Raises
+    ------
+    ValueError
+        Overlapping or unknown periods, or no metric period with its previous period among them.
+
+    Example
+    -------
+    >>> s = score_store(example_store)          # monthly periods 2018-01..04
+    >>> v = time_split_scores(s, metric_periods=["2018-01", "2018-02"], truth_periods=["2018-03", "2018-04"])
+    >>> sorted(v), sorted(v["wd0"]), v["wd0"]["ql"].size
+    (['wd0', 'wd1e-3'], ['cql', 'ql', 'seed', 'truth'], 3)
+    """
+    metric, truth = [str(p) for p in metric_periods], [str(p) for p in truth_periods]
+    overlap = sorted(set(metric) & set(truth))
+    if overlap:
+        raise ValueError(f"metric_periods, truth_periods: expected disjoint sets, found {', '.join(overlap)} in both")
+    order = scores.periods.groupby("period")["start"].min().sort_values().index.tolist()
+    unknown = sorted(set(metric + truth) - set(order))
+    if unknown or not metric or not truth:
+        raise ValueError(f"metric_periods, truth_periods: expected non-empty sets of the store's periods "
+                         f"({', '.join(order)}), found unknown {', '.join(unknown) or 'none'}")
+    scored = [p for prev, p in zip(order, order[1:]) if p in metric and prev in metric]
+    if not scored:
+        raise ValueError(f"metric_periods {', '.join(metric)}: no period whose previous period is among them "
+                         f"(CQL needs one to take its bias from)")
+    names = scores.pipelines if pipelines is None else list(pipelines)
+    sums = scores.days.groupby(["pipeline", "seed", "period"])[["rows", "sse_ql", "sse_cql"]].sum(min_count=1)
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for name in names:
+        table = sums.loc[name]
+        seeds = sorted(table.index.get_level_values("seed").unique())
+        m = table[table.index.get_level_values("period").isin(scored)].groupby(level="seed").sum(min_count=1)
+        t = table[table.index.get_level_values("period").isin(truth)].groupby(level="seed").sum(min_count=1)
+        m, t = m.reindex(seeds), t.reindex(seeds)
+        out[name] = {"seed": np.asarray(seeds, dtype=np.int64),
+                     "ql": (m["sse_ql"] / m["rows"]).to_numpy(dtype=float),
+                     "cql": (m["sse_cql"] / m["rows"]).to_numpy(dtype=float),
+                     "truth": (t["sse_ql"] / t["rows"]).to_numpy(dtype=float)}
+    return out

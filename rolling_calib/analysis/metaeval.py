@@ -31,6 +31,7 @@ from rolling_calib.analysis.integrity import store_notes
 from rolling_calib.analysis.scoring import rolling_cql
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.tables import format_table
+from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import validate_params
 from rolling_calib.core.metaeval import MetaEvaluation, meta_evaluate
@@ -126,7 +127,7 @@ def variant_calibration(variant: str, base: Calibration) -> Calibration:
     return base.replace(**VARIANTS[variant][1])
 
 
-@validate_params({"resampling": RESAMPLING})
+@validate_params({"question": QUESTION, "resampling": RESAMPLING})
 def metaeval_store(
     store: st.Store | str | Path,
     *,
@@ -134,6 +135,7 @@ def metaeval_store(
     label: str | None = None,
     pipelines: Sequence[str] | None = None,
     variants: Sequence[str] | None = None,
+    question: Question = DEFAULT_QUESTION,
     resampling: Resampling = DEFAULT,
     n_splits: int = 200,
     split_seed: int = 0,
@@ -143,7 +145,9 @@ def metaeval_store(
 
     ``calibration`` is the base rule the CQL variants change (default: the paper's, whatever the
     store recorded, so that the variants mean what their names say); ``label`` the label kind
-    (default: the store's ``rolling.label``).
+    (default: the store's ``rolling.label``); ``question``: its ``confidence`` is the level of the
+    pairwise accuracies' intervals (no verdict is given here, so its target is not used);
+    ``resampling``: their bootstrap over seeds.
 
     Raises
     ------
@@ -164,7 +168,8 @@ def metaeval_store(
             tqdm(data.items(), desc="scoring variants", unit="run", disable=not progress, leave=False)]
     table = pd.DataFrame(rows, columns=["pipeline", "seed", *chosen])
     scores, pairs = _scores_and_pairs(store, names, table, chosen)
-    result = meta_evaluate(scores, pairs, metrics=chosen, ground_truth="ql", resampling=resampling, n_splits=n_splits,
+    result = meta_evaluate(scores, pairs, metrics=chosen, ground_truth="ql", question=question, resampling=resampling,
+                           n_splits=n_splits,
                            split_seed=split_seed)
     return StoreMetaEvaluation(store=store.root, result=result, runs=table, incomplete=incomplete, notes=notes,
                                calibration=base, label=kind)

@@ -11,7 +11,12 @@ day (the date of the predictions' timestamps):
   session on a daily one), so a run's IC is ``sum ic_sum / sum ic_n``;
 * the moments ``n, sp, sy, spp, syy, spy`` of (prediction, label) pairs
   (:class:`~rolling_calib.core.guards.Moments`), for the scale and skill guards and the split of
-  the seed variance.
+  the seed variance;
+* ``excess_return``, ``excess_return_cost`` and ``bt_days`` (1 on a day the run's backtest
+  reports, else 0): the daily excess return of the workflow's backtest over the joined windows,
+  without and with its trading cost (NaN when the run has no backtest), so a run's mean daily
+  excess return is ``sum excess_return / sum bt_days``. A backtest day without labelled
+  predictions gets a row of its own (no rows, NaN losses).
 
 :class:`SeedSpreadCollector` measures, per pipeline, how different its seeds' predictions of the
 same rows are (:func:`~rolling_calib.core.guards.seed_spread`) in one pass over the runs.
@@ -33,18 +38,21 @@ from rolling_calib.core.guards import (
     constant_check,
     constant_check_of_ranges,
     same_predictions,
+    same_rankings,
 )
 from rolling_calib.core.metrics import RollingCQL
 from rolling_calib.core.ranking_ic import DailyIC
 from rolling_calib.execution.reader import RunArrays
 
-__all__ = ["DAY_COLUMNS", "MOMENT_COLUMNS", "SeedSpreadCollector", "run_days"]
+__all__ = ["BACKTEST_DAY_COLUMNS", "DAY_COLUMNS", "MOMENT_COLUMNS", "SeedSpreadCollector", "run_days", "with_backtest"]
 
 MOMENT_COLUMNS = MOMENT_FIELDS
 #: Rows per block of the per-day products and the running seed statistics (scratch arrays that stay in cache).
 _BLOCK = 1 << 16
+#: The backtest's day columns (:func:`with_backtest`).
+BACKTEST_DAY_COLUMNS = ("excess_return", "excess_return_cost", "bt_days")
 DAY_COLUMNS = ("pipeline", "seed", "date", "period", "rows", "sse_ql", "sse_cql", "ic_sum", "ic_n", "rank_ic_sum",
-               "rank_ic_n", *MOMENT_COLUMNS)
+               "rank_ic_n", *MOMENT_COLUMNS, *BACKTEST_DAY_COLUMNS)
 
 
 def _day_codes(times: np.ndarray, days: np.ndarray) -> np.ndarray:
@@ -124,8 +132,13 @@ def _daily_ic_sums(daily: DailyIC, days: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-def run_days(pipeline: str, seed: int, result: RollingCQL, arrays: RunArrays, daily: DailyIC | None) -> pd.DataFrame:
-    """One row per trading day of a run: its losses, correlations and moments (module docstring)."""
+def run_days(pipeline: str, seed: int, result: RollingCQL, arrays: RunArrays, daily: DailyIC | None,
+             backtest: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per trading day of a run: its losses, correlations, moments and backtest (module docstring).
+
+    ``backtest``: the run's daily backtest report (``date``, ``excess_return``, ``excess_return_cost``),
+    or None (the backtest columns NaN).
+    """
     frame = result.days
     if frame is None:
         raise ValueError("result: the rolling metric returned no per-day sums")
@@ -146,7 +159,44 @@ def run_days(pipeline: str, seed: int, result: RollingCQL, arrays: RunArrays, da
     out = pd.DataFrame({"pipeline": pipeline, "seed": int(seed), "date": days, "period": frame["period"].to_numpy(),
                         "rows": frame["rows"].to_numpy(), "sse_ql": frame["sse_ql"].to_numpy(),
                         "sse_cql": frame["sse_cql"].to_numpy(), **ic, **moments})
-    return out[list(DAY_COLUMNS)]
+    return with_backtest(out, backtest, pipeline=pipeline, seed=seed)[list(DAY_COLUMNS)]
+
+
+def with_backtest(days: pd.DataFrame, backtest: pd.DataFrame | None, *, pipeline: str, seed: int) -> pd.DataFrame:
+    """``days`` (one run) with the backtest's daily excess returns joined by date (module docstring).
+
+    >>> days = pd.DataFrame({"date": pd.to_datetime(["2017-01-03", "2017-01-04"]), "rows": [25.0, 25.0]})
+    >>> bt = pd.DataFrame({"date": pd.to_datetime(["2017-01-04", "2017-01-05"]), "excess_return": [0.01, 0.02],
+    ...                    "excess_return_cost": [0.009, 0.019]})
+    >>> with_backtest(days, bt, pipeline="a", seed=0)[["rows", "excess_return", "bt_days"]].values.tolist()
+    [[25.0, nan, 0.0], [25.0, 0.01, 1.0], [0.0, 0.02, 1.0]]
+    """
+    out = days.copy()
+    if backtest is None or backtest.empty:
+        for col in BACKTEST_DAY_COLUMNS:
+            out[col] = np.nan if col != "bt_days" else 0.0
+        return out
+    key = pd.to_datetime(out["date"]).dt.normalize().to_numpy()
+    bt = backtest.assign(_key=pd.to_datetime(backtest["date"]).dt.normalize())
+    extra = bt[~bt["_key"].isin(key)]
+    if len(extra):   # backtest days without labelled predictions: rows of their own
+        add = pd.DataFrame({c: (np.nan if c in ("sse_cql", "period") else 0.0) for c in out.columns if c != "date"},
+                           index=range(len(extra)))
+        add["date"] = extra["_key"].to_numpy().astype(out["date"].to_numpy().dtype)
+        add["pipeline"], add["seed"] = pipeline, int(seed)
+        out = pd.concat([out, add[out.columns]], ignore_index=True)
+        key = pd.to_datetime(out["date"]).dt.normalize().to_numpy()
+        out = out.iloc[np.argsort(key, kind="stable")].reset_index(drop=True)
+        key = np.sort(key, kind="stable")
+    values = bt.set_index("_key")
+    found = pd.Index(values.index).get_indexer(key)
+    hit = found >= 0
+    for col in ("excess_return", "excess_return_cost"):
+        column = np.full(len(out), np.nan)
+        column[hit] = values[col].to_numpy(dtype=float)[found[hit]]
+        out[col] = column
+    out["bt_days"] = hit.astype(float)
+    return out
 
 
 def _welford_update(mean: np.ndarray, m2: np.ndarray, first: np.ndarray, p: np.ndarray, k: int) -> float:
@@ -256,15 +306,18 @@ class SeedSpreadCollector:
             return None
         return max(checks, key=lambda c: c.max_range)
 
-    def identical_pairs(self) -> list[tuple[str, str]]:
-        """Pairs of pipelines whose first runs (the same seed) predict the same rows to float rounding."""
+    def identical_pairs(self, *, values: bool = False) -> list[tuple[str, str]]:
+        """Pairs of pipelines whose first runs (the same seed) rank the same rows the same way at every timestamp
+        (:func:`~rolling_calib.core.guards.same_rankings`; ``values``: only those that predict the same values,
+        :func:`~rolling_calib.core.guards.same_predictions`), to float rounding."""
         names = list(self._first)
         out = []
         for i, a in enumerate(names):
             for b in names[i + 1:]:
                 (sa, ta, ia, pa), (sb, tb, ib, pb) = self._first[a], self._first[b]
-                if (sa == sb and len(pa) == len(pb) and np.array_equal(ta, tb) and _same_ids(ia, ib)
-                        and same_predictions(pa, pb)):
+                if not (sa == sb and len(pa) == len(pb) and np.array_equal(ta, tb) and _same_ids(ia, ib)):
+                    continue
+                if same_predictions(pa, pb) or (not values and same_rankings(ta, pa, pb)):
                     out.append((a, b))
         return out
 

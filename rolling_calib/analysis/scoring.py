@@ -12,7 +12,10 @@ whole evaluation period. For every run :func:`score_store` computes, through
 and, through :func:`rolling_calib.core.ranking_ic.daily_information_coefficients`, IC, ICIR and
 Rank IC (mean over test dates of the cross-sectional Pearson / Spearman correlation of
 prediction and label; ICIR = mean / std of the daily IC), and per trading day the sums the
-verdicts resample (:mod:`rolling_calib.analysis.panels`).
+verdicts resample (:mod:`rolling_calib.analysis.panels`). Where the workflow has a backtest, the
+run's daily backtest report (:func:`rolling_calib.execution.reader.read_backtest`: strategy,
+benchmark and cost over the joined windows) gives its mean daily excess return without and with
+cost (``excess_return``, ``excess_return_cost``; higher is better) and the days they are judged on.
 :func:`rolling_calib.analysis.comparison.compare_store` turns the scores into the comparison of
 the ``compare`` command.
 
@@ -63,6 +66,7 @@ from rolling_calib.execution.reader import (
     MissingLabelError,
     MissingValidationError,
     RunData,
+    read_backtest,
     read_run,
 )
 from rolling_calib.core.metric_table import LOSS_METRICS, SCORE_METRICS
@@ -71,13 +75,18 @@ __all__ = [
     "RUN_COLUMNS",
     "PERIOD_COLUMNS",
     "METRICS",
+    "RunScore",
     "StoreScores",
     "rolling_cql",
+    "score_run",
     "score_store",
 ]
 
 RUN_COLUMNS = ("pipeline", "seed", "ql", "ql_scored", "cql", "n_all", "n_scored", "ic", "icir", "rank_ic",
-               "cql_refit_first", "cql_rest", "ql_refit_first", "ql_rest")
+               "cql_refit_first", "cql_rest", "ql_refit_first", "ql_rest", "excess_return", "excess_return_cost")
+#: Per (pipeline, seed, date) of a run's backtest: the daily report over its joined windows.
+BACKTEST_COLUMNS = ("pipeline", "seed", "date", "return", "bench", "cost", "turnover", "excess_return",
+                    "excess_return_cost")
 PERIOD_COLUMNS = ("pipeline", "seed", "period", "start", "rows", "bias", "ql", "cql", "scored")
 #: Losses compared per pair (:data:`~rolling_calib.core.metric_table.METRIC_TABLE`); ``ql`` (all months) is the
 #: ground truth that sets the direction.
@@ -125,7 +134,14 @@ class StoreScores:
         Per pipeline, a :class:`~rolling_calib.core.guards.ConstantCheck` when every run predicts one value
         per timestamp (the model learned nothing), else None.
     identical : list of (str, str)
-        Pairs of pipelines whose runs of the same seed predict the same rows to float rounding.
+        Pairs of pipelines whose runs of the same seed rank the same rows the same way every day
+        (identical predictions, or predictions that differ by float noise or a monotone map).
+    backtests : DataFrame
+        One row per (pipeline, seed, day) of the runs' backtests (:data:`BACKTEST_COLUMNS`; empty
+        when the workflow has none).
+    backtest_specs : dict
+        Per pipeline with a backtest, what it is (``BacktestSpec.to_dict()``: strategy, benchmark,
+        cost model, where in the task it comes from).
     """
 
     store: Path
@@ -148,6 +164,9 @@ class StoreScores:
         return describe_choice(self.label, self.label_choice)
     constant: dict[str, ConstantCheck | None] = field(default_factory=dict)
     identical: list[tuple[str, str]] = field(default_factory=list)
+    identical_values: list[tuple[str, str]] = field(default_factory=list)   # of ``identical``: the same values too
+    backtests: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(BACKTEST_COLUMNS)))
+    backtest_specs: dict[str, dict] = field(default_factory=dict)
 
     @property
     def pipelines(self) -> list[str]:
@@ -232,6 +251,44 @@ def score_store(
     return scores
 
 
+@dataclass(frozen=True)
+class RunScore:
+    """One run's scores (:func:`score_run`): its :data:`RUN_COLUMNS` row, period table and per-day summaries."""
+
+    row: dict[str, Any]
+    table: pd.DataFrame
+    days: pd.DataFrame
+    unlabelled: int
+    test: Any   # the run's test arrays (:class:`~rolling_calib.execution.reader.RunArrays`)
+    daily: DailyIC | None = None   # its IC pass (whose prediction ranges give the constant-prediction check)
+
+
+def score_run(store: st.Store | str | Path, name: str, seed: int, *, calibration: Calibration, kind: str,
+              cache: dict[str, PreparedLabels] | None = None) -> RunScore:
+    """Read and score one run (``name``, ``seed``): what :func:`score_store` computes for each of its runs.
+
+    ``store`` is the store's handle (a path is opened); ``kind`` the label kind already resolved
+    (``raw`` or ``learn``); ``cache`` keeps the last run's prepared labels across calls
+    (:func:`daily_ic`). The reader's errors propagate (a missing or stale unit is a ``ValueError``).
+    """
+    store = st.Store.of(store)
+    data = read_run(store, name, seed, label=kind, validation=calibration.source == "validation")
+    backtest = _run_backtest(store, name, seed, _ScoredRuns([], [], []))
+    return _score_data(name, seed, data, calibration, cache, backtest=backtest)
+
+
+def _score_data(name: str, seed: int, data: RunData, calibration: Calibration,
+                cache: dict[str, PreparedLabels] | None, *, backtest: pd.DataFrame | None = None) -> RunScore:
+    """The scores of one run already read (``backtest``: its daily backtest report, None without one)."""
+    result = rolling_cql(data, calibration)
+    t = data.test
+    daily = daily_ic(t.prediction, t.label, t.datetime, cache=cache)
+    summary = daily.summary()
+    return RunScore(row=_run_row(name, seed, result, {"ic": summary.ic, "icir": summary.icir,
+                                                      "rank_ic": summary.rank_ic, **_excess(backtest)}),
+                    table=result.table.assign(pipeline=name, seed=seed),
+                    days=run_days(name, seed, result, t, daily, backtest=backtest), unlabelled=data.test.dropped,
+                    test=t, daily=daily)
 @dataclass
 class _ScoredRuns:
     """What :func:`_score_runs` gives: a :data:`RUN_COLUMNS` row and a period table per complete run."""
@@ -242,6 +299,8 @@ class _ScoredRuns:
     unlabelled: int = 0   # rows left out because they have no value of the label scored
     days: list[pd.DataFrame] = field(default_factory=list)
     spread: SeedSpreadCollector = field(default_factory=SeedSpreadCollector)
+    backtests: list[pd.DataFrame] = field(default_factory=list)
+    missing_backtests: list[str] = field(default_factory=list)   # runs whose backtest is missing, stale or outdated
 
 
 def _score_runs(store: st.Store, names: Sequence[str], *, calibration: Calibration, kind: str,
@@ -261,17 +320,36 @@ def _score_runs(store: st.Store, names: Sequence[str], *, calibration: Calibrati
         except ValueError as exc:  # a missing or stale unit: report the run as incomplete
             scored.incomplete.append(f"{name}/seed{seed}: {exc}")
             continue
-        result = rolling_cql(data, calibration)
-        scored.unlabelled += data.test.dropped
-        t = data.test
-        daily = daily_ic(t.prediction, t.label, t.datetime, cache=labels)
-        summary = daily.summary()
-        scored.rows.append(_run_row(name, seed, result, {"ic": summary.ic, "icir": summary.icir,
-                                                         "rank_ic": summary.rank_ic}))
-        scored.tables.append(result.table.assign(pipeline=name, seed=seed))
-        scored.days.append(run_days(name, seed, result, t, daily))
-        scored.spread.add(name, t, seed, daily)   # the constant-prediction check from the IC pass
+        backtest = _run_backtest(store, name, seed, scored)
+        run = _score_data(name, seed, data, calibration, labels, backtest=backtest)
+        scored.unlabelled += run.unlabelled
+        scored.rows.append(run.row)
+        scored.tables.append(run.table)
+        scored.days.append(run.days)
+        scored.spread.add(name, run.test, seed, run.daily)   # the constant-prediction check from the IC pass
     return scored
+
+
+def _run_backtest(store: st.Store, name: str, seed: int, scored: _ScoredRuns) -> pd.DataFrame | None:
+    """The run's daily backtest report (None: the pipeline has none, or it is missing: noted in ``scored``)."""
+    try:
+        frame = read_backtest(store, name, seed)
+    except st.CorruptStoreFileError:
+        raise   # damage: stop, naming the file and the fix
+    except ValueError as exc:   # missing, stale or outdated: scored without it, and said
+        scored.missing_backtests.append(str(exc))
+        return None
+    if frame is not None:
+        scored.backtests.append(frame.assign(pipeline=name, seed=int(seed))[list(BACKTEST_COLUMNS)])
+    return frame
+
+
+def _excess(backtest: pd.DataFrame | None) -> dict[str, float]:
+    """The run's mean daily excess return without and with cost (NaN without a backtest)."""
+    if backtest is None or backtest.empty:
+        return {"excess_return": np.nan, "excess_return_cost": np.nan}
+    return {"excess_return": float(backtest["excess_return"].mean()),
+            "excess_return_cost": float(backtest["excess_return_cost"].mean())}
 
 
 def _run_row(name: str, seed: int, result: metrics.RollingCQL, ic: dict[str, float]) -> dict[str, Any]:
@@ -305,6 +383,11 @@ def _store_scores(store: st.Store, names: Sequence[str], scored: _ScoredRuns, *,
     scored_names = [n for n in names if any(r["pipeline"] == n for r in scored.rows)]
     label, label_notes = _scored_label(store, scored_names, kind)
     notes = _mixed_config_notes(store, scored_names) + label_notes
+    refused = {n: store.pipeline(n).backtest.get("refused") for n in scored_names}
+    notes += [f"{n}: no backtest figures: the backtest was not run ({why})" for n, why in refused.items() if why]
+    if scored.missing_backtests:
+        notes.append(f"{len(scored.missing_backtests)} run(s) scored without their backtest (e.g. "
+                     f"{scored.missing_backtests[0]}); run 'rolling-calib run' with the same config to backtest them")
     if scored.unlabelled:
         notes.append(f"{scored.unlabelled} prediction row(s) without a value of the {kind} label (e.g. dropped by "
                      f"DropnaLabel) were left out of the scores")
@@ -323,6 +406,11 @@ def _store_scores(store: st.Store, names: Sequence[str], scored: _ScoredRuns, *,
         models={n: store.pipeline(n).model_class for n in scored_names},
         constant={n: scored.spread.constant(n) for n in scored_names},
         identical=scored.spread.identical_pairs(),
+        identical_values=scored.spread.identical_pairs(values=True),
+        backtests=(pd.concat(scored.backtests, ignore_index=True) if scored.backtests
+                   else pd.DataFrame(columns=list(BACKTEST_COLUMNS))),
+        backtest_specs={n: dict(store.pipeline(n).backtest["spec"]) for n in scored_names
+                        if store.pipeline(n).backtest.get("spec")},
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import validate_params
 from rolling_calib.core.jsonable import jsonable
@@ -43,7 +44,8 @@ class SweepResult:
         per-day losses averaged over seeds (:func:`rolling_calib.core.verdict.model_confidence_set`);
         empty when no per-day losses were given.
     settings : dict
-        ``metrics, ground_truth, n_boot, confidence, seed`` (everything the numbers depend on).
+        ``metrics, ground_truth``, the question's ``target, confidence`` and the bootstrap's ``n_boot, seed,
+        block_size`` (everything the numbers depend on), ``configurations, runs``.
     """
 
     ranking: Any
@@ -69,13 +71,14 @@ class SweepResult:
         })
 
 
-@validate_params({"resampling": RESAMPLING})
+@validate_params({"question": QUESTION, "resampling": RESAMPLING})
 def analyse_sweep(
     runs: Any,
     *,
     metrics: Sequence[str] = ("cql", "ql"),
     ground_truth: str = "ql",
     pairs: Sequence[tuple[str, str]] = (),
+    question: Question = DEFAULT_QUESTION,
     resampling: Resampling = DEFAULT,
     days: Any = None,
 ) -> SweepResult:
@@ -91,8 +94,12 @@ def analyse_sweep(
         Metric that picks the top two for the runs to separate and the direction of ``pairs``.
     pairs : sequence of (str, str)
         Pairs to compare explicitly (the experiment's ``compare`` section).
+    question : Question
+        Its ``confidence`` is the level of every interval and of the model confidence sets (recorded in
+        ``settings``; nothing here gives a verdict, so its ``target`` is only recorded).
     resampling : Resampling
-        Bootstrap settings of every interval, the model confidence sets' included (recorded in ``settings``).
+        Bootstrap settings of every bootstrap interval and of the model confidence sets (``block_size``:
+        their stationary bootstrap's mean block) (recorded in ``settings``).
     days : DataFrame, optional
         Per-day summaries (``score_store(...).days``): with them, the model confidence set of each
         loss metric (``ql``, ``cql``) over the per-day losses averaged over seeds.
@@ -107,10 +114,10 @@ def analyse_sweep(
     )
 
     metrics = list(metrics)
-    ranking = rank_configurations(runs, metrics=list(dict.fromkeys([*metrics, ground_truth])), resampling=resampling)
+    ranking = rank_configurations(runs, metrics=list(dict.fromkeys([*metrics, ground_truth])), question=question)
     order = ranking["pipeline"].tolist()
     matrices = {
-        m: pairwise_matrix(runs, metric=m, order=order, resampling=resampling)
+        m: pairwise_matrix(runs, metric=m, order=order, question=question, resampling=resampling)
         for m in metrics
     }
     groups = {}
@@ -118,7 +125,7 @@ def analyse_sweep(
         best = ranking.sort_values([f"{m}_rank", "pipeline"])["pipeline"].iloc[0]
         groups[m] = top_group(matrices[m], best=best)
     enough = len(order) > 1 and int(ranking["n_runs"].min()) >= 2  # a std needs two runs
-    needed = runs_to_separate_top_two(runs, metrics=metrics, by=ground_truth, resampling=resampling) if enough else []
+    needed = runs_to_separate_top_two(runs, metrics=metrics, by=ground_truth, question=question) if enough else []
     comparisons = []
     by_name = {name: g for name, g in runs.groupby("pipeline")}
     for a, b in pairs:
@@ -129,10 +136,10 @@ def analyse_sweep(
             compare_pair(
                 a, {m: by_name[a][m].to_numpy(float) for m in dict.fromkeys([ground_truth, *metrics])},
                 b, {m: by_name[b][m].to_numpy(float) for m in dict.fromkeys([ground_truth, *metrics])},
-                ground_truth=ground_truth, metrics=metrics, resampling=resampling,
+                ground_truth=ground_truth, metrics=metrics, question=question, resampling=resampling,
             )
         )
-    sets = _confidence_sets(days, order, metrics, resampling=resampling) \
+    sets = _confidence_sets(days, order, metrics, question=question, resampling=resampling) \
         if days is not None and len(order) > 1 else {}
     return SweepResult(
         confidence_sets=sets,
@@ -142,12 +149,12 @@ def analyse_sweep(
         top_groups=groups,
         runs_to_separate=needed,
         pairs=comparisons,
-        settings={"metrics": metrics, "ground_truth": ground_truth, **resampling.to_dict(), "configurations": len(order),
-                  "runs": int(len(runs))},
+        settings={"metrics": metrics, "ground_truth": ground_truth, **question.to_dict(), **resampling.to_dict(),
+                  "configurations": len(order), "runs": int(len(runs))},
     )
 
 
-def _confidence_sets(days: Any, order: Sequence[str], metrics: Sequence[str], *,
+def _confidence_sets(days: Any, order: Sequence[str], metrics: Sequence[str], *, question: Question,
                      resampling: Resampling) -> dict[str, Any]:
     """The model confidence set of each loss metric over per-day losses averaged over seeds (common days only)."""
     from rolling_calib.analysis.verdicts import VERDICT_METRICS
@@ -162,7 +169,8 @@ def _confidence_sets(days: Any, order: Sequence[str], metrics: Sequence[str], *,
         per_day = (rows[total] / rows[weight]).groupby([rows["pipeline"], rows["date"]]).mean().unstack("pipeline")
         per_day = per_day.reindex(columns=list(order)).dropna()
         if len(per_day) >= 3:
-            out[metric] = model_confidence_set(per_day.to_numpy(), list(order), resampling=resampling)
+            out[metric] = model_confidence_set(per_day.to_numpy(), list(order), question=question,
+                                               resampling=resampling)
     return out
 
 

@@ -7,7 +7,10 @@ per pipeline and metric and asks :func:`rolling_calib.core.verdict.decide` for t
 * ``ql``: every evaluated day, ``sse_ql / rows`` (the ground truth);
 * ``cql``: the days CQL scores, ``sse_cql / rows``;
 * ``ic``, ``rank_ic``: the days with a defined cross-sectional correlation, ``ic_sum / ic_n``
-  (higher is better).
+  (higher is better);
+* ``excess_return``, ``excess_return_cost``: the days of the runs' backtests (the workflow's
+  strategy over the joined windows), the daily excess return over the benchmark without and with
+  the trading cost (higher is better).
 
 The pair's ground truth is *determined* when QL's verdict is (its interval excludes 0); when
 it is not, the direction a pairwise accuracy is measured against is unknown.
@@ -25,7 +28,9 @@ measurement and says what to do:
     (:func:`~rolling_calib.core.guards.constant_check`; its seeds agree for that reason, so it replaces
     ``degenerate_seeds``), with where its training stopped when the units record it;
 ``identical_pipelines``
-    two pipelines whose runs predict the same values (:func:`~rolling_calib.core.guards.same_predictions`);
+    two pipelines whose runs predict the same values (:func:`~rolling_calib.core.guards.same_predictions`),
+    or rank every timestamp's rows the same way (:func:`~rolling_calib.core.guards.same_rankings`: their
+    rank IC and a ranking backtest cannot differ), whatever the float noise;
 ``degenerate_seeds``
     a pipeline whose seeds predict the same values (:func:`~rolling_calib.core.guards.seed_spread`);
 ``no_skill``
@@ -55,14 +60,14 @@ from rolling_calib.core.guards import (
 )
 from rolling_calib.core.label import Label
 from rolling_calib.core.metric_table import METRIC_TABLE
-from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
+from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
 from rolling_calib.core.validation import validate_params
 from rolling_calib.core.tables import sig
 from rolling_calib.core.verdict import LossPanel, Verdict, decide
 from rolling_calib.core.jsonable import jsonable
 
-__all__ = ["VERDICT_METRICS", "GuardWarning", "PairVerdicts", "decide_pair", "guard_warnings", "loss_panel",
-           "pooled_moments", "scale_findings", "stopping_points"]
+__all__ = ["CLAIMS", "VERDICT_METRICS", "GuardWarning", "PairVerdicts", "decide_pair", "guard_warnings",
+           "horizon_days", "loss_panel", "pooled_moments", "scale_findings", "stopping_points"]
 
 #: Metric -> its day columns (total, weight); only days where ``weight > 0`` / ``sse_cql`` is defined. Direction,
 #: title and unit: :data:`~rolling_calib.core.metric_table.METRIC_TABLE`.
@@ -71,6 +76,8 @@ VERDICT_METRICS: dict[str, tuple[str, str]] = {
     "cql": ("sse_cql", "rows"),
     "ic": ("ic_sum", "ic_n"),
     "rank_ic": ("rank_ic_sum", "rank_ic_n"),
+    "excess_return": ("excess_return", "bt_days"),             # the backtest's daily excess return, higher is better
+    "excess_return_cost": ("excess_return_cost", "bt_days"),   # ... net of the trading cost
 }
 #: Advice for model classes known to ignore seeds in common settings (shown with the degenerate-seeds warning).
 SEED_HINTS = {
@@ -99,17 +106,25 @@ def loss_panel(days: pd.DataFrame, pipeline: str, metric: str) -> LossPanel | No
     return LossPanel.from_arrays(seeds=seeds, total=total.reshape(shape), weight=weight.reshape(shape), times=dates)
 
 
+#: The claim each target makes, in words (the headline's and the one shown beside it).
+CLAIMS = {"period": "over seeds, on these days",
+          "future": "over seeds and the market's future, if the market's drift is shorter than the horizon"}
+
+
 @dataclass(frozen=True)
 class PairVerdicts:
     """The verdicts of one pair, ``better`` and ``worse`` named as the pair is (by mean QL).
 
-    ``verdicts[m].difference`` is ``mean(better) - mean(worse)`` of metric ``m`` in its unit.
+    ``verdicts[m].difference`` is ``mean(better) - mean(worse)`` of metric ``m`` in its unit;
+    ``verdicts`` answer the question asked (the headline), ``beside`` the other target (shown beside it:
+    for the period headline, the claim about the market's future as the assumption it rests on).
     """
 
     better: str
     worse: str
     verdicts: dict[str, Verdict]
     ground_truth_determined: bool
+    beside: dict[str, Verdict] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"ground_truth_determined", "verdicts": {metric: {winner, difference, ci_low, ci_high,
@@ -121,14 +136,29 @@ class PairVerdicts:
                            "ci_low": full["ci_low"], "ci_high": full["ci_high"],
                            "dominant_uncertainty": v.dominant_uncertainty,
                            **{k: full[k] for k in ("var_seeds", "var_time", "degrees_of_freedom", "paired",
-                                                   "unpaired_ci", "paired_ci", "pairing_narrowing", "target", "variance",
+                                                   "unpaired_ci", "paired_ci", "pairing_narrowing", "question", "variance",
                                                    "n_times", "n_seeds", "times_dropped", "diebold_mariano",
-                                                   "seeds_needed", "means", "higher_is_better")}}
+                                                   "seeds_needed", "means", "higher_is_better", "days")}}
+            other = self.beside.get(metric)
+            if other is not None:
+                out[metric]["beside"] = {"target": other.target, "claim": CLAIMS[other.target],
+                                         "outcome": other.outcome, "winner": other.winner,
+                                         **{k: other.to_dict()[k] for k in ("difference", "ci_low", "ci_high")},
+                                         "horizon_days": horizon_days(other)}
         return {"ground_truth_determined": self.ground_truth_determined, "verdicts": out}
 
 
-@validate_params({"resampling": RESAMPLING})
-def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, resampling: Resampling = DEFAULT,
+def horizon_days(v: Verdict) -> int | None:
+    """The longest persistence (trading days) a future-target verdict's market-time part sees: the Bartlett
+    bandwidth + 1, or the month block where the drift check fired (None for a period verdict)."""
+    cv = v.variance
+    if cv.target != "future" or not cv.var_time > 0:
+        return None
+    return int(cv.block_days if cv.drift else cv.bandwidth + 1)
+
+
+@validate_params({"question": QUESTION})
+def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, question: Question = DEFAULT_QUESTION,
                 metrics: Sequence[str] = tuple(VERDICT_METRICS)) -> PairVerdicts:
     """Verdicts of ``better`` against ``worse`` for every metric both have days of.
 
@@ -140,11 +170,15 @@ def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, re
         The pair, named as the comparison names it (by mean QL).
     label : Label
         What QL and CQL are measured against: their unit (``label.loss_unit``) goes into reason texts.
-    resampling : Resampling
+    question : Question
         See :func:`rolling_calib.core.verdict.decide`: its ``confidence`` is the verdicts' level and its
-        ``target`` their question (over seeds and the market's future, or over seeds on these days).
+        ``target`` their population (over seeds on these days, or over seeds and the market's future); the
+        other target's verdicts go in ``beside``. The verdicts are analytic: no
+        :class:`~rolling_calib.core.resampling.Resampling` is taken.
     """
     verdicts: dict[str, Verdict] = {}
+    beside: dict[str, Verdict] = {}
+    other = question.replace(target="future" if question.target == "period" else "period")
     for metric in metrics:
         pa, pb = loss_panel(days, better, metric), loss_panel(days, worse, metric)
         if pa is None or pb is None:
@@ -152,11 +186,14 @@ def decide_pair(days: pd.DataFrame, better: str, worse: str, *, label: Label, re
         spec = METRIC_TABLE[metric]
         try:
             verdicts[metric] = decide(pa, pb, names=(better, worse), metric=metric, orientation=spec.orientation,
-                                      resampling=resampling, unit=spec.unit(label))
+                                      question=question, unit=spec.unit(label))
+            beside[metric] = decide(pa, pb, names=(better, worse), metric=metric, orientation=spec.orientation,
+                                    question=other, unit=spec.unit(label))
         except ValueError:   # fewer than 2 common days: no verdict for this metric
             continue
     ql = verdicts.get("ql")
-    return PairVerdicts(better, worse, verdicts, ground_truth_determined=bool(ql is not None and ql.determined))
+    return PairVerdicts(better, worse, verdicts, ground_truth_determined=bool(ql is not None and ql.determined),
+                        beside=beside)
 
 
 # --------------------------------------------------------------------------- guards
@@ -185,7 +222,8 @@ def guard_warnings(*, days: pd.DataFrame, runs: pd.DataFrame, pipelines: Sequenc
                    models: Mapping[str, str], pairs: Sequence[PairVerdicts] = (),
                    constant: Mapping[str, ConstantCheck | None] | None = None,
                    identical: Sequence[tuple[str, str]] = (),
-                   stopped: Mapping[str, str] | None = None) -> list[GuardWarning]:
+                   stopped: Mapping[str, str] | None = None,
+                   identical_values: Sequence[tuple[str, str]] | None = None) -> list[GuardWarning]:
     """Every guard that fires on these pipelines (module docstring), scale first.
 
     Parameters
@@ -207,7 +245,9 @@ def guard_warnings(*, days: pd.DataFrame, runs: pd.DataFrame, pipelines: Sequenc
         Per pipeline, a :class:`~rolling_calib.core.guards.ConstantCheck` when its model predicts a
         constant (its ``degenerate_seeds`` warning is then replaced by ``constant_predictions``).
     identical : sequence of (str, str)
-        Pairs of pipelines that predict the same values (``identical_pipelines``).
+        Pairs of pipelines that rank every timestamp's rows the same way (``identical_pipelines``).
+    identical_values : sequence of (str, str), optional
+        Of those, the pairs that predict the same values too (None: all of them).
     stopped : mapping, optional
         Per pipeline, where its training stopped, in words ("boosting round 1 of 1000"), when known.
     """
@@ -216,7 +256,8 @@ def guard_warnings(*, days: pd.DataFrame, runs: pd.DataFrame, pipelines: Sequenc
     out += _scale_warnings(scale_findings(days, pipelines, label, learned))
     flat = {n: c for n, c in (constant or {}).items() if c is not None and n in pipelines}
     out += _constant_warnings(flat, models, stopped or {})
-    out += _identical_warnings([p for p in identical if p[0] in pipelines and p[1] in pipelines])
+    same_values = set(map(tuple, identical if identical_values is None else identical_values))
+    out += _identical_warnings([p for p in identical if p[0] in pipelines and p[1] in pipelines], same_values)
     out += _degenerate_warnings({n: s for n, s in seed_spread.items() if n not in flat}, models, pipelines)
     out += _skill_warnings(runs, scale, label, pipelines)
     out += [_undetermined(p, label) for p in pairs if not p.ground_truth_determined and "ql" in p.verdicts]
@@ -305,12 +346,22 @@ def _constant_warnings(constant: Mapping[str, ConstantCheck], models: Mapping[st
     return out
 
 
-def _identical_warnings(identical: Sequence[tuple[str, str]]) -> list[GuardWarning]:
-    return [GuardWarning("identical_pipelines", [a, b],
-                         f"{a} and {b} predict the same values on the same rows (to float rounding): they are one "
-                         f"model under two names, so their verdict is 'no difference' by construction. Check that "
-                         f"what differs between them reaches the model (a misspelt or ignored keyword is trained "
-                         f"as the default).", {"pipelines": [a, b]}) for a, b in identical]
+def _identical_warnings(identical: Sequence[tuple[str, str]], same_values: set) -> list[GuardWarning]:
+    out = []
+    for a, b in identical:
+        values = (a, b) in same_values or (b, a) in same_values
+        what = ("predict the same values on the same rows (to float rounding): they are one model under two names, "
+                "so their verdict is 'no difference' by construction" if values else
+                "rank the same rows in the same order at every timestamp (to float rounding), though their values "
+                "differ: their rank IC and any backtest that trades on the ranking (TopkDropoutStrategy) cannot "
+                "differ, and an IC or loss difference between them is float noise or the monotone map between their "
+                "predictions, not a better model")
+        out.append(GuardWarning("identical_pipelines", [a, b],
+                                f"{a} and {b} {what}. Check that what differs between them reaches the model (a "
+                                f"misspelt or ignored keyword is trained as the default; a booster stopped at its first "
+                                f"round ranks by one split whatever its learning rate).",
+                                {"pipelines": [a, b], "same_values": values, "same_rankings": True}))
+    return out
 
 
 def _degenerate_warnings(seed_spread: Mapping[str, SeedSpread | None], models: Mapping[str, str],

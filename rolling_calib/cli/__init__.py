@@ -70,7 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rolling_calib.execution.executors import RunStopped, stop_signals
 
     try:
-        with stop_signals():   # SIGTERM / Ctrl-C: queued units cancelled, running ones finish, one line, 143 / 130
+        # SIGTERM / Ctrl-C: queued units cancelled, running ones finish (a second signal ends them), one line, 143 / 130
+        with stop_signals():
             return int(handler(args) or 0)
     except RunStopped as stop:
         print(f"rolling-calib: {stop.line()}", file=sys.stderr)

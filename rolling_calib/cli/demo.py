@@ -13,9 +13,11 @@ from rolling_calib.cli.options import (
     add_bootstrap_arguments,
     add_out_argument,
     add_output_arguments,
+    add_question_arguments,
     add_seeds_argument,
     add_tracking_arguments,
     add_workers_argument,
+    question_from_args,
     resampling_from_args,
     show_progress,
 )
@@ -48,7 +50,8 @@ def handle(args: argparse.Namespace) -> int:
     market, signal = _market(args)
     with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
         result = run_demo(args.out, workers=args.workers, seeds=args.seeds, cases=cases,
-                          resampling=resampling_from_args(args), progress=show_progress(args), track=not args.no_tracking,
+                          question=question_from_args(args), resampling=resampling_from_args(args),
+                          progress=show_progress(args), track=not args.no_tracking,
                           on_case=lambda case: _to(out, answer, case), market=market, signal=signal)
     if args.json:
         print(json.dumps(_json(result), indent=2))
@@ -129,14 +132,15 @@ def register(subparsers) -> None:
             "windows) on a local process pool: (1) trained and scored on the raw 10-minute return; (2) trained on "
             "CSRankNorm labels as Qlib's benchmarks train, scored against the raw return (the scale-mismatch "
             "warning) and re-scored against the learned label without retraining. Each case prints its verdicts "
-            "(better, worse or undetermined, over seeds and the market's future), the warnings and whether "
+            "(better, worse or undetermined, over seeds on the evaluated days, with the claim about the market's "
+            "future beside it as the assumption it rests on) and when each pipeline was better, the warnings and whether "
             "calibration can help, and writes its HTML report. Re-running reuses the data and completed units. "
             "Everything goes under --out: the data (qlib_data/), each case's result store and its report. "
             "The demo files train 10 seeds per pipeline (docs/method.md §3.3) unless --seeds says otherwise."
         ),
         epilog=(f"The experiment files (the repository's workflows/) are installed in {workflows}. "
                 f"Scale up: rolling-calib run {workflows / 'method33.yaml'} --store runs/m33 --workers 8 "
-                "(see README)."),
+                "(docs/experiments.md)."),
     )
     add_out_argument(parser, what="output directory, holding the data, the result stores and the reports",
                      default="demo_out")
@@ -150,7 +154,8 @@ def register(subparsers) -> None:
     parser.add_argument("--config", default=None, metavar="YAML",
                         help=f"run one experiment file instead of the two cases ({workflows / 'demo.yaml'} and "
                              f"{workflows / 'demo_csrank.yaml'})")
-    add_bootstrap_arguments(parser, only=("n_boot", "target"))
+    add_question_arguments(parser, only=("target",))
+    add_bootstrap_arguments(parser, only=("n_boot",))
     add_tracking_arguments(parser, uri=False)
     add_output_arguments(parser, json_prints="the comparisons (the first case's at the top, every case under "
                                              "'cases')")

@@ -13,9 +13,11 @@ from rolling_calib.cli.options import (
     add_bootstrap_arguments,
     add_calibration_arguments,
     add_output_arguments,
+    add_question_arguments,
     add_store_argument,
-    score_with_options,
+    question_from_args,
     resampling_from_args,
+    score_with_options,
     show_progress,
 )
 
@@ -52,7 +54,8 @@ def handle(args: argparse.Namespace) -> int:
     with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
         scores = score_with_options(args, progress=show_progress(args))  # the rule and label options as compare
         diagnosis = diagnose_store(args.store, pipelines=args.pipelines, scores=scores,
-                                   progress=show_progress(args), resampling=resampling_from_args(args))
+                                   progress=show_progress(args), question=question_from_args(args),
+                                   resampling=resampling_from_args(args))
     written = _write_figures(diagnosis, Path(args.figures)) if args.figures is not None else []
     if args.json:
         out = diagnosis.to_dict()
@@ -83,6 +86,7 @@ def register(subparsers) -> None:
     )
     add_store_argument(parser, positional_alias=True)
     add_calibration_arguments(parser)
+    add_question_arguments(parser)
     add_bootstrap_arguments(parser)
     parser.add_argument("--figures", metavar="DIR", default=None,
                         help="also write PNG figures to DIR: each pipeline's offsets per seed over time "

@@ -12,10 +12,12 @@ from rolling_calib.cli.options import (
     add_bootstrap_arguments,
     add_calibration_arguments,
     add_output_arguments,
+    add_question_arguments,
     add_store_argument,
     calibration_from_args,
     checked,
     open_store,
+    question_from_args,
     resampling_from_args,
     show_progress,
 )
@@ -31,7 +33,8 @@ def handle(args: argparse.Namespace) -> int:
         store = open_store(args.store)
         base = calibration_from_args(args, Calibration())   # the variants change the paper's rule
         result = metaeval_store(store, calibration=base, label=args.label, pipelines=args.pipelines,
-                                variants=args.variants, resampling=resampling_from_args(args),
+                                variants=args.variants, question=question_from_args(args),
+                                resampling=resampling_from_args(args),
                                 n_splits=args.splits, split_seed=args.split_seed,
                                 progress=show_progress(args))
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.format())
@@ -58,7 +61,8 @@ def register(subparsers) -> None:
     parser.add_argument("--variants", nargs="+", default=None, metavar="NAME",
                         help="metric variants (default: all: ql ql_scored cql cql_per_instrument cql_week cql_20d "
                              "cql_validation cql_validation_per_instrument)")
-    add_bootstrap_arguments(parser, only=("n_boot", "confidence", "boot_seed"))   # no market-time blocks here
+    add_question_arguments(parser, only=("confidence",))   # no verdict here: no --target
+    add_bootstrap_arguments(parser)
     parser.add_argument("--splits", type=checked(SPLITS, int), default=200, metavar="N",
                         help="random half-splits of the seeds (default 200)")
     parser.add_argument("--split-seed", type=checked(SEED, int), default=0, metavar="SEED",

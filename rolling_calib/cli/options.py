@@ -6,12 +6,18 @@
   refused). ``demo`` writes everything under ``--out DIR``; the ``data`` commands take Qlib data directories.
 * Every command takes ``--json`` (the result as JSON on stdout, nothing else there) and ``--no-progress``.
 * An option shared by several commands (``--workers``, ``--seeds``, ``--pipelines``, the calibration rule, the
-  bootstrap, ``--set``, ``--device``, tracking ...) is added by one function here, so its name, default and help
-  are the same wherever it appears (``tests/cli/test_cli_grammar.py`` compares every command's ``--help``).
+  question, the bootstrap, the stopping rule, ``--set``, ``--device``, tracking ...) is added by one function
+  here, so its name, default and help are the same wherever it appears (``tests/cli/test_cli_grammar.py``
+  compares every command's ``--help``); a command offers only the options that act in it.
+* Defaults and constraints come from the values the options build, never retyped: ``--target --confidence``
+  from :class:`~rolling_calib.core.question.Question`, ``--n-boot --boot-seed --block-size`` from
+  :class:`~rolling_calib.core.resampling.Resampling`, ``--first --batch --max-seeds --spending --futility
+  --margin`` from :class:`~rolling_calib.core.stopping.StoppingRule`.
 
 The functions that turn the parsed options into the library's option objects
 (:class:`~rolling_calib.execution.factory.ExecutorOptions`, ``--set`` overrides, a
-:class:`~rolling_calib.core.calibration.Calibration`) live here too, so the commands cannot drift apart.
+:class:`~rolling_calib.core.calibration.Calibration`, a ``Question``, a ``Resampling``, a ``StoppingRule``)
+live here too, so the commands cannot drift apart.
 """
 
 from __future__ import annotations
@@ -27,10 +33,15 @@ from data_prep.cli import JSON_HELP, NO_PROGRESS_HELP, add_output_options, show_
 from rolling_calib.config.overrides import parse_set
 from rolling_calib.core.calibration import CALIBRATION_FIELDS, Calibration
 from rolling_calib.core.label import LABEL_CHOICES
+from rolling_calib.core.metric_table import DECIDE_BY
+from rolling_calib.core.question import DEFAULT_QUESTION, Question
+from rolling_calib.core.portfolio import ACCUMULATION
 from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
 from rolling_calib.core.resampling import Resampling
+from rolling_calib.core.stopping import DEFAULT_RULE, SPENDINGS, StoppingRule
 from rolling_calib.core.validation import (
     TARGETS,
+    WHEN_BLOCKS,
     BIAS_MODES,
     BLOCK_SIZE,
     CALIBRATION_PERIOD,
@@ -42,20 +53,19 @@ from rolling_calib.core.validation import (
     SEED,
     TRADING_DAYS,
     Constraint,
-    Interval,
-    Worded,
     explain,
 )
 from rolling_calib.core.validation import GPUS, RETRIES, SEED_COUNT, THREADS, WORKERS  # upper bounds (issue 30)
 from rolling_calib.execution.factory import EXECUTORS, ExecutorOptions
 
 __all__ = ["CommandParser", "DEFAULT_WORKERS", "JSON_HELP", "NO_PROGRESS_HELP", "STORE_HELP",
-           "add_bootstrap_arguments", "add_calibration_arguments", "add_dry_run_argument", "add_execution_arguments", "add_out_argument",
-           "add_output_arguments", "add_output_options", "add_overrides_argument", "add_pipelines_argument",
-           "add_rule_arguments", "add_scoring_arguments", "add_seeds_argument", "add_store_argument",
-           "add_tracking_arguments", "add_workers_argument", "calibration_from_args", "checked",
-           "resampling_from_args",
-           "executor_options", "overrides", "score_and_compare", "score_with_options", "show_progress"]
+           "add_bootstrap_arguments", "add_calibration_arguments", "add_dry_run_argument", "add_execution_arguments",
+           "add_out_argument", "add_output_arguments", "add_output_options", "add_overrides_argument",
+           "add_pipelines_argument", "add_question_arguments", "add_rule_arguments", "add_scoring_arguments",
+           "add_seeds_argument", "add_store_argument", "add_tracking_arguments", "add_until_decided_arguments",
+           "add_when_argument", "add_workers_argument", "calibration_from_args", "checked", "compare_options",
+           "executor_options", "overrides", "question_from_args", "resampling_from_args", "score_and_compare",
+           "score_with_options", "show_progress", "until_decided_from_args"]
 
 #: Units run at once by default, by every command that runs units (``run``, ``sweep``, ``demo``): two
 #: (this project's CI machines have two cores), fewer on a one-core machine.
@@ -128,13 +138,29 @@ def add_store_argument(parser: CommandParser, *, required: bool = True, position
     mean); ``args.stores`` holds them all, ``args.store`` the first.
     """
     action = parser.add_argument("--store", metavar="DIR", default=None, required=required and not positional_alias,
-                                 action="append" if many else "store", help=STORE_HELP)
+                                 action="append" if many else "store", type=store_dir, help=STORE_HELP)
     if positional_alias:
         parser.add_argument("old_store", nargs="?", default=None, metavar="STORE", help=argparse.SUPPRESS)
         parser.shown_required.append(action)
         parser.checks.append(_one_store)
     if many:
         parser.checks.append(_many_stores)
+
+
+def store_dir(text: str) -> str:
+    """``--store``'s ``type=``: a directory's name; an empty one is refused (it would be the current directory).
+
+    >>> store_dir("runs/demo")
+    'runs/demo'
+    >>> store_dir("")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected a directory, found an empty path (it would mean the current directory): name the store's directory, e.g. --store runs/demo
+    """
+    if not text:
+        raise argparse.ArgumentTypeError("expected a directory, found an empty path (it would mean the current "
+                                         "directory): name the store's directory, e.g. --store runs/demo")
+    return text
 
 
 def _many_stores(args: argparse.Namespace) -> str | None:
@@ -200,8 +226,9 @@ def add_seeds_argument(container) -> None:
 def add_overrides_argument(parser: argparse.ArgumentParser) -> None:
     """``--set KEY=VALUE`` (repeatable) and ``--device``."""
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config value by dotted key, read with YAML scalar rules "
-                             "(5e-6 is a float), e.g. qlib_init.provider_uri=/data/us25 (repeatable)")
+                        help="override a config value by dotted key, read with YAML rules (5e-6 is a float; "
+                             "[A, B] a list), e.g. qlib_init.provider_uri=/data/us25; a YAML anchor reaches its "
+                             "aliases: benchmark=AAPL, port_analysis_config.strategy.kwargs.topk=5 (repeatable)")
     parser.add_argument("--device", default=None, metavar="DEV",
                         help="model device for every pipeline: cpu, cuda, cuda:N, auto "
                              "(same as --set task.model.kwargs.device=DEV; default: the YAML's)")
@@ -354,51 +381,107 @@ def calibration_from_args(args: argparse.Namespace, recorded: Calibration) -> Ca
     return recorded.replace(**changes)
 
 
+#: The question options (the fields of :class:`~rolling_calib.core.question.Question`, defaults and constraints
+#: taken from it): name -> (flag, keyword arguments of ``add_argument``).
+_QUESTION: dict[str, tuple[str, dict[str, Any]]] = {
+    "target": ("--target", dict(choices=TARGETS, default=DEFAULT_QUESTION.target,
+                                help="what the headline verdicts answer: period = over seeds on the evaluated days "
+                                     "(a fixed backtest; holds its level under drift), future = over seeds and the "
+                                     "market's future (what to expect on new periods, if the market's drift is "
+                                     "shorter than the horizon its interval sees); the other is shown beside it "
+                                     f"(default {DEFAULT_QUESTION.target})")),
+    "confidence": ("--confidence", dict(type=checked(CONFIDENCE, float), default=DEFAULT_QUESTION.confidence,
+                                        metavar="LEVEL",
+                                        help="confidence level of every interval; a verdict decides when its interval "
+                                             f"excludes 0 (default {DEFAULT_QUESTION.confidence})")),
+}
+
+
+def add_question_arguments(parser: argparse.ArgumentParser, *, only: tuple[str, ...] = tuple(_QUESTION)) -> None:
+    """``--target`` and ``--confidence``: the :class:`~rolling_calib.core.question.Question` every verdict answers
+    (``only``: the ones that act in the command, by destination name)."""
+    group = parser.add_argument_group("question", "What the verdicts and intervals answer.")
+    for name in only:
+        flag, kwargs = _QUESTION[name]
+        group.add_argument(flag, **kwargs)
+
+
+def question_from_args(args: argparse.Namespace) -> Question:
+    """The one :class:`~rolling_calib.core.question.Question` of a command; an option it does not take keeps its
+    default.
+
+    >>> question_from_args(argparse.Namespace(target="period", confidence=0.9)).describe()
+    'over seeds, on the evaluated days (target period), at 90% confidence'
+    """
+    return Question(**{name: getattr(args, name) for name in _QUESTION if hasattr(args, name)})
+
+
 #: The bootstrap options (the fields of :class:`~rolling_calib.core.resampling.Resampling`, defaults and
 #: constraints taken from it): name -> (flag, keyword arguments of ``add_argument``).
 _BOOTSTRAP: dict[str, tuple[str, dict[str, Any]]] = {
     "n_boot": ("--n-boot", dict(type=checked(N_BOOT, int), default=RESAMPLING_DEFAULTS.n_boot, metavar="N",
-                                help=f"bootstrap resamples of every interval (default {RESAMPLING_DEFAULTS.n_boot})")),
-    "confidence": ("--confidence", dict(type=checked(CONFIDENCE, float), default=RESAMPLING_DEFAULTS.confidence,
-                                        metavar="LEVEL",
-                                        help=f"interval level (default {RESAMPLING_DEFAULTS.confidence})")),
+                                help="bootstrap resamples of every bootstrap interval (default "
+                                     f"{RESAMPLING_DEFAULTS.n_boot})")),
     "boot_seed": ("--boot-seed", dict(type=checked(SEED, int), default=RESAMPLING_DEFAULTS.seed, metavar="SEED",
                                       help=f"bootstrap seed, recorded in the output (default "
                                            f"{RESAMPLING_DEFAULTS.seed})")),
     "block_size": ("--block-size", dict(type=checked(BLOCK_SIZE, float), default=RESAMPLING_DEFAULTS.block_size,
                                         metavar="DAYS",
-                                        help="mean block length (trading days) of the stationary bootstrap over "
-                                             "market time (default: chosen from the data, Politis-White)")),
-    "target": ("--target", dict(choices=TARGETS, default=RESAMPLING_DEFAULTS.target,
-                                help="the verdicts' question: future = over seeds and the market's future (what to "
-                                     "expect on new periods), period = over seeds on the evaluated days (a fixed "
-                                     f"backtest) (default {RESAMPLING_DEFAULTS.target})")),
+                                        help="mean block length (trading days) of the model confidence set's "
+                                             "stationary bootstrap over market time (default: chosen from the data, "
+                                             "Politis-White)")),
 }
+#: :class:`~rolling_calib.core.resampling.Resampling` field -> destination of its option.
+_RESAMPLING_DEST = {"n_boot": "n_boot", "seed": "boot_seed", "block_size": "block_size"}
 
 
 def resampling_from_args(args: argparse.Namespace) -> Resampling:
     """The one :class:`~rolling_calib.core.resampling.Resampling` of a command, from its bootstrap options.
 
     An option the command does not take keeps its default.
+
+    >>> resampling_from_args(argparse.Namespace(n_boot=300, boot_seed=2)).to_dict()
+    {'n_boot': 300, 'seed': 2, 'block_size': None}
     """
-    fields = {"n_boot": "n_boot", "confidence": "confidence", "seed": "boot_seed", "block_size": "block_size",
-              "target": "target"}
-    return Resampling(**{name: getattr(args, dest) for name, dest in fields.items() if hasattr(args, dest)})
+    return Resampling(**{name: getattr(args, dest) for name, dest in _RESAMPLING_DEST.items() if hasattr(args, dest)})
 
 
-def add_bootstrap_arguments(parser: argparse.ArgumentParser, *, only: tuple[str, ...] = tuple(_BOOTSTRAP)) -> None:
-    """``--n-boot``, ``--confidence``, ``--boot-seed``, ``--block-size``, ``--target`` (``only``: a subset, by
-    destination name)."""
-    group = parser.add_argument_group("bootstrap and verdicts")
+def add_bootstrap_arguments(parser: argparse.ArgumentParser, *, only: tuple[str, ...] = ("n_boot", "boot_seed")) -> None:
+    """``--n-boot`` and ``--boot-seed`` (``only``: the ones that act in the command, by destination name;
+    ``--block-size`` acts only where a model confidence set is drawn: ``sweep``)."""
+    group = parser.add_argument_group("bootstrap", "How the bootstrap intervals draw (the verdicts' intervals are "
+                                                   "analytic and draw nothing).")
     for name in only:
         flag, kwargs = _BOOTSTRAP[name]
         group.add_argument(flag, **kwargs)
 
 
+def compare_options(args: argparse.Namespace):
+    """The :class:`~rolling_calib.experiment.flow.CompareOptions` of a command that runs and compares (``run``,
+    ``sweep``): its question and bootstrap options (the defaults for those it does not take)."""
+    from rolling_calib.experiment.flow import CompareOptions
+
+    return CompareOptions(question=question_from_args(args), resampling=resampling_from_args(args))
+
+
+def add_when_argument(parser: argparse.ArgumentParser) -> None:
+    """``--when {windows,months}``: the blocks of the per-window verdicts."""
+    parser.add_argument("--when", choices=WHEN_BLOCKS, default=WHEN_BLOCKS[0],
+                        help="when was each pipeline better: the verdict over seeds inside each refit window of "
+                             "the schedule (windows) or each calendar month (months), Holm across them, with the "
+                             "test across windows and the fluctuation warning (default windows)")
+
+
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options shared by ``compare`` and ``report``: the pipelines, the calibration rule and the bootstrap."""
+    """Options shared by ``compare`` and ``report``: the pipelines, the calibration rule, the question, the
+    bootstrap, how the backtests' returns accumulate and ``--when``."""
     add_calibration_arguments(parser)
+    add_question_arguments(parser)
     add_bootstrap_arguments(parser)
+    parser.add_argument("--accumulate", choices=list(ACCUMULATION), default="sum",
+                        help="how the backtests' daily excess returns accumulate in annualized return and max "
+                             "drawdown: sum (Qlib's risk_analysis default) or product (compounded)")
+    add_when_argument(parser)
 
 
 def open_store(path: str):
@@ -437,7 +520,8 @@ def compare_across_stores(args: argparse.Namespace, stores: list[str]):
     opened = [open_store(path) for path in stores]
     calibration = calibration_from_args(args, opened[0].manifest.calibration)
     scores = score_stores(opened, calibration=calibration, label=args.label, progress=show_progress(args))
-    return compare_store(scores, resampling=resampling_from_args(args))
+    return compare_store(scores, question=question_from_args(args), resampling=resampling_from_args(args),
+                         accumulation=args.accumulate, when=getattr(args, "when", WHEN_BLOCKS[0]))
 
 
 def score_and_compare(args: argparse.Namespace):
@@ -447,46 +531,74 @@ def score_and_compare(args: argparse.Namespace):
     from rolling_calib.execution.inventory import record_last_verdicts
 
     scores = score_with_options(args, progress=show_progress(args))
-    comparison = compare_store(scores, resampling=resampling_from_args(args))
+    comparison = compare_store(scores, question=question_from_args(args), resampling=resampling_from_args(args),
+                               accumulation=args.accumulate, when=getattr(args, "when", WHEN_BLOCKS[0]))
     record_last_verdicts(args.store, comparison.verdict_rows(), label=scores.label_scope,   # what ls shows
                          calibration=scores.calibration.describe())
     return scores, comparison
 
 
-#: ``--futility``: a probability.
-_PROBABILITY = Worded(Interval(float, 0, 1), "a probability in [0, 1]")
-
-
-def _int_at_least_2(text: str) -> int:
-    """``--first``: an int of at least 2 (a verdict needs two seeds)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or value < 2:
-        raise argparse.ArgumentTypeError(f"expected an int >= 2, found {text!r}")
-    return value
+#: The stopping rule's options (the fields of :class:`~rolling_calib.core.stopping.StoppingRule`, defaults and
+#: constraints taken from it): field -> (flag, metavar, converter, what it sets).
+_STOPPING: dict[str, tuple[str, str | None, Any, str]] = {
+    "first": ("--first", "N", int, "seeds per pipeline at the first look"),
+    "batch": ("--batch", "N", int, "seeds added per look"),
+    "max_seeds": ("--max-seeds", "N", int, "seed budget per pipeline: seeds 0..N-1"),
+    "spending": ("--spending", None, str, "alpha spending over the looks"),
+    "futility": ("--futility", "P", float, "stop a pair undetermined when its predictive chance to decide by "
+                                           "--max-seeds is below P (0: never)"),
+    "margin": ("--margin", "X", float, "equivalence margin in the metric's unit: a pair whose interval lies inside "
+                                       "(-X, X) stops as equivalent"),
+}
 
 
 def add_until_decided_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--until-decided`` and its rule's settings (:class:`rolling_calib.experiment.until_decided.UntilDecided`)."""
+    """``--until-decided`` and its :class:`~rolling_calib.experiment.until_decided.UntilDecided` (``--decide-by``
+    and the :class:`~rolling_calib.core.stopping.StoppingRule`'s options); the rule is checked whole at parse
+    time (``--max-seeds`` at least ``--first``)."""
     group = parser.add_argument_group(
         "compute to a verdict", "With --until-decided: train --first seeds per pipeline, then --batch more only for "
         "pipelines in an undecided pair, until every pair is decided, equivalent, undecidable or out of --max-seeds "
-        "(error rates held over the looks); the path is recorded in STORE/sequential.json.")
+        "(error rates held over the looks: 1 - --confidence spent over them); the path is recorded in "
+        "STORE/sequential.json.")
     group.add_argument("--until-decided", action="store_true", help="stop training seeds once the pairs are decided")
-    group.add_argument("--first", type=_int_at_least_2, default=3,
-                       metavar="N", help="seeds per pipeline at the first look (default 3)")
-    group.add_argument("--batch", type=checked(SEED_COUNT, int), default=2, metavar="N",
-                       help="seeds added per look (default 2)")
-    group.add_argument("--max-seeds", type=checked(SEED_COUNT, int), default=20, metavar="N",
-                       help="seed budget per pipeline: seeds 0..N-1 (default 20)")
-    group.add_argument("--decide-by", choices=["ql", "cql", "ic"], default="ql", help="metric that decides (default ql)")
-    group.add_argument("--margin", type=float, default=None, metavar="X",
-                       help="equivalence margin in the metric's unit (default: no equivalence stop)")
-    group.add_argument("--futility", type=checked(_PROBABILITY, float), default=0.2, metavar="P",
-                       help="stop a pair undetermined when its predictive chance to decide by --max-seeds is below P "
-                            "(default 0.2; 0: never)")
+    for name, (flag, metavar, convert, what) in _STOPPING.items():
+        default = getattr(DEFAULT_RULE, name)
+        shown = ": no equivalence stop" if name == "margin" and default is None else f" {default}"
+        kwargs: dict[str, Any] = dict(default=default, help=f"{what} (default{shown})")
+        if name == "spending":
+            kwargs["choices"] = SPENDINGS
+        else:
+            kwargs.update(type=checked(StoppingRule.CONSTRAINTS[name], convert), metavar=metavar)
+        group.add_argument(flag, **kwargs)
+    group.add_argument("--decide-by", choices=list(DECIDE_BY), default=DECIDE_BY[0],
+                       help=f"metric that decides (default {DECIDE_BY[0]}; excess_return[_cost]: the workflow's "
+                            "backtest's daily excess return without [with] cost)")
+    if isinstance(parser, CommandParser):
+        parser.checks.append(_stopping_rule_problem)
+
+
+def _stopping_rule(args: argparse.Namespace) -> StoppingRule:
+    return StoppingRule(**{name: getattr(args, name) for name in _STOPPING})
+
+
+def _stopping_rule_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the rule the options make, in the options' words (None: nothing).
+
+    >>> ns = argparse.Namespace(until_decided=True, first=5, batch=2, max_seeds=4, spending="hwang-shih-decani",
+    ...                         futility=0.2, margin=None)
+    >>> _stopping_rule_problem(ns)
+    '--max-seeds: expected an integer >= first (5), found 4'
+    """
+    if not getattr(args, "until_decided", False):
+        return None
+    try:
+        _stopping_rule(args)
+    except ValueError as exc:
+        field, _, rest = str(exc).partition(": ")
+        flag = _STOPPING[field][0] if field in _STOPPING else field
+        return f"{flag}: {rest}"
+    return None
 
 
 def until_decided_from_args(args: argparse.Namespace):
@@ -495,5 +607,4 @@ def until_decided_from_args(args: argparse.Namespace):
         return None
     from rolling_calib.experiment.until_decided import UntilDecided
 
-    return UntilDecided(first=args.first, batch=args.batch, max_seeds=args.max_seeds, decide_by=args.decide_by,
-                        margin=args.margin, futility=args.futility)
+    return UntilDecided(rule=_stopping_rule(args), decide_by=args.decide_by)

@@ -19,13 +19,13 @@ from rolling_calib.cli.options import (
 from rolling_calib.core.store_layout import StoreLayout
 
 
-def _diagnosis(store: str, scores, resampling):
+def _diagnosis(store: str, scores, comparison):
     """The seed-variance verdicts, when every diagnosed pipeline has two runs or more (else ``None``: no spread to split)."""
     from rolling_calib.analysis.diagnostics import diagnose_store
 
     if scores.runs.groupby("pipeline")["seed"].nunique().max() < 2:
         return None
-    return diagnose_store(store, scores=scores, resampling=resampling)
+    return diagnose_store(store, scores=scores, question=comparison.question, resampling=comparison.resampling)
 
 
 def _out(args: argparse.Namespace) -> Path:
@@ -44,7 +44,7 @@ def handle(args: argparse.Namespace) -> int:
 
     with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
         scores, comparison = score_and_compare(args)
-        paths = write_report(scores, comparison, _out(args), diagnosis=_diagnosis(args.store, scores, comparison.resampling))
+        paths = write_report(scores, comparison, _out(args), diagnosis=_diagnosis(args.store, scores, comparison))
     if args.json:
         print(json.dumps({k: str(v) for k, v in paths.items()}, indent=2))
     else:
@@ -59,9 +59,11 @@ def register(subparsers) -> None:
         description=(
             "Write report.html (self-contained: plots embedded) and report.md (with PNG files) for a "
             "result store, with CSV tables beside them. It opens with the verdict per pair and metric, then "
-            "the warnings, whether calibration can help, IC / Rank IC, QL and CQL per pipeline, the pairwise "
-            "accuracies, and the figures: probability of improvement, paired per-seed differences, the loss "
-            "differential per period and the seed offsets (refits marked), the seed spread and the bias."
+            "the warnings, whether calibration can help, IC / Rank IC, the backtest's annualized excess return, "
+            "information ratio and max drawdown over seeds (where the workflow has a backtest), QL and CQL per "
+            "pipeline, the pairwise accuracies, and the figures: probability of improvement, the cumulative "
+            "excess-return curves, paired per-seed differences, the loss differential per period and the seed "
+            "offsets (refits marked), the seed spread and the bias."
         ),
         epilog="Example: rolling-calib report --store runs/demo --out runs/demo/report",
     )

@@ -14,10 +14,12 @@ from rolling_calib.cli.options import (
     add_output_arguments,
     add_overrides_argument,
     add_pipelines_argument,
+    add_question_arguments,
     add_seeds_argument,
     add_store_argument,
     add_tracking_arguments,
     add_until_decided_arguments,
+    compare_options,
     executor_options,
     overrides,
     show_progress,
@@ -55,7 +57,7 @@ def _run(args: argparse.Namespace) -> dict | str:
     options = RunOptions(store=args.store, pipelines=args.pipelines, seeds=args.seeds, executor=executor,
                          tracking_uri=args.tracking_uri, track=not args.no_tracking, score=False,
                          progress=show_progress(args), show_plan=not args.json,
-                         until_decided=until_decided_from_args(args))
+                         until_decided=until_decided_from_args(args), compare=compare_options(args))
     if args.dry_run:   # the plan only: nothing trained, nothing written
         summary = plan_experiment(config, options)
         return summary.to_dict() if args.json else format_plan(summary) + "\n(dry run: nothing trained)"
@@ -68,7 +70,8 @@ def _run(args: argparse.Namespace) -> dict | str:
     if options.until_decided is not None:
         from rolling_calib.analysis.sequential_path import read_path
 
-        result["sequential"] = read_path(outcome.plan.store)
+        path = read_path(outcome.plan.store)
+        result["sequential"] = path.to_dict() if path is not None else None
     skipped = skipped_records(outcome.plan.store, list(summary.results))   # why a workflow record did not run
     result["skipped_records"] = skipped
     if outcome.tracking_uri is not None:
@@ -79,17 +82,20 @@ def _run(args: argparse.Namespace) -> dict | str:
         return result
     corrupt = (f"{len(summary.corrupt_moved)} corrupt moved to {outcome.plan.store / 'corrupt'}/ and recomputed, "
                if summary.corrupt_moved else "")
+    bt = summary.backtests
+    backtests = (f"{len(bt.ran)} backtest(s) over the joined windows ran ({bt.seconds:.1f} s), {bt.skipped} already "
+                 f"complete, " if bt.ran or bt.skipped else "")
     text = (
         f"done: {summary.ran} unit(s) ran, {summary.skipped} already complete, {summary.stale_moved} stale moved aside, "
-        f"{corrupt}"
+        f"{corrupt}{backtests}"
         f"{result['rows_dropped_unlabelled']} prediction(s) without a label dropped, {summary.seconds:.1f} s.\n"
         + "".join(f"{line}\n" for line in skipped) +
         f"Next: rolling-calib compare --store {outcome.plan.store}"
     )
     if result.get("sequential"):
-        from rolling_calib.analysis.sequential_path import format_path
+        from rolling_calib.analysis.sequential_path import SequentialPath
 
-        text += "\n" + format_path(result["sequential"])
+        text += "\n" + SequentialPath.from_dict(result["sequential"]).format()
     if outcome.tracking_uri is not None:
         text += f"\nMLflow: {outcome.tracking_uri}"
     if outcome.tracking_message:  # a repaired tracking database, or why tracking failed
@@ -107,7 +113,10 @@ def register(subparsers) -> None:
             "in the store, on a local process pool or Ray. Each unit's predictions are written\n"
             "atomically to STORE/units/<pipeline>/seed<k>/w<NN>.parquet. Re-running skips completed\n"
             "units, resumes an interrupted run with the same numbers, and moves units whose\n"
-            "configuration changed to STORE/stale/ before recomputing them."
+            "configuration changed to STORE/stale/ before recomputing them. Once a seed's windows are\n"
+            "complete, the workflow's backtest (its PortAnaRecord config) runs once on the seed's joined\n"
+            "predictions over the schedule's test days (STORE/backtests/); a changed backtest setting\n"
+            "re-runs the backtests only."
         ),
         epilog=(
             "Examples:\n"
@@ -129,5 +138,6 @@ def register(subparsers) -> None:
     add_dry_run_argument(parser)
     add_tracking_arguments(parser)
     add_until_decided_arguments(parser)
+    add_question_arguments(parser)
     add_output_arguments(parser, json_prints="the run summary")
     parser.set_defaults(func=handle)

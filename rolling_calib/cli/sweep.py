@@ -18,12 +18,15 @@ from rolling_calib.cli.options import (
     add_out_argument,
     add_output_arguments,
     add_overrides_argument,
+    add_question_arguments,
     add_seeds_argument,
     add_store_argument,
     add_tracking_arguments,
     add_until_decided_arguments,
+    compare_options,
     executor_options,
     overrides,
+    question_from_args,
     resampling_from_args,
     show_progress,
     until_decided_from_args,
@@ -78,7 +81,8 @@ def register(subparsers) -> None:
     add_out_argument(parser, what="report directory", default_words="STORE/sweep_report")
     add_execution_arguments(parser)
     add_dry_run_argument(parser)
-    add_bootstrap_arguments(parser)
+    add_question_arguments(parser)
+    add_bootstrap_arguments(parser, only=("n_boot", "boot_seed", "block_size"))
     add_tracking_arguments(parser)
     add_until_decided_arguments(parser)
     add_output_arguments(parser, json_prints="the ranking, the matrices, the run and the written files instead of "
@@ -123,7 +127,7 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
     store = _store(args)
     options = RunOptions(store=store, seeds=args.seeds, executor=executor, tracking_uri=args.tracking_uri,
                          track=not args.no_tracking, progress=show_progress(args), show_plan=not args.json,
-                         until_decided=until_decided_from_args(args))
+                         until_decided=until_decided_from_args(args), compare=compare_options(args))
     print(f"sweep: {len(experiment.pipelines)} configurations -> {store}", file=sys.stderr)
     if args.dry_run:   # the plan only: nothing trained, nothing written
         summary = plan_experiment(experiment, options)
@@ -135,7 +139,8 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
     plan, summary = outcome.plan, outcome.summary
     runs = outcome.scores.runs[outcome.scores.runs["seed"].isin(plan.seeds)]
     days = outcome.scores.days[outcome.scores.days["seed"].isin(plan.seeds)]
-    result = analyse_sweep(runs, pairs=experiment.compare, resampling=resampling_from_args(args), days=days)
+    result = analyse_sweep(runs, pairs=experiment.compare, question=question_from_args(args),
+                           resampling=resampling_from_args(args), days=days)
     paths = write_sweep_report(result, Path(args.out) if args.out else plan.store / "sweep_report")
     tracking_uri = outcome.tracking_uri
     if args.json:

@@ -39,12 +39,12 @@ _EPILOG = (
 def _param(name: str, convert: Callable[[str], Any]) -> Callable[[str], Any]:
     """argparse ``type=``: ``convert``, then check against the experiment's declared constraint for ``name``.
 
-    The table (:data:`rolling_calib.core.synthetic_experiments.PARAMETERS`) is imported only
+    The table (:data:`rolling_calib.simulation.synthetic_experiments.PARAMETERS`) is imported only
     when the option is given, so ``--help`` stays light.
     """
 
     def parse(text: str) -> Any:
-        from rolling_calib.core.synthetic_experiments import PARAMETERS
+        from rolling_calib.simulation.synthetic_experiments import PARAMETERS
 
         return checked(PARAMETERS[name], convert)(text)
 
@@ -113,7 +113,7 @@ def _write_csv_atomically(frame, path: Path) -> None:
 @command_errors(lambda args: f"synthetic {args.experiment}")
 def handler(args: argparse.Namespace) -> int:
     """Run the chosen experiment, print the table (or JSON); 2 on bad parameters."""
-    from rolling_calib.core.synthetic_experiments import run_linear_experiment, run_logistic_experiment
+    from rolling_calib.simulation.synthetic_experiments import run_linear_experiment, run_logistic_experiment
 
     common = dict(
         rounds=args.rounds, runs=args.runs, seed=args.seed, dims=args.dims, features_b=args.features_b,

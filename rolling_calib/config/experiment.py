@@ -77,7 +77,7 @@ import pandas as pd
 
 from rolling_calib.config.bounds import check_pipeline_name, parse_seeds, pipeline_name_problem
 from rolling_calib.core.calibration import Calibration
-from rolling_calib.config.qrun_yaml import find_base, load_yaml
+from rolling_calib.config.qrun_yaml import Aliases, find_base, load_yaml, load_yaml_aliases
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.core.schedule import (
     ROLLING_OPTIONS,
@@ -132,7 +132,8 @@ _LOG = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- overrides
-def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, source: str = "overrides") -> dict:
+def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, source: str = "overrides",
+                    aliases: Aliases | None = None) -> dict:
     """Return a deep copy of ``cfg`` with dotted-path ``overrides`` applied.
 
     Every path must already exist in ``cfg``; inside a list (``task.record``) a part names an item
@@ -142,6 +143,11 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, sou
     by :func:`load_experiment`), and an option of ``rolling:`` or ``rolling.calibration:``
     that the file leaves at its default may be set (``rolling.stack_seeds``). A value
     replaces the old one entirely.
+
+    Through the file's YAML anchors (``aliases``, :func:`~rolling_calib.config.qrun_yaml.alias_paths`)
+    a value set on an anchored value, or inside it, is set at every alias of it too, as editing the
+    anchor in the file would: ``benchmark`` reaches ``port_analysis_config.backtest.benchmark:
+    *benchmark`` and, through ``config: *port_analysis_config``, the ``PortAnaRecord`` record.
 
     Parameters
     ----------
@@ -175,6 +181,9 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, sou
     Traceback (most recent call last):
     ...
     rolling_calib.core.validation.ConfigError: overrides: unknown key 'task.modle.kwargs.lr' ('task' has no 'modle'; it has: none)
+    >>> cfg = {"benchmark": "SH000300", "port": {"benchmark": "SH000300"}}
+    >>> apply_overrides(cfg, {"benchmark": "AAPL"}, aliases={("benchmark",): [("port", "benchmark")]})
+    {'benchmark': 'AAPL', 'port': {'benchmark': 'AAPL'}}
     """
     out = copy.deepcopy(dict(cfg))
     if not isinstance(overrides, Mapping):
@@ -184,16 +193,19 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, sou
             raise ConfigError(f"{source}: expected dotted string keys, found {dotted!r}")
         parts = dotted.split(".")
         node: Any = out
+        concrete: list[Any] = []   # the path with list items as indices (to follow the file's aliases)
         for depth, part in enumerate(parts):
             where = ".".join(parts[:depth]) or "<root>"
             last = depth == len(parts) - 1
             if isinstance(node, list):
                 index = _list_index(node, part, dotted=dotted, where=where, source=source)
+                concrete.append(index)
                 if last:
                     node[index] = copy.deepcopy(value)
                 else:
                     node = node[index]
                 continue
+            concrete.append(part)
             if not isinstance(node, dict):
                 raise ConfigError(
                     f"{source}: unknown key '{dotted}' ('{where}' is a {type(node).__name__}, not a mapping)"
@@ -208,7 +220,53 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Mapping[str, Any], *, sou
                 node[part] = copy.deepcopy(value)
             else:
                 node = node[part]
+        for path in _aliased(tuple(concrete), aliases or {}):
+            _set_path(out, path, value)
     return out
+
+
+def _dotted(path: tuple) -> str:
+    """``("task", "record", 2)`` -> ``"task.record.2"``."""
+    return ".".join(map(str, path))
+
+
+def _aliased(path: tuple, aliases: Aliases) -> list[tuple]:
+    """Every place ``path`` is used again through the file's aliases (transitively), ``path`` itself excluded.
+
+    >>> _aliased(("m",), {("m",): [("h", "instruments")], ("h",): [("task", "handler")]})
+    [('h', 'instruments'), ('task', 'handler', 'instruments')]
+    """
+    found: list[tuple] = []
+    todo = [path]
+    while todo:
+        current = todo.pop(0)
+        for anchor, uses in aliases.items():
+            if current[:len(anchor)] != anchor:
+                continue
+            for use in uses:
+                target = tuple(use) + current[len(anchor):]
+                if target != path and target not in found:
+                    found.append(target)
+                    todo.append(target)
+    return found
+
+
+def _set_path(cfg: Any, path: tuple, value: Any) -> None:
+    """Set ``value`` at ``path`` of ``cfg`` when the path's parent exists there (an alias the file later replaced
+    is left as it is)."""
+    node = cfg
+    for part in path[:-1]:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            return
+    last = path[-1]
+    if isinstance(node, dict) and last in node:
+        node[last] = copy.deepcopy(value)
+    elif isinstance(node, list) and isinstance(last, int) and 0 <= last < len(node):
+        node[last] = copy.deepcopy(value)
 
 
 def _list_index(items: list, part: str, *, dotted: str, where: str, source: str) -> int:
@@ -266,6 +324,14 @@ class RollingConfig:
         seeds are cut into fixed groups of this size in ``seeds`` order.
     seeds : tuple of int
         Seeds of every pipeline (``seeds: 10`` means 0..9).
+    step_days : int or None
+        Trading days (sessions) predicted by one model, instead of ``step_months`` (Qlib's rolling
+        retrain steps 20); None: ``step_months``.
+    purge : "auto" or int
+        Bars dropped at the end of each training and validation segment before the next one, so
+        no label there looks into it; ``auto``: the label expression's look-ahead on a daily store
+        (Qlib's ``guess_horizon``: 2 for ``Ref($close, -2)/Ref($close, -1) - 1``), 0 for a label that
+        stays inside its session on a minute store (:func:`rolling_calib.qlib_adapter.labels.label_purge`).
     calibration : Calibration
         The rule of the rolling CQL (``rolling.calibration``: period, bias, source, bias_window,
         missing_instrument; :class:`~rolling_calib.core.calibration.Calibration`).
@@ -284,9 +350,15 @@ class RollingConfig:
     stack_seeds: int = 1
     seeds: tuple[int, ...] = tuple(range(10))
     calibration: Calibration = field(default_factory=Calibration)
+    step_days: int | None = None
+    purge: int | str = "auto"
 
-    def windows(self, calendar: pd.DatetimeIndex) -> list[Window]:
-        """The schedule's windows on ``calendar`` (the store's minute bars)."""
+    def purge_bars(self, auto: int) -> int:
+        """The bars purged: ``purge`` when it is a count, else ``auto`` (the label's look-ahead, resolved by the caller)."""
+        return auto if self.purge == "auto" else int(self.purge)
+
+    def windows(self, calendar: pd.DatetimeIndex, *, purge: int = 0) -> list[Window]:
+        """The schedule's windows on ``calendar`` (the store's bars); ``purge``: the bars ``purge: auto`` stands for."""
         return rolling_windows(
             calendar,
             initial_train_start=self.initial_train_start,
@@ -298,6 +370,8 @@ class RollingConfig:
             train_window=self.train_window,  # type: ignore[arg-type]
             sliding_months=self.sliding_months,
             finetune_on=self.finetune_on,  # type: ignore[arg-type]
+            step_days=self.step_days,
+            purge=self.purge_bars(purge),
         )
 
 
@@ -321,6 +395,10 @@ class ExperimentConfig:
     experiment_name : str
     notes : tuple of str
         The schedule options chosen for the file (:mod:`rolling_calib.config.schedule_defaults`), one line each.
+    anchors : dict
+        Dotted keys the file writes as an alias -> the dotted key of the anchor they repeat
+        (``{"task.record.2.kwargs.config": "port_analysis_config"}``), for messages that name the key
+        the user writes.
     """
 
     path: Path | None
@@ -331,10 +409,33 @@ class ExperimentConfig:
     compare: list[tuple[str, str]]
     experiment_name: str = "rolling-calib"
     notes: tuple[str, ...] = ()
+    anchors: dict[str, str] = field(default_factory=dict)
+
+    def anchor_of(self, key: str) -> str | None:
+        """The key the file writes for a dotted key inside an alias, through its anchors (None: not inside one).
+
+        >>> cfg = ExperimentConfig(None, {}, {}, None, {}, [], anchors={"task.record.2.kwargs.config":
+        ...     "port_analysis_config", "port_analysis_config.backtest.benchmark": "benchmark"})
+        >>> cfg.anchor_of("task.record.2.kwargs.config.backtest.benchmark"), cfg.anchor_of("task.model")
+        ('benchmark', None)
+        """
+        current, changed = key, False
+        for _ in range(len(self.anchors) + 1):
+            parts = current.split(".")
+            for n in range(len(parts), 0, -1):
+                prefix = ".".join(parts[:n])
+                if prefix in self.anchors:
+                    current = ".".join([self.anchors[prefix], *parts[n:]])
+                    changed = True
+                    break
+            else:
+                break
+        return current if changed else None
 
     @property
     def store_dir(self) -> Path:
-        """The Qlib minute store (``qlib_init.provider_uri['1min']``)."""
+        """The Qlib data store the experiment reads (:func:`rolling_calib.qlib_adapter.session.store_path`: its
+        ``qlib_init.provider_uri``, the first one when it maps frequencies to stores)."""
         return store_path(self.qlib_init)
 
     def pipeline_task(self, name: str) -> dict:
@@ -350,8 +451,9 @@ class ExperimentConfig:
         rolling["seeds"] = list(self.rolling.seeds)
         # the options added since the first stores are recorded only when set (same shared hash as before)
         rolling["calibration"] = self.rolling.calibration.to_dict()
-        if rolling["stack_seeds"] == 1:  # the default: recorded as before (same shared hash)
-            del rolling["stack_seeds"]
+        for option, default in (("stack_seeds", 1), ("step_days", None), ("purge", "auto")):
+            if rolling[option] == default:  # a default: recorded as before (same shared hash)
+                del rolling[option]
         return {
             "path": str(self.path) if self.path else None,
             "experiment_name": self.experiment_name,
@@ -364,26 +466,27 @@ class ExperimentConfig:
 
 
 # --------------------------------------------------------------------------- helpers
-def _read_with_base(path: Path, *, seen: tuple[Path, ...] = ()) -> dict:
+def _read_with_base(path: Path, *, seen: tuple[Path, ...] = ()) -> tuple[dict, Aliases]:
     """Load ``path`` as ``qrun`` does, merging ``BASE_CONFIG_PATH`` files first (Qlib's ``update_config``).
 
     Only the file given (``seen`` empty) is a template, as in ``qrun``; see :mod:`rolling_calib.config.qrun_yaml`.
+    Returns the merged mapping and the aliases of every file read (for ``--set`` through anchors).
     """
     path = Path(path).resolve()
     if path in seen:
         raise ConfigError(f"{path}: BASE_CONFIG_PATH cycle through {' -> '.join(map(str, seen))}")
-    data = load_yaml(path, template=not seen)
+    data, aliases = load_yaml_aliases(path, template=not seen)
     base_ref = data.pop("BASE_CONFIG_PATH", None)
     if base_ref is None:
-        return data
+        return data, aliases
     if not isinstance(base_ref, str):
         raise ConfigError(f"{path}: BASE_CONFIG_PATH: expected a file path string, found {base_ref!r}")
-    base = _read_with_base(find_base(base_ref, path), seen=seen + (path,))
+    base, base_aliases = _read_with_base(find_base(base_ref, path), seen=seen + (path,))
     # pipelines and comparisons are lists of experiments, not settings: the including file's replace the base's
     replaced = {key: data.pop(key) for key in REPLACED_KEYS if key in data}
     merged = merge_base_config(base, data)
     merged.update(replaced)
-    return merged
+    return merged, {**base_aliases, **aliases}
 
 
 def _month_text(value: Any, key: str, edge: str, where: str) -> str:
@@ -573,10 +676,11 @@ def _missing_rolling(raw: Mapping[str, Any], path: Path) -> ConfigError:
     )
 
 
-def _fill_rolling(raw: dict, qlib_init: dict, path: Path) -> list[str]:
+def _fill_rolling(raw: dict, qlib_init: dict, path: Path, *, qlib_rolling: bool = False) -> list[str]:
     """Fill in place the ``rolling:`` options the file and ``--set`` leave out, from the store and the segments.
 
-    What is chosen and why (:func:`rolling_calib.config.schedule_defaults.choose_schedule`), one line each.
+    What is chosen and why (:func:`rolling_calib.config.schedule_defaults.choose_schedule`), one line each;
+    ``qlib_rolling``: the file is a Qlib workflow without ``rolling:`` (Qlib's rolling is followed).
     """
     from rolling_calib.config.schedule_defaults import choose_schedule
     from rolling_calib.qlib_adapter.task_spec import import_class
@@ -592,7 +696,9 @@ def _fill_rolling(raw: dict, qlib_init: dict, path: Path) -> list[str]:
     except (KeyError, TypeError, ConfigError):
         can_finetune, model_name = None, "the model"
     required = ("initial_train_start", "start", "end")
-    if all(k in rolling for k in required) and ("mode" in rolling or can_finetune is not False):
+    qlib_given = all(k in rolling for k in ("mode", "valid_months")) and ("step_days" in rolling or "step_months" in rolling)
+    if all(k in rolling for k in required) and ("mode" in rolling or can_finetune is not False) and \
+            (not qlib_rolling or qlib_given):
         return []
     calendar = store_calendar(qlib_init)
     if not len(calendar):
@@ -601,7 +707,7 @@ def _fill_rolling(raw: dict, qlib_init: dict, path: Path) -> list[str]:
     universe = handler.get("kwargs", {}).get("instruments", "all") if isinstance(handler, dict) else "all"
     freq = store_freq(qlib_init)
     choice = choose_schedule(rolling, raw["task"], calendar, can_finetune=can_finetune, model_name=model_name,
-                             rows=lambda lo, hi: segment_rows(universe, lo, hi, freq=freq))
+                             rows=lambda lo, hi: segment_rows(universe, lo, hi, freq=freq), qlib_rolling=qlib_rolling)
     rolling.update(choice.values)
     if not all(k in rolling for k in required):
         return []
@@ -658,7 +764,7 @@ def read_rolling(path: str | Path) -> RollingConfig:
     months its schedule needs).
     """
     path = Path(path).resolve()
-    raw = _read_with_base(path)
+    raw, _ = _read_with_base(path)
     if "rolling" not in raw:
         raise _missing_rolling(raw, path)
     return _parse_rolling(raw["rolling"], str(path))
@@ -680,7 +786,8 @@ def load_experiment(
         (absent: one pipeline named after the file's stem) and ``compare``.
     overrides : mapping, optional
         Dotted overrides applied to the whole file before validation, e.g.
-        ``{"qlib_init.provider_uri": "/data/store", "rolling.seeds": 3}``.
+        ``{"qlib_init.provider_uri": "/data/store", "rolling.seeds": 3}``; a value set on a YAML
+        anchor reaches its aliases (:func:`apply_overrides`: ``{"benchmark": "AAPL"}``).
     check_store : bool
         Also read the store's calendar (through Qlib) and check that the schedule's
         months lie inside it. Leave on except for pure syntax checks.
@@ -707,9 +814,10 @@ def load_experiment(
     """
     path = Path(path).resolve()
     where = str(path)
-    raw = _read_with_base(path)
+    raw, aliases = _read_with_base(path)
+    qlib_workflow = "rolling" not in raw   # a Qlib workflow as it is: Qlib's rolling unless --set says otherwise
     if overrides:
-        raw = apply_overrides(raw, overrides, source=f"{where}: overrides")
+        raw = apply_overrides(raw, overrides, source=f"{where}: overrides", aliases=aliases)
     _check_top_level(raw, where)
     for required in ("qlib_init", "task"):
         if required not in raw:
@@ -720,7 +828,7 @@ def load_experiment(
     _apply_sys_section(raw.get("sys"), path)
     raw["task"] = resolve_module_files(raw["task"], bases=(path.parent,))
     validate_task(raw["task"], where)
-    chosen = _fill_rolling(raw, qlib_init, path) if check_store else []
+    chosen = _fill_rolling(raw, qlib_init, path, qlib_rolling=qlib_workflow) if check_store else []
     rolling = _parse_rolling(raw["rolling"], where)
     if "pipelines" in raw:
         pipelines, file_pairs = _parse_pipelines(raw["pipelines"], where, path.parent)
@@ -743,6 +851,7 @@ def load_experiment(
         compare=pairs,
         experiment_name=name,
         notes=tuple(chosen),
+        anchors={_dotted(use): _dotted(anchor) for anchor, uses in aliases.items() for use in uses},
     )
     for pipeline in pipelines:
         validate_task(config.pipeline_task(pipeline), where, prefix=f"pipelines.{pipeline} -> task")
@@ -758,7 +867,9 @@ def load_experiment(
             raise ConfigError(f"{where}: qlib_init: Qlib's init refused it ({type(exc).__name__}: {message[:300]}); "
                               f"check qlib_init's values (region, logging_level, provider_uri, exp_manager ...)") from exc
         try:
-            rolling.windows(calendar)
+            from rolling_calib.qlib_adapter.labels import label_purge
+
+            rolling.windows(calendar, purge=max(label_purge(config.pipeline_task(n))[0] for n in pipelines))
         except ValueError as exc:
             raise ConfigError(
                 f"{where}: {exc} (store {config.store_dir} has bars {calendar[0]} .. {calendar[-1]})"

@@ -11,17 +11,24 @@ __all__ = ["parse_set", "parse_value"]
 
 
 def parse_value(text: str) -> Any:
-    """Read one value as a workflow file's value is read (:func:`rolling_calib.config.qrun_yaml.parse_scalar`).
+    """Read one value as a workflow file's value is read (:func:`rolling_calib.config.qrun_yaml.parse_scalar`):
+    a scalar, or a YAML flow list of scalars (``[AAPL, MSFT]``: a benchmark of several codes, a list of seeds).
 
     Examples
     --------
     >>> [parse_value(t) for t in ["32", "5e-6", "0.5", "true", "null", "adam"]]
     [32, 5e-06, 0.5, True, None, 'adam']
+    >>> parse_value("[AAPL, MSFT]"), parse_value("[]")
+    (['AAPL', 'MSFT'], [])
+    >>> parse_value("{a: 1}")
+    Traceback (most recent call last):
+    ...
+    ValueError: expected a scalar or a list of scalars ([a, b]), found '{a: 1}'
     """
     stripped = text.strip()
     value = parse_scalar(stripped)
-    if isinstance(value, (dict, list)):
-        raise ValueError(f"expected a scalar, found {stripped!r}")
+    if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
+        raise ValueError(f"expected a scalar or a list of scalars ([a, b]), found {stripped!r}")
     return value
 
 

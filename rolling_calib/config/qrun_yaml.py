@@ -4,8 +4,9 @@ The only YAML reader of rolling-calib (files and ``--set`` values alike):
 
 1. **Template.** The file named on the command line is a Jinja2 template first: ``{{ NAME }}`` is
    filled from the environment variable ``NAME``, and a name that is not set renders as empty
-   text (as in ``qrun``; a warning lists such names). Files it includes are not rendered, as
-   ``qrun`` renders only the file it is given. A file without Jinja2 markup is read as it is.
+   text (as in ``qrun``; a warning lists such names), in a sandbox bounded in reach, size and time
+   (:mod:`rolling_calib.config.template`). Files it includes are not rendered, as ``qrun`` renders
+   only the file it is given. A file without Jinja2 markup is read as it is.
 2. **YAML 1.2.** ruamel.yaml's safe loader, pure Python: ``5e-6`` and ``1e-3`` are floats,
    ``yes``/``on`` are strings, ``010`` is 10; anchors, aliases and ``<<`` merge keys work; a key
    written twice in one mapping is an error (naming both lines).
@@ -14,7 +15,10 @@ The only YAML reader of rolling-calib (files and ``--set`` values alike):
    ``update_config`` (:func:`rolling_calib.qlib_adapter.task_spec.merge_base_config`).
 
 What rolling-calib adds: a base file may name its own base (``qrun`` reads one level), and
-every error names the file and line.
+every error names the file and line. :func:`load_yaml_aliases` also returns where each anchored
+value is used again (:func:`alias_paths`), so a ``--set`` of an anchor's value reaches every alias
+of it, as an edit of the anchor in the file would (``--set benchmark=AAPL`` reaches
+``port_analysis_config.backtest.benchmark: *benchmark``).
 """
 
 from __future__ import annotations
@@ -24,13 +28,19 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from rolling_calib.config.template import render_template
 from rolling_calib.core.validation import ConfigError
 
-__all__ = ["MAX_DEPTH", "MAX_DOCUMENT_BYTES", "MAX_NODES", "check_expansion", "find_base", "load_yaml", "parse_scalar", "render_template"]
+__all__ = ["MAX_DEPTH", "MAX_DOCUMENT_BYTES", "MAX_NODES", "Aliases", "alias_paths", "check_expansion", "find_base",
+           "load_yaml", "load_yaml_aliases", "parse_scalar", "render_template"]
 
-_JINJA_MARKS = ("{{", "{%", "{#")
+#: Where a document's values are used again: the path of a value's first occurrence (its anchor) -> the paths of
+#: its aliases (``*name``, and the keys a ``<<: *name`` merge brings in). A path is a tuple of mapping keys (str)
+#: and sequence indices (int).
+Aliases = dict[tuple, list[tuple]]
+
 #: Bytes of one workflow file (Qlib's benchmark workflows are 2-5 KiB; a megabyte is a mistake or an attack).
-MAX_DOCUMENT_BYTES = 1 << 20
+MAX_DOCUMENT_BYTES = 1 << 20   # the rendered text's bound too (template.MAX_OUTPUT_CHARS)
 #: Values of one document with every alias expanded (an alias bomb expands 10 aliases x 9 levels to 10**9).
 MAX_NODES = 100_000
 #: Nesting levels of one document (Qlib's deepest workflow nests 7).
@@ -43,99 +53,8 @@ def _loader():
     return YAML(typ="safe", pure=True)  # what qrun constructs
 
 
-#: Template statements that read other files: refused (the sandbox has no loader; qrun renders one file).
-_FILE_TAGS = {"Include": "include", "Import": "import", "FromImport": "from ... import", "Extends": "extends"}
-
-
-def _sandbox():
-    """Jinja2's immutable sandbox with no globals (no ``range``, ``cycler``, ``lipsum`` ...): only environment names."""
-    from jinja2 import StrictUndefined
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    # strict: an unsafe or missing attribute raises instead of rendering empty (unset names are passed as "")
-    env = ImmutableSandboxedEnvironment(autoescape=False, undefined=StrictUndefined)
-    env.globals.clear()
-    return env
-
-
-def render_template(text: str, where: str | os.PathLike) -> str:
-    """Fill ``text`` as ``qrun`` does before parsing: a Jinja2 template over the environment variables.
-
-    Rendered in Jinja2's :class:`~jinja2.sandbox.ImmutableSandboxedEnvironment` with no globals:
-    the only names are the environment's variables (``{{ NAME }}`` as in ``qrun``; filters and
-    conditionals work on them). Private and dunder attributes, mutating methods and unsafe
-    callables raise a sandbox error; ``{% include %}``, ``{% import %}`` and ``{% extends %}``
-    are refused before anything renders. Every refusal is a one-line :class:`ConfigError`.
-
-    Examples
-    --------
-    >>> os.environ["RC_DOCTEST_DATA"] = "/data/us25"
-    >>> render_template("provider_uri: {{ RC_DOCTEST_DATA }}\\n", "w.yaml")
-    'provider_uri: /data/us25'
-    >>> del os.environ["RC_DOCTEST_DATA"]
-    >>> render_template("lr: 1e-3\\n", "w.yaml")  # no markup: the text as it is
-    'lr: 1e-3\\n'
-    >>> render_template("# {{ cycler.__init__.__globals__ }}\\n", "w.yaml")
-    Traceback (most recent call last):
-    ...
-    rolling_calib.core.validation.ConfigError: w.yaml:1: template refused (a workflow is rendered in Jinja2's sandbox with only the environment's variable names): 'cycler' is undefined
-    """
-    if not any(mark in text for mark in _JINJA_MARKS):
-        return text
-    import jinja2
-    from jinja2 import meta, nodes
-
-    env = _sandbox()
-    refused = "template refused (a workflow is rendered in Jinja2's sandbox with only the environment's variable names)"
-    try:
-        tree = env.parse(text)
-    except jinja2.TemplateSyntaxError as exc:
-        raise ConfigError(f"{where}:{exc.lineno}: invalid template (qrun fills the file with Jinja2 before "
-                          f"reading the YAML): {exc.message}") from exc
-    for kind, tag in _FILE_TAGS.items():
-        node = next(iter(tree.find_all(getattr(nodes, kind))), None)
-        if node is not None:
-            raise ConfigError(f"{where}:{node.lineno}: template refused: {{% {tag} %}} reads another file; a workflow "
-                              f"template may use only environment variables ({{{{ NAME }}}}); use BASE_CONFIG_PATH "
-                              f"to build on another workflow")
-    names = meta.find_undeclared_variables(tree)
-    unset = sorted(name for name in names if name not in os.environ)
-    values = {name: os.environ[name] for name in names if name in os.environ}
-    # an unset name renders as empty text (qrun), but nothing may be read *from* it: a strict undefined
-    # for names used with attributes, items or calls, so `cycler.__init__` is refused, not rendered empty
-    used = {node.node.name for node in tree.find_all((nodes.Getattr, nodes.Getitem)) if isinstance(node.node, nodes.Name)}
-    used |= {node.node.name for node in tree.find_all(nodes.Call) if isinstance(node.node, nodes.Name)}
-    for name in sorted((used & names) - set(values)):
-        lineno = next(n.lineno for n in tree.find_all(nodes.Name) if n.name == name)
-        raise ConfigError(f"{where}:{lineno}: {refused}: {name!r} is undefined")
-    try:
-        rendered = env.from_string(tree).render({**{name: "" for name in unset}, **values})
-    except jinja2.TemplateError as exc:  # SecurityError, UndefinedError, runtime errors
-        line = _template_line(exc)
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"{where}{line}: {refused}: {message}") from exc
-    except Exception as exc:  # an error raised by a filter on an environment value (e.g. int('x'))
-        line = _template_line(exc)
-        raise ConfigError(f"{where}{line}: {refused}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
-    if unset:
-        warnings.warn(f"{where}: template variables not set in the environment render as empty text "
-                      f"(as qrun renders them): {', '.join(unset)}", stacklevel=3)
-    return rendered
-
-
-def _template_line(exc: BaseException) -> str:
-    """``":N"`` for the template line an exception was raised at (from its traceback), else ``""``."""
-    tb = exc.__traceback__
-    line = None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == "<template>":
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return f":{line}" if line is not None else ""
-
-
 def load_yaml(path: str | os.PathLike, *, template: bool = False) -> dict:
-    """Read a YAML mapping as ``qrun`` reads it; errors name the file and line.
+    """Read a YAML mapping as ``qrun`` reads it; errors name the file and line (:func:`load_yaml_aliases`'s mapping).
 
     Parameters
     ----------
@@ -152,6 +71,20 @@ def load_yaml(path: str | os.PathLike, *, template: bool = False) -> dict:
     >>> _ = path.write_text("base: &b {lr: 1e-3, on: yes}\\nrun:\\n  <<: *b\\n  seeds: 010\\n")
     >>> load_yaml(path)["run"]
     {'lr': 0.001, 'on': 'yes', 'seeds': 10}
+    """
+    return load_yaml_aliases(path, template=template)[0]
+
+
+def load_yaml_aliases(path: str | os.PathLike, *, template: bool = False) -> tuple[dict, Aliases]:
+    """:func:`load_yaml` and the document's :data:`Aliases` (:func:`alias_paths`).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "w.yaml"
+    >>> _ = path.write_text("benchmark: &b SH000300\\nport: {backtest: {benchmark: *b}}\\n")
+    >>> load_yaml_aliases(path)[1]
+    {('benchmark',): [('port', 'backtest', 'benchmark')]}
     """
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
@@ -191,7 +124,70 @@ def load_yaml(path: str | os.PathLike, *, template: bool = False) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, found {type(data).__name__}")
     check_expansion(data, str(path))
-    return data
+    return data, (alias_paths(text) if "*" in text else {})
+
+
+def alias_paths(text: str) -> Aliases:
+    """Where the values of a YAML document (already read without error) are used again through aliases.
+
+    The document's nodes are walked in order; a node met a second time (an alias refers to the
+    very node its anchor names) is recorded under the path of its first occurrence. A merge key
+    (``<<: *name``) brings the merged mapping's keys to the merging mapping's path, except the keys
+    the merging mapping writes itself (those replace the merged ones, as YAML reads them).
+
+    >>> alias_paths("m: &m us25\\nh: &h {instruments: *m}\\ntask: {handler: *h, other: {<<: *h, x: 1}}\\n")
+    {('m',): [('h', 'instruments')], ('h',): [('task', 'handler')], ('h', 'instruments'): [('task', 'other', 'instruments')]}
+
+    Paths chain: ``m``'s value is ``h.instruments``, which ``task.other`` merges in.
+    """
+    from ruamel.yaml.nodes import MappingNode, SequenceNode
+
+    from ruamel.yaml import YAML
+
+    merge = "tag:yaml.org,2002:merge"
+    first: dict[int, tuple] = {}
+    out: Aliases = {}
+
+    def merged(node: Any) -> list[tuple[tuple, str, Any]]:
+        """``(path of the merged mapping, key, value node)`` a merge value brings in (earlier sources win)."""
+        sources = node.value if isinstance(node, SequenceNode) else [node]
+        items: list[tuple[tuple, str, Any]] = []
+        for source in sources:
+            if isinstance(source, MappingNode):
+                for k, v in source.value:
+                    items += merged(v) if k.tag == merge else [(first.get(id(source), ()), str(k.value), v)]
+        return items
+
+    def visit(node: Any, path: tuple) -> None:
+        ident = id(node)
+        if ident in first:
+            out.setdefault(first[ident], []).append(path)
+            return
+        first[ident] = path
+        if isinstance(node, MappingNode):
+            own = [(k, v) for k, v in node.value if k.tag != merge]
+            names = {str(k.value) for k, _ in own}
+            for k, v in own:
+                visit(v, path + (str(k.value),))
+            for k, v in node.value:
+                if k.tag != merge:
+                    continue
+                for source, name, value in merged(v):
+                    if name in names:
+                        continue
+                    names.add(name)
+                    if id(value) in first:   # the merged mapping's key, used again here
+                        out.setdefault(source + (name,), []).append(path + (name,))
+                    else:
+                        visit(value, path + (name,))
+        elif isinstance(node, SequenceNode):
+            for i, item in enumerate(node.value):
+                visit(item, path + (i,))
+
+    root = YAML(typ="safe", pure=True).compose(text)
+    if root is not None:
+        visit(root, ())
+    return out
 
 
 def check_expansion(data: Any, where: str) -> int:

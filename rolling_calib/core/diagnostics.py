@@ -63,6 +63,7 @@ from typing import Any
 
 import numpy as np
 
+from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import validate_params
 from rolling_calib.core.jsonable import fields_dict
@@ -458,14 +459,17 @@ class StdRatio:
         return fields_dict(self)
 
 
-@validate_params({"resampling": RESAMPLING})
-def std_ratio_interval(ql: Any, cql: Any, *, resampling: Resampling = DEFAULT) -> StdRatio:
+@validate_params({"question": QUESTION, "resampling": RESAMPLING})
+def std_ratio_interval(ql: Any, cql: Any, *, question: Question = DEFAULT_QUESTION,
+                       resampling: Resampling = DEFAULT) -> StdRatio:
     """``std(CQL) / std(QL2..K)`` over the seeds, with a percentile bootstrap interval (seeds resampled jointly).
 
     Parameters
     ----------
     ql, cql : arrays ``(n_seeds,)``
         Per seed, QL over CQL's periods and CQL (the same rows).
+    question : Question
+        Its ``confidence`` is the interval's level.
     resampling : Resampling
         Bootstrap settings (replicates with a zero QL std are left out).
 
@@ -475,7 +479,7 @@ def std_ratio_interval(ql: Any, cql: Any, *, resampling: Resampling = DEFAULT) -
     >>> r.ratio, r.ci_high <= 0.5 + 1e-12
     (0.5, True)
     """
-    confidence, n_boot, seed = resampling.confidence, resampling.n_boot, resampling.seed
+    confidence, n_boot, seed = question.confidence, resampling.n_boot, resampling.seed
     q = np.asarray(ql, dtype=np.float64)
     c = np.asarray(cql, dtype=np.float64)
     if q.shape != c.shape or q.ndim != 1 or q.size < 2:
@@ -562,8 +566,9 @@ def assess_calibration(*, removable: float, removed: float, ratio: StdRatio, kee
     ratio : StdRatio
         ``std(CQL) / std(QL2..K)`` with its interval (:func:`std_ratio_interval`).
     keeps_order : bool or None
-        Whether CQL orders the pipelines like the ground truth on held-out seeds at least as
-        often as QL does (on the label the models learned); None: not checked.
+        Whether CQL's held-out pairwise accuracy (its runs on half of the seeds against the ground
+        truth's direction on the other half, on the label the models learned) is at least QL's;
+        None: not checked.
     order_detail : str
         The measurement behind ``keeps_order``, in words.
     scale_mismatch : str

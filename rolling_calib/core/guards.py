@@ -29,9 +29,14 @@ row of each timestamp (the cross-section's range at most ``CONSTANT_RTOL`` of th
 prediction, float32 rounding) has learned nothing from the features: e.g. a booster stopped early
 before its first split. Its seeds then agree too, but not because the model ignores the seed.
 
-**Identical pipelines** (:func:`same_predictions`). Two pipelines whose runs predict the same
-values on the same rows (to ``IDENTICAL_RTOL`` of the largest prediction) are one model under two
-names, e.g. a hyperparameter the model ignored: their verdict is "no difference" by construction.
+**Identical pipelines** (:func:`same_predictions`, :func:`same_rankings`). Two pipelines whose runs
+predict the same values on the same rows (to ``IDENTICAL_RTOL`` of the largest prediction) are one
+model under two names, e.g. a hyperparameter the model ignored: their verdict is "no difference" by
+construction. So are two whose predictions order every timestamp's cross-section the same way (ties
+included, to the same float rounding), whatever their values: e.g. two boosters stopped at their
+first round whose leaves differ by a learning rate. Their rank IC and any backtest that trades on
+the ranking (Qlib's ``TopkDropoutStrategy``) cannot differ; an IC difference is float noise or the
+monotone map between them.
 
 **No skill** (:func:`skill_check`). A pipeline whose mean IC is at or below 0, or whose QL is
 no lower than the loss of predicting the label's mean for every row (``var(y)``), does not
@@ -75,6 +80,7 @@ __all__ = [
     "CONSTANT_RTOL",
     "DEGENERATE_LIMIT",
     "IDENTICAL_RTOL",
+    "same_rankings",
     "LEVEL_LIMIT",
     "MOMENT_FIELDS",
     "SPREAD_LIMIT",
@@ -388,6 +394,35 @@ def same_predictions(a: Any, b: Any) -> bool:
         return False
     scale = max(float(np.abs(x).max()), float(np.abs(y).max()))
     return float(np.abs(x - y).max()) <= IDENTICAL_RTOL * scale
+
+
+def same_rankings(times: Any, a: Any, b: Any) -> bool:
+    """Whether two pipelines' predictions of the same rows order each timestamp's cross-section the same way.
+
+    Rows are sorted by time, then ``a`` (then ``b``); within a timestamp every step between
+    neighbours must be a tie in both (at most ``IDENTICAL_RTOL`` of each side's largest prediction)
+    or a rise in both. Float noise below that tolerance is a tie; any monotone map keeps the ranking.
+
+    >>> t = np.array([0, 0, 0, 1, 1])
+    >>> p = np.array([0.1, 0.3, 0.2, 0.5, 0.4])
+    >>> same_rankings(t, p, 2 * p - 1), same_rankings(t, p, p + np.array([0, 1e-12, 0, 0, 0]))
+    (True, True)
+    >>> same_rankings(t, p, np.array([0.3, 0.1, 0.2, 0.5, 0.4]))
+    False
+    """
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    when = np.asarray(times)
+    if x.shape != y.shape or x.shape != when.shape or x.size == 0:
+        return False
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        return False
+    tol_x = IDENTICAL_RTOL * float(np.abs(x).max())
+    tol_y = IDENTICAL_RTOL * float(np.abs(y).max())
+    order = np.lexsort((y, x, when))
+    same_time = when[order][1:] == when[order][:-1]
+    dx, dy = np.diff(x[order])[same_time], np.diff(y[order])[same_time]
+    tie_x, tie_y = dx <= tol_x, np.abs(dy) <= tol_y
+    return bool(np.array_equal(tie_x, tie_y) and (dy[~tie_x] > tol_y).all())
 
 
 # --------------------------------------------------------------------------- skill

@@ -52,6 +52,7 @@ import pandas as pd
 from scipy import stats
 
 from rolling_calib.core.pairwise import pairwise_accuracy_ci
+from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import POSITIVE_INT, SEED, validate_params
 from rolling_calib.core.jsonable import jsonable
@@ -113,13 +114,14 @@ def pair_directions(scores: Mapping[str, Mapping[str, Any]], pairs: Sequence[tup
     return out
 
 
-@validate_params({"resampling": RESAMPLING})
+@validate_params({"question": QUESTION, "resampling": RESAMPLING})
 def pairwise_meta(scores: Mapping[str, Mapping[str, Any]], pairs: Sequence[tuple[str, str]] | None = None, *,
-                  metrics: Sequence[str], ground_truth: str = "ql", resampling: Resampling = DEFAULT) -> pd.DataFrame:
+                  metrics: Sequence[str], ground_truth: str = "ql", question: Question = DEFAULT_QUESTION,
+                  resampling: Resampling = DEFAULT) -> pd.DataFrame:
     """Pairwise accuracy of every metric on every pair, direction by the mean ground truth.
 
     Returns a frame with columns ``better, worse, gap, tie, metric, accuracy, ci_low, ci_high``
-    (one row per pair and metric).
+    (one row per pair and metric); the intervals at the ``question``'s confidence.
 
     Example
     -------
@@ -132,7 +134,7 @@ def pairwise_meta(scores: Mapping[str, Mapping[str, Any]], pairs: Sequence[tuple
     rows = []
     for better, worse, gap, tie in pair_directions(s, pairs, ground_truth=ground_truth):
         for metric in metrics:
-            acc = pairwise_accuracy_ci(s[better][metric], s[worse][metric], resampling=resampling)
+            acc = pairwise_accuracy_ci(s[better][metric], s[worse][metric], question=question, resampling=resampling)
             rows.append((better, worse, gap, tie, metric, acc.accuracy, acc.ci_low, acc.ci_high))
     return pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
 
@@ -254,7 +256,8 @@ class MetaEvaluation:
     summary : DataFrame
         Per metric: ``metric, mean_split_accuracy`` (the primary figure), ``mean_accuracy`` (over
         pairs), ``n_pairs``, ``split_tau``, ``split_concordance``, ``n_splits``.
-    ground_truth, n_boot, confidence, seed, n_splits, split_seed : settings (recorded).
+    ground_truth, n_boot, confidence, seed, n_splits, split_seed : settings (recorded: the intervals'
+        ``confidence`` apart from the seed bootstrap's ``n_boot`` and ``seed``).
     """
 
     pairs: pd.DataFrame
@@ -269,19 +272,21 @@ class MetaEvaluation:
     def to_dict(self) -> dict[str, Any]:
         return jsonable({
             "ground_truth": self.ground_truth,
-            "bootstrap": {"n_boot": self.n_boot, "confidence": self.confidence, "seed": self.seed},
+            "confidence": self.confidence,
+            "bootstrap": {"n_boot": self.n_boot, "seed": self.seed},
             "split_seed_check": {"n_splits": self.n_splits, "seed": self.split_seed},
             "metrics": self.summary.to_dict(orient="records"),
             "pairs": self.pairs.to_dict(orient="records"),
         })
 
 
-@validate_params({"resampling": RESAMPLING, "n_splits": POSITIVE_INT, "split_seed": SEED})
+@validate_params({"question": QUESTION, "resampling": RESAMPLING, "n_splits": POSITIVE_INT, "split_seed": SEED})
 def meta_evaluate(scores: Mapping[str, Mapping[str, Any]], pairs: Sequence[tuple[str, str]] | None = None, *,
-                  metrics: Sequence[str], ground_truth: str = "ql", resampling: Resampling = DEFAULT,
-                  n_splits: int = 200, split_seed: int = 0) -> MetaEvaluation:
+                  metrics: Sequence[str], ground_truth: str = "ql", question: Question = DEFAULT_QUESTION,
+                  resampling: Resampling = DEFAULT, n_splits: int = 200, split_seed: int = 0) -> MetaEvaluation:
     """:func:`pairwise_meta` and :func:`split_seed_agreement` of ``metrics`` with the mean accuracy over pairs."""
-    table = pairwise_meta(scores, pairs, metrics=metrics, ground_truth=ground_truth, resampling=resampling)
+    table = pairwise_meta(scores, pairs, metrics=metrics, ground_truth=ground_truth, question=question,
+                          resampling=resampling)
     directed = [(better, worse) for better, worse, _, _ in pair_directions(scores, pairs, ground_truth=ground_truth)]
     held_out = split_seed_accuracy(scores, directed, metrics=metrics, ground_truth=ground_truth, n_splits=n_splits,
                                    seed=split_seed)
@@ -298,5 +303,5 @@ def meta_evaluate(scores: Mapping[str, Mapping[str, Any]], pairs: Sequence[tuple
         "n_pairs": [int(size.loc[m]) if m in size.index else 0 for m in metrics]})
     summary = summary.merge(split, on="metric", how="left")
     return MetaEvaluation(pairs=table, summary=summary, ground_truth=ground_truth, n_boot=int(resampling.n_boot),
-                          confidence=float(resampling.confidence), seed=int(resampling.seed), n_splits=int(n_splits),
+                          confidence=float(question.confidence), seed=int(resampling.seed), n_splits=int(n_splits),
                           split_seed=int(split_seed))

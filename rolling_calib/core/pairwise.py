@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import (
     POSITIVE_INT,
@@ -132,9 +133,9 @@ class PairwiseAccuracy:
         return fields_dict(self)
 
 
-@validate_params({"resampling": RESAMPLING})
-def pairwise_accuracy_ci(scores_better: Any, scores_worse: Any, *, resampling: Resampling = DEFAULT,
-                         higher_is_better: bool = False) -> PairwiseAccuracy:
+@validate_params({"question": QUESTION, "resampling": RESAMPLING})
+def pairwise_accuracy_ci(scores_better: Any, scores_worse: Any, *, question: Question = DEFAULT_QUESTION,
+                         resampling: Resampling = DEFAULT, higher_is_better: bool = False) -> PairwiseAccuracy:
     """Pairwise accuracy with a seeded percentile-bootstrap confidence interval.
 
     Each replicate resamples the run indices of A (``m`` draws with replacement)
@@ -142,7 +143,9 @@ def pairwise_accuracy_ci(scores_better: Any, scores_worse: Any, *, resampling: R
     ``Acc* = c_A^T W c_B / (m n)`` with ``W`` the m x n win matrix and ``c_A``,
     ``c_B`` the resampled run counts (vectorised over replicates). The interval
     is the ``(1 - confidence)/2`` and ``(1 + confidence)/2`` quantiles of the
-    replicates. Same ``resampling`` (its ``n_boot``, ``confidence``, ``seed``) -> same interval.
+    replicates (``confidence``: the question's; the runs' seeds are the only chance resampled, on the
+    evaluated days, whatever its ``target``). Same ``resampling`` (its ``n_boot``, ``seed``) -> same
+    replicates.
     With ``higher_is_better`` (a score such as IC) a run beats another with a higher value:
     the accuracy is ``P(better > worse)``, computed as that of the negated scores.
 
@@ -162,11 +165,11 @@ def pairwise_accuracy_ci(scores_better: Any, scores_worse: Any, *, resampling: R
     counts_a = resampling.seed_counts(m, rng=rng)
     counts_b = resampling.seed_counts(n, rng=rng)
     replicates = np.sum((counts_a @ w) * counts_b, axis=1) / (m * n)   # c_A^T W c_B per replicate
-    alpha = (1.0 - resampling.confidence) / 2.0
+    alpha = (1.0 - question.confidence) / 2.0
     low, high = np.quantile(replicates, [alpha, 1.0 - alpha])
     return PairwiseAccuracy(
         accuracy=point, ci_low=float(low), ci_high=float(high), n_a=m, n_b=n,
-        confidence=float(resampling.confidence), n_boot=int(resampling.n_boot), seed=int(resampling.seed),
+        confidence=float(question.confidence), n_boot=int(resampling.n_boot), seed=int(resampling.seed),
         higher_is_better=bool(higher_is_better),
     )
 
@@ -212,7 +215,7 @@ class PairComparison:
         }
 
 
-@validate_params({"resampling": RESAMPLING})
+@validate_params({"question": QUESTION, "resampling": RESAMPLING})
 def compare_pair(
     name_a: str,
     scores_a: Mapping[str, Any],
@@ -221,6 +224,7 @@ def compare_pair(
     *,
     ground_truth: str = "ql",
     metrics: Sequence[str] | None = None,
+    question: Question = DEFAULT_QUESTION,
     resampling: Resampling = DEFAULT,
     higher_is_better: Collection[str] = (),
 ) -> PairComparison:
@@ -228,8 +232,9 @@ def compare_pair(
 
     The pipeline with the lower mean of ``ground_truth`` (default ``'ql'``, the
     vanilla loss) is "better"; for every metric, :func:`pairwise_accuracy_ci`
-    of better vs worse is reported. All metrics use the same ``resampling`` (its seed)
-    (so with equal run counts the replicates resample the same runs for every metric).
+    of better vs worse is reported at the ``question``'s confidence. All metrics use the same
+    ``resampling`` (its seed) (so with equal run counts the replicates resample the same runs for
+    every metric).
 
     Parameters
     ----------
@@ -272,7 +277,7 @@ def compare_pair(
     mean_b = float(arrays[name_b][ground_truth].mean())
     better, worse = (name_a, name_b) if mean_a <= mean_b else (name_b, name_a)
     accuracies = {
-        m: pairwise_accuracy_ci(arrays[better][m], arrays[worse][m], resampling=resampling,
+        m: pairwise_accuracy_ci(arrays[better][m], arrays[worse][m], question=question, resampling=resampling,
                                 higher_is_better=m in higher_is_better)
         for m in metrics
     }

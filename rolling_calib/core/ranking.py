@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
 from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
 from rolling_calib.core.validation import (
     CONFIDENCE,
@@ -132,13 +133,13 @@ def mean_interval(values: np.ndarray, *, confidence: float) -> tuple[float, floa
     return (centre - float(half), centre + float(half))
 
 
-@validate_params({"resampling": RESAMPLING})
+@validate_params({"question": QUESTION})
 def rank_configurations(
     runs: pd.DataFrame,
     *,
     metrics: Sequence[str] = ("cql", "ql"),
     config_col: str = "pipeline",
-    resampling: Resampling = DEFAULT,
+    question: Question = DEFAULT_QUESTION,
 ) -> pd.DataFrame:
     """One row per configuration: mean, std, t-interval of the mean and rank, per metric.
 
@@ -154,8 +155,9 @@ def rank_configurations(
         Metric columns to rank by, the first one orders the table.
     config_col : str
         Column naming the configuration.
-    resampling : Resampling
-        Its ``confidence`` is the level of the interval of the mean (see :func:`mean_interval`).
+    question : Question
+        Its ``confidence`` is the level of the interval of the mean over seeds (see :func:`mean_interval`;
+        a t interval: nothing is drawn).
 
     Returns
     -------
@@ -171,7 +173,7 @@ def rank_configurations(
         row: dict[str, Any] = {config_col: name, "n_runs": len(group)}
         for metric in metrics:
             values = group[metric].to_numpy(dtype=float)
-            low, high = mean_interval(values, confidence=resampling.confidence)
+            low, high = mean_interval(values, confidence=question.confidence)
             row[f"{metric}_mean"] = float(values.mean())
             row[f"{metric}_std"] = float(values.std(ddof=1)) if values.size > 1 else math.nan
             row[f"{metric}_ci_low"] = low
@@ -253,13 +255,14 @@ class PairwiseMatrix:
         })
 
 
-@validate_params({"resampling": RESAMPLING})
+@validate_params({"question": QUESTION, "resampling": RESAMPLING})
 def pairwise_matrix(
     runs: pd.DataFrame,
     *,
     metric: str = "cql",
     config_col: str = "pipeline",
     order: Sequence[str] | None = None,
+    question: Question = DEFAULT_QUESTION,
     resampling: Resampling = DEFAULT,
 ) -> PairwiseMatrix:
     """Pairwise accuracy (probability of improvement) of every configuration over every other.
@@ -274,9 +277,10 @@ def pairwise_matrix(
         Column naming the configuration.
     order : sequence of str, optional
         Row/column order (default: order of first appearance in ``runs``).
+    question : Question
+        Its ``confidence`` is the intervals' level.
     resampling : Resampling
-        Bootstrap resamples, interval level and base seed (see
-        :class:`PairwiseMatrix` for how cells are seeded).
+        Bootstrap resamples and base seed (see :class:`PairwiseMatrix` for how cells are seeded).
 
     Returns
     -------
@@ -299,7 +303,8 @@ def pairwise_matrix(
     for i in range(k):
         for j in range(i + 1, k):
             result = pairwise_accuracy_ci(
-                groups[names[i]], groups[names[j]], resampling=resampling.replace(seed=resampling.seed + i * k + j))
+                groups[names[i]], groups[names[j]], question=question,
+                resampling=resampling.replace(seed=resampling.seed + i * k + j))
             accuracy[i, j], low[i, j], high[i, j] = result.accuracy, result.ci_low, result.ci_high
             accuracy[j, i], low[j, i], high[j, i] = 1 - result.accuracy, 1 - result.ci_high, 1 - result.ci_low
     return PairwiseMatrix(
@@ -309,7 +314,7 @@ def pairwise_matrix(
         ci_low=low,
         ci_high=high,
         n_runs=tuple(len(groups[name]) for name in names),
-        confidence=resampling.confidence,
+        confidence=question.confidence,
         n_boot=resampling.n_boot,
         seed=resampling.seed,
     )
@@ -399,30 +404,31 @@ def runs_to_separate(*, gap: float, std_a: float, std_b: float, confidence: floa
     return max(2, math.ceil(z**2 * (std_a**2 + std_b**2) / gap**2 - 1e-12))
 
 
-@validate_params({"resampling": RESAMPLING})
+@validate_params({"question": QUESTION})
 def runs_to_separate_top_two(
     runs: pd.DataFrame,
     *,
     metrics: Sequence[str] = ("cql", "ql"),
     by: str = "ql",
     config_col: str = "pipeline",
-    resampling: Resampling = DEFAULT,
+    question: Question = DEFAULT_QUESTION,
 ) -> list[RunsToSeparate]:
     """Runs (seeds) each metric needs to separate the two best configurations.
 
     The top two are chosen once, by the mean of the reference metric ``by``
     (default ``"ql"``, the ground truth of docs/method.md §3.3), so every metric is
     asked to separate the same pair; then each metric's number is
-    :func:`runs_to_separate` with that metric's gap and stds.
+    :func:`runs_to_separate` with that metric's gap and stds, at the ``question``'s confidence
+    (a normal approximation: nothing is drawn).
 
     Returns
     -------
     list of RunsToSeparate
         One per metric, in ``metrics`` order.
     """
-    confidence = resampling.confidence
+    confidence = question.confidence
     table = rank_configurations(runs, metrics=list(dict.fromkeys([by, *metrics])), config_col=config_col,
-                                resampling=resampling)
+                                question=question)
     if len(table) < 2:
         raise ValueError(f"runs: need at least two configurations to separate, found {len(table)}")
     top = table.sort_values([f"{by}_mean", config_col]).iloc[:2]

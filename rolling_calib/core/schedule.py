@@ -23,6 +23,17 @@ where ``T_k`` is ``initial_train_start`` (expanding) or ``S_k - v - sliding_mont
 window ``k`` starts from window ``k-1``'s weights and sees only the data that
 accumulated since that model's training ended (the source's rule).
 
+Two options follow Qlib's rolling (``qlib.workflow.task.gen.RollingGen``):
+
+* ``step_days``: test segments of that many trading days (sessions) instead of
+  ``step_months`` months, from the first session of ``start`` (Qlib's rolling retrain steps 20);
+  ``S_k`` is then the test segment's first session, and the months above count back from its date;
+* ``purge``: the last ``purge`` bars before the next segment are dropped from ``fit``, ``train``
+  and ``valid`` (Qlib truncates them ``horizon + 1`` trading days before the test start), so no
+  training or validation label looks into the segment after it: a label ``Ref($close, -2) /
+  Ref($close, -1) - 1`` looks 2 bars ahead, and with ``purge`` 2 the last training row's label
+  ends on the last bar before validation.
+
 This module is pure pandas: no Qlib, no torch.
 
 Example
@@ -51,7 +62,9 @@ from rolling_calib.core.label import LABEL_CHOICES
 from rolling_calib.core.validation import (
     FINETUNE_ON,
     MONTHS,
+    PURGE,
     SEED_COUNT,
+    SESSIONS,
     MODES,
     TRAIN_WINDOWS,
     ConfigError,
@@ -207,13 +220,16 @@ ROLLING_OPTIONS: Mapping[str, Constraint] = {
     "finetune_on": Worded(Options(*FINETUNE_ON), f"one of {', '.join(FINETUNE_ON)}"),
     "label": Worded(Options(*LABEL_CHOICES), f"one of {', '.join(LABEL_CHOICES)}"),  # auto, raw or learn-processed
     "stack_seeds": SEED_COUNT,  # seeds of a window trained as one seed stack (1: one at a time)
+    "step_days": SESSIONS,   # test segments of this many sessions instead of step_months months (Qlib's rolling)
+    "purge": PURGE,          # bars dropped before the next segment ("auto": the label's look-ahead)
 }
 
 
 def check_rolling_options(options: Mapping[str, Any], *, where: str | None = None) -> None:
     """Check the rolling options present in ``options`` against :data:`ROLLING_OPTIONS`.
 
-    ``sliding_months`` may be ``None`` (absent), except with ``train_window`` ``"sliding"``.
+    ``sliding_months`` and ``step_days`` may be ``None`` (absent), ``sliding_months`` except with
+    ``train_window`` ``"sliding"``.
     Keys that are not rolling options are ignored.
 
     Raises
@@ -239,7 +255,7 @@ def check_rolling_options(options: Mapping[str, Any], *, where: str | None = Non
     rolling_calib.core.validation.ConfigError: exp.yaml: rolling.sliding_months: missing (required with train_window: sliding)
     """
     for name, constraint in ROLLING_OPTIONS.items():
-        if name in options and not (name == "sliding_months" and options[name] is None):
+        if name in options and not (name in ("sliding_months", "step_days") and options[name] is None):
             check(f"rolling.{name}", options[name], constraint, where=where)
     if options.get("train_window") == "sliding" and options.get("sliding_months") is None:
         message = "rolling.sliding_months: missing (required with train_window: sliding)"
@@ -258,8 +274,10 @@ def rolling_windows(
     train_window: TrainWindow = "expanding",
     sliding_months: int | None = None,
     finetune_on: Literal["new", "window"] = "new",
+    step_days: int | None = None,
+    purge: int = 0,
 ) -> list[Window]:
-    """Cut the evaluation period ``[start, end]`` into month-aligned rolling windows.
+    """Cut the evaluation period ``[start, end]`` into rolling windows (month-aligned, or of ``step_days`` sessions).
 
     Parameters
     ----------
@@ -286,6 +304,11 @@ def rolling_windows(
         Data a fine-tuned window trains on: only the months accumulated since
         its predecessor's training ended (``"new"``, docs/method.md §3.3), or the same
         expanding/sliding span a scratch window would use.
+    step_days : int, optional
+        Sessions (trading days) predicted by one model, instead of ``step_months`` (Qlib's rolling).
+    purge : int
+        Bars dropped at the end of ``fit``, ``train`` and ``valid`` before the next segment (the
+        label's look-ahead; 0: segments touch).
 
     Returns
     -------
@@ -303,42 +326,78 @@ def rolling_windows(
     With ``start=2015-01``, ``end=2015-12``, ``step_months=6``: window 0 tests
     Jan-Jun 2015 (first bar 2015-01-02 09:30 to last bar 2015-06-30 15:59), window 1
     tests Jul-Dec 2015.
+
+    >>> days = pd.bdate_range("2020-01-01", "2020-06-30")
+    >>> ws = rolling_windows(days, initial_train_start="2020-01", start="2020-04", end="2020-04", step_days=10,
+    ...                      valid_months=1, mode="scratch", purge=2)
+    >>> [(str(w.test.start.date()), str(w.test.end.date())) for w in ws]
+    [('2020-04-01', '2020-04-14'), ('2020-04-15', '2020-04-28'), ('2020-04-29', '2020-04-30')]
+    >>> str(ws[1].valid.start.date()), str(ws[1].valid.end.date()), str(ws[1].train.end.date())  # 2 bars purged
+    ('2020-03-16', '2020-04-10', '2020-03-11')
     """
     cal = _checked_calendar(calendar)
     check_rolling_options({
         "step_months": step_months, "valid_months": valid_months, "mode": mode, "train_window": train_window,
-        "sliding_months": sliding_months, "finetune_on": finetune_on,
+        "sliding_months": sliding_months, "finetune_on": finetune_on, "step_days": step_days, "purge": purge,
     })
     t0, first, last = _schedule_months(cal, initial_train_start, start, end, valid_months=valid_months)
+    bounds = _test_bounds(cal, first, last, step_months=step_months, step_days=step_days)
     windows: list[Window] = []
-    test_start = first
-    previous_valid_start: pd.Period | None = None
-    while test_start <= last:
-        test_stop = min(test_start + step_months, last + 1)
-        valid_start = test_start - valid_months
-        if train_window == "expanding":
-            fit_start = t0
-        else:
-            fit_start = max(t0, valid_start - int(sliding_months))  # type: ignore[arg-type]
-        index = len(windows)
-        fit = _bars_between(cal, fit_start, valid_start, what=f"window {index} fit")
+    previous_valid_start: pd.Timestamp | None = None   # where the previous window's training data ended
+    for index, (lo, hi) in enumerate(bounds):
+        # the date the month counts start from: the month's first day (months), the first session's (days)
+        anchor = first.start_time + pd.DateOffset(months=index * step_months) if step_days is None else \
+            cal[lo].normalize()
+        valid_start = anchor - pd.DateOffset(months=valid_months)
+        fit_start = t0.start_time if train_window == "expanding" else \
+            max(t0.start_time, valid_start - pd.DateOffset(months=int(sliding_months)))  # type: ignore[arg-type]
+        after = valid_start if valid_months else cal[lo]   # what follows the training data: valid, else test
+        fit = _bars(cal, fit_start, after, purge=purge, what=f"window {index} fit")
         if mode == "finetune" and finetune_on == "new" and previous_valid_start is not None:
-            train = _bars_between(cal, previous_valid_start, valid_start, what=f"window {index} train")
+            train = _bars(cal, previous_valid_start, after, purge=purge,
+                          what=f"window {index} train (fine-tuned on the bars since window {index - 1}'s)")
         else:
             train = fit
-        windows.append(
-            Window(
-                index=index,
-                fit=fit,
-                train=train,
-                valid=_bars_between(cal, valid_start, test_start, what=f"window {index} valid") if valid_months else None,
-                test=_bars_between(cal, test_start, test_stop, what=f"window {index} test"),
-            )
-        )
-        previous_valid_start = valid_start
-        test_start = test_stop
+        valid = _bars(cal, valid_start, cal[lo], purge=purge, what=f"window {index} valid") if valid_months else None
+        windows.append(Window(index=index, fit=fit, train=train, valid=valid, test=Segment(cal[lo], cal[hi])))
+        previous_valid_start = after
     check_coverage(windows, cal, start=first, end=last)
     return windows
+
+
+def _bars(calendar: pd.DatetimeIndex, lo: pd.Timestamp, hi: pd.Timestamp, *, purge: int, what: str) -> Segment:
+    """First and last bar in ``[lo, hi)`` with the last ``purge`` bars dropped; error if none is left."""
+    first = calendar.searchsorted(lo, side="left")
+    last = calendar.searchsorted(hi, side="left") - 1 - purge
+    if last < first:
+        span = f"{lo.date()}..{(hi - pd.Timedelta(days=1)).date()}"
+        raise ValueError(f"{what}: the calendar has no bars in {span}" + (f" once the last {purge} bar(s) before the "
+                                                                          "next segment are purged" if purge else ""))
+    return Segment(calendar[first], calendar[last])
+
+
+def _test_bounds(cal: pd.DatetimeIndex, first: pd.Period, last: pd.Period, *, step_months: int,
+                 step_days: int | None) -> list[tuple[int, int]]:
+    """Positions in ``cal`` of each test segment's first and last bar: ``step_months`` months, or ``step_days``
+    sessions, from the first bar of ``first`` to the last bar of ``last``."""
+    begin = cal.searchsorted(first.start_time, side="left")
+    stop = cal.searchsorted((last + 1).start_time, side="left")   # one past the last bar of `last`
+    if stop <= begin:
+        raise ValueError(f"rolling.start: the calendar has no bars in months {first}..{last}")
+    if step_days is None:
+        out, month = [], first
+        while month <= last:
+            nxt = min(month + step_months, last + 1)
+            lo, hi = cal.searchsorted(month.start_time, side="left"), cal.searchsorted(nxt.start_time, side="left") - 1
+            if hi < lo:
+                raise ValueError(f"window {len(out)} test: the calendar has no bars in months {month}..{nxt - 1}")
+            out.append((int(lo), int(hi)))
+            month = nxt
+        return out
+    days = cal[begin:stop].normalize()
+    starts = np.flatnonzero(np.r_[True, days[1:] != days[:-1]])   # each session's first bar, relative to begin
+    cuts = list(starts[::step_days]) + [stop - begin]
+    return [(int(begin + a), int(begin + b - 1)) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
 def _checked_calendar(calendar: Sequence[pd.Timestamp] | pd.DatetimeIndex) -> pd.DatetimeIndex:

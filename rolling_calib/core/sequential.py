@@ -19,25 +19,32 @@ instead, and stops a pair for four reasons:
     ``futility`` (20%): :func:`rolling_calib.core.verdict.predictive_probability`, which averages
     over the gap's uncertainty at this look (the seeds still to come, on the same days).
 
-**Error control across looks: alpha spending** (Lan and DeMets 1983) with the O'Brien-Fleming-type
-function ``alpha(u) = 2 - 2 Phi(z_{1-alpha/2} / sqrt(u))`` on the *information fraction* ``u_j =
-V_max / V_j`` (``V_j`` the verdict's variance at look ``j``, ``V_max`` its prediction at
-``max_seeds``: ``S / max_seeds + v_time``). Seeds are added to the same days, so for nested seed
-sets ``Cov(D_i, D_j) = Var(D_j)`` (``i < j``): the standardised statistics have the canonical
-joint law of a Brownian motion observed at the information times, with or without a market-time
-part. The boundary ``c_j`` solves ``P(|Z_1| <= c_1, ..., |Z_{j-1}| <= c_{j-1}, |Z_j| > c_j) =
+**Error control across looks: alpha spending** (Lan and DeMets 1983), by default with the
+Hwang-Shih-DeCani function ``alpha(u) = alpha (1 - exp(-gamma u)) / (1 - exp(-gamma))``, ``gamma = -2``
+(between Pocock's early stops and O'Brien-Fleming's late ones), or the O'Brien-Fleming-type function
+``alpha(u) = 2 - 2 Phi(z_{1-alpha/2} / sqrt(u))`` (``StoppingRule.spending``), on the *planned
+information fraction* ``u_j = k_j / max_seeds`` (:func:`planned_fraction`: exact for the seeds'
+part and the period target; below the true fraction, so conservative, when the future target's
+market-time part, measured on the same days at every look, adds to every look alike). Seeds are
+added to the same days, so for nested seed sets ``Cov(D_i, D_j) = Var(D_j)`` (``i < j``): the
+standardised statistics have the canonical joint law of a Brownian motion observed at the
+information times ``V_max / V_j``. The boundary ``c_j`` solves ``P(|Z_1| <= c_1, ..., |Z_{j-1}| <= c_{j-1}, |Z_j| > c_j) =
 alpha(u_j) - alpha(u_{j-1})`` under that law (the Armitage-McPherson-Rowe recursion, numerically
 integrated on a grid), and
 the look's verdict uses the t quantile at the nominal level ``2 (1 - Phi(c_j))`` -- the verdict's
 own Student t with its degrees of freedom. The futility and undecidable stops are non-binding: they
 only ever stop a pair *without* a decision, so they cannot raise the false-decision rate.
 
+The rule's settings (seeds at the first look, per look and at most, spending, futility, margin)
+are one :class:`~rolling_calib.core.stopping.StoppingRule`; the question the stops answer (target,
+and ``1 - alpha`` spent over the looks) one :class:`~rolling_calib.core.question.Question`.
+
 **Across pairs: Bonferroni** -- each pair spends ``alpha / m`` for ``m`` pairs (valid under any
 dependence between pairs; conservative when pairs share pipelines).
 
 Assumptions: the verdict's interval is valid at a fixed sample (measured by
-``bench/verdict_calibration.py``); the information fraction uses estimated variances (the usual
-information-based monitoring); seeds are exchangeable (a random order of the seeds is a random
+``bench/verdict_calibration.py``); the information fraction is the planned one, never an
+estimate (an estimated fraction from 2 degrees of freedom spent too much early); seeds are exchangeable (a random order of the seeds is a random
 sample).
 
 Examples
@@ -50,7 +57,7 @@ Two pipelines 1 standard deviation of a run apart, 20 seeds each; A/A (identical
 >>> def panel(shift):
 ...     return LossPanel.from_arrays(seeds=range(20), total=10 + day + shift + rng.normal(0, 1, (20, 1))
 ...                                  + rng.normal(0, 1, (20, 60)))
->>> r = replay({"a": panel(-2.0), "b": panel(0.0)}, first=3, batch=2, max_seeds=20)
+>>> r = replay({"a": panel(-2.0), "b": panel(0.0)}, rule=StoppingRule(first=3, batch=2, max_seeds=20))
 >>> r.outcomes[("a", "b")], r.seeds_used["a"] < 20
 ('better', True)
 """
@@ -66,21 +73,21 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from rolling_calib.core.resampling import DEFAULT, Resampling
-from rolling_calib.core.validation import CONFIDENCE, POSITIVE_INT, TARGET, Interval, validate_params
-from rolling_calib.core.verdict import LossPanel, decide, predictive_probability
+from rolling_calib.core.jsonable import fields_dict, jsonable
+from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
+from rolling_calib.core.stopping import DEFAULT_RULE, FUTILITY, SPENDINGS, STOPPING_RULE, StoppingRule
+from rolling_calib.core.validation import SEED, Options, validate_params
+from rolling_calib.core.verdict import UNDECIDABLE_CONFIDENCE, LossPanel, decide, predictive_probability, time_part_low
 
-__all__ = ["OUTCOMES", "Look", "SequentialResult", "SequentialState", "boundaries", "obrien_fleming_spending", "replay"]
+__all__ = ["FUTILITY", "OUTCOMES", "SPENDING", "Look", "SequentialResult", "SequentialState", "StoppingRule",
+           "boundaries", "hwang_shih_decani_spending", "obrien_fleming_spending", "planned_fraction", "replay"]
 
 #: What a pair can end as (``a`` against ``b``).
 OUTCOMES = ("better", "worse", "equivalent", "undecidable", "undetermined")
-#: Futility: stop (undetermined) when the predictive chance to decide by the budget is below this.
-FUTILITY = 0.20
-#: The spending function used unless another is named.
-SPENDING_DEFAULT = "hwang-shih-decani"
 _GRID = 401
-#: The spending functions by name.
+#: The spending functions by name (the names a :class:`StoppingRule` may give: :data:`SPENDINGS`).
 SPENDING: dict[str, Any] = {}
+_ORIENTATION = Options("lower", "higher")
 
 
 def hwang_shih_decani_spending(u: float, alpha: float, gamma: float = -2.0) -> float:
@@ -109,6 +116,7 @@ def obrien_fleming_spending(u: float, alpha: float) -> float:
 
 
 SPENDING.update({"obrien-fleming": obrien_fleming_spending, "hwang-shih-decani": hwang_shih_decani_spending})
+assert set(SPENDING) == set(SPENDINGS), "every spending a StoppingRule may name has a function here"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -179,6 +187,20 @@ class Look:
     outcome: str
     why: str
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (the pair as ``"a vs b"``, NaN and inf as None)."""
+        return {**fields_dict(self, exclude=("pair",)), "pair": " vs ".join(self.pair)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Look:
+        """The look :meth:`to_dict` recorded (a None number read back as inf: an unspent boundary)."""
+        nums = {k: (math.inf if data.get(k) is None and k == "boundary" else
+                    math.nan if data.get(k) is None else float(data[k]))
+                for k in ("fraction", "boundary", "level", "difference", "ci_low", "ci_high")}
+        pair = data["pair"]
+        return cls(pair=tuple(pair.split(" vs ", 1)) if isinstance(pair, str) else tuple(pair),
+                   seeds=int(data["seeds"]), outcome=str(data["outcome"]), why=str(data.get("why", "")), **nums)
+
 
 @dataclass(frozen=True)
 class SequentialResult:
@@ -196,6 +218,8 @@ class SequentialResult:
         ``max_seeds``: seeds per pipeline without stopping.
     looks : list of Look
         Every look at every pair, in order.
+    settings : dict
+        The rule, the question and the rest of the comparison's settings, as recorded.
     """
 
     outcomes: dict[tuple[str, str], str]
@@ -211,26 +235,22 @@ class SequentialResult:
         return sum(self.seeds_used.values()) / (self.full_grid * len(self.seeds_used))
 
     def to_dict(self) -> dict[str, Any]:
-        from rolling_calib.core.jsonable import jsonable
-
         return jsonable({
             "outcomes": {f"{a} vs {b}": o for (a, b), o in self.outcomes.items()},
-            "stopped": {f"{a} vs {b}": vars(look) for (a, b), look in self.stopped.items()},
+            "stopped": {f"{a} vs {b}": look.to_dict() for (a, b), look in self.stopped.items()},
             "seeds_used": self.seeds_used, "full_grid": self.full_grid,
             "fraction_of_grid": self.fraction_of_grid, "settings": self.settings,
         })
 
 
-def _decide_look(a: LossPanel, b: LossPanel, names: tuple[str, str], *, alpha: float, max_seeds: int,
-                 previous: tuple[float, ...], orientation: str, target: str, margin: float | None,
-                 futility: float, spending: str) -> tuple[Look, tuple[float, ...]]:
-    """The verdict at this look: information fraction, spent boundary, outcome."""
+def _decide_look(a: LossPanel, b: LossPanel, names: tuple[str, str], *, alpha: float, rule: StoppingRule,
+                 previous: tuple[float, ...], orientation: str, question: Question) -> tuple[Look, tuple[float, ...]]:
+    """The verdict at this look: information fraction, spent boundary, outcome (``alpha``: the pair's share)."""
     k = min(a.n_seeds, b.n_seeds)
-    v = decide(a, b, names=names, orientation=orientation, resampling=Resampling(target=target))   # the parts
+    max_seeds, margin, futility, spending = rule.max_seeds, rule.margin, rule.futility, rule.spending
+    v = decide(a, b, names=names, orientation=orientation, question=question)   # the parts (its level unused)
     cv = v.variance
-    v_now = cv.var
-    v_max = cv.per_seed_var / max_seeds + cv.var_time
-    u = 1.0 if k >= max_seeds or not v_now > 0 else float(min(max(v_max / v_now, 1e-6), 1.0))
+    u = planned_fraction(k, max_seeds)
     fractions = previous + (u,)
     c = float(boundaries(fractions, alpha=alpha, spending=spending)[-1])
     level = 1.0 - 2.0 * float(stats.norm.sf(c)) if math.isfinite(c) else 1.0 - 1e-12
@@ -265,8 +285,24 @@ def _decide_look(a: LossPanel, b: LossPanel, names: tuple[str, str], *, alpha: f
     return look, fractions
 
 
-#: One-sided confidence of the lower bound on the market-time part that the ``undecidable`` stop uses.
-UNDECIDABLE_CONFIDENCE = 0.90
+def planned_fraction(k: int, max_seeds: int) -> float:
+    """The information fraction of a look at ``k`` of ``max_seeds`` planned seeds: ``k / max_seeds`` (at most 1).
+
+    It is the seeds' part's exact fraction (``V_max / V_k = (S / max) / (S / k)``) and the period
+    target's whole one. For the future target the market-time part, measured on the same days at
+    every look, adds the same information to each look, so the true fraction
+    ``(S/max + v_time) / (S/k + v_time)`` is larger: ``k / max`` understates it, which spends less
+    at the early looks and computes the boundaries under correlations ``sqrt(u_i / u_j)`` below the
+    true ones -- conservative. The estimated fraction (the same ratio from this look's 2-degree-of-
+    freedom seed variance) is not used: it is largest exactly when the seed variance is low by
+    chance, and spent too much at the first look (measured in docs/pair_levels.md).
+
+    >>> planned_fraction(3, 20), planned_fraction(20, 20), planned_fraction(25, 20)
+    (0.15, 1.0, 1.0)
+    """
+    return float(min(k / max_seeds, 1.0))
+
+
 
 
 def _time_alone_covers(cv: Any, *, n_days: int, level: float, gap: float) -> bool:
@@ -292,9 +328,7 @@ def _time_alone_covers(cv: Any, *, n_days: int, level: float, gap: float) -> boo
     """
     if not cv.var_time > 0:
         return False
-    df_now = cv.df_time
-    v_low = cv.var_time * df_now / float(stats.chi2.ppf(UNDECIDABLE_CONFIDENCE, df_now)) \
-        if math.isfinite(df_now) and df_now > 0 else cv.var_time
+    v_low = time_part_low(cv.var_time, cv.df_time)
     df_limit = (cv.n_blocks - 1.0) if cv.drift else n_days / (1.0 + 2.0 * cv.bandwidth / 3.0)
     return float(stats.t.ppf(0.5 + level / 2, max(df_limit, 1.0))) * math.sqrt(v_low) >= gap
 
@@ -305,41 +339,38 @@ class SequentialState:
     One implementation of the rule for :func:`replay` (finished panels, seeds revealed in a random
     order) and for a live run (``rolling-calib run --until-decided``: the seeds trained so far).
     :meth:`wanted` says how many seeds each pipeline needs at the next look; :meth:`look` judges
-    every open pair on the panels of those seeds and plans the next batch (``batch`` more seeds
-    for every pipeline that is still in an open pair, up to ``max_seeds``).
+    every open pair on the panels of those seeds and plans the next batch (``rule.batch`` more
+    seeds for every pipeline that is still in an open pair, up to ``rule.max_seeds``).
 
     Parameters
     ----------
     names : sequence of str
         The pipelines.
-    first, batch, max_seeds, confidence, orientation, target, margin, pairs, futility, spending
+    rule : StoppingRule
+        Seeds at the first look, per look and at most; spending, futility, margin.
+    question : Question
+        The target every look's verdict answers; ``1 - confidence`` is spent over the looks and
+        the pairs.
+    orientation, pairs
         As in :func:`replay`.
 
     Examples
     --------
-    >>> s = SequentialState(["a", "b"], first=3, batch=2, max_seeds=5)
+    >>> s = SequentialState(["a", "b"], rule=StoppingRule(first=3, batch=2, max_seeds=5))
     >>> s.wanted(), s.done
     ({'a': 3, 'b': 3}, False)
     """
 
-    def __init__(self, names: Any, *, first: int, batch: int, max_seeds: int,
-                 confidence: float = DEFAULT.confidence, orientation: str = "lower", target: str = "future",
-                 margin: float | None = None, pairs: list[tuple[str, str]] | None = None,
-                 futility: float = FUTILITY, spending: str = SPENDING_DEFAULT) -> None:
+    @validate_params({"rule": STOPPING_RULE, "question": QUESTION, "orientation": _ORIENTATION})
+    def __init__(self, names: Any, *, rule: StoppingRule = DEFAULT_RULE, question: Question = DEFAULT_QUESTION,
+                 orientation: str = "lower", pairs: list[tuple[str, str]] | None = None) -> None:
         names = list(names)
-        if first < 2 or batch < 1 or max_seeds < first:
-            raise ValueError(f"first >= 2, batch >= 1 and max_seeds >= first expected, found first={first}, "
-                             f"batch={batch}, max_seeds={max_seeds}")
-        if spending not in SPENDING:
-            raise ValueError(f"spending: expected one of {', '.join(SPENDING)}, found {spending!r}")
         self.names = names
         self.pairs = (list(map(tuple, pairs)) if pairs is not None
                       else [(a, b) for i, a in enumerate(names) for b in names[i + 1:]])
-        self.first, self.batch, self.max_seeds = first, batch, max_seeds
-        self.confidence, self.orientation, self.target = confidence, orientation, target
-        self.margin, self.futility, self.spending = margin, futility, spending
-        self.alpha = (1.0 - confidence) / max(len(self.pairs), 1)
-        self.n_seeds = {n: min(first, max_seeds) for n in names}
+        self.rule, self.question, self.orientation = rule, question, orientation
+        self.alpha = (1.0 - question.confidence) / max(len(self.pairs), 1)   # the pair's share of 1 - confidence
+        self.n_seeds = {n: rule.seeds_at(1) for n in names}
         self.fractions: dict[tuple[str, str], tuple[float, ...]] = {p: () for p in self.pairs}
         self.pair_looks: dict[tuple[str, str], int] = {p: 0 for p in self.pairs}
         self.outcomes: dict[tuple[str, str], str] = {}
@@ -373,12 +404,8 @@ class SequentialState:
         return {n: self.n_seeds[n] for n in self.open_names}
 
     def seeds_at(self, look: int) -> int:
-        """Seeds per pipeline at a pair's look number ``look`` (1, 2, ...): ``first + (look - 1) * batch``, capped.
-
-        >>> SequentialState(["a", "b"], first=3, batch=2, max_seeds=6).seeds_at(3)
-        6
-        """
-        return min(self.first + (look - 1) * self.batch, self.max_seeds)
+        """Seeds per pipeline at a pair's look number ``look`` (:meth:`StoppingRule.seeds_at`)."""
+        return self.rule.seeds_at(look)
 
     def next_seeds(self, pair: tuple[str, str]) -> int:
         """Seeds of each of its pipelines the open ``pair``'s next look reads."""
@@ -412,10 +439,11 @@ class SequentialState:
         >>> rng = np.random.default_rng(1)
         >>> panels = {n: LossPanel.from_arrays(seeds=range(6), total=rng.normal(10 + shift, 1, (6, 30)))
         ...           for n, shift in (("a", 0.0), ("b", 0.0), ("c", -5.0))}
-        >>> together = SequentialState(list(panels), first=3, batch=2, max_seeds=6)
+        >>> rule = StoppingRule(first=3, batch=2, max_seeds=6)
+        >>> together = SequentialState(list(panels), rule=rule)
         >>> while not together.done:
         ...     _ = together.look(panels)
-        >>> apart = SequentialState(list(panels), first=3, batch=2, max_seeds=6)
+        >>> apart = SequentialState(list(panels), rule=rule)
         >>> while not apart.done:
         ...     _ = apart.look_pair(apart.open_pairs[-1], panels)   # the last open pair first
         >>> apart.looks == together.looks and apart.outcomes == together.outcomes
@@ -435,8 +463,7 @@ class SequentialState:
                                  f"found {panels[n].n_seeds}")
         look, self.fractions[pair] = _decide_look(
             panels[a].select(seeds=np.arange(k)), panels[b].select(seeds=np.arange(k)), pair, alpha=self.alpha,
-            max_seeds=self.max_seeds, previous=self.fractions[pair], orientation=self.orientation,
-            target=self.target, margin=self.margin, futility=self.futility, spending=self.spending)
+            rule=self.rule, previous=self.fractions[pair], orientation=self.orientation, question=self.question)
         self.pair_looks[pair] = number
         where = (number, self.pairs.index(pair))
         at = sum(1 for o in self._order if o < where)
@@ -460,59 +487,53 @@ class SequentialState:
         for look in self.looks:
             for n in look.pair:
                 seen[n] = max(seen[n], look.seeds)
-        return {n: max(seen[n], min(self.first, self.max_seeds)) for n in self.names}
+        first = self.rule.seeds_at(1)
+        return {n: max(seen[n], first) for n in self.names}
 
     def settings(self) -> dict[str, Any]:
-        """The rule's settings (recorded with its result)."""
-        return {"first": self.first, "batch": self.batch, "max_seeds": self.max_seeds,
-                "confidence": self.confidence, "target": self.target, "margin": self.margin,
-                "futility": self.futility, "spending": self.spending, "orientation": self.orientation,
+        """The rule's settings (recorded with its result): the rule, the question, the direction, the pairs' correction.
+
+        >>> SequentialState(["a", "b"]).settings()["question"]
+        {'target': 'period', 'confidence': 0.95}
+        """
+        return {"rule": self.rule.to_dict(), "question": self.question.to_dict(), "orientation": self.orientation,
                 "pairs": "Bonferroni"}
 
     def result(self, **settings: Any) -> SequentialResult:
         """The :class:`SequentialResult` so far (``settings`` added to the rule's)."""
         return SequentialResult(outcomes=dict(self.outcomes), stopped=dict(self.stopped), seeds_used=self.used(),
-                                full_grid=self.max_seeds, looks=list(self.looks),
+                                full_grid=self.rule.max_seeds, looks=list(self.looks),
                                 settings={**self.settings(), **settings})
 
 
-@validate_params({"confidence": CONFIDENCE, "first": POSITIVE_INT, "batch": POSITIVE_INT,
-                  "max_seeds": POSITIVE_INT, "target": TARGET, "futility": Interval(float, 0, 1)})
-def replay(panels: Mapping[str, LossPanel], *, first: int, batch: int, max_seeds: int,
-           confidence: float = DEFAULT.confidence,
-           orientation: str = "lower", order_seed: int = 0, target: str = "future", margin: float | None = None,
-           pairs: list[tuple[str, str]] | None = None, futility: float = FUTILITY,
-           spending: str = SPENDING_DEFAULT) -> SequentialResult:
-    """Replay the stopping rule on finished panels: seeds revealed ``first``, then ``batch`` at a time.
+@validate_params({"rule": STOPPING_RULE, "question": QUESTION, "orientation": _ORIENTATION, "order_seed": SEED})
+def replay(panels: Mapping[str, LossPanel], *, rule: StoppingRule = DEFAULT_RULE,
+           question: Question = DEFAULT_QUESTION, orientation: str = "lower", order_seed: int = 0,
+           pairs: list[tuple[str, str]] | None = None) -> SequentialResult:
+    """Replay the stopping rule on finished panels: seeds revealed ``rule.first``, then ``rule.batch`` at a time.
 
     Parameters
     ----------
     panels : dict[str, LossPanel]
         Each pipeline's finished panel (its seeds in any order; every pipeline should hold the same
         seeds, so pairs are compared seed for seed).
-    first, batch, max_seeds : int
-        Seeds per pipeline at the first look, added per look, and the budget.
-    confidence : float
-        ``1 - alpha`` over all looks and pairs.
+    rule : StoppingRule
+        Seeds per pipeline at the first look, added per look, and the budget; spending, futility, margin.
+    question : Question
+        The target every look answers; ``confidence`` is ``1 - alpha`` over all looks and pairs.
     orientation : {"lower", "higher"}
     order_seed : int
         Seed of the random order in which seeds are revealed (the same order for every pipeline).
-    target : {"future", "period"}
-    margin : float, optional
-        Equivalence margin in the metric's unit.
     pairs : list of (str, str), optional
         Default: every pair of pipelines.
-    futility : float
-        Stop a pair undetermined when its chance to decide by ``max_seeds`` is below this.
 
     Returns
     -------
     SequentialResult
     """
     names = list(panels)
-    state = SequentialState(names, first=first, batch=batch, max_seeds=max_seeds, confidence=confidence,
-                            orientation=orientation, target=target, margin=margin, pairs=pairs, futility=futility,
-                            spending=spending)
+    state = SequentialState(names, rule=rule, question=question, orientation=orientation, pairs=pairs)
+    max_seeds = rule.max_seeds
     common = set.intersection(*(set(p.seeds.tolist()) for p in panels.values()))
     if len(common) < max_seeds:
         raise ValueError(f"max_seeds: expected at most the {len(common)} seeds every pipeline ran, found {max_seeds}")

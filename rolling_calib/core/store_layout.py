@@ -6,6 +6,7 @@ recorders, the runner, the reader, tracking, the report), so a name changes here
     STORE/manifest.json                 what was run (:mod:`rolling_calib.execution.manifest` reads it)
     STORE/units/<pipeline>/seed<k>/     each unit's wNN.parquet, wNN.valid.parquet, wNN.json (sidecar), wNN.log
     STORE/checkpoints/<pipeline>/seed<k>/  each unit's wNN.pt (and wNN.base.pt)
+    STORE/backtests/<pipeline>/         each seed's backtest over its joined windows: seed<k>.parquet, seed<k>.json
     STORE/stale/, STORE/corrupt/        units moved aside (an older config; damaged files)
     STORE/mlflow.db, mlflow.db.lock     MLflow tracking and Qlib's recorders (SQLite), and its writers' lock
     STORE/mlartifacts/                  their artifacts (MLflow records this location as an absolute URI)
@@ -31,12 +32,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ARTIFACTS", "ARTIFACTS_NOTE", "CHECKPOINTS", "CORRUPT", "LAST_VERDICTS", "LOCK", "MANIFEST", "REPORT",
+__all__ = ["ARTIFACTS", "ARTIFACTS_NOTE", "BACKTESTS", "CHECKPOINTS", "CORRUPT", "LAST_VERDICTS", "LOCK", "MANIFEST", "REPORT",
            "SEQUENTIAL", "STALE", "TRACKING_DB", "UNITS", "StoreLayout", "db_lock_path"]
 
 MANIFEST = "manifest.json"
 UNITS = "units"
 CHECKPOINTS = "checkpoints"
+#: The folder of the per-seed backtests.
+BACKTESTS = "backtests"
 STALE = "stale"
 CORRUPT = "corrupt"
 TRACKING_DB = "mlflow.db"
@@ -82,6 +85,10 @@ class StoreLayout:
     @property
     def checkpoints(self) -> Path:
         return self.root / CHECKPOINTS
+
+    @property
+    def backtests(self) -> Path:
+        return self.root / BACKTESTS
 
     @property
     def stale(self) -> Path:
@@ -136,3 +143,8 @@ class StoreLayout:
     def checkpoint_dir(self, pipeline: str, seed: int) -> Path:
         """``STORE/checkpoints/<pipeline>/seed<k>``: a run's checkpoints."""
         return self.checkpoints / pipeline / f"seed{int(seed)}"
+
+    def backtest_paths(self, pipeline: str, seed: int) -> tuple[Path, Path]:
+        """``(parquet, sidecar)`` of one seed's backtest: ``STORE/backtests/<pipeline>/seed<k>.parquet`` and ``.json``."""
+        folder = self.backtests / pipeline
+        return folder / f"seed{int(seed)}.parquet", folder / f"seed{int(seed)}.json"

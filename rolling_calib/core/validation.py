@@ -43,6 +43,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
+    "ACCUMULATION",
+    "ACCUMULATIONS",
+    "ANNUALIZATION",
     "BIAS_MODE",
     "BIAS_MODES",
     "BIAS_WINDOW",
@@ -59,6 +62,8 @@ __all__ = [
     "MAX_N_BOOT",
     "TARGET",
     "TARGETS",
+    "WHEN",
+    "WHEN_BLOCKS",
     "MODES",
     "NON_NEGATIVE_INT",
     "N_BOOT",
@@ -337,17 +342,29 @@ def _either(values: tuple[Any, ...], last: str | None = None) -> str:
 POSITIVE_INT = Worded(Interval(int, 1, None), "a positive int")
 NON_NEGATIVE_INT = Worded(Interval(int, 0, None), "a non-negative int")
 #: Bootstrap settings (the fields of :class:`rolling_calib.core.resampling.Resampling`). The replicates are
-#: bounded by the memory they take: the time draws hold ``2 * n_boot * n_times`` numbers (16 bytes each).
+#: bounded by the memory they take: a seed bootstrap holds ``n_boot`` rows of counts per run, the model
+#: confidence set ``n_boot`` resampled means per configuration.
 MAX_N_BOOT = 100_000
 N_BOOT = Worded(Interval(int, 1, MAX_N_BOOT), f"a positive int <= {MAX_N_BOOT} (the replicates are held in memory)")
+#: The level of every interval (a field of :class:`rolling_calib.core.question.Question`).
 CONFIDENCE = Worded(Interval(float, 0, 1, closed="neither"), "a number strictly between 0 and 1")
 SEED = Worded(Interval(int, 0, 2**32 - 1), "a non-negative integer seed below 2**32 (numpy's seeding range)")
-#: ``block_size``: None (chosen from the data by :func:`arch.bootstrap.optimal_block_length`) or a mean length >= 1.
+#: ``block_size`` (the model confidence set's stationary bootstrap): None (chosen from the data by
+#: :func:`arch.bootstrap.optimal_block_length`) or a mean length >= 1.
 BLOCK_LENGTH = Worded(Interval(float, 1, None), "a mean block length >= 1 (time units)")
 BLOCK_SIZE = Worded(AnyOf((Options(None), BLOCK_LENGTH)), "None or a mean block length >= 1 (time units)")
-#: The questions a verdict answers: over seeds and the market's future, or over seeds on the evaluated days.
+#: How a backtest's daily returns accumulate (Qlib's ``risk_analysis(mode=...)``): summed (Qlib's default) or compounded.
+ACCUMULATIONS = ("sum", "product")
+ACCUMULATION = Options(*ACCUMULATIONS)
+#: Periods per year of an annualisation (Qlib's day scaler is 238).
+ANNUALIZATION = Worded(Interval(float, 0, 100_000, closed="right"), "a number of periods per year in (0, 100000]")
+#: The populations a verdict's claim is about (the ``target`` of :class:`rolling_calib.core.question.Question`):
+#: over seeds and the market's future, or over seeds on the evaluated days.
 TARGETS = ("future", "period")
 TARGET = Worded(Options(*TARGETS), "future (over seeds and the market's future) or period (over seeds, on these days)")
+#: What a "when" block is: each refit window of the schedule, or each calendar month.
+WHEN_BLOCKS = ("windows", "months")
+WHEN = Worded(Options(*WHEN_BLOCKS), "windows (each refit window) or months (each calendar month)")
 #: A standard deviation (of scores over runs).
 STANDARD_DEVIATION = Worded(Interval(float, 0, None), "a finite standard deviation >= 0")
 
@@ -418,6 +435,11 @@ GPUS = at_most(0, 64, "GPUs reserved per unit", kind=float)
 SPLITS = at_most(1, 100_000, "splits, each scoring every pipeline")
 #: Months of a rolling step, validation segment or sliding window (a century).
 MONTHS = at_most(1, 1200, "months: a century")
+#: Trading days of a rolling step (``rolling.step_days``; Qlib's rolling steps 20 or 40): a century of sessions.
+SESSIONS = at_most(1, 25_200, "trading days: a century")
+#: Bars between a segment's last training row and the next segment (``rolling.purge``): "auto" or a count.
+PURGE = AnyOf((Options("auto"), at_most(0, 1_000_000, "bars purged: ten years of minute bars")),
+              what="'auto' (the label's look-ahead) or an integer in [0, 1000000] (bars)", narrow=True)
 #: Bars of a sample (label horizon, window, step_len, strides, normalisation sample): a year of minutes is 98 280.
 BARS = at_most(1, 1_000_000, "bars: ten years of minute bars; memory grows with it")
 #: Training epochs (time grows linearly; 10 000 epochs of the smallest window are days).
@@ -435,8 +457,8 @@ FEATURES = at_most(1, 10_000, "features: memory grows with samples x features")
 #: Seeds of one run (each a trained model per window; as ``rolling.seeds``).
 SEED_COUNT = at_most(1, 10_000, "seeds, each a trained model per window")
 
-__all__ += ["BARS", "BATCH", "EPOCHS", "FEATURES", "GPUS", "LAYERS", "MONTHS", "REPEATS", "RETRIES", "SAMPLES",
-            "SEED_COUNT", "SPLITS", "THREADS", "WIDTH", "WORKERS", "at_most"]
+__all__ += ["BARS", "BATCH", "EPOCHS", "FEATURES", "GPUS", "LAYERS", "MONTHS", "PURGE", "REPEATS", "RETRIES", "SAMPLES",
+            "SEED_COUNT", "SESSIONS", "SPLITS", "THREADS", "WIDTH", "WORKERS", "at_most"]
 
 
 # --------------------------------------------------------------------------- checking

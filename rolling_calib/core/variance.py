@@ -11,21 +11,22 @@ and the days (what the market did to both pipelines' difference). The generative
 (``g``: the pipelines' common per-day difference, serially dependent and possibly drifting;
 ``c``: seed parts; ``e``: seed x day noise). Two questions have two answers:
 
-``target="period"`` -- over seeds, on the evaluated days (the days are the population: a fixed
-backtest, a competition). Given the days, the runs are independent, so::
+``target="period"`` (the default question's) -- over seeds, on the evaluated days (the days are the population: a
+fixed backtest, a competition). Given the days, the runs are independent, so::
 
     V_period = s_R^2 / k            (paired: R_s = M^A_s - M^B_s; unpaired: s_A^2/k_A + s_B^2/k_B)
 
-with ``k - 1`` (or Welch's) degrees of freedom: the paired t test on run means, exact for
-Gaussian runs. With few seeds ``k - 1`` degrees of freedom cost much power, although a run's
-mean is mostly its day-to-day noise, which the days measure with ``(k - 1) T`` degrees of
-freedom: ``V_noise = sum_s Q(u_s) / (k (k-1) T)``. When the runs vary no more than that noise
-explains (``F = V_period / V_noise`` below its median: "sometimes pool", a liberal preliminary
-test; its level was measured, :data:`POOL_LEVEL`), the two estimates are pooled by their degrees of
-freedom.
+(infinite when a pipeline has one run: its seed variance cannot be measured) with ``k - 1`` (or
+Welch's) degrees of freedom: the paired t test on run means, exact for Gaussian runs. No
+"sometimes pool" pre-test: pooling the runs with their day noise (``(k - 1) T`` degrees of
+freedom) when they vary no more than it explains is valid only when a run's mean is nothing
+but its day noise (``lambda = 1``, lambda: a run mean's variance over its day-noise part); at
+``lambda > 1`` its error has a floor that no nominal level removes, which matters most where a
+sequential rule tests far below 5% (measured: ``bench/pair_levels.py``, docs/pair_levels.md).
 
-``target="future"`` (default) -- over seeds *and* the market-time process: what to expect on new
-periods. ``V_future = V_period + V_time`` where ``V_time = LRV_g / T`` is the long-run variance of
+``target="future"`` -- over seeds *and* the market-time process: what to expect on new
+periods, if the market's drift is shorter than the horizon the estimators below see.
+``V_future = V_period + V_time`` where ``V_time = LRV_g / T`` is the long-run variance of
 the *common* part ``g`` only. The seed-averaged differential ``xbar_t = mean_s x_{s,t}`` still
 carries the seeds' day-to-day noise (variance ``sigma_e^2 / k`` a day), already counted in
 ``V_period``; it is removed with the seeds' deviations ``u_{s,t} = x_{s,t} - xbar_t``: for any
@@ -51,8 +52,10 @@ short-memory estimator. When the month-scale estimate exceeds the short one beyo
 quantile of ``F(B - 1, nu_short)`` (``V_long / V_short``), the time part is taken from the
 month-scale blocks with ``B - 1`` degrees of freedom and the result says so (``drift=True``).
 
-Degrees of freedom of a sum or difference follow Welch-Satterthwaite:
-``nu = (sum v_i)^2 / sum (v_i^2 / nu_i)``.
+Degrees of freedom: of a difference of two estimates (the time part's noise removal) and of
+the two pipelines' seed parts (unpaired), Welch-Satterthwaite's
+``nu = (sum v_i)^2 / sum (v_i^2 / nu_i)``; of the future target's sum ``V_seeds + V_time`` the
+smaller of the two (:func:`min_df`), since Satterthwaite's there is liberal at 3-5 seeds.
 
 Examples
 --------
@@ -89,6 +92,7 @@ __all__ = [
     "batch_means_variance",
     "crossed_variance",
     "influence",
+    "min_df",
     "welch_df",
 ]
 
@@ -200,7 +204,8 @@ class CrossedVariance:
     var : float
         ``var_seeds + var_time`` (``var_time`` is 0 for ``target="period"``).
     df : float
-        Welch-Satterthwaite degrees of freedom of ``var``.
+        Degrees of freedom of ``var``: ``df_seeds`` for ``"period"``; for ``"future"`` the smaller of
+        ``df_seeds`` and ``df_time`` among the parts that are positive (:func:`min_df`).
     var_seeds, df_seeds : float
         ``s_R^2 / k`` (or Welch's two-sample form) and its degrees of freedom.
     var_time, df_time : float
@@ -222,9 +227,6 @@ class CrossedVariance:
     noise_share : float
         Share of the seed-averaged differential's short-memory variance that was the seeds'
         own day-to-day noise (removed from the time part).
-    pooled : bool
-        The runs varied no more than their day-to-day noise explains, so the seed part pooled the
-        two estimates (many more degrees of freedom than ``k - 1``).
     """
 
     target: str
@@ -244,71 +246,29 @@ class CrossedVariance:
     drift_ratio: float
     drift_p: float
     noise_share: float
-    pooled: bool = False
 
     def half_width(self, confidence: float) -> float:
-        """``t_nu(1 - alpha/2) sqrt(var)`` (0 when ``var`` is 0)."""
+        """``t_nu(1 - alpha/2) sqrt(var)`` (0 when ``var`` is 0; inf when it cannot be measured)."""
         if not self.var > 0:
             return 0.0
+        if math.isinf(self.var):
+            return math.inf
         return float(stats.t.ppf(0.5 + confidence / 2, self.df)) * math.sqrt(self.var)
 
 
-#: Level of the preliminary test that decides whether the seeds' persistent parts are pooled with their
-#: day noise ("sometimes pool", Bozivich, Bancroft and Hartley 1956). Measured by the calibration harness:
-#: at 0.25 the period interval with 3 seeds decided 8.5% of null pairs (200 replicates, seed-dominated
-#: preset); at 0.5 (pool only when F is below its median) 5.5%, the paired t's 4.5%.
-POOL_LEVEL = 0.5
+def _seed_part(runs: list[np.ndarray]) -> tuple[float, float, float]:
+    """``(var_seeds, df, per_seed_var)`` of the run means, one array per side (one when paired, two when not).
 
+    ``s^2 / k`` per side with ``k - 1`` degrees of freedom, summed (Welch-Satterthwaite's degrees
+    of freedom for two sides); ``per_seed_var`` is what one seed per side adds (``sum s^2``).
 
-@dataclass(frozen=True)
-class _Side:
-    """One run-level variance estimate: of the mean's seed part, its degrees of freedom, per-seed variance."""
-
-    var: float
-    df: float
-    per_seed: float
-    pooled: bool
-
-
-def _run_noise(u: np.ndarray) -> tuple[float, float]:
-    """The seeds' day-to-day noise as a variance of the mean over seeds and units, with degrees of freedom.
-
-    ``u``: the seeds' deviations from the seed-averaged series (k x T). Bartlett on each seed's
-    deviation, bandwidth by Andrews' rule on their pooled lag-1 autocorrelation::
-
-        V_noise = sum_s Q(u_s) / (k (k - 1)) / T,   nu = (k - 1) T / (1 + 2m/3)
+    >>> v, df, s = _seed_part([np.array([1.0, 2.0, 3.0])])
+    >>> round(v, 6), df, s
+    (0.333333, 2.0, 1.0)
     """
-    k, T = u.shape
-    g = _autocov(u, 1).sum(axis=0)
-    rho = float(g[1] / g[0]) if g[0] > 0 else 0.0
-    m = min(andrews_bandwidth(rho, T), max(T // 2, 1))
-    q = _bartlett(_autocov(u, m), m).sum() / (k * (k - 1))
-    return float(q) / T, (k - 1) * T / (1.0 + 2.0 * m / 3.0)
-
-
-def _side(runs: np.ndarray, u: np.ndarray | None) -> _Side:
-    """``s_R^2 / k`` with ``k - 1`` degrees of freedom, or -- when the runs vary no more than their day
-    noise explains (``F = (s_R^2 / k) / V_noise`` below its ``1 - POOL_LEVEL`` quantile) -- the two
-    estimates of the same variance pooled by their degrees of freedom."""
-    k = runs.size
-    if k < 2:
-        return _Side(0.0, math.inf, 0.0, False)
-    s2 = float(np.var(runs, ddof=1))
-    v_runs, df_runs = s2 / k, k - 1.0
-    if u is None or u.shape[1] < 3:
-        return _Side(v_runs, df_runs, s2, False)
-    v_noise, df_noise = _run_noise(u)
-    if not v_noise > 0 or v_runs / v_noise > stats.f.ppf(1 - POOL_LEVEL, df_runs, df_noise):
-        return _Side(v_runs, df_runs, s2, False)
-    pooled = (df_runs * v_runs + df_noise * v_noise) / (df_runs + df_noise)
-    return _Side(pooled, df_runs + df_noise, pooled * k, True)
-
-
-def _seed_part(sides: list[_Side]) -> tuple[float, float, float, bool]:
-    """``(var_seeds, df, per_seed_var, pooled)`` summed over the sides (one when paired, two when not)."""
-    v = sum(sd.var for sd in sides)
-    return v, welch_df([(sd.var, sd.df) for sd in sides]), sum(sd.per_seed for sd in sides), \
-        any(sd.pooled for sd in sides)
+    parts = [(float(np.var(r, ddof=1)) / r.size, r.size - 1.0, float(np.var(r, ddof=1))) if r.size >= 2
+             else (0.0, math.inf, 0.0) for r in runs]
+    return sum(p[0] for p in parts), welch_df([(p[0], p[1]) for p in parts]), sum(p[2] for p in parts)
 
 
 def _noise(groups: list[np.ndarray], q: Any) -> tuple[np.ndarray | float, float]:
@@ -325,7 +285,7 @@ def _noise(groups: list[np.ndarray], q: Any) -> tuple[np.ndarray | float, float]
     return total, (min(dfs) if dfs else math.inf)
 
 
-def crossed_variance(x: Any = None, *, target: Literal["future", "period"] = "future",
+def crossed_variance(x: Any = None, *, target: Literal["future", "period"],
                      a: tuple[np.ndarray, np.ndarray] | None = None, b: tuple[np.ndarray, np.ndarray] | None = None,
                      block_days: int = BLOCK_DAYS) -> CrossedVariance:
     """The variance of a pair's difference of means over seeds (and market time), each part once.
@@ -341,6 +301,8 @@ def crossed_variance(x: Any = None, *, target: Literal["future", "period"] = "fu
     x : array (k, T), optional
         Paired per-seed differential per time unit.
     target : {"future", "period"}
+        The question's target (:attr:`rolling_calib.core.question.Question.target`; no default here:
+        the caller's question says it).
     a, b : (total, weight), optional
         Unpaired pipelines, each ``(k_p, T)`` arrays.
     block_days : int
@@ -354,9 +316,8 @@ def crossed_variance(x: Any = None, *, target: Literal["future", "period"] = "fu
         raise ValueError(f"target: expected one of {', '.join(TARGETS)}, found {target!r}")
     if x is not None:
         xs = np.asarray(x, dtype=np.float64)
-        runs = xs.mean(axis=1)
-        z_groups = [xs - runs[:, None]]
-        sides = [_side(runs, z_groups[0] - z_groups[0].mean(axis=0))]
+        runs = [xs.mean(axis=1)]
+        z_groups = [xs - runs[0][:, None]]
         common = z_groups[0].mean(axis=0)
     else:
         if a is None or b is None:
@@ -364,14 +325,16 @@ def crossed_variance(x: Any = None, *, target: Literal["future", "period"] = "fu
         ma, za = influence(*a)
         mb, zb = influence(*b)
         z_groups = [za, zb]
-        sides = [_side(ma, za - za.mean(axis=0)), _side(mb, zb - zb.mean(axis=0))]
+        runs = [ma, mb]
         common = za.mean(axis=0) - zb.mean(axis=0)
-    var_seeds, df_seeds, per_seed, pooled = _seed_part(sides)
+    var_seeds, df_seeds, per_seed = _seed_part(runs)
     T = common.size
+    if target == "period" and min(z.shape[0] for z in z_groups) < 2:   # one run: no seed variance to measure
+        return CrossedVariance(target, math.inf, math.inf, math.inf, math.inf, 0.0, math.inf, math.nan,
+                               math.nan, math.nan, 0, int(block_days), 0, False, math.nan, math.nan, math.nan)
     if target == "period" or T < 3:
         return CrossedVariance(target, var_seeds, df_seeds, var_seeds, df_seeds, 0.0, math.inf, per_seed,
-                               math.nan, math.nan, 0, int(block_days), 0, False, math.nan, math.nan, math.nan,
-                               pooled)
+                               math.nan, math.nan, 0, int(block_days), 0, False, math.nan, math.nan, math.nan)
     devs = [z - z.mean(axis=0, keepdims=True) for z in z_groups]
 
     # short memory: autocovariances of the common part with the seeds' noise removed
@@ -404,9 +367,29 @@ def crossed_variance(x: Any = None, *, target: Literal["future", "period"] = "fu
             ratio, p_drift, drift = math.inf, 0.0, True
     var_time, df_time = (v_long, df_long) if drift else (v_short, df_short)
     var = var_seeds + var_time
-    df = welch_df([(var_seeds, df_seeds), (var_time, df_time)])
+    df = min_df([(var_seeds, df_seeds), (var_time, df_time)])
     return CrossedVariance(target, var, df, var_seeds, df_seeds, var_time, df_time, per_seed, v_short,
-                           v_long, m, int(block_days), n_blocks, drift, ratio, p_drift, noise_share, pooled)
+                           v_long, m, int(block_days), n_blocks, drift, ratio, p_drift, noise_share)
+
+
+def min_df(parts: list[tuple[float, float]]) -> float:
+    """The smallest degrees of freedom among the parts with a positive variance (inf when none has one).
+
+    The sum ``v_1 + v_2`` of independent variance estimates is referred to a t with
+    ``min(nu_1, nu_2)`` degrees of freedom, not Welch-Satterthwaite's
+    ``(v_1 + v_2)^2 / (v_1^2/nu_1 + v_2^2/nu_2)``: Satterthwaite's weights are the noisy estimates
+    themselves, so when the seed part (``k - 1 = 2`` degrees of freedom at 3 seeds) is low by chance
+    it gives the t the time part's many degrees of freedom just when the interval is too short
+    (liberal when persistent seed offsets dominate: measured in docs/pair_levels.md). For scaled
+    chi-square parts the minimum is conservative whatever their true ratio (the Hsu-Scheffe rule
+    for the Behrens-Fisher problem; Mickey and Brown 1966), at the price of power when the part
+    with fewer degrees of freedom is the small one.
+
+    >>> min_df([(1.0, 2.0), (0.5, 40.0)]), min_df([(0.0, 2.0), (0.5, 40.0)]), min_df([(0.0, 2.0)])
+    (2.0, 40.0, inf)
+    """
+    dfs = [float(nu) for v, nu in parts if v > 0]
+    return min(dfs) if dfs else math.inf
 
 
 def _difference_df(v1: float, nu1: float, v2: float, nu2: float) -> float:

@@ -1,4 +1,4 @@
-"""Deciding between two pipelines: better, worse or undetermined, resting on seeds *and* market time.
+"""Deciding between two pipelines: better, worse or undetermined, over seeds on the evaluated days (or the market's future).
 
 A comparison of two pipelines ``A`` and ``B`` under a metric (lower is better for a loss, higher
 for a score such as IC) has two sources of chance (docs/method.md §5): the seeds each pipeline
@@ -11,22 +11,28 @@ value is the row-weighted mean over its time units, and a pipeline's is the mean
     D     = mean_s M^A_s - mean_s M^B_s                      (difference of means; < 0: A lower)
 
 **Interval: seeds, and market time counted once.** The difference's variance comes from
-:func:`rolling_calib.core.variance.crossed_variance` (formulas there), which answers one of two
-questions (``target``):
+:func:`rolling_calib.core.variance.crossed_variance` (formulas there), which answers the
+:class:`~rolling_calib.core.question.Question`'s ``target``:
 
-* ``"future"`` (default): over seeds *and* the market-time process, what to expect on new
-  periods. ``var_seeds`` is the unbiased between-run variance of the difference (``s_d^2 / k`` of
+* ``"period"`` (:data:`~rolling_calib.core.question.DEFAULT_QUESTION`'s): over seeds, on the evaluated days
+  (a fixed backtest): ``var_time = 0`` and the interval is the paired (or Welch) t interval of the run means
+  (``var_seeds`` below). Its level holds in every drift cell the calibration harness measures, so it is the
+  headline; the verdict names its days (``days``).
+* ``"future"``: over seeds *and* the market-time process, what to expect on new periods.
+  ``var_seeds`` is the unbiased between-run variance of the difference (``s_d^2 / k`` of
   the per-seed differences ``d_s = M^A_s - M^B_s`` when both pipelines ran the same seeds --
   *paired*, common random numbers -- else ``s_A^2 / k_A + s_B^2 / k_B``); it already holds each
   run's day-to-day noise. ``var_time`` is the long-run variance of the pipelines' *common*
   per-day difference only: the seed-averaged differential's, less the seeds' own noise
   (estimated from the seeds' deviations), by a Bartlett kernel whose bandwidth is chosen on the
   noise-removed autocorrelation, or, when a drift check finds more variance at the scale of
-  months, by month-scale batch means.
-* ``"period"``: over seeds, on the evaluated days (a fixed backtest): ``var_time = 0`` and the
-  interval is the paired (or Welch) t interval of the run means.
+  months, by month-scale batch means. It rests on an assumption: that the market's drift is
+  shorter than the horizon that estimate sees. Regimes of 40-110 days make it decide up to 24% of
+  identical pairs at 95%, and no estimator from the evaluated days alone does better
+  (``bench/drift_identifiability.py``); reports show it beside the headline, as that assumption.
 
-The interval is ``D -/+ t_nu(1 - alpha/2) sqrt(var_seeds + var_time)`` with ``nu`` the
+The interval is ``D -/+ t_nu(1 - alpha/2) sqrt(var_seeds + var_time)`` (``1 - alpha``: the question's
+``confidence``; analytic: no bootstrap replicate is drawn) with ``nu`` the
 Welch-Satterthwaite degrees of freedom of the parts (``k - 1`` for the seeds; ``T / (1 + 2m/3)``
 for a Bartlett bandwidth ``m``, ``B - 1`` for ``B`` month blocks). Its error rates are measured,
 not assumed: ``bench/verdict_calibration.py`` simulates panels from a store's own variance
@@ -65,6 +71,8 @@ Two pipelines, 4 seeds, 60 days; A's loss is lower by 0.5 every day, seeds add n
 ('better', 'A', -0.51)
 >>> v.paired, v.dominant_uncertainty      # the market moved both alike: only the seeds' noise is left
 (True, 'seeds')
+>>> decide(a, b, question=Question(target="period", confidence=0.9)).question.describe()
+'over seeds, on the evaluated days (target period), at 90% confidence'
 """
 
 from __future__ import annotations
@@ -78,13 +86,15 @@ import numpy as np
 from scipy import stats
 
 from rolling_calib.core.jsonable import fields_dict
-from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling, stationary_counts
-from rolling_calib.core.validation import BLOCK_SIZE, CONFIDENCE, TARGET, TRADING_DAYS, Options, validate_params
+from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
+from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
+from rolling_calib.core.validation import CONFIDENCE, TRADING_DAYS, Options, validate_params
 from rolling_calib.core.variance import BLOCK_DAYS, CrossedVariance, crossed_variance, influence, welch_df
 
 __all__ = [
-    "BLOCK_SIZE",
-    "TARGET",
+    "optimistic_gap",
+    "time_part_low",
+    "time_label",
     "decide_probability",
     "predictive_probability",
     "OUTCOMES",
@@ -97,7 +107,6 @@ __all__ = [
     "diebold_mariano",
     "model_confidence_set",
     "seeds_needed",
-    "stationary_counts",
 ]
 
 #: What a verdict says of pipeline A against B.
@@ -209,7 +218,7 @@ def _align(a: LossPanel, b: LossPanel) -> tuple[LossPanel, LossPanel, int]:
     return a.select(times=ia[keep]), b.select(times=ib[keep]), dropped
 
 
-# --------------------------------------------------------------------------- resampling
+# --------------------------------------------------------------------------- block length
 def _block_size(differential: np.ndarray) -> float:
     """Mean block length for the stationary bootstrap of ``differential`` (Politis-White, at least 1)."""
     from arch.bootstrap import optimal_block_length
@@ -364,16 +373,56 @@ def predictive_probability(*, gap: float, n: int, k: int, per_seed_var: float, t
     return float(stats.norm.sf((thr - gap) / spread) + stats.norm.cdf((-thr - gap) / spread))
 
 
+#: One-sided confidence of the lower bound on the market-time part that "no number of seeds can decide it" (and the
+#: sequential rule's ``undecidable`` stop) use: the part at ``v df / chi2_df(UNDECIDABLE_CONFIDENCE)``.
+UNDECIDABLE_CONFIDENCE = 0.90
+
+
+def time_part_low(time_variance: float, time_df: float) -> float:
+    """The market-time part at its lower confidence bound ``v df / chi2_df(UNDECIDABLE_CONFIDENCE)`` (``v`` at inf df).
+
+    >>> round(time_part_low(0.01, 30.0), 6), time_part_low(0.01, math.inf)
+    (0.007452, 0.01)
+    """
+    if not (math.isfinite(time_df) and time_df > 0):
+        return float(time_variance)
+    return float(time_variance) * time_df / float(stats.chi2.ppf(UNDECIDABLE_CONFIDENCE, time_df))
+
+
 @validate_params({"confidence": CONFIDENCE})
+def optimistic_gap(gap: float, *, per_seed_var: float, k_pilot: int, confidence: float) -> float:
+    """The gap's optimistic end: the far end of its seeds' interval, ``|gap| + t_{k-1}(1 - alpha/2) sqrt(S / k)``.
+
+    ``k = k_pilot`` seeds per pipeline measured the gap; ``|gap|`` when ``k_pilot`` is below 2 (not
+    stated: the gap taken as exact). A small gap measured on few seeds may be a larger one: one
+    standard error above it still let "no number of seeds" be wrong in about a quarter of the
+    5-seed pilots that 60 seeds decide (docs/pair_levels.md).
+
+    >>> round(optimistic_gap(-0.5, per_seed_var=4.0, k_pilot=4, confidence=0.95), 4)   # 0.5 + t_3 * 1
+    3.6824
+    >>> optimistic_gap(0.5, per_seed_var=4.0, k_pilot=0, confidence=0.95)
+    0.5
+    """
+    if k_pilot < 2:
+        return abs(float(gap))
+    t = float(stats.t.ppf(0.5 + confidence / 2, k_pilot - 1))
+    return abs(float(gap)) + t * math.sqrt(max(per_seed_var, 0.0) / k_pilot)
+
+
+@validate_params({"question": QUESTION})
 def seeds_needed(*, gap: float, per_seed_var: float, time_variance: float = 0.0, time_df: float = math.inf,
-                 confidence: float = DEFAULT.confidence, power: float = POWER, k_pilot: int = 0, unit: str = "") -> SeedsNeeded:
+                 question: Question = DEFAULT_QUESTION, power: float = POWER, k_pilot: int = 0,
+                 unit: str = "") -> SeedsNeeded:
     """The smallest seeds per pipeline ``n`` whose chance of deciding the pair reaches ``power``.
 
     The chance is :func:`decide_probability` at the measured gap, with the same Student t and
     degrees of freedom as the verdict, and the seeds' part ``S / n`` shrinking with ``n`` (the seed
     x day noise included) while the market-time part ``v_time`` (seed noise removed) stays. "No
     number of seeds can decide it" is said only when the market-time part alone keeps the interval
-    over the gap (``t_nu_time sqrt(v_time) >= |gap|``).
+    over the gap's optimistic end, the far end of its seeds' interval, with the time part at its
+    lower confidence bound (``t_nu_time sqrt(v_low) >= |gap| + t_{k-1} sqrt(S / k_pilot)``,
+    :func:`time_part_low`, :func:`optimistic_gap`): a pilot's gap is noisy, and judged at its point estimate "none"
+    was wrong in over a third of the pilots where 60 seeds decide (docs/pair_levels.md).
 
     Parameters
     ----------
@@ -383,13 +432,14 @@ def seeds_needed(*, gap: float, per_seed_var: float, time_variance: float = 0.0,
         ``S``: what one seed per pipeline adds to the variance of the difference.
     time_variance, time_df : float
         The market-time part of the verdict's variance and its degrees of freedom (0 and inf for
-        ``target="period"``).
-    confidence : float
-        The verdict's level.
+        ``target="period"``: the question's target enters through them).
+    question : Question
+        Its ``confidence`` is the verdict's level.
     power : float
         The chance asked for (0.8).
     k_pilot : int
-        Seeds per pipeline already run (for the assurance of a follow-up; 0: not stated).
+        Seeds per pipeline already run (for the assurance of a follow-up and the gap's optimistic
+        end; 0: not stated, the gap taken as exact).
     unit : str
         The metric's unit, for the reason text.
 
@@ -402,6 +452,7 @@ def seeds_needed(*, gap: float, per_seed_var: float, time_variance: float = 0.0,
     (True, True)
     """
     unit_txt = f" {unit}" if unit else ""
+    confidence = float(question.confidence)
     args = dict(per_seed_var=float(per_seed_var), time_variance=float(time_variance), time_df=float(time_df),
                 confidence=float(confidence))
 
@@ -435,8 +486,8 @@ def seeds_needed(*, gap: float, per_seed_var: float, time_variance: float = 0.0,
         reason = "no number of seeds can decide it: the measured gap is 0"
     else:
         t_time = float(stats.t.ppf(0.5 + confidence / 2, time_df)) if time_variance > 0 else 0.0
-        half = t_time * math.sqrt(max(time_variance, 0.0))
-        if half >= abs(g):
+        half = t_time * math.sqrt(max(time_part_low(time_variance, time_df), 0.0))
+        if half >= optimistic_gap(g, per_seed_var=float(per_seed_var), k_pilot=k_pilot, confidence=confidence):
             reason = (f"no number of seeds can decide it: the market-time part alone (seed noise removed) moves "
                       f"the gap by ±{_g(half)}{unit_txt}, more than the gap of {_g(abs(g))}{unit_txt}")
         else:
@@ -464,8 +515,9 @@ class Verdict:
         positive difference favours ``a``).
     ci_low, ci_high : float
         The interval of ``difference`` used for the verdict (paired when ``paired``).
-    target : {"future", "period"}
-        The question answered: over seeds and the market's future, or over seeds on these days.
+    question : Question
+        What was answered: the target (over seeds on these days, or over seeds and the market's
+        future) and the interval's confidence (also :attr:`target`, :attr:`confidence`).
     paired : bool
         Seed ``i`` of ``a`` compared with seed ``i`` of ``b`` (both ran the same seeds).
     unpaired_ci, paired_ci : (float, float) or None
@@ -483,8 +535,13 @@ class Verdict:
         The classical test on the seed-averaged differential: a time-series detail, not the verdict
         (it ignores persistent seed offsets).
     seeds_needed : SeedsNeeded
-    confidence, n_times, n_seeds, times_dropped : settings and sizes
+    n_times, n_seeds, times_dropped : sizes
     higher_is_better : bool
+    means : (float, float)
+        ``mean(a)`` and ``mean(b)`` over their runs.
+    days : (first, last)
+        The first and last time unit (dates as ``YYYY-MM-DD``) the verdict rests on: the days a period
+        verdict is about.
     """
 
     metric: str
@@ -495,7 +552,7 @@ class Verdict:
     difference: float
     ci_low: float
     ci_high: float
-    target: str
+    question: Question
     paired: bool
     unpaired_ci: tuple[float, float]
     paired_ci: tuple[float, float] | None
@@ -507,16 +564,26 @@ class Verdict:
     variance: CrossedVariance
     diebold_mariano: DieboldMariano
     seeds_needed: SeedsNeeded
-    confidence: float
     n_times: int
     n_seeds: tuple[int, int]
     times_dropped: int = 0
     higher_is_better: bool = False
     means: tuple[float, float] = field(default=(math.nan, math.nan))
+    days: tuple[Any, Any] = field(default=(None, None))
 
     @property
     def determined(self) -> bool:
         return self.winner is not None
+
+    @property
+    def target(self) -> str:
+        """The question's target: ``"future"`` or ``"period"``."""
+        return self.question.target
+
+    @property
+    def confidence(self) -> float:
+        """The question's confidence: the interval's level."""
+        return float(self.question.confidence)
 
     @property
     def drift(self) -> bool:
@@ -525,16 +592,17 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (NaN as None)."""
-        out = fields_dict(self, exclude=("diebold_mariano", "seeds_needed", "variance"))
+        out = fields_dict(self, exclude=("diebold_mariano", "seeds_needed", "variance", "question"))
+        out["question"] = self.question.to_dict()
         out["variance"] = fields_dict(self.variance)
         out["diebold_mariano"] = self.diebold_mariano.to_dict()
         out["seeds_needed"] = self.seeds_needed.to_dict()
         return out
 
 
-@validate_params({"orientation": _ORIENTATION, "resampling": RESAMPLING, "block_days": TRADING_DAYS})
+@validate_params({"orientation": _ORIENTATION, "question": QUESTION, "block_days": TRADING_DAYS})
 def decide(a: LossPanel, b: LossPanel, *, names: tuple[str, str] = ("A", "B"), metric: str = "ql",
-           orientation: Literal["lower", "higher"] = "lower", resampling: Resampling = DEFAULT,
+           orientation: Literal["lower", "higher"] = "lower", question: Question = DEFAULT_QUESTION,
            block_days: int = BLOCK_DAYS, pair_seeds: bool = True, unit: str = "") -> Verdict:
     """Better, worse or undetermined: the verdict on ``a`` against ``b`` (see the module docstring).
 
@@ -547,10 +615,12 @@ def decide(a: LossPanel, b: LossPanel, *, names: tuple[str, str] = ("A", "B"), m
         Name recorded in the result.
     orientation : {"lower", "higher"}
         ``"lower"``: lower is better (losses); ``"higher"``: higher is better (IC).
-    resampling : Resampling
-        ``confidence``: the interval's level; ``target``: ``"future"`` (over seeds and the
-        market-time process: what to expect on new periods) or ``"period"`` (over seeds, on the
-        evaluated days). The interval is analytic: no bootstrap replicate is drawn.
+    question : Question
+        ``confidence``: the interval's level; ``target``: ``"period"`` (over seeds, on the
+        evaluated days; the default) or ``"future"`` (over seeds and the market-time process: what
+        to expect on new periods, if the drift is shorter than the horizon). The interval is
+        analytic: no bootstrap replicate is drawn, so ``decide`` takes no
+        :class:`~rolling_calib.core.resampling.Resampling`.
     block_days : int
         Time units per block of the month-scale (drift) estimate (21: a month of trading days).
     pair_seeds : bool
@@ -562,7 +632,7 @@ def decide(a: LossPanel, b: LossPanel, *, names: tuple[str, str] = ("A", "B"), m
     -------
     Verdict
     """
-    confidence, target = resampling.confidence, resampling.target
+    confidence, target = float(question.confidence), question.target
     a, b, dropped = _align(a, b)
     ma, mb = a.run_means(), b.run_means()
     d_t = np.nanmean(a.unit_means(), axis=0) - np.nanmean(b.unit_means(), axis=0)
@@ -582,8 +652,13 @@ def decide(a: LossPanel, b: LossPanel, *, names: tuple[str, str] = ("A", "B"), m
         narrowing = 1.0 - (paired_iv.high - paired_iv.low) / width_u if width_u > 0 else None
         chosen = paired_iv
     outcome = _outcome((chosen.low, chosen.high), orientation)
-    needed = seeds_needed(gap=chosen.center, per_seed_var=cv.per_seed_var, time_variance=cv.var_time,
-                          time_df=cv.df_time, confidence=confidence, k_pilot=min(a.n_seeds, b.n_seeds), unit=unit)
+    if math.isinf(cv.var):   # the period target with one run of a pipeline: nothing measures the seeds' variance
+        needed = SeedsNeeded(None, "a verdict over seeds needs at least 2 seeds per pipeline: one run's seed "
+                             "variance cannot be measured", math.nan, math.nan, POWER, math.nan, 0.0, math.inf,
+                             chosen.center, None, float(question.confidence))
+    else:
+        needed = seeds_needed(gap=chosen.center, per_seed_var=cv.per_seed_var, time_variance=cv.var_time,
+                              time_df=cv.df_time, question=question, k_pilot=min(a.n_seeds, b.n_seeds), unit=unit)
     if outcome != "undetermined" and needed.n is None:   # decided already: never "no number of seeds" beside it
         k = min(a.n_seeds, b.n_seeds)
         prob = decide_probability(gap=chosen.center, n=k, per_seed_var=cv.per_seed_var,
@@ -594,15 +669,29 @@ def decide(a: LossPanel, b: LossPanel, *, names: tuple[str, str] = ("A", "B"), m
     return Verdict(
         metric=metric, a=names[0], b=names[1], outcome=outcome,
         winner={"better": names[0], "worse": names[1]}.get(outcome), difference=chosen.center,
-        ci_low=chosen.low, ci_high=chosen.high, target=target, paired=paired,
+        ci_low=chosen.low, ci_high=chosen.high, question=question, paired=paired,
         unpaired_ci=(unpaired.low, unpaired.high),
         paired_ci=None if paired_iv is None else (paired_iv.low, paired_iv.high), pairing_narrowing=narrowing,
         var_seeds=cv.var_seeds, var_time=cv.var_time,
         dominant_uncertainty="seeds" if cv.var_seeds >= cv.var_time else "time",
         degrees_of_freedom=cv.df, variance=cv, diebold_mariano=_dm_or_nan(d_t), seeds_needed=needed,
-        confidence=float(confidence), n_times=T, n_seeds=(a.n_seeds, b.n_seeds), times_dropped=dropped,
+        n_times=T, n_seeds=(a.n_seeds, b.n_seeds), times_dropped=dropped,
         higher_is_better=orientation == "higher", means=(float(ma.mean()), float(mb.mean())),
+        days=(time_label(a.times[0]), time_label(a.times[-1])),
     )
+
+
+def time_label(value: Any) -> Any:
+    """A time label as text when it is a date or timestamp (``2018-01-02``), else as a plain Python value.
+
+    >>> time_label(np.datetime64("2018-01-02T15:30")), time_label(np.int64(3))
+    ('2018-01-02', 3)
+    """
+    if isinstance(value, np.datetime64):
+        return str(value.astype("datetime64[D]"))
+    if hasattr(value, "strftime"):
+        return value.strftime("%Y-%m-%d")
+    return value.item() if isinstance(value, np.generic) else value
 
 
 @dataclass(frozen=True)
@@ -658,8 +747,9 @@ class ConfidenceSet:
         return fields_dict(self)
 
 
-@validate_params({"resampling": RESAMPLING})
-def model_confidence_set(losses: Any, names: Sequence[str], *, resampling: Resampling = DEFAULT) -> ConfidenceSet:
+@validate_params({"question": QUESTION, "resampling": RESAMPLING})
+def model_confidence_set(losses: Any, names: Sequence[str], *, question: Question = DEFAULT_QUESTION,
+                         resampling: Resampling = DEFAULT) -> ConfidenceSet:
     """Hansen, Lunde and Nason's model confidence set over per-period losses (:class:`arch.bootstrap.MCS`).
 
     Parameters
@@ -668,11 +758,14 @@ def model_confidence_set(losses: Any, names: Sequence[str], *, resampling: Resam
         Per time unit, each configuration's loss (seed-averaged); lower is better.
     names : sequence of str
         The ``m`` configurations.
+    question : Question
+        Its ``confidence`` is ``1 - size`` of the test (the set holds the best configuration with this
+        probability). The stationary bootstrap resamples market time, so the set is about the market's
+        future whatever the question's ``target``.
     resampling : Resampling
-        ``confidence`` is ``1 - size`` of the test (the set holds the best configuration with this
-        probability); ``n_boot``, ``block_size`` and ``seed`` the stationary bootstrap's settings (block
-        size as in :func:`decide` when None, from the differential of each configuration to the
-        cross-sectional mean). The same replicates as every other interval (the user's ``--n-boot``).
+        ``n_boot``, ``block_size`` and ``seed`` of the stationary bootstrap (block size, when None,
+        chosen by Politis-White from the differential of each configuration to the cross-sectional
+        mean). The same replicates as every other interval (the user's ``--n-boot``).
 
     Returns
     -------
@@ -694,7 +787,7 @@ def model_confidence_set(losses: Any, names: Sequence[str], *, resampling: Resam
         raise ValueError(f"losses: expected shape (periods >= 3, {len(names)} configurations), found {arr.shape}")
     if not np.isfinite(arr).all():
         raise ValueError("losses: expected finite values")
-    confidence, n_boot, block_size, seed = (resampling.confidence, resampling.n_boot, resampling.block_size,
+    confidence, n_boot, block_size, seed = (question.confidence, resampling.n_boot, resampling.block_size,
                                             resampling.seed)
     if block_size is None:
         centred = arr - arr.mean(axis=1, keepdims=True)

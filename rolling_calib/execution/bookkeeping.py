@@ -115,11 +115,14 @@ def write_run_manifest(plan: RunPlan) -> None:
             "shared_hash": shared_hash,
             "task": p.task,
             "windows": [w.to_dict() for w in plan.windows],
+            "purge": dict(plan.purge),
             "mode": plan.mode,
             "seeds": list(plan.seeds),
             "calibration": plan.experiment["rolling"]["calibration"],
             "label": plan.label,
             "labels": {kind: lab.to_dict() for kind, lab in p.labels.items()},
+            "backtest": ({"hash": p.backtest_hash, "spec": p.backtest} if p.backtest is not None else
+                         {"hash": None, "spec": None, "refused": p.backtest_refused} if p.backtest_refused else None),
         }
         for p in plan.pipelines
     }

@@ -14,6 +14,12 @@ Progress inside units: given ``on_progress``, an executor carries the
 ``on_progress(event)`` with each (from another thread for the local pool); without it, units
 report nothing.
 
+Stops (inside :func:`stop_signals`, as every command runs): the first SIGTERM or Ctrl-C cancels the queued
+units at once and lets the running ones finish, saying on stderr what it waits for
+(:func:`waiting_line`); a second signal ends the running units at once, so only complete units stay in
+the store (a unit's sidecar is written last). The local pool's workers end with the run, even one
+killed with ``kill -9`` (:func:`end_with_parent`).
+
 Two executors share this contract:
 
 * :class:`LocalExecutor` -- a local process pool (the default).
@@ -32,9 +38,13 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import multiprocessing
+import multiprocessing.connection
+import os
 import signal
+import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from rolling_calib.core.validation import Interval, check
@@ -87,7 +97,8 @@ class UnitFailedError(RuntimeError):
 
 
 class RunStopped(KeyboardInterrupt):
-    """A stop signal (SIGTERM or SIGINT) ended the run: queued units were cancelled, the running ones finished or ended.
+    """A stop signal (SIGTERM or SIGINT) ended the run: queued units were cancelled, the running ones finished or
+    (after a second signal) ended.
 
     A ``KeyboardInterrupt`` (a ``BaseException``): no ``except Exception`` of a unit or a library
     swallows it, and code that handles Ctrl-C handles SIGTERM alike. ``signum`` is the signal (the exit status is ``128 + signum``: 143, 130); the
@@ -121,39 +132,180 @@ class RunStopped(KeyboardInterrupt):
                 f"cancelled{ended}; the same command resumes")
 
 
+class _StopState:
+    """What :func:`stop_signals` has seen: the stop signals received (with their times), whether units run.
+
+    ``units_running``: an executor runs units (:func:`units_running`); it reads :func:`stop_now_requested` and
+    ends its running units at once. ``continued``: SIGCONT came after a stop signal (what GNU ``timeout`` sends
+    after the signal it forwards).
+    """
+
+    def __init__(self) -> None:
+        self.received: list[tuple[int, float]] = []   # (signal, time.monotonic())
+        self.units_running = False
+        self.continued = False
+
+
+_STOP = _StopState()
+
+#: Seconds after the first stop signal in which further ones outside the units count as copies of it (a wrapper
+#: such as GNU ``timeout`` forwards the signal the terminal already sent to the group: two or three come at once).
+FORWARDED_WITHIN_S = 1.0
+
+
 @contextlib.contextmanager
 def stop_signals() -> Iterator[None]:
-    """SIGTERM and SIGINT raise :class:`RunStopped` in this (main) thread while inside; restored after.
+    """SIGTERM and SIGINT stop the command in this (main) thread while inside; restored after.
 
-    Outside the main thread (where Python cannot set handlers) it does nothing.
+    The first stop signal raises :class:`RunStopped` where the main thread is. A later one, while an executor
+    runs units (:func:`units_running`), is only counted: the executor ends its running units at once
+    (:func:`stop_now_requested`), leaving no half-written unit. Outside the units a later one raises again,
+    unless it came within :data:`FORWARDED_WITHIN_S` of the first (a forwarded copy of the same stop must not
+    cut the stop's own clean-up short). A stop signal followed by SIGCONT counts as two: GNU ``timeout`` sends
+    SIGCONT after the signal it forwards, and two signals sent at once may reach a process as one.
+
+    A signal this process ignores (``cmd &`` in a script ignores SIGINT) stays ignored, as Python itself
+    leaves it. Outside the main thread (where Python cannot set handlers) it does nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    _STOP.__init__()
 
     def stop(signum: int, frame: Any) -> None:
-        raise RunStopped(signum, units=False)
+        now = time.monotonic()
+        _STOP.received.append((signum, now))
+        if len(_STOP.received) == 1:
+            raise RunStopped(signum, units=False)
+        if not _STOP.units_running and now - _STOP.received[0][1] > FORWARDED_WITHIN_S:
+            raise RunStopped(signum, units=False)
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    def continued(signum: int, frame: Any) -> None:
+        if _STOP.received:
+            _STOP.continued = True
+
+    handlers: dict[int, Any] = {sig: stop for sig in (signal.SIGTERM, signal.SIGINT)
+                                if signal.getsignal(sig) is not signal.SIG_IGN}
+    if hasattr(signal, "SIGCONT"):
+        handlers[signal.SIGCONT] = continued
+    previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        _STOP.__init__()
+
+
+@contextlib.contextmanager
+def units_running() -> Iterator[None]:
+    """An executor runs units while inside: a second stop signal is theirs to act on (:func:`stop_signals`)."""
+    before = _STOP.units_running
+    _STOP.units_running = True
+    try:
+        yield
+    finally:
+        _STOP.units_running = before
+
+
+def stop_now_requested() -> bool:
+    """True once a second stop signal came (or SIGCONT after the first): end the running units at once."""
+    return len(_STOP.received) >= 2 or (bool(_STOP.received) and _STOP.continued)
+
+
+def waiting_line(signum: int, running: Sequence[float], finished: Sequence[float], *, units: int | None = None) -> str:
+    """The line printed at the first stop signal while units still run.
+
+    ``running``: seconds each running task has run; ``finished``: wall seconds of the tasks finished in this
+    run; ``units``: the units of the running tasks (a seed stack trains several; default one each). The time
+    left is ``max_i max(0, mean(finished) - running_i)`` (they run at once); unknown before a task finished.
+
+    Examples
+    --------
+    >>> waiting_line(signal.SIGINT, [3.0, 10.0], [12.0, 14.0])
+    'stopping (SIGINT): waiting for 2 running unit(s) to finish, about 10 s (units of this run took 13 s on average); Ctrl-C again stops them now, keeping only complete units'
+    >>> waiting_line(signal.SIGTERM, [3.0], [])
+    'stopping (SIGTERM): waiting for 1 running unit(s) to finish (time unknown: no unit finished in this run yet); a second SIGTERM or Ctrl-C stops them now, keeping only complete units'
+    """
+    name = signal.Signals(signum).name
+    if finished:
+        mean = sum(finished) / len(finished)
+        left = max((max(0.0, mean - seconds) for seconds in running), default=0.0)
+        about = f", about {left:.0f} s (units of this run took {mean:.0f} s on average)"
+    else:
+        about = " (time unknown: no unit finished in this run yet)"
+    again = "Ctrl-C again" if signum == signal.SIGINT else f"a second {name} or Ctrl-C"
+    count = len(running) if units is None else units
+    return (f"stopping ({name}): waiting for {count} running unit(s) to finish{about}; "
+            f"{again} stops them now, keeping only complete units")
+
+
+def end_with_parent() -> None:
+    """This process (a pool worker) ends as soon as the process that started it ends, however that ended.
+
+    A run killed with ``kill -9`` cannot stop its workers itself, and a pool's worker only notices at its next
+    unit: without this it would go on training into a store whose lock is gone. A daemon thread waits on the
+    parent's sentinel (``multiprocessing.parent_process().sentinel``: readable once the run has ended; the
+    worker's own parent is the forkserver, which outlives the run while workers are alive, so
+    ``prctl(PR_SET_PDEATHSIG)`` would not fire), then ends this process with SIGTERM (SIGKILL where SIGTERM is
+    ignored): an atomic write in flight removes its temporary file first (:mod:`data_prep.atomic`). A process
+    not started by :mod:`multiprocessing` has no such parent: nothing to watch.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+    signum = signal.SIGKILL if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN else signal.SIGTERM
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os.kill(os.getpid(), signum)
+
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
 
 
 def _worker_init(channel: Any) -> None:
-    """A pool worker: Ctrl-C (SIGINT to the whole process group) is the parent's to handle; reports to ``channel``."""
+    """A pool worker: it ends with its parent; Ctrl-C (SIGINT to the whole process group) is the parent's to
+    handle; it reports to ``channel``.
+
+    tqdm's bars in a worker write to the unit's log, so they need no lock shared across processes: a thread
+    lock replaces the one tqdm would create (a named semaphore that a worker ended by a second stop signal
+    could not remove: Python's resource tracker then warned about it after the run's last line).
+    """
+    end_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from tqdm.std import tqdm
+
+    tqdm.set_lock(threading.RLock())
     if channel is not None:
         install_queue(channel)
 
 
+def end_workers(pool: cf.ProcessPoolExecutor) -> None:
+    """End the worker processes of ``pool`` at once (SIGTERM): their running units stop where they are.
+
+    Python 3.14 offers ``ProcessPoolExecutor.terminate_workers()``; before it, the workers are reachable only
+    through the pool's private ``_processes`` (``{pid: Process}``, in CPython since 3.2): this is the one place
+    that reads it (``tests/execution/test_stop_units.py`` checks that it still finds and ends the workers).
+    """
+    terminate = getattr(pool, "terminate_workers", None)
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
+
+
 def as_run_stopped(exc: BaseException) -> RunStopped | None:
-    """``exc`` as a :class:`RunStopped` (a ``KeyboardInterrupt`` is SIGINT's), or None for anything else."""
+    """``exc`` as a :class:`RunStopped`, or None for anything other than a stop.
+
+    A plain ``KeyboardInterrupt`` is the first stop signal :func:`stop_signals` received (Ray's ``wait`` turns
+    the :class:`RunStopped` raised in it into a ``KeyboardInterrupt``), else SIGINT's.
+    """
     if isinstance(exc, RunStopped):
         return exc
-    return RunStopped(signal.SIGINT, units=False) if isinstance(exc, KeyboardInterrupt) else None
+    if not isinstance(exc, KeyboardInterrupt):
+        return None
+    return RunStopped(_STOP.received[0][0] if _STOP.received else signal.SIGINT, units=False)
 
 
 class DependencyQueue:
@@ -266,6 +418,29 @@ def check_tasks(tasks: Sequence[UnitTask], *, known: set | frozenset = frozenset
             raise ValueError(f"tasks: {task.key} waits for {task.after}, which is not scheduled")
 
 
+#: Seconds between two looks for a second stop signal while the running units finish.
+STOP_POLL_S = 0.2
+
+
+class _UnitClock:
+    """Wall times of the pool's tasks, measured in this process: from submission (a worker is free, so it starts)."""
+
+    def __init__(self) -> None:
+        self.started: dict[cf.Future, float] = {}
+        self.finished: list[float] = []   # seconds of each task finished in this run
+
+    def start(self, future: cf.Future) -> None:
+        self.started[future] = time.monotonic()
+
+    def stop(self, future: cf.Future) -> None:
+        self.finished.append(time.monotonic() - self.started.pop(future))
+
+    def running(self, futures: Any) -> list[float]:
+        """Seconds each of ``futures`` has run."""
+        now = time.monotonic()
+        return [now - self.started[future] for future in futures]
+
+
 class LocalExecutor:
     """Run units on a local process pool (``workers=1`` runs them in this process).
 
@@ -317,21 +492,26 @@ class LocalExecutor:
         failures: list[tuple[UnitKey, BaseException]] = []
         channel = _POOL_CONTEXT.Queue() if on_progress is not None else None
         waiting: list[UnitTask] = []  # ready units not yet given to the pool: a stop cancels them at once
-        with (relay(channel, on_progress) if channel is not None else contextlib.nullcontext(),
+        running: dict[cf.Future, UnitKey] = {}
+        clock = _UnitClock()
+        with (units_running(),   # outermost: a second stop signal is counted until the pool is shut down
+              relay(channel, on_progress) if channel is not None else contextlib.nullcontext(),
               cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=_POOL_CONTEXT, initializer=_worker_init,
                                      initargs=(channel,)) as pool):
-            running: dict[cf.Future, UnitKey] = {}
             try:
                 while True:
                     waiting += queue.take_ready()
                     while waiting and not failures and len(running) < self.workers:  # after a failure, only
                         task = waiting.pop(0)                                         # the running units finish
-                        running[pool.submit(work, task.key)] = task.key
+                        future = pool.submit(work, task.key)
+                        running[future] = task.key
+                        clock.start(future)
                     if not running:
                         break
                     done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
                     for future in done:
                         key = running.pop(future)
+                        clock.stop(future)
                         try:
                             result = future.result()
                         except Exception as exc:  # re-raised below, after the running units finish
@@ -342,7 +522,7 @@ class LocalExecutor:
                 stop = as_run_stopped(exc)
                 if stop is None:
                     raise
-                raise self._stop(pool, running, stop, completed=units_in(results),
+                raise self._stop(pool, running, clock, stop, completed=units_in(results),
                                  queued=units_in(t.key for t in waiting) + queue.left(),
                                  finish=keep) from None
         if failures:
@@ -350,22 +530,37 @@ class LocalExecutor:
         return results
 
     @staticmethod
-    def _stop(pool: cf.ProcessPoolExecutor, running: dict[cf.Future, UnitKey], stop: RunStopped, *, completed: int,
-              queued: int, finish: Callable[[UnitKey, Any], None]) -> RunStopped:
-        """After a stop signal: nothing more starts; the running units finish (a second signal ends them at once)."""
+    def _stop(pool: cf.ProcessPoolExecutor, running: dict[cf.Future, UnitKey], clock: _UnitClock, stop: RunStopped,
+              *, completed: int, queued: int, finish: Callable[[UnitKey, Any], None]) -> RunStopped:
+        """After a stop signal: nothing more starts; the running units finish, and the line says what it waits for.
+
+        A second stop signal (:func:`stop_now_requested`; a ``KeyboardInterrupt`` where :func:`stop_signals` is not
+        installed) ends the running units at once: their workers are ended, so their sidecars (written last) are
+        never written and a re-run recomputes them.
+        """
         finished = ended = 0
-        try:
-            for future in cf.as_completed(list(running)):
+
+        def harvest(done: Iterable[cf.Future]) -> None:
+            nonlocal finished
+            for future in done:
                 key = running.pop(future)
                 if future.exception() is None:
                     finish(key, future.result())
                     finished += units_in([key])
+
+        if running and not stop_now_requested():
+            print(waiting_line(stop.signum, clock.running(running), clock.finished, units=units_in(running.values())),
+                  file=sys.stderr, flush=True)
+        try:
+            while running and not stop_now_requested():
+                harvest(cf.wait(list(running), timeout=STOP_POLL_S, return_when=cf.FIRST_COMPLETED)[0])
         except BaseException as again:
             if as_run_stopped(again) is None:
                 raise
+        harvest([future for future in running if future.done()])   # complete already: kept, not ended
+        if running:
             ended = units_in(running.values())
-            for process in list((getattr(pool, "_processes", None) or {}).values()):  # their unit files stay
-                process.terminate()  # incomplete (the sidecar is written last): a re-run recomputes them
+            end_workers(pool)
         pool.shutdown(wait=True, cancel_futures=True)
         return RunStopped(stop.signum, completed=completed, finished=finished, cancelled=queued, ended=ended)
 

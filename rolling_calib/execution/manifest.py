@@ -217,6 +217,12 @@ class PipelineRecord:
         return f"{model.get('module_path', '')}.{cls}".lstrip(".") if cls else "unknown"
 
     @property
+    def backtest(self) -> Mapping[str, Any]:
+        """The pipeline's backtest as recorded (``spec``, ``hash``; ``refused``: why it was not run), ``{}`` for none."""
+        value = self.raw.get("backtest")
+        return value if isinstance(value, Mapping) else _EMPTY
+
+    @property
     def labels(self) -> dict[str, Label]:
         """The description of each label kind, as recorded (``{}`` for stores written before labels were recorded)."""
         return {kind: Label.from_dict(value) for kind, value in self.recorded_labels.items() if kind in LABEL_KINDS}

@@ -42,8 +42,11 @@ class PlanSummary:
     windows: list[dict[str, Any]]
     workers: int
     notes: list[str] = field(default_factory=list)   # the plan's notes (e.g. the schedule chosen for the file)
+    purge: dict[str, Any] = field(default_factory=dict)   # bars dropped before each next segment, and why
     # per pipeline: units left, measured rows/s (None: not measured), from what, estimated seconds left
     estimate: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # run --until-decided: the grid above is the worst case; what the first look trains and how it goes on
+    until_decided: str = ""
 
     @property
     def left(self) -> int:
@@ -137,7 +140,8 @@ def plan_summary(plan: RunPlan, calendar: pd.DatetimeIndex, *, workers: int = 1)
                             "seconds_left": work / rate if rate else (0.0 if not left else None)}
     return PlanSummary(store=str(plan.store), pipelines=[p.name for p in plan.pipelines], seeds=list(plan.seeds),
                        mode=plan.mode, units=len(plan.keys()), done=len(done_keys), instruments=instruments,
-                       windows=windows, workers=max(1, int(workers)), notes=list(plan.notes), estimate=estimate)
+                       windows=windows, workers=max(1, int(workers)), notes=list(plan.notes), estimate=estimate,
+                       purge=dict(plan.purge))
 
 
 def _duration(seconds: float) -> str:
@@ -170,7 +174,12 @@ def format_plan(summary: PlanSummary, *, notes: bool = True) -> str:
     lines = [f"plan: {len(summary.pipelines)} pipeline(s) ({', '.join(summary.pipelines)}) x {len(summary.seeds)} "
              f"seed(s) x {len(summary.windows)} window(s) = {summary.units} unit(s), {summary.done} already in "
              f"{summary.store}, {summary.left} to train ({summary.mode} mode); {summary.instruments} instrument(s)"]
+    if summary.until_decided:
+        lines.append(f"  until-decided: {summary.until_decided}")
     lines += [f"  note: {note}" for note in summary.notes] if notes else []
+    if summary.purge:
+        lines.append(f"  purge: {summary.purge.get('bars', 0)} bar(s) dropped at the end of each train and valid "
+                     f"segment before the next ({summary.purge.get('why', '')})")
 
     def span(seg: list[str]) -> str:   # daily bars: the dates alone
         return "..".join(t.removesuffix(" 00:00:00") for t in seg)

@@ -21,13 +21,16 @@ import pandas as pd
 
 from rolling_calib.config.bounds import check_pipeline_name, check_unit_count, check_unit_memory, parse_seeds
 from rolling_calib.config.experiment import ExperimentConfig, RollingConfig
+from rolling_calib.config.schedule_defaults import segment_departures
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.core.label import Label, storage_kind
 from rolling_calib.core.schedule import Window
 from rolling_calib.core.validation import ConfigError
 from rolling_calib.execution import store as st
+from rolling_calib.execution.backtests import backtest_hash
 from rolling_calib.execution.units import UnitKey
-from rolling_calib.qlib_adapter.labels import describe_labels
+from rolling_calib.qlib_adapter.backtest import backtest_record, resolve_backtest, without_backtests
+from rolling_calib.qlib_adapter.labels import describe_labels, label_purge
 from rolling_calib.qlib_adapter.memory import UnitMemory, unit_memory
 from rolling_calib.qlib_adapter.session import store_calendar, store_freq
 from rolling_calib.qlib_adapter.task_spec import import_class
@@ -49,12 +52,22 @@ _ROLLING_DEFAULTS = {"label": storage_kind(RollingConfig.label), "stack_seeds": 
 
 @dataclass(frozen=True)
 class PipelinePlan:
-    """One pipeline of a run: its resolved Qlib task, config hash and the description of its labels."""
+    """One pipeline of a run: its resolved Qlib task, config hash, the description of its labels, and its backtest.
+
+    ``backtest`` is the workflow's backtest resolved for the store
+    (:meth:`~rolling_calib.qlib_adapter.backtest.BacktestSpec.to_dict`; None: the task has none, or
+    the store is not daily), run once per seed over the joined windows; ``backtest_hash`` hashes
+    its settings apart from ``config_hash`` (which leaves the backtest records out), so a changed
+    backtest setting re-runs the backtests, not the units.
+    """
 
     name: str
     task: dict
     config_hash: str
     labels: dict[str, Label] = field(default_factory=dict)   # "raw" (and "learn" for a DataHandlerLP handler)
+    backtest: dict | None = None
+    backtest_hash: str | None = None
+    backtest_refused: str | None = None   # why the workflow's backtest is not run (the guard), said in the plan
 
 
 @dataclass(frozen=True)
@@ -88,6 +101,9 @@ class RunPlan:
     notes : tuple of str
         What the runner decided for this plan: a workflow's own seed taken as seed 0, a
         compatibility class, a pretrained base model, extra segments (printed before the run).
+    purge : dict
+        ``{"bars", "why"}``: the bars dropped at the end of every training and validation segment
+        before the next one (``rolling.purge``; recorded in the manifest and printed with the plan).
     """
 
     store: Path
@@ -104,6 +120,7 @@ class RunPlan:
     notes: tuple[str, ...] = ()  # what the runner decided for this plan (printed before the run, kept in its summary)
     data_universe: tuple[str, ...] = ()
     data_signature: str = ""
+    purge: dict = field(default_factory=lambda: {"bars": 0, "why": "not purged"})  # bars dropped before each next segment
 
     def pipeline(self, name: str) -> PipelinePlan:
         """The plan of pipeline ``name``."""
@@ -158,8 +175,9 @@ def _hashed(rolling: RollingConfig, option: str) -> object:
 def _pipeline_hash(task: dict, windows: Sequence[Window], rolling: RollingConfig, data: dict, n_threads: int) -> str:
     """Hash of everything that shapes a pipeline's numbers.
 
-    The resolved task, the exact windows and mode, the data identity (not its path)
-    and the torch thread count: threads change the floating-point summation order,
+    The resolved task without its backtest records (:func:`~rolling_calib.qlib_adapter.backtest.without_backtests`:
+    the backtest runs once per seed, under its own hash), the exact windows and mode, the data identity
+    (not its path) and the torch thread count: threads change the floating-point summation order,
     so 1 and 2 threads give predictions that differ in the 6th digit. For a model of Qlib's
     zoo also the version of the rules that write seeds and threads into its unit task
     (:data:`~rolling_calib.qlib_adapter.zoo.ZOO_RULES_VERSION`): units trained under other rules
@@ -176,7 +194,8 @@ def _pipeline_hash(task: dict, windows: Sequence[Window], rolling: RollingConfig
     if not str(task["model"].get("module_path", "")).startswith("rolling_calib"):  # Qlib's zoo: its unit rules
         schedule["zoo_rules"] = ZOO_RULES_VERSION  # (our models' hashes, and so existing stores, unchanged)
     data_id = {k: v for k, v in data.items() if k != "path"}
-    return stable_hash({"task": task, "schedule": schedule, "data": data_id, "n_threads": int(n_threads)})
+    return stable_hash({"task": without_backtests(task), "schedule": schedule, "data": data_id,
+                        "n_threads": int(n_threads)})
 
 
 def plan_run(
@@ -234,10 +253,13 @@ def plan_run(
                               stack_seeds=stack_seeds, where=f"{where}: pipelines.{name}")
         notes += [f"{name}: {note}" for note in check_zoo_task(config.pipeline_task(name), f"{where}: pipelines.{name}")]
         notes += _seedless_note(name, config.pipeline_task(name), seed_list, where)
+        notes += _reweighter_note(name, config.pipeline_task(name), where)
         notes += [f"{name}: {n}" for n in check_model_keywords(config.pipeline_task(name), f"{where}: pipelines.{name}")]
         check_booster_params(config.pipeline_task(name), f"{where}: pipelines.{name}")
     calendar = store_calendar(config.qlib_init)
-    windows = tuple(config.rolling.windows(calendar))
+    purge = _purge(config, list(dict.fromkeys(names)))
+    windows = tuple(config.rolling.windows(calendar, purge=purge["bars"]))
+    notes += _departures(config, windows, purge["bars"])
     _check_bounds(config, list(dict.fromkeys(names)), n_seeds=len(seed_list), calendar=calendar, windows=windows,
                   workers=workers, where=where)
     for name in dict.fromkeys(names):  # knowable before training: each window's task, validation rows vs a batch
@@ -251,10 +273,29 @@ def plan_run(
     signature = _data_signature(data, universe)
     experiment = config.to_dict()
     plans = []
+    span = (windows[0].test.start, windows[-1].test.end)
+    said: dict[str, list[str]] = {}   # backtest note -> the pipelines it is about (one line when all share it)
     for name in dict.fromkeys(names):
         task = config.pipeline_task(name)
+        spec = resolve_backtest(task, freq=store_freq(config.qlib_init), where=f"{where}: pipelines.{name}",
+                                test_span=span, anchor=lambda key: _anchor(config, key))
+        refused = spec.refused if spec is not None else None
+        if refused is not None:   # the guard: a strategy that holds the whole universe is not backtested
+            said.setdefault(f"the backtest is not run: {refused}", []).append(name)
+            spec = None
+        if spec is not None:
+            for note in spec.notes:
+                said.setdefault(note, []).append(name)
+        elif refused is None and backtest_record(task) is not None and store_freq(config.qlib_init) != "day":
+            notes.append(f"{name}: the backtest ({backtest_record(task)[1].get('class')}) is not run: it backtests "
+                         f"daily bars and the store holds {store_freq(config.qlib_init)} bars")
+        backtest = spec.to_dict() if spec is not None else None
         plans.append(PipelinePlan(name, task, _pipeline_hash(task, windows, config.rolling, data, n_threads),
-                                  labels=describe_labels(task).labels))
+                                  labels=describe_labels(task).labels, backtest=backtest,
+                                  backtest_hash=backtest_hash(backtest, data) if backtest is not None else None,
+                                  backtest_refused=refused))
+    every = list(dict.fromkeys(names))
+    notes += [note if owners == every else f"{', '.join(owners)}: {note}" for note, owners in said.items()]
     return RunPlan(
         store=Path(store).resolve(),
         qlib_init=copy.deepcopy(config.qlib_init),
@@ -270,7 +311,36 @@ def plan_run(
         notes=tuple(dict.fromkeys(notes)),
         data_universe=universe,
         data_signature=signature,
+        purge=purge,
     )
+
+
+def _purge(config: ExperimentConfig, names: Sequence[str]) -> dict:
+    """``{"bars", "why"}``: the bars dropped before each next segment (``rolling.purge``; ``auto``: the largest
+    look-ahead of the pipelines' labels, :func:`~rolling_calib.qlib_adapter.labels.label_purge`)."""
+    if config.rolling.purge != "auto":
+        return {"bars": int(config.rolling.purge), "why": "rolling.purge"}
+    found = {name: label_purge(config.pipeline_task(name)) for name in names}
+    name = max(found, key=lambda n: found[n][0])
+    bars, why = found[name]
+    return {"bars": int(bars), "why": f"rolling.purge auto: {why}"}
+
+
+def _departures(config: ExperimentConfig, windows: Sequence[Window], purge: int) -> list[str]:
+    """How the run departs from a Qlib workflow's own segments (a task with a Qlib handler and train, valid and test
+    segments), one note each (:func:`~rolling_calib.config.schedule_defaults.segment_departures`)."""
+    handler = config.task.get("dataset", {}).get("kwargs", {}).get("handler")
+    if not (isinstance(handler, dict) and str(handler.get("module_path", "")).startswith("qlib")):
+        return []
+    r = config.rolling
+    step = f"{r.step_days} trading days" if r.step_days else f"{r.step_months} month(s)"
+    return segment_departures(config.task, windows, mode=r.mode, valid_months=r.valid_months, step=step, purge=purge)
+
+
+def _anchor(config: ExperimentConfig, key: str) -> str | None:
+    """The YAML anchor a task key repeats (``port_analysis_config``), or None (configs built without a file)."""
+    of = getattr(config, "anchor_of", None)
+    return of(key) if of is not None else None
 
 
 def _check_bounds(config: ExperimentConfig, names: list[str], *, n_seeds: int, calendar: pd.DatetimeIndex,
@@ -359,6 +429,20 @@ def _seedless_note(name: str, task: dict, seeds: Sequence[int], where: str) -> l
         return []
     return [f"{name}: {traits.name} takes no seed (seed_param: null in its sidecars): its {len(seeds)} seeds differ "
             "only through the global random generators, which it may not use"]
+
+
+def _reweighter_note(name: str, task: dict, where: str) -> list[str]:
+    """Where the task's ``reweighter`` goes: to ``fit`` when it takes one (as Qlib's trainer), else said unused."""
+    if task.get("reweighter") is None:
+        return []
+    import inspect
+
+    cls = import_class(dict(task["model"]), "task.model", where)
+    rw = task["reweighter"].get("class", "the reweighter") if isinstance(task["reweighter"], dict) else "the reweighter"
+    if "reweighter" in inspect.signature(cls.fit).parameters:
+        return [f"{name}: task.reweighter {rw} is passed to {cls.__qualname__}.fit (as Qlib's trainer passes it)"]
+    return [f"{name}: task.reweighter {rw} is not used: {cls.__qualname__}.fit takes no reweighter (Qlib's trainer "
+            f"drops it too)"]
 
 
 def _written_seed(task: dict, where: str) -> tuple[str, int] | None:

@@ -53,9 +53,12 @@ Usage (starts a Ray runtime; ``tests/execution/test_ray_executor.py`` runs it fo
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from rolling_calib.core.validation import AnyOf, Interval, Options, check
@@ -71,6 +74,7 @@ from rolling_calib.execution.executors import (
     check_tasks,
     failure_error,
     units_in,
+    units_running,
 )
 from rolling_calib.execution.progress import install
 
@@ -262,7 +266,8 @@ class RayExecutor:
             options["object_store_memory"] = self.object_store_memory
             # No runtime_env: it costs seconds per worker; _run_unit caps the threads itself.
             self._started_runtime = True
-        ray.init(**options)
+        with _signal_handlers_kept():
+            ray.init(**options)
 
     def shutdown(self) -> None:
         """Stop the Ray runtime if this executor started it (a joined cluster stays up)."""
@@ -312,8 +317,9 @@ class RayExecutor:
         work_ref = ray.put(work)
         channel = _progress_queue() if on_progress is not None else None
         try:
-            return self._run_tasks(tasks, remote, work_ref, on_done=on_done, on_progress=on_progress, channel=channel,
-                                   feed=feed)
+            with units_running():   # a second stop signal while the tasks are cancelled is only counted
+                return self._run_tasks(tasks, remote, work_ref, on_done=on_done, on_progress=on_progress,
+                                       channel=channel, feed=feed)
         finally:
             if channel is not None:
                 channel.shutdown()
@@ -377,6 +383,26 @@ class RayExecutor:
             retries = f" after {self.max_retries} retr{'y' if self.max_retries == 1 else 'ies'}"
             raise failure_error(failures, results, detail=retries) from failures[0][1]
         return results
+
+
+@contextlib.contextmanager
+def _signal_handlers_kept() -> Iterator[None]:
+    """Keep this process's SIGTERM and SIGINT handlers across the block (``ray.init``).
+
+    ``ray.init`` replaces the driver's SIGTERM handler with ``sys.exit``: a run stopped by SIGTERM then
+    ended in a C++ crash dump (exit 134) instead of the stop of :func:`~rolling_calib.execution.executors.stop_signals`
+    (outstanding tasks cancelled, one line, exit 143). Outside the main thread nothing can be set: nothing is kept.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kept = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in kept.items():
+            if handler is not None:   # None: set outside Python, cannot be restored
+                signal.signal(sig, handler)
 
 
 def _progress_queue() -> Any:

@@ -12,6 +12,10 @@ module. A *run* is one seed of one pipeline: its windows' units merged over the 
   ``label_columns`` records). Rows without a value of the requested label (a learned label that
   ``DropnaLabel`` dropped) are left out and counted (``RunArrays.dropped``).
 
+A run's backtest (the workflow's backtest over its joined windows, ``STORE/backtests/``) is read
+by :func:`read_backtest`, checked against its sidecar's hashes and checksum the same way;
+:func:`read_predictions` gives the joined predictions it runs on (every row, labelled or not).
+
 Every unit file is opened by :func:`_open_parquet` (one place, so a check of the file's
 content applies to every read): it reads the file once, checks its bytes against the SHA-256
 the unit's sidecar records and parses that buffer; a mismatch or an undecodable file raises
@@ -49,8 +53,8 @@ from rolling_calib.execution.manifest import Sidecar
 from rolling_calib.execution.store import Store
 from rolling_calib.execution.units import UnitKey
 
-__all__ = ["MissingLabelError", "MissingValidationError", "RunArrays", "RunData", "load_run", "read_run", "read_unit",
-           "run_windows"]
+__all__ = ["MissingLabelError", "MissingValidationError", "RunArrays", "RunData", "load_run", "read_backtest",
+           "read_predictions", "read_run", "read_unit", "run_windows"]
 
 
 class MissingValidationError(ValueError):
@@ -121,12 +125,13 @@ def _column_of(store: Store, key: UnitKey, side: Sidecar, kind: str) -> str:
 
 # --------------------------------------------------------------------------- one unit file
 def _open_parquet(store: Path, path: Path, *, expected: str | None, columns: list[str] | None, dictionary: bool,
-                  what: str = "unit file"):
+                  what: str = "unit file", required: tuple[str, ...] | None = None):
     """The one place a unit's Parquet file is opened: the pyarrow table of ``columns`` (all when None).
 
     The file is read once into memory, checked against the SHA-256 its sidecar records
     (``expected``; None for a unit written before the checksums) and parsed from that buffer.
-    ``dictionary``: read ``instrument`` as dictionary codes. Refuses a file without the unit columns.
+    ``dictionary``: read ``instrument`` as dictionary codes. Refuses a file without the unit columns
+    (``required``: other columns, for another kind of file).
 
     Raises
     ------
@@ -143,7 +148,7 @@ def _open_parquet(store: Path, path: Path, *, expected: str | None, columns: lis
         names = source.schema_arrow.names
     except Exception as exc:  # ArrowInvalid, OSError ("Corrupt snappy compressed data"), ...: name the file
         raise st.unreadable_parquet(store, path, exc) from exc
-    wanted = list(st.UNIT_COLUMNS) if columns is None else columns
+    wanted = list(required) if required is not None else list(st.UNIT_COLUMNS) if columns is None else columns
     missing = [c for c in wanted if c not in names]
     if missing:
         raise ValueError(f"{path}: expected columns {', '.join(wanted)}, missing {', '.join(missing)}")
@@ -425,3 +430,63 @@ def read_run(store: Store | str | Path, pipeline: str, seed: int, *, label: str 
         test.datetime = frame["datetime"]  # keeps the time zone: dates are read in local time
     valid = _read_valid(store, pipeline, seed, kind=kind) if validation else None
     return RunData(test=test, valid=valid, label=kind)
+
+
+# --------------------------------------------------------------------------- the backtest of a run
+def read_predictions(store: Store | str | Path, pipeline: str, seed: int) -> pd.Series:
+    """One run's predictions joined over its windows, indexed ``(datetime, instrument)``: every row, labelled or not.
+
+    What Qlib's ``RollingEnsemble`` gives a rolling run (the windows' ``pred.pkl`` concatenated in
+    time order), with :func:`load_run`'s checks (complete units, rows inside their windows, no
+    duplicate row). ``store``: the store's handle (a path is opened: its manifest read).
+    """
+    store = Store.of(store)
+    frames = []
+    for w in run_windows(store, pipeline):
+        key = UnitKey(pipeline, int(seed), w.index)
+        side = _complete_sidecar(store, key)
+        path = store.unit_paths(key).parquet
+        frame = _open_parquet(store.root, path, expected=side.sha256, columns=["datetime", "instrument", "prediction"],
+                              dictionary=False).to_pandas()
+        outside = ~w.test.contains(frame["datetime"])
+        if outside.any():
+            raise CoverageError(f"{path}: {int(outside.sum())} rows outside test segment {w.test.as_tuple()}")
+        frames.append(frame)
+    joined = pd.concat(frames, ignore_index=True)
+    if joined.duplicated(["datetime", "instrument"]).any():
+        raise CoverageError(f"{store.root}: run {pipeline}/seed{seed} has duplicate (datetime, instrument) rows")
+    series = joined.set_index(["datetime", "instrument"])["prediction"].astype(float).sort_index()
+    return series
+
+
+def read_backtest(store: Store | str | Path, pipeline: str, seed: int) -> pd.DataFrame | None:
+    """One run's daily backtest report (:data:`~rolling_calib.qlib_adapter.backtest.BACKTEST_COLUMNS`), or ``None``
+    when the pipeline has no backtest (no ``PortAnaRecord``, a minute store, or one the plan did not run).
+
+    ``store``: the store's handle (a path is opened: its manifest read); the report is
+    ``STORE/backtests/<pipeline>/seed<k>.parquet`` (:meth:`~rolling_calib.core.store_layout.StoreLayout.backtest_paths`).
+
+    Raises
+    ------
+    ValueError
+        The backtest is missing, stale (a backtest setting changed) or outdated (its units were
+        retrained): the message names it and the fix.
+    CorruptUnitError
+        Its file does not match the SHA-256 its sidecar records, or is not readable Parquet.
+    """
+    from rolling_calib.execution.backtests import backtest_inputs, backtest_status
+
+    store = Store.of(store)
+    entry = store.pipeline(pipeline)
+    recorded = entry.backtest
+    if not recorded.get("spec"):   # none, or not run (a strategy that holds the whole universe)
+        return None
+    inputs = backtest_inputs(store.root, pipeline, seed, list(entry.window_indices), entry.config_hash)
+    status = backtest_status(store.root, pipeline, seed, expected_hash=recorded["hash"], inputs=inputs, verify=False)
+    if not status.complete:
+        raise ValueError(status.why)
+    path = store.layout.backtest_paths(pipeline, seed)[0]
+    table = _open_parquet(store.root, path, expected=(status.sidecar or {}).get("sha256"), columns=None,
+                          dictionary=False, what="backtest file", required=("date", "excess_return",
+                                                                            "excess_return_cost"))
+    return table.to_pandas()

@@ -1,6 +1,7 @@
 """The runner: plan the grid pipelines x seeds x windows, execute units, fill the store.
 
-This is the only layer that drives Qlib. A run has three concerns, one module each:
+Qlib is driven only through the adapter (:mod:`rolling_calib.qlib_adapter`, the one layer that imports
+it), which the units call; the runner plans, schedules and records. A run has three concerns, one module each:
 
 * plan policy -- :mod:`rolling_calib.execution.planning`: :func:`plan_run` builds the picklable
   :class:`RunPlan` (windows, config hashes, seeds, labels) and checks every contract the runner
@@ -10,7 +11,10 @@ This is the only layer that drives Qlib. A run has three concerns, one module ea
   window of one seed of one pipeline with Qlib's own machinery and writes it into the store
   (:mod:`rolling_calib.execution.store`), sidecar last;
 * store bookkeeping -- :mod:`rolling_calib.execution.bookkeeping`: pending, stale and damaged units,
-  the manifest, coverage of the evaluation period.
+  the manifest, coverage of the evaluation period;
+* the per-seed backtests -- :mod:`rolling_calib.execution.backtests`: once a seed's windows are
+  complete, the workflow's backtest over its joined predictions (re-run only when a backtest
+  setting or one of its units changed).
 
 This module runs a plan: :func:`run_plan` holds the store's lock, schedules the pending units
 (or seed stacks) on an executor with their fine-tune dependencies, draws the progress board and
@@ -44,6 +48,7 @@ from typing import Any
 import pandas as pd
 
 from rolling_calib.execution import store as st
+from rolling_calib.execution.backtests import BacktestSummary, run_backtests
 from rolling_calib.execution.bookkeeping import CorruptMove, check_store_coverage, pending_units, write_run_manifest
 from rolling_calib.execution.executors import Executor, UnitKey, UnitTask
 from rolling_calib.execution.lock import StoreLock, clean_orphan_temporaries
@@ -85,6 +90,7 @@ class RunSummary:
     results: dict[UnitKey, UnitResult] = field(default_factory=dict)
     corrupt_moved: list[UnitKey] = field(default_factory=list)  # damaged units moved to STORE/corrupt/, recomputed
     notes: tuple[str, ...] = ()  # the plan's notes (:attr:`RunPlan.notes`)
+    backtests: BacktestSummary = field(default_factory=BacktestSummary)  # the per-seed backtests run and skipped
 
     @property
     def other_data(self) -> list[UnitKey]:
@@ -112,6 +118,7 @@ class RunSummary:
             "corrupt_units_moved": [k.slug() for k in self.corrupt_moved],
             "units_read_other_data": [k.slug() for k in self.other_data],
             "seconds": round(self.seconds, 3),
+            **self.backtests.to_dict(),
             "rows_dropped_unlabelled": sum(r.dropped for r in self.results.values()),
             "units": [
                 {"unit": k.slug(), "rows": r.rows, "rows_dropped_unlabelled": r.dropped,
@@ -200,6 +207,7 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
         outcome = executor.run(tasks, partial(execute, plan), on_done=on_done, **lines) if tasks else {}
     results = {r.key: r for value in outcome.values() for r in (value if isinstance(value, tuple) else (value,))}
     check_store_coverage(plan)
+    backtests = run_backtests(plan, progress=progress)   # each seed's windows joined, the workflow's backtest once
     summary = RunSummary(
         store=plan.store,
         ran=len(results),
@@ -209,6 +217,7 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
         results=dict(results),
         corrupt_moved=[move.key for move in corrupt],
         notes=plan.notes,
+        backtests=backtests,
     )
     _record_history(plan, summary, executor)
     _say_data_warning(summary)
@@ -300,10 +309,18 @@ def _run_batches_locked(plan: RunPlan, *, executor: Executor, next_batches: Next
                 tasks += new
             else:
                 check_store_coverage(sub)
+                backtest(sub)
                 todo.extend(next_batches(batch, 0))
         return tasks
 
     trained: Counter = Counter()
+    backtests = BacktestSummary()
+
+    def backtest(sub: RunPlan) -> None:   # a batch complete: its seeds' backtests before the look that reads them
+        done = run_backtests(sub, progress=progress)
+        backtests.ran.extend(done.ran)
+        backtests.skipped += done.skipped
+        backtests.seconds += done.seconds
 
     def feed(key: UnitKey | StackKey, result: UnitResult | tuple[UnitResult, ...]) -> list[UnitTask]:
         complete = []
@@ -317,6 +334,7 @@ def _run_batches_locked(plan: RunPlan, *, executor: Executor, next_batches: Next
         more: list[Batch] = []
         for batch in complete:
             check_store_coverage(sub_plan(batch))
+            backtest(sub_plan(batch))
             more += next_batches(batch, trained.pop(batch))
         return schedule(more)
 
@@ -338,7 +356,7 @@ def _run_batches_locked(plan: RunPlan, *, executor: Executor, next_batches: Next
         raise RuntimeError(f"run_batches: batch(es) {', '.join(b.pipeline for b in waiting)} never completed")
     summary = RunSummary(store=plan.store, ran=len(results), skipped=counts["skipped"], stale_moved=counts["stale"],
                          seconds=time.perf_counter() - t0, results=dict(results),
-                         corrupt_moved=[move.key for move in corrupt], notes=plan.notes)
+                         corrupt_moved=[move.key for move in corrupt], notes=plan.notes, backtests=backtests)
     _record_history(dataclasses.replace(plan, seeds=tuple(seeds)), summary, executor)
     _say_data_warning(summary)
     return summary

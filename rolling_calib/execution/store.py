@@ -17,6 +17,11 @@ Layout of a store directory ``STORE`` (the file names are written once, in
                                                  (the description of each label kind); sha256 (and
                                                  valid_sha256) of the unit's Parquet files
     STORE/checkpoints/<pipeline>/seed<k>/w<NN>.pt model state after the unit (fine-tuning starts here)
+    STORE/backtests/<pipeline>/seed<k>.parquet   the workflow's backtest of one seed over its joined windows: per
+                                                 day return, bench, cost, turnover, excess returns without and
+                                                 with cost (:mod:`rolling_calib.execution.backtests`)
+    STORE/backtests/<pipeline>/seed<k>.json      its sidecar: backtest hash (the backtest settings), the units'
+                                                 checksums it was run on, sha256 of the Parquet file
     STORE/stale/<pipeline>/<hash>/seed<k>/...    units of an older config, moved aside (never reused)
     STORE/corrupt/<pipeline>/<time>/seed<k>/...  damaged units (checksum mismatch, unreadable), moved
                                                  aside by ``run`` before it recomputes them
@@ -97,6 +102,8 @@ __all__ = [
     "task_universe",
     "unit_paths",
     "UnitPaths",
+    "BACKTESTS",
+    "backtest_paths",
     "CorruptStoreFileError",
     "NoManifestError",
     "append_history",
@@ -235,6 +242,19 @@ def unit_paths(store: str | os.PathLike, key: UnitKey) -> UnitPaths:
         checkpoint=layout.checkpoint_dir(key.pipeline, key.seed) / f"{stem}.pt",
         valid_parquet=units / f"{stem}.valid.parquet",
     )
+
+
+#: The folder of the per-seed backtests (``STORE/backtests/<pipeline>/seed<k>.parquet`` and ``.json``).
+BACKTESTS = store_layout.BACKTESTS
+
+
+def backtest_paths(store: str | os.PathLike, pipeline: str, seed: int) -> tuple[Path, Path]:
+    """``(parquet, sidecar)`` of one seed's backtest over its joined windows.
+
+    >>> [p.as_posix() for p in backtest_paths("S", "wd0", 3)]
+    ['S/backtests/wd0/seed3.parquet', 'S/backtests/wd0/seed3.json']
+    """
+    return StoreLayout(Path(store)).backtest_paths(pipeline, seed)
 
 
 # --------------------------------------------------------------------------- manifest

@@ -391,7 +391,8 @@ def _sidecar(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, frame: pd
     ``seed_param``: the model's argument that carried the unit's seed (``None``: the model takes no
     seed, so its seeds differ only through the global generators); ``threads``: the thread settings
     applied (``torch`` and the model's own thread arguments); ``compat``: the compatibility class
-    used instead of Qlib's, and why; ``pretrained_base``: the base network trained for this unit.
+    used instead of Qlib's, and why; ``pretrained_base``: the base network trained for this unit;
+    ``fit_path``: where the model computed (device, batch feed, seed-stack kernel and why each was chosen).
     """
     window, paths = plan.windows[key.window], st.unit_paths(plan.store, key)
     return {
@@ -419,6 +420,7 @@ def _sidecar(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, frame: pd
         "log": os.path.relpath(log, plan.store),
         "label": plan.label,
         "stopped_at": trained.stopped_at,  # where a booster stopped (None: the model does not say)
+        "fit_path": getattr(trained, "fit_path", None),  # device, batch feed and seed-stack kernel (None: not said)
         "qlib_recorder": trained.recorder,  # the task's records in a Qlib recorder (None: the task has none)
         "pid": os.getpid(),
         "node": os.environ.get("ROLLING_CALIB_NODE") or os.uname().nodename,  # Ray node ID, else host name

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rolling_calib.config.workflows import packaged_workflow
+from rolling_calib.core.question import DEFAULT_QUESTION, Question
 from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
 from rolling_calib.core.resampling import Resampling
 
@@ -153,6 +154,7 @@ def run_demo(
     workers: int = 2,
     seeds: int | None = None,
     cases: Sequence[DemoCase] = DEMO_CASES,
+    question: Question = DEFAULT_QUESTION,
     resampling: Resampling = RESAMPLING_DEFAULTS,
     progress: bool = True,
     track: bool = True,
@@ -173,8 +175,10 @@ def run_demo(
         10 in ``workflows/demo.yaml`` as in docs/method.md §3.3).
     cases : sequence of DemoCase
         The cases to run (default :data:`DEMO_CASES`); the first case's file sizes the data.
+    question : Question
+        What the verdicts answer (target, confidence of every interval).
     resampling : Resampling
-        Bootstrap settings of the intervals and verdicts.
+        Bootstrap settings of the pairwise accuracies' intervals.
     progress : bool
         Progress bars for data generation and units.
     track : bool
@@ -195,17 +199,17 @@ def run_demo(
     built = ensure_demo_data(data_dir, config=Path(cases[0].config), progress=progress, market=market, signal=signal)
     results = []
     for case in cases:
-        results.append(_run_case(case, out, data_dir, workers=workers, seeds=seeds, resampling=resampling,
-                                 progress=progress, track=track))
+        results.append(_run_case(case, out, data_dir, workers=workers, seeds=seeds, question=question,
+                                 resampling=resampling, progress=progress, track=track))
         if on_case is not None:
             on_case(results[-1])
     return DemoResult(data_dir=data_dir, cases=results, seconds=time.perf_counter() - t0, data_built=built,
                       settings={"workers": workers, "n_boot": resampling.n_boot, "seeds": seeds,
-                                "resampling": resampling.to_dict()})
+                                "question": question.to_dict(), "resampling": resampling.to_dict()})
 
 
-def _run_case(case: DemoCase, out: Path, data_dir: Path, *, workers: int, seeds: int | None, resampling: Resampling,
-              progress: bool, track: bool) -> CaseResult:
+def _run_case(case: DemoCase, out: Path, data_dir: Path, *, workers: int, seeds: int | None, question: Question,
+              resampling: Resampling, progress: bool, track: bool) -> CaseResult:
     """Train, score, compare and report one case; re-score against the learned label when it differs."""
     from rolling_calib.config import load_experiment
     from rolling_calib.execution.factory import ExecutorOptions
@@ -217,17 +221,18 @@ def _run_case(case: DemoCase, out: Path, data_dir: Path, *, workers: int, seeds:
         raise ValueError(f"{case.config}: rolling.seeds: expected >= 2 seeds (a spread needs two runs), "
                          f"found {len(experiment.rolling.seeds)}")
     outcome = run_experiment(experiment, RunOptions(
-        store=out / case.store, seeds=seeds, progress=progress, track=track, compare=CompareOptions(resampling=resampling),
+        store=out / case.store, seeds=seeds, progress=progress, track=track,
+        compare=CompareOptions(question=question, resampling=resampling),
         report=out / case.report, report_title=case.title, executor=ExecutorOptions(workers=workers, threads=1)))
-    learned, learned_diagnosis = _learned(outcome, resampling=resampling, progress=progress)
-    raw = _raw(outcome, resampling=resampling, progress=progress)
+    learned, learned_diagnosis = _learned(outcome, question=question, resampling=resampling, progress=progress)
+    raw = _raw(outcome, question=question, resampling=resampling, progress=progress)
     return CaseResult(case=case, store=outcome.plan.store, comparison=outcome.comparison, report=outcome.report or {},
                       diagnosis=outcome.diagnosis, learned=learned, learned_diagnosis=learned_diagnosis, raw=raw,
                       tracking_uri=outcome.tracking_uri, tracking_message=outcome.tracking_message,
                       seconds=time.perf_counter() - t0)
 
 
-def _raw(outcome, *, resampling: Resampling, progress: bool) -> object:
+def _raw(outcome, *, question: Question, resampling: Resampling, progress: bool) -> object:
     """The comparison against the raw label, when the case was scored against the learned one (else None)."""
     from rolling_calib.analysis.comparison import compare_store
     from rolling_calib.analysis.scoring import score_store
@@ -237,10 +242,10 @@ def _raw(outcome, *, resampling: Resampling, progress: bool) -> object:
         return None
     raw = score_store(outcome.plan.store, calibration=scores.calibration, label="raw", pipelines=scores.pipelines,
                       progress=progress)
-    return compare_store(raw, resampling=resampling)
+    return compare_store(raw, question=question, resampling=resampling)
 
 
-def _learned(outcome, *, resampling: Resampling, progress: bool) -> tuple[object, object]:
+def _learned(outcome, *, question: Question, resampling: Resampling, progress: bool) -> tuple[object, object]:
     """The comparison and diagnosis against the learned label, when the models learned a processed one."""
     from rolling_calib.analysis.comparison import compare_store
     from rolling_calib.analysis.diagnostics import diagnose_store
@@ -254,5 +259,5 @@ def _learned(outcome, *, resampling: Resampling, progress: bool) -> tuple[object
         return None, None
     learned = score_store(outcome.plan.store, calibration=scores.calibration, label="learn",
                           pipelines=scores.pipelines, progress=progress)
-    return (compare_store(learned, resampling=resampling),
-            diagnose_store(outcome.plan.store, scores=learned, resampling=resampling))
+    return (compare_store(learned, question=question, resampling=resampling),
+            diagnose_store(outcome.plan.store, scores=learned, question=question, resampling=resampling))

@@ -19,15 +19,15 @@ Usage (trains; ``tests/cli`` and ``tests/execution`` run it on tiny stores)::
 from __future__ import annotations
 
 import sys
-
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rolling_calib.analysis.comparison import StoreComparison, compare_store
 from rolling_calib.analysis.scoring import StoreScores, score_store
 from rolling_calib.config.experiment import ExperimentConfig
+from rolling_calib.core.question import DEFAULT_QUESTION, Question
 from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
 from rolling_calib.core.resampling import Resampling
 from rolling_calib.execution.factory import ExecutorOptions, make_executor
@@ -47,10 +47,13 @@ __all__ = ["CompareOptions", "ExperimentResult", "RunOptions", "UntilDecided", "
 class CompareOptions:
     """How the runs are compared after scoring (:func:`~rolling_calib.analysis.comparison.compare_store`).
 
-    The pairs are the experiment's ``compare:`` pairs, else every pair. ``resampling`` is that of
-    ``rolling-calib compare`` (same defaults), so the verdicts tracking logs are the ones ``compare`` prints.
+    The pairs are the experiment's ``compare:`` pairs, else every pair. ``question`` (what the verdicts
+    answer; also what the stops of a run ``--until-decided`` answer) and ``resampling`` (the bootstrap of
+    the pairwise accuracies) are those of ``rolling-calib compare`` (same defaults), so the verdicts
+    tracking logs are the ones ``compare`` prints.
     """
 
+    question: Question = DEFAULT_QUESTION
     resampling: Resampling = RESAMPLING_DEFAULTS
 
 
@@ -85,7 +88,8 @@ class RunOptions:
         directory before tracking (which logs it as artifacts); needs ``compare``.
     until_decided : UntilDecided or None
         Train seeds in batches until every pair is decided (:mod:`rolling_calib.experiment.until_decided`;
-        its ``max_seeds`` are the run's seeds, so ``seeds`` must be None).
+        its ``rule.max_seeds`` are the run's seeds, so ``seeds`` must be None); the stops answer
+        ``compare.question`` (the default question when ``compare`` is None).
     """
 
     store: Path
@@ -145,17 +149,40 @@ def _untracked(store: Path, exc: Exception) -> TrackingOutcome:
 
 
 def describe_plan(plan: RunPlan, options: RunOptions) -> PlanSummary:
-    """What ``plan`` will do on its store (:func:`~rolling_calib.execution.plan_summary.plan_summary`)."""
+    """What ``plan`` will do on its store (:func:`~rolling_calib.execution.plan_summary.plan_summary`); under
+    ``--until-decided`` the grid is the worst case and the summary says what the first look trains."""
     from rolling_calib.qlib_adapter.session import store_calendar
 
-    return plan_summary(plan, store_calendar(plan.qlib_init), workers=options.executor.workers or 1)
+    summary = plan_summary(plan, store_calendar(plan.qlib_init), workers=options.executor.workers or 1)
+    if options.until_decided is not None:
+        rule = options.until_decided.rule
+        first = min(rule.first, rule.max_seeds)
+        units = len(plan.pipelines) * first * len(plan.windows)
+        summary = replace(summary, until_decided=(
+            f"the grid above ({rule.max_seeds} seeds) is the worst case; the first look needs seeds 0..{first - 1} "
+            f"of every pipeline ({units} unit(s)), then {rule.batch} more per look only for pipelines in an "
+            f"undecided pair, decided by {options.until_decided.decide_by.upper()}"))
+    return summary
+
+
+def _plan(config: ExperimentConfig, options: RunOptions) -> RunPlan:
+    """The run's grid: under ``--until-decided`` the seeds 0..max-1 of its rule (``--seeds`` refused)."""
+    until = options.until_decided
+    if until is not None and options.seeds is not None:
+        raise ValueError("--seeds: --until-decided trains seeds 0..N-1 of --max-seeds N; drop --seeds")
+    plan = plan_run(config, store=options.store, pipelines=options.pipelines,
+                    seeds=until.rule.max_seeds if until is not None else options.seeds,
+                    n_threads=options.executor.threads, workers=options.executor.workers or 1)
+    if until is not None and len(plan.pipelines) < 2:
+        raise ValueError(f"--until-decided: stops once the pairs are decided, and {len(plan.pipelines)} pipeline(s) "
+                         f"({', '.join(p.name for p in plan.pipelines)}) make no pair; name two or more "
+                         f"(--pipelines), or drop --until-decided to train the seeds")
+    return plan
 
 
 def plan_experiment(config: ExperimentConfig, options: RunOptions) -> PlanSummary:
     """The plan :func:`run_experiment` would run, described; nothing is trained or written (``--dry-run``)."""
-    plan = plan_run(config, store=options.store, pipelines=options.pipelines, seeds=options.seeds,
-                    n_threads=options.executor.threads, workers=options.executor.workers or 1)
-    return describe_plan(plan, options)
+    return describe_plan(_plan(config, options), options)
 
 
 def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentResult:
@@ -178,22 +205,18 @@ def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentR
     rolling_calib.execution.executors.UnitFailedError
         Units failed (completed ones stay in the store).
     """
-    rule = options.until_decided
-    if rule is not None and options.seeds is not None:
-        raise ValueError("--seeds: --until-decided trains seeds 0..N-1 of --max-seeds N; drop --seeds")
-    plan = plan_run(config, store=options.store, pipelines=options.pipelines,
-                    seeds=rule.max_seeds if rule is not None else options.seeds,
-                    n_threads=options.executor.threads, workers=options.executor.workers or 1)
+    until = options.until_decided
+    plan = _plan(config, options)
     if options.show_plan:
         print(format_plan(describe_plan(plan, options), notes=not options.progress), file=sys.stderr, flush=True)
     executor = make_executor(options.executor)
     with StoreLock(plan.store):  # one writer from the first unit to the last tracking row
         _own_mlflow_files(plan.store, progress=options.progress)
-        if rule is None:
+        if until is None:
             summary = run_plan(plan, executor=executor, progress=options.progress)
         else:
-            resampling = (options.compare or CompareOptions()).resampling
-            summary, _ = run_until_decided(config, plan, rule=rule, executor=executor, resampling=resampling,
+            question = (options.compare or CompareOptions()).question
+            summary, _ = run_until_decided(config, plan, until=until, executor=executor, question=question,
                                            progress=options.progress)
         scores = tracked = None
         if options.score or options.track:
@@ -228,7 +251,7 @@ def _compare(scores: StoreScores | None, options: CompareOptions | None) -> Stor
     """The comparison of the scored pipelines (None without scores or options)."""
     if scores is None or options is None:
         return None
-    return compare_store(scores, resampling=options.resampling)
+    return compare_store(scores, question=options.question, resampling=options.resampling)
 
 
 def _report(store: Path, scores: StoreScores | None, comparison: StoreComparison | None,
@@ -246,5 +269,6 @@ def _report(store: Path, scores: StoreScores | None, comparison: StoreComparison
     from rolling_calib.reporting.document import write_report
 
     enough = scores.runs.groupby("pipeline")["seed"].nunique().max() >= 2
-    diagnosis = diagnose_store(store, scores=scores, resampling=comparison.resampling) if enough else None
+    diagnosis = diagnose_store(store, scores=scores, question=comparison.question,
+                               resampling=comparison.resampling) if enough else None
     return diagnosis, write_report(scores, comparison, Path(out), diagnosis=diagnosis, title=title)

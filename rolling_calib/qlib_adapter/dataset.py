@@ -115,6 +115,7 @@ __all__ = [
     "WindowNorm",
     "MinuteBarLoader",
     "MinuteBarHandler",
+    "MinutePanelHandler",
     "MinuteWindowSampler",
     "MinuteTSDataset",
     "compute_labels",
@@ -682,9 +683,13 @@ class MinuteBarHandler(DataHandlerLP):
         self.window = int(window)
         self.norm_samples = int(norm_samples)
         self.clip = float(clip)
-        loader = MinuteBarLoader(freq=freq)
         super().__init__(instruments=instruments, start_time=start_time, end_time=end_time,
-                         data_loader=loader, learn_processors=build_label_processors(learn_processors), **kwargs)
+                         data_loader=self._loader(freq), learn_processors=build_label_processors(learn_processors),
+                         **kwargs)
+
+    def _loader(self, freq: str) -> "MinuteBarLoader":
+        """The loader of this handler's panel: Qlib's provider, through :class:`MinuteBarLoader`."""
+        return MinuteBarLoader(freq=freq)
 
     def setup_data(self, init_type: str = DataHandlerLP.IT_FIT_SEQ, **kwargs):
         """Load the panel (cached), expose it as Qlib's frame, fit the normalisation."""
@@ -746,6 +751,47 @@ class MinuteBarHandler(DataHandlerLP):
     def data_report(self) -> dict:
         """Counts of every repair made while loading (see the module doc)."""
         return dict(self.panel.report)
+
+
+class _GivenPanelLoader(MinuteBarLoader):
+    """A :class:`MinuteBarLoader` whose panel is given (already in memory) instead of read from the store."""
+
+    def __init__(self, panel: BarPanel, *, freq: str = "1min"):
+        super().__init__(freq=freq)
+        self.panel = panel
+
+    def load_panel(self, instruments, start_time, end_time, *, label_horizon: int) -> BarPanel:
+        """The given panel, as it is (its labels were computed when it was built)."""
+        return self.panel
+
+
+class MinutePanelHandler(MinuteBarHandler):
+    """A :class:`MinuteBarHandler` over a :class:`BarPanel` already in memory (no store is read).
+
+    Everything after loading is the parent's: the window normalisation fitted on
+    ``[fit_start_time, fit_end_time]``, the raw and learned labels, Qlib's frame. The panel's
+    labels are used as they are (``label_horizon`` is the one it was built with). For benches
+    and device checks that time the model on data of the right shape without a Qlib store
+    (:func:`rolling_calib.qlib_adapter.synthetic_panel.panel_dataset`).
+
+    Parameters
+    ----------
+    panel : BarPanel
+    **kwargs
+        :class:`MinuteBarHandler`'s, except ``instruments``, ``start_time`` and ``end_time``
+        (the panel's own).
+    """
+
+    def __init__(self, *, panel: BarPanel, **kwargs: Any):
+        for name in ("instruments", "start_time", "end_time"):
+            if name in kwargs:
+                raise TypeError(f"MinutePanelHandler: {name} is the panel's own; do not pass it")
+        self.given_panel = panel  # before the parent's __init__, which loads (setup_data)
+        super().__init__(instruments=list(panel.instruments), start_time=panel.times[0], end_time=panel.times[-1],
+                         **kwargs)
+
+    def _loader(self, freq: str) -> MinuteBarLoader:
+        return _GivenPanelLoader(self.given_panel, freq=freq)
 
 
 def _panel_frame(panel: BarPanel, *, label: np.ndarray | None = None) -> pd.DataFrame:

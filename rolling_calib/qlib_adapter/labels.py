@@ -43,7 +43,7 @@ from rolling_calib.core.label import LABEL_KINDS, Label
 from rolling_calib.core.validation import ConfigError
 from rolling_calib.qlib_adapter.task_spec import import_class
 
-__all__ = ["LabelDescription", "describe_labels", "label_processors"]
+__all__ = ["LabelDescription", "describe_labels", "label_processors", "label_purge"]
 
 #: Processors that drop rows or columns (or rename ids) and change no label value.
 KEEPS_VALUES = frozenset({"DropnaLabel", "DropnaProcessor", "DropnaFeature", "DropCol", "FilterCol",
@@ -185,3 +185,37 @@ def _covers_label(fields_group: Any) -> bool:
     if isinstance(fields_group, str):
         return fields_group == "label"
     return "label" in list(fields_group)
+
+
+def label_purge(task: Mapping[str, Any]) -> tuple[int, str]:
+    """Bars a label looks ahead, to purge before the next segment (``rolling.purge: auto``), and why, in words.
+
+    A Qlib label expression's look-ahead is its right extension (Qlib's own ``guess_horizon``:
+    2 for ``Ref($close, -2)/Ref($close, -1) - 1``; the largest over several expressions). The
+    minute handler's label (:class:`~rolling_calib.qlib_adapter.dataset.MinuteBarHandler`) stays
+    inside its session, and segments end at session ends: 0. A label that cannot be read: 0, said.
+    Needs Qlib initialised (the expressions are parsed by Qlib).
+    """
+    from qlib.utils.data import guess_horizon
+
+    from rolling_calib.qlib_adapter.dataset import MinuteBarHandler
+
+    handler = (task.get("dataset") or {}).get("kwargs", {}).get("handler")
+    if not isinstance(handler, Mapping):
+        return 0, "the handler is not a class spec: its label's look-ahead is unknown (set rolling.purge)"
+    try:
+        cls = import_class(dict(handler), "task.dataset.kwargs.handler", "task")
+    except ConfigError:
+        return 0, "the handler class cannot be imported: its label's look-ahead is unknown (set rolling.purge)"
+    if issubclass(cls, MinuteBarHandler):
+        return 0, "the minute label stays inside its session and segments end at session ends"
+    kwargs = dict(handler.get("kwargs") or {})
+    expression, _, _ = _expression(cls, kwargs)
+    if expression is None:
+        return 0, f"the label of {cls.__qualname__} is unknown: nothing purged (set rolling.purge)"
+    expressions = expression.split("; ")
+    try:
+        ahead = max(int(guess_horizon([e])) for e in expressions)
+    except Exception as exc:  # noqa: BLE001 -- an expression Qlib cannot parse: said, not purged
+        return 0, f"the label {expression!r} could not be parsed ({type(exc).__name__}): nothing purged (set rolling.purge)"
+    return max(ahead, 0), f"the label {expression} looks {ahead} bar(s) ahead (Qlib's guess_horizon)"

@@ -6,6 +6,9 @@ on this module and neither imports the other:
 
 * ``LSTMModel``: Qlib's own network (``qlib.contrib.model.pytorch_lstm_ts.LSTMModel``);
 * :class:`BatchFeed`: batches cut on the host and moved to the device (overlapped on a GPU);
+* :class:`DeviceWindows`: a segment's bars, positions and labels moved to the device once, each
+  batch's windows cut there by index (the GPU never waits for the host); :func:`plan_feed`
+  chooses between the two (:data:`FEEDS`) and says why;
 * :class:`EarlyStopping`: the best validation loss of a fit, its epoch and its weights;
 * :class:`FitProgress`: a fit's epochs (and batches of long epochs) told to a plain callback
   (:data:`FitReport`; the runner's unit installs one to draw the console's per-unit line);
@@ -42,8 +45,11 @@ from qlib.model.base import Model
 
 from rolling_calib.qlib_adapter.dataset import FEATURE_NAMES, MinuteTSDataset, MinuteWindowSampler
 
-__all__ = ["BATCH_REPORT_MIN", "EVAL_CHUNK", "BatchFeed", "EarlyStopping", "FitProgress", "FitReport", "LSTMCore",
-           "LSTMModel", "epoch_bar"]
+_CLOSE, _VOLUME = FEATURE_NAMES.index("close"), FEATURE_NAMES.index("volume")
+
+__all__ = ["BATCH_REPORT_MIN", "EVAL_CHUNK", "FEEDS", "RESIDENT_MAX_BYTES", "RESIDENT_SHARE", "BatchFeed",
+           "DeviceWindows", "EarlyStopping", "FitProgress", "FitReport", "LSTMCore", "LSTMModel", "epoch_bar",
+           "plan_feed"]
 
 
 def _import_qlib_lstm() -> type:
@@ -256,6 +262,136 @@ class BatchFeed:
                 return
 
 
+#: A model's ``feed`` settings: ``"auto"`` (resident on a GPU when it fits the budget, else the host feed),
+#: ``"resident"`` (:class:`DeviceWindows`, any device) or ``"host"`` (:class:`BatchFeed`). Same batches either way.
+FEEDS = ("auto", "resident", "host")
+#: The most device memory a fit's resident segments may take under ``feed: auto`` ...
+RESIDENT_MAX_BYTES = 4 * 2**30
+#: ... and at most this share of the device's free memory when the fit starts (units may share a GPU).
+RESIDENT_SHARE = 0.25
+
+
+class DeviceWindows:
+    """A sampler's windows and labels kept on ``device``; a batch is cut there by index, with no host copy.
+
+    The bars a segment's windows reach (per instrument: ``step_len - 1`` bars before its first
+    sample to its last sample), the samples' positions in them and the labels are moved to the
+    device once. :meth:`windows` then does on the device what
+    :meth:`~rolling_calib.qlib_adapter.dataset.MinuteWindowSampler.batch` does on the host, with
+    the same float32 operations in the same order::
+
+        w[b, k] = values[max(pos[b] - (T-1) + k, first bar of pos[b]'s instrument)]
+        w[:, :, :5] -= w[:, -1:, close];  w[:, :, volume] -= w[:, -1:, volume]
+        w = nan_to_num(clip((w - center) / scale, -clip, clip), nan=0)
+
+    so a batch is the host feed's, bit for bit (tested on CPU; on a GPU the same IEEE operations).
+
+    Parameters
+    ----------
+    sampler : MinuteWindowSampler
+    device : torch.device
+    labels : ndarray, optional
+        The labels the batches carry, float32, ``(n,)`` or ``(members, n)`` in sample order
+        (e.g. each member's standardised label); None: windows only (prediction).
+
+    Examples
+    --------
+    >>> from rolling_calib.qlib_adapter.synthetic_panel import panel_dataset, random_walk_panel
+    >>> s = panel_dataset(random_walk_panel(instruments=2, days=10), step_len=20).prepare("train")
+    >>> dw = DeviceWindows(s, torch.device("cpu"), labels=s.labels)
+    >>> idx = np.array([5, 0, 17])
+    >>> bool((dw.windows(torch.as_tensor(idx)).numpy() == s.batch(idx)[0]).all())
+    True
+    """
+
+    def __init__(self, sampler: MinuteWindowSampler, device: torch.device, labels: np.ndarray | None = None) -> None:
+        rows, pos, first = self._layout(sampler)
+        t = sampler.step_len
+        self.device, self.step_len, self.n = torch.device(device), t, len(sampler)
+        self.values = torch.from_numpy(np.ascontiguousarray(sampler.panel.values[rows])).to(self.device)
+        self.pos = torch.from_numpy(pos).to(self.device)
+        self.first = torch.from_numpy(first).to(self.device)
+        self.offsets = torch.arange(-(t - 1), 1, dtype=torch.int64, device=self.device)
+        self.center = torch.from_numpy(np.ascontiguousarray(sampler.norm.center[-t:])).to(self.device)
+        self.scale = torch.from_numpy(np.ascontiguousarray(sampler.norm.scale[-t:])).to(self.device)
+        self.clip = float(sampler.norm.clip)
+        self.labels = None if labels is None else torch.from_numpy(np.ascontiguousarray(labels)).to(self.device)
+
+    @staticmethod
+    def _layout(sampler: MinuteWindowSampler) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Panel rows to keep, each sample's position among them, and its instrument's first kept row.
+
+        Per instrument ``i``: rows ``lo_i .. hi_i`` with ``lo_i = max(first bar of i, min pos - (T-1))``.
+        A window clamps at its instrument's first loaded bar; when ``lo_i`` is later than that bar no
+        window of the segment reaches before ``lo_i``, so clamping at the kept first row is the same.
+        """
+        positions, n_min, t = sampler.positions, sampler.panel.n_minutes, sampler.step_len
+        if len(positions) == 0:
+            empty = np.empty(0, dtype=np.int64)
+            return empty, empty, empty
+        inst = positions // n_min
+        order = np.unique(inst)
+        lo = np.full(order.max() + 1, np.iinfo(np.int64).max, dtype=np.int64)
+        hi = np.full(order.max() + 1, -1, dtype=np.int64)
+        np.minimum.at(lo, inst, positions)
+        np.maximum.at(hi, inst, positions)
+        lo, hi = np.maximum(order * n_min, lo[order] - (t - 1)), hi[order]
+        sizes = hi - lo + 1
+        start = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        rows = np.concatenate([np.arange(a, b + 1, dtype=np.int64) for a, b in zip(lo, hi)])
+        k = np.searchsorted(order, inst)
+        return rows, positions - lo[k] + start[k], start[k]
+
+    @staticmethod
+    def nbytes(sampler: MinuteWindowSampler, label_rows: int = 1) -> int:
+        """Device bytes a :class:`DeviceWindows` of ``sampler`` takes (bars, positions, labels)."""
+        rows = len(DeviceWindows._layout(sampler)[0])
+        return rows * sampler.panel.values.shape[1] * 4 + len(sampler) * (16 + 4 * label_rows)
+
+    def windows(self, idx: torch.Tensor) -> torch.Tensor:
+        """Normalised windows ``(len(idx), step_len, 6)`` float32 of samples ``idx`` (a long tensor on the device)."""
+        pos, first = self.pos[idx], self.first[idx]
+        w = self.values[torch.maximum(pos[:, None] + self.offsets, first[:, None])]
+        last = w[:, -1:, :].clone()
+        w[:, :, :5] -= last[:, :, _CLOSE : _CLOSE + 1]
+        w[:, :, _VOLUME] -= last[:, :, _VOLUME]
+        w -= self.center
+        w /= self.scale
+        w.clamp_(-self.clip, self.clip)
+        return torch.nan_to_num_(w, nan=0.0)
+
+
+def plan_feed(setting: str, device: torch.device, samplers: Iterable[MinuteWindowSampler], *,
+              label_rows: int = 1) -> dict:
+    """Which feed a fit on ``samplers`` uses, and why: ``{"mode": "resident" | "host", ...}`` (kept in the sidecar).
+
+    ``setting`` is one of :data:`FEEDS`. ``auto``: resident on a CUDA device when the segments'
+    :meth:`DeviceWindows.nbytes` fit ``min(RESIDENT_MAX_BYTES, RESIDENT_SHARE x free device
+    memory)``; the host feed on CPU (the worker's own thread cuts batches; nothing to overlap) and
+    for larger segments.
+
+    >>> plan_feed("auto", torch.device("cpu"), [])["mode"]
+    'host'
+    >>> plan_feed("fast", torch.device("cpu"), [])
+    Traceback (most recent call last):
+    ...
+    ValueError: feed: expected one of ('auto', 'resident', 'host'), found 'fast'
+    """
+    if setting not in FEEDS:
+        raise ValueError(f"feed: expected one of {FEEDS}, found {setting!r}")
+    need = int(sum(DeviceWindows.nbytes(s, label_rows) for s in samplers if not s.empty))
+    plan = {"setting": setting, "bytes": need}
+    if setting != "auto":
+        return {"mode": setting, **plan, "reason": "set"}
+    if device.type != "cuda":
+        return {"mode": "host", **plan, "reason": "auto: not a GPU"}
+    free, _ = torch.cuda.mem_get_info(device)
+    budget = int(min(RESIDENT_MAX_BYTES, RESIDENT_SHARE * free))
+    fits = need <= budget
+    return {"mode": "resident" if fits else "host", **plan, "budget_bytes": budget,
+            "reason": f"auto: {need / 2**20:.0f} MiB {'within' if fits else 'over'} the budget {budget / 2**20:.0f} MiB"}
+
+
 class LSTMCore(Model):
     """The steps of one fit shared by ``RollingLSTM.fit`` and the seed stack (:func:`~rolling_calib.qlib_adapter.stacked.fit_stack`).
 
@@ -296,13 +432,19 @@ class LSTMCore(Model):
         self.lstm_model = LSTMModel(d_feat=self.d_feat, hidden_size=self.hidden_size,
                                     num_layers=self.num_layers, dropout=self.dropout).to(self.device)
 
-    def make_optimizer(self, params: Iterable[torch.nn.Parameter] | None = None) -> torch.optim.Optimizer:
-        """This model's optimiser over ``params`` (default: its network's parameters)."""
+    def make_optimizer(self, params: Iterable[torch.nn.Parameter] | None = None, *,
+                       capturable: bool = False) -> torch.optim.Optimizer:
+        """This model's optimiser over ``params`` (default: its network's parameters).
+
+        ``capturable``: Adam's and AdamW's step count kept on the device, so that a CUDA graph can
+        capture the step (PyTorch's ``capturable=True``; the same update, its bias correction
+        computed on the device in float32). SGD keeps no step count and needs nothing.
+        """
         params = self.lstm_model.parameters() if params is None else params
         if self.optimizer == "adam":
-            return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
+            return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay, capturable=capturable)
         if self.optimizer == "adamw":
-            return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay)
+            return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay, capturable=capturable)
         return torch.optim.SGD(params, lr=self.lr, weight_decay=self.weight_decay)
 
     def fit_segments(self, dataset: MinuteTSDataset, reweighter: Any) -> tuple[MinuteWindowSampler, MinuteWindowSampler]:

@@ -55,7 +55,7 @@ import copy
 import io
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,11 +72,13 @@ from rolling_calib.qlib_adapter.dataset import MinuteTSDataset, MinuteWindowSamp
 from rolling_calib.qlib_adapter.lstm_core import (
     EVAL_CHUNK,
     BatchFeed,
+    DeviceWindows,
     EarlyStopping,
     FitProgress,
     FitReport,
     LSTMCore,
     epoch_bar,
+    plan_feed,
 )
 
 
@@ -202,7 +204,15 @@ class RollingLSTM(LSTMCore):
         Epochs and fits behind the current weights, across warm-started windows.
     last_fit_info : dict
         Seed, warm start, epochs planned/run, best epoch, per-epoch losses, sample counts,
-        label scale, wall time and device of the last :meth:`fit`.
+        label scale, wall time and device of the last :meth:`fit`, and its ``feed`` (the plan of
+        :func:`~rolling_calib.qlib_adapter.lstm_core.plan_feed`; a seed stack adds ``stack``, its kernel).
+    feed : {"auto", "resident", "host"}
+        Where batches are cut: on the device from segments moved there once, or on the host
+        (``"auto"``: resident on a GPU within the memory budget). Same batches, same numbers.
+    stack_kernel : {"auto", "bmm", "streams"}
+        The kernel a seed stack of this model uses (:func:`~rolling_calib.qlib_adapter.stacked.fit_stack`).
+    stack_graph : bool
+        On a GPU, the bmm kernel replays its training steps from a CUDA graph (default True).
 
     Example
     -------
@@ -276,6 +286,13 @@ class RollingLSTM(LSTMCore):
         self.train_optimizer = self.make_optimizer()
         #: Cut batches in a background thread (None: on CUDA only; see :class:`BatchFeed`). Same batches either way.
         self.feed_background: bool | None = None
+        #: Where batches are cut (:data:`~rolling_calib.qlib_adapter.lstm_core.FEEDS`; :func:`plan_feed` decides
+        #: ``"auto"``). Not a constructor argument: it changes no number, only where the work is done.
+        self.feed: str = "auto"
+        #: The seed stack's kernel (``"auto"``, ``"bmm"``, ``"streams"``; :mod:`rolling_calib.qlib_adapter.stacked`).
+        self.stack_kernel: str = "auto"
+        #: On a GPU, replay the bmm kernel's training steps from a CUDA graph (False: eager steps, the same kernels).
+        self.stack_graph: bool = True
 
     # ------------------------------------------------------------------ configuration
     def hyperparameters(self) -> dict:
@@ -294,10 +311,15 @@ class RollingLSTM(LSTMCore):
         xt = torch.from_numpy(x).to(self.device, non_blocking=True)
         return self.lstm_model(xt).reshape(-1)
 
-    def _eval_loss(self, sampler: MinuteWindowSampler) -> float:
+    def resident(self, sampler: MinuteWindowSampler) -> DeviceWindows:
+        """``sampler``'s windows on this model's device, with its labels as the network learns them."""
+        return DeviceWindows(sampler, self.device, labels=self.standardise(sampler.labels))
+
+    def _eval_loss(self, sampler: MinuteWindowSampler, resident: DeviceWindows | None = None) -> float:
         """Mean squared error (standardised label) over ALL samples, chunked; NaN if empty.
 
         The sum is kept on the device and read once at the end (no per-chunk synchronisation).
+        With ``resident`` (``sampler`` on the device) the chunks are cut there.
         """
         if sampler.empty:
             return float("nan")
@@ -306,30 +328,45 @@ class RollingLSTM(LSTMCore):
         chunk = max(self.batch_size, EVAL_CHUNK)
         with torch.inference_mode():
             for lo in range(0, len(sampler), chunk):
-                x, y = sampler.batch(np.arange(lo, min(lo + chunk, len(sampler))))
-                pred = self._forward(x)
-                yt = torch.from_numpy((y - self.label_mean) / self.label_std).to(self.device)
+                hi = min(lo + chunk, len(sampler))
+                if resident is not None:
+                    idx = torch.arange(lo, hi, device=self.device)
+                    pred, yt = self.lstm_model(resident.windows(idx)).reshape(-1), resident.labels[idx]
+                else:
+                    x, y = sampler.batch(np.arange(lo, hi))
+                    pred = self._forward(x)
+                    yt = torch.from_numpy(self.standardise(y)).to(self.device)
                 total += ((pred - yt) ** 2).sum().double()
         return float(total) / len(sampler)
 
+    def _batches(self, sampler: MinuteWindowSampler, order: np.ndarray,
+                 resident: DeviceWindows | None) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+        """The epoch's batches ``(x, y)`` on the device, in ``order``: cut there (``resident``) or by a :class:`BatchFeed`."""
+        starts = range(0, len(order), self.batch_size)
+        if resident is not None:
+            order_t = torch.from_numpy(order).to(self.device)
+            return ((resident.windows(idx), resident.labels[idx])
+                    for idx in (order_t[lo : lo + self.batch_size] for lo in starts))
+
+        def cut(lo: int) -> tuple[np.ndarray, np.ndarray]:
+            x, y = sampler.batch(order[lo : lo + self.batch_size])
+            return x, self.standardise(y)
+
+        return BatchFeed(cut, starts, device=self.device, background=self.feed_background)
+
     def _train_epoch(self, sampler: MinuteWindowSampler, rng: np.random.Generator,
-                     on_batch: Callable[[int], None] | None = None) -> float:
+                     on_batch: Callable[[int], None] | None = None, resident: DeviceWindows | None = None) -> float:
         """One pass over ``sampler`` in a fresh random order; the mean training loss.
 
-        Batches come from a :class:`BatchFeed` (cut in a background thread while a GPU computes);
-        the loss is summed on the device and read once per epoch. ``on_batch(j)`` is called after
-        batch ``j`` (1-based) when given (:attr:`FitProgress.on_batch`).
+        Batches are cut on the device from ``resident`` (``sampler`` moved there once), else by a
+        :class:`BatchFeed` (cut in a background thread while a GPU computes); the same batches
+        either way. The loss is summed on the device and read once per epoch. ``on_batch(j)`` is
+        called after batch ``j`` (1-based) when given (:attr:`FitProgress.on_batch`).
         """
         self.lstm_model.train()
         order = rng.permutation(len(sampler))
         total = torch.zeros((), dtype=torch.float64, device=self.device)
-
-        def cut(lo: int) -> tuple[np.ndarray, np.ndarray]:
-            x, y = sampler.batch(order[lo : lo + self.batch_size])
-            return x, (y - self.label_mean) / self.label_std
-
-        feed = BatchFeed(cut, range(0, len(order), self.batch_size), device=self.device, background=self.feed_background)
-        for done, (xt, yt) in enumerate(feed, 1):
+        for done, (xt, yt) in enumerate(self._batches(sampler, order, resident), 1):
             pred = self.lstm_model(xt).reshape(-1)
             loss = torch.mean((pred - yt) ** 2)
             self.train_optimizer.zero_grad()
@@ -383,9 +420,15 @@ class RollingLSTM(LSTMCore):
             # A warm start with 0 epochs leaves the network untouched: it keeps the statistics it was trained with.
             self.fit_scales(train)
         tracker = FitProgress(report, epochs=n_epochs, batches=-(-len(train) // self.batch_size))
-        hist, stopping = self._train_epochs(train, valid, n_epochs, progress=progress, tracker=tracker)
+        feed = plan_feed(self.feed, self.device, [train, valid])
+        residents = ((self.resident(train), None if valid.empty else self.resident(valid))
+                     if feed["mode"] == "resident" else (None, None))
+        hist, stopping = self._train_epochs(train, valid, n_epochs, progress=progress, tracker=tracker,
+                                            residents=residents)
+        del residents
         self.record_fit(warm=warm, n_epochs=n_epochs, hist=hist, stopping=stopping,
                         n_train=len(train), n_valid=len(valid), t0=t0)
+        self.last_fit_info["feed"] = feed
         if evals_result is not None:
             evals_result.update(hist)
         if self.device.type == "cuda":
@@ -395,11 +438,13 @@ class RollingLSTM(LSTMCore):
     def _train_epochs(
         self, train: MinuteWindowSampler, valid: MinuteWindowSampler, n_epochs: int, *, progress: bool,
         tracker: FitProgress | None = None,
+        residents: tuple[DeviceWindows | None, DeviceWindows | None] = (None, None),
     ) -> tuple[dict[str, list[float]], EarlyStopping]:
         """Up to ``n_epochs`` epochs, early-stopping on ``valid``; the best epoch's weights are restored.
 
         Shuffling draws from ``default_rng([seed, fit_count])``, dropout from the torch seed
         ``seed + 7919 * (fit_count + 1)``: every fit of a unit has its own reproducible streams.
+        ``residents``: ``train`` and ``valid`` on the device (:class:`DeviceWindows`), or None each.
         """
         rng = np.random.default_rng([self.seed, self.fit_count])
         torch.manual_seed(self.seed + 7919 * (self.fit_count + 1))  # dropout stream of this fit
@@ -409,7 +454,7 @@ class RollingLSTM(LSTMCore):
         with epoch_bar(n_epochs, progress) as bar:
             for epoch in range(n_epochs):
                 tracker.epoch(epoch)
-                tr, va = self._epoch(train, valid, rng, epoch, on_batch=tracker.on_batch)
+                tr, va = self._epoch(train, valid, rng, epoch, on_batch=tracker.on_batch, residents=residents)
                 hist["train"].append(tr)
                 hist["valid"].append(va)
                 bar.set_postfix(train=f"{tr:.4g}", valid=f"{va:.4g}", refresh=False)
@@ -421,10 +466,11 @@ class RollingLSTM(LSTMCore):
         return hist, stopping
 
     def _epoch(self, train: MinuteWindowSampler, valid: MinuteWindowSampler, rng: np.random.Generator,
-               epoch: int, *, on_batch: Callable[[int], None] | None = None) -> tuple[float, float]:
+               epoch: int, *, on_batch: Callable[[int], None] | None = None,
+               residents: tuple[DeviceWindows | None, DeviceWindows | None] = (None, None)) -> tuple[float, float]:
         """One training epoch; its mean training loss and the validation loss after it (NaN if none)."""
-        tr = self._train_epoch(train, rng, on_batch)
-        va = self._eval_loss(valid)
+        tr = self._train_epoch(train, rng, on_batch, resident=residents[0])
+        va = self._eval_loss(valid, resident=residents[1])
         if not np.isfinite(tr):
             raise FloatingPointError(
                 f"RollingLSTM.fit: training loss became {tr} at epoch {epoch} (seed {self.seed}, lr {self.lr}); "
@@ -437,7 +483,8 @@ class RollingLSTM(LSTMCore):
     def predict(self, dataset: MinuteTSDataset, segment: str | slice = "test") -> pd.Series:
         """Predictions in basis points, index ``(datetime, instrument)``, rows/order of ``dataset.labels(segment)``.
 
-        Windows are normalised with the statistics this model was trained with.
+        Windows are normalised with the statistics this model was trained with, and cut on the
+        device when :attr:`feed` makes the segment resident (:func:`plan_feed`; the same numbers).
         """
         if not self.fitted:
             raise ValueError("RollingLSTM.predict: the model is not fitted yet (call fit or load_state first)")
@@ -447,11 +494,16 @@ class RollingLSTM(LSTMCore):
         out = np.empty(len(sampler), dtype=np.float64)
         self.lstm_model.eval()
         chunk = max(self.batch_size, EVAL_CHUNK)
+        resident = (DeviceWindows(sampler, self.device)
+                    if plan_feed(self.feed, self.device, [sampler], label_rows=0)["mode"] == "resident" else None)
         with torch.inference_mode():
             for lo in range(0, len(sampler), chunk):
                 hi = min(lo + chunk, len(sampler))
-                x, _ = sampler.batch(np.arange(lo, hi))
-                out[lo:hi] = self._forward(x).double().cpu().numpy()
+                if resident is not None:
+                    pred = self.lstm_model(resident.windows(torch.arange(lo, hi, device=self.device))).reshape(-1)
+                else:
+                    pred = self._forward(sampler.batch(np.arange(lo, hi))[0])
+                out[lo:hi] = pred.double().cpu().numpy()
         pred = self.label_mean + self.label_std * out
         return pd.Series(pred, index=sampler.get_index(), name="score")
 

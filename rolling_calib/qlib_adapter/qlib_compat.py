@@ -79,7 +79,7 @@ def lgb_finetune_broken(model_class: type) -> bool:
         return False
 
 
-def lgb_finetune(model: Any, dataset: Any) -> None:
+def lgb_finetune(model: Any, dataset: Any, reweighter: Any = None) -> None:
     """``LGBModel.finetune(dataset)`` as Qlib's main branch runs it, for a pyqlib whose own is broken (0.9.7).
 
     pyqlib 0.9.7's ``LGBModel.finetune`` unpacks ``_prepare_data``'s list of ``(lgb.Dataset, name)``
@@ -87,13 +87,13 @@ def lgb_finetune(model: Any, dataset: Any) -> None:
     Qlib's main branch takes ``ds_l[0]``. This runs that fixed version: 10 more boosting rounds on the
     train segment from the previous window's booster (``init_model``), as Qlib does. ``_prepare_data``
     is private (pyqlib 0.9.7, ``qlib/contrib/model/gbdt.py``): it is the only way to the train
-    segment's ``lgb.Dataset`` built as ``fit`` builds it (its label column, reweighter, ``DK_L``);
+    segment's ``lgb.Dataset`` built as ``fit`` builds it (its label column, ``reweighter``, ``DK_L``);
     ``tests/qlib_adapter/test_qlib_compat.py`` checks it still returns ``[(lgb.Dataset, name), ...]``.
     Call it only where :func:`lgb_finetune_broken` is true (else call ``model.finetune``).
     """
     import lightgbm as lgb
 
-    dtrain, _ = model._prepare_data(dataset)[0]
+    dtrain, _ = model._prepare_data(dataset, reweighter)[0]
     if dtrain.data is not None and len(dtrain.data) == 0:  # not constructed: lgb.train adds the init scores
         raise ValueError("Empty data from dataset, please check your dataset config.")
     model.model = lgb.train(model.params, dtrain, num_boost_round=10, init_model=model.model, valid_sets=[dtrain],

@@ -29,11 +29,12 @@ Decisions
 * **Daily stores only**: Qlib's record templates are daily tools (``SigAnaRecord``'s daily IC with
   ``ann_scaler: 252``, ``PortAnaRecord``'s day-step backtest); on a minute store they are not run
   and the sidecar says so (the predictions are in the result store; ``compare`` scores them).
-* **PortAnaRecord (and its subclasses, ``MultiPassPortAnaRecord``) is optional**: it needs its
-  benchmark in the store and a daily store; when
-  either is missing, or the backtest raises, it is skipped with the reason recorded (sidecar
-  ``qlib_recorder.skipped`` and a warning); the unit does not fail. Every other record's
-  failure fails the unit.
+* **PortAnaRecord (and its subclasses, ``MultiPassPortAnaRecord``) is not run per unit**: one
+  window of one seed is not what a Qlib user compares. As Qlib's own rolling does
+  (``qlib.contrib.rolling.base.Rolling``: the records run on the joined predictions), the backtest
+  runs once per seed over the joined windows, with the dates of the schedule
+  (:mod:`rolling_calib.execution.backtests`, :mod:`rolling_calib.qlib_adapter.backtest`);
+  :func:`unit_records` are the records a unit runs.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from rolling_calib.core.file_lock import exclusive_file_lock, lock_holder
 from rolling_calib.core.store_layout import ARTIFACTS_NOTE, StoreLayout, db_lock_path
 from rolling_calib.qlib_adapter.qlib_compat import recorder_provider
 
-__all__ = ["RecorderSpec", "record_configs", "run_records", "store_recorder_uri"]
+__all__ = ["RecorderSpec", "record_configs", "run_records", "store_recorder_uri", "unit_records"]
 
 _LOG = logging.getLogger(__name__)
 _DEFAULT_MODULE = "qlib.workflow.record_temp"
@@ -98,6 +99,15 @@ def record_configs(task: Mapping[str, Any]) -> list[dict]:
     """The task's ``record`` templates as a list (Qlib accepts one mapping too)."""
     records = task.get("record") or []
     return [records] if isinstance(records, Mapping) else [dict(r) for r in records]
+
+
+def unit_records(task: Mapping[str, Any]) -> list[dict]:
+    """The record templates a unit runs: the task's, without its backtest (run once per seed over the joined windows).
+
+    >>> [r["class"] for r in unit_records({"record": [{"class": "SignalRecord"}, {"class": "PortAnaRecord"}]})]
+    ['SignalRecord']
+    """
+    return [c for c in record_configs(task) if not _is_backtest(c)]
 
 
 def _class_name(config: Mapping[str, Any] | Any) -> str:
@@ -183,29 +193,6 @@ class _Predicted:
         return getattr(self._model, name)
 
 
-def _benchmark_blocker(config: Mapping[str, Any], freq: str) -> str | None:
-    """Why a ``PortAnaRecord`` cannot run on this store (``None``: it can)."""
-    from qlib.data import D
-
-    if freq != "day":
-        return f"it backtests daily bars; the store holds {freq} bars"
-    port = (config.get("kwargs") or {}).get("config")
-    if port is None:
-        return "no config given (Qlib's default benchmarks SH000300, a CSI 300 index)"
-    backtest = port.get("backtest") or {}
-    bench = backtest.get("benchmark", "SH000300")
-    if bench is None:
-        return "backtest.benchmark is null"
-    names = [bench] if isinstance(bench, str) else list(bench) if isinstance(bench, (list, tuple)) else None
-    if names is None:
-        return None
-    have = set(D.list_instruments(D.instruments("all"), as_list=True))
-    missing = [b for b in names if b not in have]
-    if missing:
-        return f"its benchmark {', '.join(map(str, missing))} is not an instrument of the store"
-    return None
-
-
 def run_records(
     spec: RecorderSpec,
     task: Mapping[str, Any],
@@ -218,23 +205,25 @@ def run_records(
 ) -> dict:
     """Run the task's record templates for one unit inside a Qlib recorder; returns the sidecar entry.
 
-    The entry: ``experiment_name``, ``experiment_id``, ``recorder_id``, ``recorder_name``, ``uri``,
-    ``records`` (classes generated), ``skipped`` (``[{"class", "reason"}]``), ``metrics`` (what the
-    records logged: ``IC``, ``Rank IC``, ...) and ``seconds``. On a minute store nothing runs and the
-    entry is ``{"skipped": [...], "records": []}`` with the reason.
+    The records are :func:`unit_records` (the backtest runs once per seed, not here); a failing
+    record fails the unit. The entry: ``experiment_name``, ``experiment_id``, ``recorder_id``,
+    ``recorder_name``, ``uri``, ``records`` (classes generated), ``skipped`` (empty), ``metrics``
+    (what the records logged: ``IC``, ``Rank IC``, ...) and ``seconds``. On a minute store nothing
+    runs and the entry is ``{"skipped": [...], "records": []}`` with the reason.
     """
     from qlib.utils import fill_placeholder, flatten_dict, init_instance_by_config
     from qlib.workflow import R
 
     t0 = time.perf_counter()
-    configs = record_configs(task)
+    configs = unit_records(task)
     if freq != "day":
         reason = (f"not run on a {freq} store: Qlib's record templates are daily tools; the predictions are in the "
                   "result store")
         return {"records": [], "skipped": [{"class": _class_name(c), "reason": reason} for c in configs]}
     manager, owned = _exp_manager(qlib_init, spec)
     proxy = _Predicted(model, dataset, predictions)
-    done, skipped = [], []
+    done: list[str] = []
+    skipped: list[dict] = []
     lock = _db_lock(spec.database) if owned else contextlib.nullcontext()
     with lock:
         if owned:
@@ -247,26 +236,10 @@ def run_records(
             R.log_params(**{k: str(v)[:500] for k, v in params.items()})
             R.save_objects(**{"params.pkl": model})
             for config in fill_placeholder(copy.deepcopy(configs), {"<MODEL>": proxy, "<DATASET>": dataset}):
-                name = _class_name(config)
-                backtest = _is_backtest(config)
-                if backtest:
-                    blocker = _benchmark_blocker(config, freq)
-                    if blocker is not None:
-                        skipped.append({"class": name, "reason": blocker})
-                        _LOG.warning("%s: %s skipped: %s", spec.recorder_name, name, blocker)
-                        continue
                 record = init_instance_by_config(config, recorder=rec, default_module=_DEFAULT_MODULE,
                                                  try_kwargs={"model": proxy, "dataset": dataset})
-                try:
-                    record.generate()
-                except Exception as exc:  # noqa: BLE001 -- the backtest is optional, every other record is not
-                    if not backtest:
-                        raise
-                    reason = f"the backtest failed: {type(exc).__name__}: {exc}"
-                    skipped.append({"class": name, "reason": reason[:500]})
-                    _LOG.warning("%s: %s skipped: %s", spec.recorder_name, name, reason)
-                    continue
-                done.append(name)
+                record.generate()
+                done.append(_class_name(config))
         # after R.start ends: Qlib logs metrics asynchronously and flushes them when the run ends
         metrics = {k: float(v) for k, v in rec.list_metrics().items()}
         out = {"experiment_name": spec.experiment_name, "experiment_id": str(rec.experiment_id),

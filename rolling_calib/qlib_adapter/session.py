@@ -117,7 +117,7 @@ def store_freq(qlib_init: Mapping[str, Any]) -> str:
 
 
 def store_path(qlib_init: Mapping[str, Any]) -> Path:
-    """The store directory of a resolved ``qlib_init`` (the ``day`` store when there are several)."""
+    """The store directory of a resolved ``qlib_init`` (the first one when ``provider_uri`` maps frequencies to stores)."""
     uri = qlib_init["provider_uri"]
     return Path(next(iter(uri.values())) if isinstance(uri, Mapping) else uri)
 

@@ -31,7 +31,7 @@ __all__ = [
 
 _LOG = logging.getLogger(__name__)
 
-TASK_KEYS = frozenset({"model", "dataset", "record"})
+TASK_KEYS = frozenset({"model", "dataset", "record", "reweighter"})
 #: Packages some of Qlib's model classes import that rolling-calib's core install lacks: what to do.
 OPTIONAL_PACKAGES = {
     "catboost": "install the model zoo's extra: pip install 'rolling-calib[zoo]' (CatBoost, XGBoost)",
@@ -378,5 +378,21 @@ def validate_task(task: Any, where: str, *, prefix: str = "task") -> None:
     record = task.get("record", [])
     if not isinstance(record, (list, dict)):
         raise ConfigError(f"{where}: {prefix}.record: expected a list of record configs, found {type(record).__name__}")
+    if task.get("reweighter") is not None:
+        _check_reweighter(task["reweighter"], f"{prefix}.reweighter", where)
+
+
+def _check_reweighter(spec: Any, key: str, where: str) -> None:
+    """A task's ``reweighter`` (what Qlib's trainer passes to ``model.fit``): a class spec of a ``Reweighter``."""
+    from qlib.data.dataset.weight import Reweighter
+
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{where}: {key}: expected a class spec (class, module_path, kwargs) of a Qlib Reweighter, "
+                          f"found {type(spec).__name__}")
+    cls = import_class(spec, key, where)
+    if not (isinstance(cls, type) and issubclass(cls, Reweighter)):
+        raise ConfigError(f"{where}: {key}: expected a subclass of qlib.data.dataset.weight.Reweighter, found "
+                          f"{getattr(cls, '__qualname__', cls)}")
+    check_kwargs(cls, spec.get("kwargs", {}), key, where)
 
 

@@ -59,7 +59,7 @@ from rolling_calib.qlib_adapter.qlib_compat import (
     logged_epoch,
     recorder_provider,
 )
-from rolling_calib.qlib_adapter.records import RecorderSpec, record_configs, run_records
+from rolling_calib.qlib_adapter.records import RecorderSpec, run_records, unit_records
 from rolling_calib.qlib_adapter.session import init_qlib_once, store_freq
 from rolling_calib.qlib_adapter.task_spec import accepted_kwargs, import_class
 from rolling_calib.qlib_adapter.zoo import (
@@ -75,7 +75,7 @@ from rolling_calib.qlib_adapter.zoo import (
 )
 
 __all__ = ["HANDLER_REQUIRED_TIME_KWARGS", "HANDLER_TIME_KWARGS", "LABEL_SOURCES", "QlibEpochs", "TrainedWindow",
-           "UnitProgress", "base_model_path", "check_runner_contract", "set_global_seeds", "train_window",
+           "UnitProgress", "base_model_path", "check_runner_contract", "fit_path", "set_global_seeds", "train_window",
            "train_window_stack", "unit_task", "warm_start_kind", "window_task"]
 
 #: ``rolling.label``: score against the handler's raw label (``DK_R``) or its learn-processed label (``DK_L``).
@@ -117,6 +117,28 @@ class TrainedWindow:
     stopped_at: str | None = None
     # the data set was the one an earlier unit of this window built in this process (:mod:`.dataset_cache`)
     dataset_reused: bool = False
+    # where and how the model computed (:func:`fit_path`; None: the model does not say)
+    fit_path: dict | None = None
+
+
+def fit_path(model: Any) -> dict | None:
+    """Where ``model``'s last fit computed: its ``device``, ``feed`` and seed ``stack`` kernel, as it recorded them.
+
+    Read from ``last_fit_info`` (RollingLSTM and the seed stack record them); None for a model
+    that records none. Kept in the unit's sidecar: the feed and the kernel move no number beyond
+    float rounding, but a reader can see which ran.
+
+    >>> class M: last_fit_info = {"device": "cuda:0", "feed": {"mode": "resident"}, "train_loss": [1.0]}
+    >>> fit_path(M())
+    {'device': 'cuda:0', 'feed': {'mode': 'resident'}}
+    >>> fit_path(object()) is None
+    True
+    """
+    info = getattr(model, "last_fit_info", None)
+    if not isinstance(info, dict):
+        return None
+    path = {key: info[key] for key in ("device", "feed", "stack") if key in info}
+    return path or None
 
 
 def window_task(task: dict, window: Window, *, seed: int, n_threads: int) -> dict:
@@ -323,13 +345,14 @@ class _NullRecorder:
         raise AttributeError(f"no Qlib experiment is active: the recorder has no {name!r} here")
 
 
-def _finetune(model: Any, dataset: Any) -> None:
-    """``model.finetune(dataset)``; for pyqlib 0.9.7's ``LGBModel`` (whose own always fails) the steps of Qlib's
-    later fix (:func:`~rolling_calib.qlib_adapter.qlib_compat.lgb_finetune`)."""
+def _finetune(model: Any, dataset: Any, reweighter: Any = None) -> None:
+    """``model.finetune(dataset)`` (with ``reweighter`` where it takes one); for pyqlib 0.9.7's ``LGBModel`` (whose
+    own always fails) the steps of Qlib's later fix (:func:`~rolling_calib.qlib_adapter.qlib_compat.lgb_finetune`)."""
     if lgb_finetune_broken(type(model)):
-        lgb_finetune(model, dataset)
-    else:
-        model.finetune(dataset)
+        lgb_finetune(model, dataset, reweighter)
+        return
+    takes = reweighter is not None and "reweighter" in inspect.signature(model.finetune).parameters
+    model.finetune(dataset, **({"reweighter": reweighter} if takes else {}))
 
 
 def _save_pickle(model: Any, path: Path) -> None:
@@ -404,8 +427,10 @@ def train_window(
         dataset, reused = prepared_dataset(task["dataset"], qlib_init=qlib_init, data=data, model=task["model"])
     t_built = time.perf_counter()
     kind = warm_start_kind(type(model))
+    fit_kwargs = reweighter_kwargs(model, task)   # Qlib's trainer: fit(dataset, reweighter=...) where fit takes one
     with _no_recorder_logging(), scratch:
-        model = _fit_window(model, dataset, warm_start=warm_start, kind=kind, scratch=scratch, progress=progress)
+        model = _fit_window(model, dataset, warm_start=warm_start, kind=kind, scratch=scratch, progress=progress,
+                            fit_kwargs=fit_kwargs)
         t_fit = time.perf_counter()
         progress("predicting")
         predictions, valid_predictions = _predict_segments(model, dataset)
@@ -417,24 +442,45 @@ def train_window(
                      qlib_init=qlib_init)
     return TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_fit, seeding, recorded,
                          valid_predictions=valid_predictions, valid_labels=valid_labels, other_labels=other,
-                         valid_other_labels=valid_other, stopped_at=stopping_point(model), dataset_reused=reused)
+                         valid_other_labels=valid_other, stopped_at=stopping_point(model), dataset_reused=reused,
+                         fit_path=fit_path(model))
+
+
+def reweighter_kwargs(model: Any, task: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"reweighter": ...}`` for ``model.fit`` when the task names one and ``fit`` takes it, else ``{}``.
+
+    What Qlib's trainer does (``qlib.model.trainer._exe_task``: ``auto_filter_kwargs(model.fit)(dataset,
+    reweighter=task.get("reweighter"))``); a YAML writes the reweighter as a class spec, built here
+    (``init_instance_by_config``, a ``qlib.data.dataset.weight.Reweighter``).
+    """
+    spec = task.get("reweighter")
+    if spec is None or "reweighter" not in inspect.signature(model.fit).parameters:
+        return {}
+    from qlib.data.dataset.weight import Reweighter
+    from qlib.utils import init_instance_by_config
+
+    return {"reweighter": init_instance_by_config(spec, accept_types=Reweighter)}
 
 
 def _fit_window(model: Any, dataset: Any, *, warm_start: Path | None, kind: str | None, scratch: _ScratchFiles,
-                progress: UnitProgress) -> Any:
-    """Fit ``model`` from scratch, or continue it from ``warm_start`` (``load_state`` + ``fit``, or ``finetune``); the fitted model."""
+                progress: UnitProgress, fit_kwargs: Mapping[str, Any] | None = None) -> Any:
+    """Fit ``model`` from scratch, or continue it from ``warm_start`` (``load_state`` + ``fit``, or ``finetune``); the fitted model.
+
+    ``fit_kwargs``: passed to ``fit`` (and ``finetune`` where it takes them): the task's reweighter.
+    """
+    fit_kwargs = dict(fit_kwargs or {})
     if warm_start is None:
         progress("fitting")
-        scratch.fit(model, dataset, progress=progress)
+        scratch.fit(model, dataset, progress=progress, **fit_kwargs)
     elif kind == "state":
         model.load_state(warm_start)
         progress("fitting")
-        _fit_reported(model, dataset, progress)
+        _fit_reported(model, dataset, progress, **fit_kwargs)
     elif kind == "finetune":
         with open(warm_start, "rb") as fh:
             model = pickle.load(fh)  # noqa: S301 -- our own checkpoint of the previous window
         progress("fine-tuning")
-        _finetune(model, dataset)
+        _finetune(model, dataset, **fit_kwargs)
     else:
         raise RuntimeError(f"{type(model).__qualname__} cannot continue from {warm_start}: it has neither "
                            "load_state nor finetune (use rolling.mode: scratch)")
@@ -550,12 +596,13 @@ class _ScratchFiles:
                 kwargs[name] = self._path(name)
         return out
 
-    def fit(self, model: Any, dataset: Any, *, progress: UnitProgress = _silent) -> None:
-        """``model.fit(dataset)``, with ``save_path`` beside the checkpoint where ``fit`` takes one (epochs told to ``progress``)."""
+    def fit(self, model: Any, dataset: Any, *, progress: UnitProgress = _silent, **kwargs: Any) -> None:
+        """``model.fit(dataset, **kwargs)``, with ``save_path`` beside the checkpoint where ``fit`` takes one (epochs
+        told to ``progress``)."""
         if "save_path" in inspect.signature(model.fit).parameters:
-            _fit_reported(model, dataset, progress, save_path=self._path("fit"))
+            _fit_reported(model, dataset, progress, save_path=self._path("fit"), **kwargs)
         else:
-            _fit_reported(model, dataset, progress)
+            _fit_reported(model, dataset, progress, **kwargs)
 
     def __enter__(self) -> _ScratchFiles:
         return self
@@ -597,7 +644,7 @@ def _keep(model: Any, task: Mapping[str, Any], dataset: Any, predictions: Any, *
         model.save_state(checkpoint)
     else:
         _save_pickle(model, checkpoint)
-    if recorder is None or not record_configs(task):
+    if recorder is None or not unit_records(task):
         return None
     return run_records(recorder, task, model=model, dataset=dataset, predictions=predictions,
                        qlib_init=qlib_init, freq=store_freq(qlib_init))
@@ -667,5 +714,5 @@ def train_window_stack(
                          qlib_init=qlib_init)
         out.append(TrainedWindow(predictions, labels, t_built - t0, t_fit - t_built, t_pred - t_pred0, seeding,
                                  recorded, valid_predictions=valid_predictions, valid_labels=valid_labels,
-                                 other_labels=other, valid_other_labels=valid_other))
+                                 other_labels=other, valid_other_labels=valid_other, fit_path=fit_path(model)))
     return out

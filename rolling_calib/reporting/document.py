@@ -2,15 +2,24 @@
 
 It leads with the answer. In order:
 
-1. title and one line of scope (store, runs, seeds, periods, label, calibration rule);
+1. title, the one line that answers (:meth:`StoreComparison.headline
+   <rolling_calib.analysis.comparison.StoreComparison.headline>`: which configuration, by how much, how
+   sure) and one line of scope (runs, seeds, periods, label, calibration rule, the question the
+   verdicts answer and the bootstrap's settings; the store named only when the report lies outside it);
 2. the verdict per pair and metric (:meth:`StoreComparison.verdict_rows
-   <rolling_calib.analysis.comparison.StoreComparison.verdict_rows>`, the words ``compare`` prints);
-3. the guards' warnings, then "Can calibration help here?" (each pipeline's assessment);
-4. IC / Rank IC per pipeline, then QL and CQL per pipeline;
-5. the pairwise accuracies (only for pairs where they mean something, else the reason);
-6. the figures (:func:`rolling_calib.reporting.figures.make_figures`: probability of improvement,
-   paired per-seed differences, per-period loss differential, seed offsets, seed spread, bias);
-7. schedule and provenance, the CSV tables, and the definitions with the known limitation of
+   <rolling_calib.analysis.comparison.StoreComparison.verdict_rows>`, the words ``compare`` prints), the
+   other target's verdict beside it;
+3. when each pipeline was better: per refit window (Holm), across windows, the fluctuation warning, and
+   a figure per pair (:func:`rolling_calib.reporting.figures.plot_when`);
+4. the guards' warnings, then "Can calibration help here?" (each pipeline's assessment);
+5. IC / Rank IC per pipeline, the backtest's portfolio row per pipeline (annualized excess return,
+   information ratio, max drawdown over seeds, with and without cost; with the strategy, benchmark,
+   cost model and accumulation), then QL and CQL per pipeline;
+6. the pairwise accuracies (only for pairs where they mean something, else the reason);
+7. the figures (:func:`rolling_calib.reporting.figures.make_figures`: probability of improvement,
+   cumulative excess-return curves of the backtests, paired per-seed differences, per-period loss
+   differential, seed offsets, seed spread, bias);
+8. schedule and provenance, the CSV tables, and the definitions with the known limitation of
    docs/method.md §4 at the end.
 
 Computing and rendering are separate: :func:`report_context` returns plain values (strings,
@@ -31,7 +40,7 @@ Example
 >>> paths["html"].name, paths["html"].read_text().startswith("<!DOCTYPE html>")
 ('report.html', True)
 >>> sorted(k for k in paths if k.endswith("_csv"))
-['periods_csv', 'pipelines_csv', 'runs_csv', 'verdicts_csv', 'warnings_csv']
+['periods_csv', 'pipelines_csv', 'runs_csv', 'verdicts_csv', 'warnings_csv', 'when_csv']
 """
 
 from __future__ import annotations
@@ -49,7 +58,14 @@ import jinja2
 import pandas as pd
 from matplotlib.figure import Figure
 
-from rolling_calib.analysis.comparison import VERDICT_COLUMNS, StoreComparison, horizon_note
+from rolling_calib.analysis.comparison import (
+    WHEN_COLUMNS,
+    WINDOW_COLUMNS,
+    StoreComparison,
+    beside_note,
+    horizon_note,
+    verdict_columns,
+)
 from rolling_calib.core.metric_table import COMPARED_METRICS, METRIC_TABLE, title
 from rolling_calib.analysis.scoring import StoreScores
 from data_prep.atomic import atomic_write_bytes, atomic_write_text
@@ -70,11 +86,23 @@ CSV_FILES = {
                    "Diebold-Mariano (time-series detail), "
                     "seeds to decide",
     "warnings.csv": "one row per guard that fired: kind, pipelines, message",
+    "when.csv": "one row per pair, metric and refit window (or month): dates, verdict under Holm, difference, "
+                "interval and its level, p-values",
     "pipelines.csv": "one row per pipeline: mean and std over seeds of every metric, std ratio, seed budget",
-    "runs.csv": "one row per run (pipeline, seed): QL, QL 2..K, CQL, IC, ICIR, Rank IC, rows",
+    "runs.csv": "one row per run (pipeline, seed): QL, QL 2..K, CQL, IC, ICIR, Rank IC, mean daily excess return "
+                "without and with cost, rows",
     "periods.csv": "one row per run and calibration period: rows, bias applied, QL, CQL, refit",
 }
 _FIGURES = {  # name prefix -> (title, caption)
+    "when": ("When was each better? QL per window",
+             "Top: per refit window (or month), the difference of QL over seeds on that window's days, its box the "
+             "interval at the level Holm spent on the window (decided windows tinted in the winner's colour); refits "
+             "dashed; the dotted line is the across-windows mean; a dash-dotted line the least-squares break where "
+             "the fluctuation test fired. Bottom: the rolling mean of the seed-averaged differential against its "
+             "simultaneous band (a warning when it leaves it, never a verdict)."),
+    "excess": ("Backtest: cumulative excess return",
+               "The workflow's backtest over each seed's joined windows: cumulative excess return over the benchmark "
+               "(thin: each seed; thick: the mean over seeds), without and with the trading cost."),
     "improvement": ("Probability of improvement per metric",
                     "Per pair and metric: the share of (seed of A, seed of B) pairs in which A's run scores better, "
                     "with its percentile bootstrap interval over seeds; 0.5 (dashed) is no preference."),
@@ -134,48 +162,86 @@ def _store_name(store: Path, out_dir: Path) -> str:
     return rel.as_posix() if rel.parts.count("..") <= 2 else store.resolve().name
 
 
-def _scope(scores: StoreScores, out_dir: Path, target: str = "future") -> str:
+def _inside(out_dir: Path, store: Path) -> bool:
+    """The report's directory is the store or lies inside it."""
+    out, root = out_dir.resolve(), store.resolve()
+    return out == root or root in out.parents
+
+
+def _scope(scores: StoreScores, out_dir: Path, comparison: StoreComparison) -> str:
+    """Runs, seeds, periods, label, rule, question and bootstrap; the store is named only for a report written
+    outside it."""
     seeds = scores.runs.groupby("pipeline")["seed"].nunique()
     periods = sorted(scores.periods["period"].astype(str).unique())
     span = f"{periods[0]}..{periods[-1]}" if periods else "none"
     seed_text = str(int(seeds.iloc[0])) if seeds.nunique() == 1 else f"{int(seeds.min())}-{int(seeds.max())}"
-    return (f"Store {_store_name(scores.store, out_dir)}: {len(scores.runs)} runs of {len(scores.pipelines)} "
-            f"pipeline(s) ({', '.join(scores.pipelines)}), {seed_text} seeds each, {len(periods)} calibration "
-            f"periods ({span}). Scored against the {scores.label_scope}; calibration: "
-            f"{scores.calibration.describe()}. Verdicts answer: "
-            + ("over seeds and the market's future (target future)." if target == "future" else
-               "over seeds, on these days (target period)."))
+    runs = (f"{len(scores.runs)} runs of {len(scores.pipelines)} pipeline(s) ({', '.join(scores.pipelines)}), "
+            f"{seed_text} seeds each, {len(periods)} calibration periods ({span}).")
+    where = "" if _inside(out_dir, Path(scores.store)) else f"Store {_store_name(scores.store, out_dir)}: "
+    return (f"{where}{runs} Scored against the {scores.label_scope}; calibration: "
+            f"{scores.calibration.describe()}. Verdicts answer: {comparison.question.describe()}; bootstrap: "
+            f"{comparison.resampling.describe()}.")
 
 
 
 def _sequential(store: Path) -> tuple[Table | None, str]:
-    """The sequential path of a run ``--until-decided`` (a table per pair and a line on compute), if recorded."""
-    from rolling_calib.analysis.sequential_path import path_rows, read_path
+    """The sequential path of a run ``--until-decided``, look by look (a row per look at each pair: seeds, the
+    difference, its interval at the look's spent level, what the look concluded), and a line on compute."""
+    from rolling_calib.analysis.sequential_path import SPENT_LEVEL, read_path
 
     path = read_path(store)
     if path is None:
         return None, ""
-    rows = [[r["pair"], r["outcome"], r["look"], r["seeds"], None if r["level"] is None else f"{r['level']:.4f}",
-             r["why"]] for r in path_rows(path)]
-    units, cpu = path["units"], path.get("cpu_seconds", {})
-    line = (f"Decided by {path['metric'].upper()}; seeds used: "
-            f"{', '.join(f'{n} {k}' for n, k in path['seeds_used'].items())} of {path['full_grid']} each; units "
-            f"{units['used']} of the full grid's {units['full_grid']} "
-            f"({units['used'] / units['full_grid']:.0%}), {units['full_grid'] - units['used']} saved")
-    if cpu.get("full_grid_estimate"):
-        line += (f"; {cpu['used']:.0f} CPU-s of an estimated {cpu['full_grid_estimate']:.0f} "
-                 f"({cpu['full_grid_estimate'] - cpu['used']:.0f} saved)")
-    table = _table(["pair (a vs b)", "outcome", "stopped at look", "seeds per pipeline", "spent level", "why"], rows,
-                   left=2)
-    table.align[-1] = "left"
-    return table, line + "."
+    rows = []
+    for nl in path.looks:
+        look = nl.look
+        a, b = look.pair
+        outcome = {"better": f"{a} better", "worse": f"{b} better", "open": "went on"}.get(look.outcome,
+                                                                                         look.outcome)
+        rows.append([nl.pair, nl.number, look.seeds, sig(look.difference),
+                     f"[{sig(look.ci_low)}, {sig(look.ci_high)}]", f"{look.level:.4f}", outcome, look.why])
+    units = path.units
+    line = (f"Decided by {path.metric.upper()} ({path.question.describe()}; {path.rule.describe()}); difference: "
+            f"a minus b ({path.orientation} is better); seeds used: "
+            f"{', '.join(f'{n} {k}' for n, k in path.seeds_used.items())} of {path.full_grid} each; units "
+            f"{units.used} of the full grid's {units.full_grid} ({units.fraction:.0%}), "
+            f"{units.full_grid - units.used} saved")
+    if path.cpu_full_grid_estimate:
+        line += (f"; {path.cpu_used:.0f} CPU-s of an estimated {path.cpu_full_grid_estimate:.0f} "
+                 f"({path.cpu_full_grid_estimate - path.cpu_used:.0f} saved)")
+    if path.open:
+        line += f"; not stopped yet: {', '.join(path.open)} (the run was interrupted; re-run the command to go on)"
+    table = _table(["pair (a vs b)", "look", "seeds per pipeline", "difference", "interval at the spent level",
+                    "spent level", "outcome", "why"], rows, left=1)
+    table.align[-2:] = ["left", "left"]
+    return table, f"{line}. {SPENT_LEVEL[0].upper()}{SPENT_LEVEL[1:]}."
 
 
 def _verdicts(comparison: StoreComparison) -> Table:
-    rows = [[r["pair"] if r["first"] else "", *(r[k] for k in list(VERDICT_COLUMNS)[1:])]
+    columns = verdict_columns(comparison.target)
+    rows = [[r["pair"] if r["first"] else "", *(r[k] for k in list(columns)[1:])]
             for r in comparison.verdict_rows()]
-    return Table(list(VERDICT_COLUMNS.values()), rows,
-                 ["left", "left", "left", "right", "left", "left", "left", "left"])
+    return Table(list(columns.values()), rows,
+                 ["left", "left", "left", "right", "left", "left", "left", "left", "left"])
+
+
+def _when(comparison: StoreComparison) -> tuple[Table | None, list[dict[str, Any]]]:
+    """The "when" table (one row per pair and metric) and, per pair, its QL window table."""
+    if not comparison.when:
+        return None, []
+    rows = [[r["pair"] if r["first"] else "", *(r[k] for k in list(WHEN_COLUMNS)[1:])]
+            for r in comparison.when_rows()]
+    table = Table(list(WHEN_COLUMNS.values()), rows, ["left"] * len(WHEN_COLUMNS))
+    pairs = []
+    for i, pw in enumerate(comparison.when):
+        windows = comparison.window_rows(pw)
+        if not windows:
+            continue
+        pairs.append({"title": f"{pw.better} vs {pw.worse}: QL per {'refit window' if pw.blocks == 'windows' else 'month'}",
+                      "table": Table(list(WINDOW_COLUMNS.values()), [[r[k] for k in WINDOW_COLUMNS] for r in windows],
+                                     ["left", "left", "left", "right", "left", "right"]),
+                      "figure": f"when_{i}"})
+    return table, pairs
 
 
 def _summary_table(comparison: StoreComparison, columns: Sequence[tuple[str, str]], digits: int) -> Table:
@@ -198,6 +264,32 @@ def _ic(comparison: StoreComparison) -> Table | None:
     cols = [("ic_mean", "IC mean"), ("ic_std", "IC std"), ("icir_mean", "ICIR mean"), ("icir_std", "ICIR std"),
             ("rank_ic_mean", "Rank IC mean"), ("rank_ic_std", "Rank IC std")]
     return _summary_table(comparison, cols, 3)
+
+
+def _portfolio(comparison: StoreComparison) -> tuple[Table | None, str, list[str]]:
+    """The portfolio rows (mean ± std [interval] over seeds), the heading saying what they are, a scope line per
+    pipeline when their backtests differ."""
+    from rolling_calib.analysis.portfolio import FIGURE_TITLES
+    from rolling_calib.core.portfolio import RISK_FIELDS
+
+    p = comparison.portfolio
+    if p is None or not p.rows:
+        return None, "", []
+
+    def shown(figure: str, x: Any) -> str:
+        if x is None or not pd.notna(x):
+            return "n/a"
+        return f"{x:.3f}" if figure == "information_ratio" else f"{x:.2%}"
+
+    rows = [[r["pipeline"], r["cost"], str(r["n_seeds"]), str(r["days"]),
+             *(f"{shown(f, r[f]['mean'])} ± {shown(f, r[f]['std'])} [{shown(f, r[f]['ci_low'])}, "
+               f"{shown(f, r[f]['ci_high'])}]" for f in RISK_FIELDS)] for r in p.rows]
+    table = _table(["pipeline", "cost", "seeds", "days", *(FIGURE_TITLES[f] for f in RISK_FIELDS)], rows, left=2)
+    heading = (f"{p.scope()}. Each figure: mean ± std over seeds [{p.confidence:.0%} Student-t interval over seeds "
+               "on these days: another seed, the same market]; the verdicts above on the daily excess return add the "
+               "market's future.")
+    scopes = [f"{n}: {p.scope(n)}" for n in p.pipelines] if len({p.scope(n) for n in p.pipelines}) > 1 else []
+    return table, heading, scopes
 
 
 def _accuracies(comparison: StoreComparison) -> tuple[Table | None, list[str]]:
@@ -254,18 +346,32 @@ def _definitions(scores: StoreScores, comparison: StoreComparison) -> list[str]:
            "included), the market-time part from the long-run variance of the pipelines' common daily difference "
            "with the seeds' noise removed (month blocks where it drifts), Student t with Welch-Satterthwaite degrees "
            "of freedom" if comparison.target == "future" else
-           "interval over seeds on the evaluated days (paired t on run means)")
+           "interval over seeds on the evaluated days (paired t on run means): a claim about these days, whose "
+           "level holds under drift")
         + "; better or worse when the interval excludes 0, else undetermined (docs/method.md §5; its error rates "
         "on data like these: bench/verdict_calibration.py).",
+        "Beside it, the other question: the claim about the market's future holds only if the market's drift is "
+        "shorter than the horizon its interval sees (the Horizon line); under regimes of months it decides up to 24% "
+        "of identical pairs at 95% (docs/verdict_calibration.md).",
+        "When: the verdict over seeds inside each refit window (or month), the windows decided together under "
+        "Holm's family-wise control; across windows, Ibragimov-Mueller's t over the windows' differences (a claim "
+        "about a new window, assuming the drift's regimes are shorter than a window; not made with fewer than 4 "
+        "windows); fluctuation, the rolling mean of the seed-averaged differential against a simultaneous band "
+        "(Giacomini and Rossi 2010, the seeds' noise counted): a warning with the date it left the band, never a "
+        "verdict.",
         "Uncertainty: the source that dominates the interval's variance (its share). Pairing: how much comparing "
         "seed i with seed i narrowed the interval. Seeds to decide: seeds per pipeline that give an 80% chance to "
         "decide if the true gap is the measured one. The Diebold-Mariano p-value (verdicts.csv) tests the "
         "seed-averaged daily differential only: it ignores persistent seed offsets, so it is not the verdict's.",
         "IC, Rank IC: mean over test dates of the cross-sectional Pearson / Spearman correlation of prediction and "
         "label; ICIR: mean / std of the daily IC. Higher is better.",
+        "Excess return (w/ cost): the daily return of the workflow's backtest (its PortAnaRecord config run by Qlib "
+        "once per seed over the joined windows) minus the benchmark's (minus the trading cost); higher is better. "
+        "Annualized excess return, information ratio and max drawdown: Qlib's risk_analysis of that daily series "
+        "per seed, then mean, std and Student-t interval over seeds.",
         "Pairwise accuracy (probability of improvement): the share of (seed of A, seed of B) pairs ranked like the "
-        f"ground truth (QL means); {comparison.confidence:.0%} percentile bootstrap over seeds, {comparison.n_boot} "
-        f"resamples, seed {comparison.seed} (docs/method.md §1).",
+        f"ground truth (QL means); {comparison.confidence:.0%} percentile bootstrap over seeds, "
+        f"{comparison.resampling.describe()} (docs/method.md §1).",
         "Std ratio: std over seeds of CQL / of QL 2..K (same rows). Seed budget: runs of QL 2..K needed to reach the "
         "standard error CQL has with the runs at hand.",
     ]
@@ -320,24 +426,39 @@ def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir:
         return _relative(str(text), store, out)
 
     accuracy, hidden = _accuracies(comparison)
+    portfolio, portfolio_heading, portfolio_scopes = _portfolio(comparison)
     schedule, provenance = _provenance(scores)
     sequential, sequential_line = _sequential(store)
     assessments = [] if diagnosis is None else [
         {"pipeline": d.pipeline, "text": rel(d.assessment.text if d.assessment is not None else d.verdict)}
         for d in diagnosis.pipelines]
+    when_table, when_pairs = _when(comparison)
+    when_names = {f"when_{i}" for i in range(len(comparison.pairs))}
+    entries = _figure_entries(figures, [(p.better, p.worse) for p in comparison.pairs])
     return {
         "title": report_title(scores, title),
-        "scope": _scope(scores, out, comparison.target),
-        "verdict_heading": f"Verdicts at {comparison.confidence:.0%}",
+        "headline": comparison.headline() if comparison.verdicts else "",
+        "scope": _scope(scores, out, comparison),
+        "verdict_heading": f"Verdicts at {comparison.confidence:.0%}, {comparison.claim()}",
         "interval_over": ("over seeds and the market's future (target future)" if comparison.target == "future"
                           else "over seeds, on the evaluated days (target period)"),
         "verdicts": _verdicts(comparison) if comparison.verdicts else None,
-        "horizon": horizon_note(comparison.verdicts) if comparison.target == "future" else "",
+        "beside": beside_note(comparison.target),
+        "horizon": horizon_note(comparison.verdicts) + (
+            f" Excess return (w/ cost): of the backtest {comparison.portfolio.scope()}."
+            if comparison.portfolio is not None and comparison.portfolio.rows else ""),
+        "when": when_table,
+        "when_pairs": [{**p, "figure": next((e for e in entries if e["name"] == p["figure"]), None)}
+                       for p in when_pairs],
+        "when_note": comparison.when_note() if comparison.when else "",
         "warnings": [{"kind": w.kind, "message": rel(w.message)} for w in comparison.warnings],
         "sequential": sequential,
         "sequential_line": sequential_line,
         "assessments": assessments,
         "ic": _ic(comparison),
+        "portfolio": portfolio,
+        "portfolio_heading": portfolio_heading,
+        "portfolio_scopes": portfolio_scopes,
         "losses": _losses(comparison),
         "loss_unit": comparison.label.loss_unit,
         "accuracies": accuracy,
@@ -345,7 +466,7 @@ def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir:
         "accuracy_heading": (f"P(a run of the better-by-QL pipeline scores better than a run of the other), "
                              f"{comparison.confidence:.0%} percentile bootstrap over seeds ({comparison.n_boot} "
                              f"resamples, seed {comparison.seed})"),
-        "figures": _figure_entries(figures, [(p.better, p.worse) for p in comparison.pairs]),
+        "figures": [e for e in entries if e["name"] not in when_names],
         "schedule": schedule,
         "provenance": rel(provenance),
         "csv": [{"file": name, "what": what} for name, what in CSV_FILES.items()],
@@ -396,10 +517,25 @@ def _tables(scores: StoreScores, comparison: StoreComparison) -> dict[str, pd.Da
                          "degrees_of_freedom": v.degrees_of_freedom, "bandwidth": v.variance.bandwidth,
                          "drift": v.drift, "drift_p": v.variance.drift_p,
                          "dm_statistic": v.diebold_mariano.statistic, "dm_p_value": v.diebold_mariano.p_value,
-                         "seeds_needed": v.seeds_needed.n, "n_times": v.n_times})
+                         "seeds_needed": v.seeds_needed.n, "n_times": v.n_times,
+                         "first_day": v.days[0], "last_day": v.days[1],
+                         **_beside_columns(pv.beside.get(metric))})
     warn = [{"kind": w.kind, "pipelines": " ".join(w.pipelines), "message": w.message} for w in comparison.warnings]
+    windows = [{"better_by_ql": pw.better, "worse_by_ql": pw.worse, "metric": metric, "blocks": w.blocks,
+                **{k: v for k, v in win.to_dict().items() if k != "n_seeds"},
+                "unit": METRIC_TABLE[metric].unit(comparison.label)}
+               for pw in comparison.when for metric, w in pw.whens.items() for win in w.windows]
     return {"verdicts.csv": pd.DataFrame(rows), "warnings.csv": pd.DataFrame(warn, columns=["kind", "pipelines", "message"]),
+            "when.csv": pd.DataFrame(windows),
             "pipelines.csv": comparison.summary, "runs.csv": scores.runs, "periods.csv": scores.periods}
+
+
+def _beside_columns(v: Any) -> dict[str, Any]:
+    """The other target's verdict as CSV columns (``beside_target``, ``beside_outcome``, ...)."""
+    if v is None:
+        return {}
+    return {"beside_target": v.target, "beside_outcome": v.outcome, "beside_ci_low": v.ci_low,
+            "beside_ci_high": v.ci_high}
 
 
 def write_report(scores: StoreScores, comparison: StoreComparison, out_dir: str | Path, *,

@@ -3,7 +3,7 @@
 Compute first, plot second: each ``plot_*`` function takes a result that is already
 computed (:class:`~rolling_calib.analysis.scoring.StoreScores`,
 :class:`~rolling_calib.core.ranking.PairwiseMatrix`,
-:class:`~rolling_calib.core.synthetic_experiments.SyntheticResult`) and only draws it.
+:class:`~rolling_calib.simulation.synthetic_experiments.SyntheticResult`) and only draws it.
 
 Every ``plot_*`` function takes the keyword ``ax``:
 
@@ -45,14 +45,15 @@ from scipy import stats
 
 from rolling_calib.analysis.scoring import StoreScores
 from data_prep.atomic import atomic_write
-from rolling_calib.core.metric_table import title
-from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
-from rolling_calib.core.resampling import Resampling
+from rolling_calib.core.metric_table import METRIC_TABLE, title
+from rolling_calib.core.question import DEFAULT_QUESTION, Question
+from rolling_calib.core.when import BLOCK_WORDS
 
 if TYPE_CHECKING:
     from rolling_calib.analysis.comparison import StoreComparison
+    from rolling_calib.analysis.when import PairWhen
     from rolling_calib.core.ranking import PairwiseMatrix
-    from rolling_calib.core.synthetic_experiments import SyntheticResult
+    from rolling_calib.simulation.synthetic_experiments import SyntheticResult
 
 __all__ = [
     "PALETTE",
@@ -61,6 +62,8 @@ __all__ = [
     "plot_bias",
     "plot_probability_of_improvement",
     "plot_loss_differential",
+    "plot_when",
+    "plot_excess_curves",
     "make_figures",
     "plot_pairwise_heatmap",
     "plot_rounds",
@@ -75,7 +78,9 @@ PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#0
 METRIC_SHADES = {"ql": "#404040", "ql_scored": "#404040", "cql": "#a0a0a0"}
 
 SPREAD_PANELS = (("ql", "QL, all periods"), ("ql_scored", "QL, periods 2..K"), ("cql", "CQL, periods 2..K"))
-SCORES = ("vanilla", "vanilla_remaining", "calibrated")  # as in rolling_calib.core.synthetic_experiments
+SCORES = ("vanilla", "vanilla_remaining", "calibrated")  # as in rolling_calib.simulation.synthetic_experiments
+#: Per metric, whether lower is better (the tint of a differential's halves).
+METRIC_TABLE_LOWER = {m: not spec.higher_is_better for m, spec in METRIC_TABLE.items()}
 
 
 # --------------------------------------------------------------------------- axes handling
@@ -277,16 +282,17 @@ def _period_differential(scores: StoreScores, a: str, b: str, column: str, confi
 
 def plot_loss_differential(scores: StoreScores, a: str, b: str, *, ax: Axes | None = None,
                            colors: Mapping[str, str] | None = None,
-                           resampling: Resampling = RESAMPLING_DEFAULTS) -> Figure:
+                           question: Question = DEFAULT_QUESTION) -> Figure:
     """Per calibration period, QL and CQL of ``a`` minus ``b`` (mean over seeds, t-interval over seeds); refits marked.
 
     Bars below 0: ``a`` had the lower loss that period. A dashed line separates the periods
     before and after a refit (the first period of a new training window). CQL has no bar in
     the periods it does not score. The interval is over seeds only (market time is the
-    verdict's business: the Diebold-Mariano test and the verdict table).
+    verdict's business: the Diebold-Mariano test and the verdict table), at the ``question``'s
+    confidence.
     """
     colors = _colors(colors, scores.pipelines)
-    confidence = resampling.confidence
+    confidence = question.confidence
     ql, cql = (_period_differential(scores, a, b, c, confidence) for c in ("ql", "cql"))
     periods = list(ql["period"])
     fig, (axis,), made_here = _panels(ax, 1, figsize=(max(8.0, 0.55 * len(periods) + 4.0), 4.0))
@@ -308,6 +314,86 @@ def plot_loss_differential(scores: StoreScores, a: str, b: str, *, ax: Axes | No
     axis.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     axis.set_title(f"Loss differential per period: {a} minus {b} (mean over seeds; bars: {confidence:.0%} "
                    f"t-interval over seeds)", fontsize=10, loc="left")
+    return fig
+
+
+def _date(value: Any) -> pd.Timestamp:
+    return pd.Timestamp(value)
+
+
+def plot_when(pair: PairWhen, *, metric: str = "ql", ax: Sequence[Axes] | None = None,
+              colors: Mapping[str, str] | None = None, refits: Sequence[Any] = (), unit: str = "") -> Figure:
+    """When was each of a pair better: each window's interval (top) and the fluctuation test's path (bottom).
+
+    ``pair``: :class:`~rolling_calib.analysis.when.PairWhen` (what ``compare`` computed). Top: per
+    window a box from its first to its last day spanning its interval at the level Holm spent on it, a
+    line at its difference, tinted in the winner's colour (grey: undetermined), the across-windows mean
+    (dotted), refits (dashed) and, where the fluctuation test fired, the least-squares break (the days'
+    regimes). Bottom: the rolling mean of the seed-averaged differential against its simultaneous band,
+    the first date it left the band marked. ``ax``: None, or two Axes (top, bottom). ``refits``: the
+    first days of new training windows (default: the windows' own starts when the blocks are refit
+    windows).
+    """
+    w = pair.whens[metric]
+    names = [pair.better, pair.worse]
+    colors = _colors(colors, names)
+    fig, (top, bottom), made_here = _panels(ax, 2, figsize=(10.0, 6.4), vertical=True, sharex=True)
+    u = f" ({unit})" if unit else ""
+    finite = [v for v in w.windows if np.isfinite(v.ci_low) and np.isfinite(v.ci_high)]
+    span = max((v.ci_high - v.ci_low for v in finite), default=1.0) or 1.0
+    for v in w.windows:
+        x0, x1 = _date(v.start), _date(v.end) + pd.Timedelta(days=1)
+        lo = v.ci_low if np.isfinite(v.ci_low) else v.difference - span
+        hi = v.ci_high if np.isfinite(v.ci_high) else v.difference + span
+        color = colors.get(v.winner, "0.55") if v.winner else "0.55"
+        top.add_patch(Rectangle((mdates.date2num(x0), lo), mdates.date2num(x1) - mdates.date2num(x0), hi - lo,
+                                facecolor=to_rgba(color, 0.25), edgecolor=color, lw=1.0))
+        top.plot([x0, x1], [v.difference, v.difference], color=color, lw=2.2)
+        top.text(x0 + (x1 - x0) / 2, hi, v.label, ha="center", va="bottom", fontsize=7, color="0.3")
+    if w.windows:
+        top.set_xlim(_date(w.windows[0].start) - pd.Timedelta(days=2), _date(w.windows[-1].end) + pd.Timedelta(days=3))
+        top.autoscale(axis="y")
+    a = w.across
+    if a.outcome != "not enough windows" and np.isfinite(a.mean):
+        top.axhline(a.mean, color="black", ls=":", lw=1.0,
+                    label=f"across windows: {a.winner + ' better' if a.winner else 'undetermined'} (mean)")
+    starts = list(refits) if refits else ([_date(v.start) for v in w.windows[1:]] if w.blocks == "windows" else [])
+    _mark_refits(top, starts)
+    _mark_refits(bottom, starts)
+    f = w.fluctuation
+    if f is not None and f.fired and f.break_at is not None:
+        for axis in (top, bottom):
+            axis.axvline(_date(f.break_at), color="#D55E00", ls="-.", lw=1.2,
+                         label=f"regime change (break {f.break_at})" if axis is top else None)
+    if METRIC_TABLE_LOWER.get(metric, True):
+        _sides(top, pair.better, pair.worse, colors)
+    else:
+        top.axhline(0.0, color="black", lw=0.8)
+    top.set_title(f"{pair.better} - {pair.worse}, {title(metric)}, per {BLOCK_WORDS[w.blocks][0]}: "
+                  f"{w.consistency()}\nboxes: interval at the level Holm spent on each window "
+                  f"(family-wise {w.confidence:.0%})", fontsize=9, loc="left")
+    top.set_ylabel(f"difference{u}")
+    top.grid(axis="y", alpha=0.3)
+    top.legend(fontsize=7, loc="upper right")
+    if f is not None:
+        times = [_date(t) for t in f.times]
+        bottom.fill_between(times, f.center - f.half_width, f.center + f.half_width, color="0.85",
+                            label=f"{f.confidence:.0%} simultaneous band")
+        bottom.axhline(f.center, color="0.5", lw=0.8, label="the period's mean")
+        bottom.plot(times, f.rolling, color="black", lw=1.3,
+                    label=f"{f.window_days}-day rolling mean (at its last day)")
+        if f.fired and f.left_at is not None:
+            i = [str(t) for t in f.times].index(str(f.left_at))
+            bottom.plot([times[i]], [f.rolling[i]], "o", color="#D55E00", ms=6,
+                        label=f"left the band {f.left_at}")
+        state = "changed (a warning, not a verdict)" if f.fired else "stable"
+        bottom.set_title(f"Fluctuation: rolling mean of the seed-averaged differential, {state}", fontsize=9,
+                         loc="left")
+        bottom.legend(fontsize=7, loc="upper right")
+    bottom.axhline(0.0, color="black", lw=0.6, ls=":")
+    bottom.set_ylabel(f"{pair.better} - {pair.worse}{u}")
+    bottom.grid(alpha=0.3)
+    _rotate_dates(fig, [bottom], made_here)
     return fig
 
 
@@ -361,11 +447,52 @@ def plot_probability_of_improvement(comparison: StoreComparison, *, ax: Axes | N
     return fig
 
 
+def plot_excess_curves(curves: pd.DataFrame, *, ax: Axes | Sequence[Axes] | None = None,
+                       colors: Mapping[str, str] | None = None, scope: str = "") -> Figure:
+    """Cumulative excess return of the backtests: per seed (thin) and the mean over seeds (thick), per pipeline.
+
+    ``curves`` holds one frame per cost kind (``{"without": ..., "with": ...}`` as a frame with a
+    ``cost`` column), each of :func:`rolling_calib.analysis.portfolio.excess_curves`: ``pipeline, seed,
+    date, cumulative`` (``seed`` -1: the mean curve). One panel per cost kind present.
+    ``scope``: what the backtest is (strategy, benchmark, cost model, accumulation), in the title.
+    """
+    kinds = [k for k in ("without", "with") if (curves["cost"] == k).any()] or ["with"]
+    fig, axes, made_here = _panels(ax, len(kinds), figsize=(11, 3.8), sharey=True)
+    pipelines = list(dict.fromkeys(curves["pipeline"]))
+    colors = _colors(colors, pipelines)
+    styles = ("-", "--", ":", "-.")   # a pipeline whose curves equal another's still shows under it
+    for a, kind in zip(axes, kinds):
+        part = curves[curves["cost"] == kind]
+        for i, name in enumerate(pipelines):
+            runs = part[part["pipeline"] == name]
+            for seed, run in runs.groupby("seed"):
+                dates = pd.to_datetime(run["date"])
+                values = run["cumulative"].to_numpy(dtype=float) * 100
+                if seed == -1:
+                    a.plot(dates, values, color=colors[name], lw=2.2, ls=styles[i % len(styles)],
+                           label=f"{name}: mean of {runs['seed'].nunique() - 1} seed(s)")
+                else:
+                    a.plot(dates, values, color=colors[name], lw=0.8, alpha=0.45, ls=styles[i % len(styles)])
+        a.axhline(0.0, color="#808080", lw=0.8, ls="--")
+        a.set_title(f"excess return {kind} cost", fontsize=10, loc="left")
+        a.set_ylabel("cumulative excess return (%)")
+        a.legend(fontsize=8, loc="best")
+    _rotate_dates(fig, axes, made_here)
+    if made_here:
+        import textwrap
+
+        head = "Backtest over the joined windows: cumulative excess return per seed (thin) and their mean (thick)"
+        fig.suptitle("\n".join([head, *textwrap.wrap(scope, 150)]), fontsize=9)
+    return fig
+
+
 def make_figures(scores: StoreScores, comparison: StoreComparison | None = None, *,
                  diagnosis: StoreDiagnosis | None = None) -> dict[str, Figure]:
     """The report's figures, each its own Figure, every pipeline in the colour :func:`pipeline_colors` gives it.
 
-    ``"improvement"`` (with a comparison that has pairs), ``"differential_<i>"`` per compared pair,
+    ``"improvement"`` (with a comparison that has pairs), ``"excess"`` (with backtests: the cumulative
+    excess-return curves, :func:`plot_excess_curves`), ``"when_<i>"`` per compared pair with per-window
+    QL verdicts, ``"differential_<i>"`` per compared pair,
     ``"paired_<i>"`` per compared pair both pipelines of which were diagnosed, ``"offsets"`` (with a
     diagnosis: one panel per pipeline), ``"spread"`` and ``"bias"``.
     """
@@ -374,12 +501,26 @@ def make_figures(scores: StoreScores, comparison: StoreComparison | None = None,
     pairs = [(p.better, p.worse) for p in comparison.pairs] if comparison is not None else []
     if pairs:
         figs["improvement"] = plot_probability_of_improvement(comparison, colors=colors)
+    if len(scores.backtests):
+        from rolling_calib.analysis.portfolio import excess_curves
+
+        mode = comparison.portfolio.mode if comparison is not None and comparison.portfolio is not None else "sum"
+        shown = scores.backtests[scores.backtests["pipeline"].isin(scores.pipelines)]
+        curves = pd.concat([excess_curves(shown, cost=k, mode=mode).assign(cost=k) for k in ("without", "with")],
+                           ignore_index=True)
+        scope = comparison.portfolio.scope() if comparison is not None and comparison.portfolio is not None else ""
+        figs["excess"] = plot_excess_curves(curves, colors=colors, scope=scope)
     diagnosed = {d.pipeline for d in diagnosis.pipelines} if diagnosis is not None else set()
     for i, (a, b) in enumerate(pairs):
+        pair_when = comparison.when_of(comparison.pairs[i])
+        if pair_when is not None and "ql" in pair_when.whens:
+            refits = _refit_starts(scores.periods) if pair_when.blocks == "months" else ()
+            figs[f"when_{i}"] = plot_when(pair_when, colors=colors, refits=refits,
+                                          unit=scores.label.loss_unit)
         if a in diagnosed and b in diagnosed:
             figs[f"paired_{i}"] = plot_paired_differences(diagnosis, a, b, colors=colors)
         figs[f"differential_{i}"] = plot_loss_differential(
-            scores, a, b, colors=colors, resampling=comparison.resampling)
+            scores, a, b, colors=colors, question=comparison.question)
     if diagnosis is not None and diagnosis.pipelines:
         k = len(diagnosis.pipelines)
         fig = Figure(figsize=(9, 3.4 * k), layout="constrained")

@@ -10,15 +10,28 @@ Layout in MLflow (experiment = the store's ``experiment_name`` unless given)::
     │                                            ``rolling.*``, ``data.*``: dotted keys; window dates and
     │                                            the seed say "per window" / "per seed");
     │                                            metrics: mean and std over seeds of QL, CQL, IC, ICIR,
-    │                                            Rank IC; per compared pipeline OTHER and metric M:
+    │                                            Rank IC; with a backtest, of the mean daily excess
+    │                                            return (excess_return[_cost]_mean) and of Qlib's
+    │                                            annualized_return, information_ratio, max_drawdown
+    │                                            (``_cost``: with cost), params backtest.strategy,
+    │                                            .benchmark, .cost, .mode, .annualization_days;
+    │                                            per compared pipeline OTHER and metric M:
     │                                            diff.OTHER.M, ci_low.OTHER.M, ci_high.OTHER.M,
     │                                            seeds_needed.OTHER.M, timeseries_dm_p.OTHER.M (the
     │                                            Diebold-Mariano p of the seed-averaged differential:
-    │                                            a time-series detail, not the verdict's); tags: verdict.OTHER.M (better | worse |
-    │                                            undetermined, this pipeline against OTHER), warning.KIND
-    │                                            (the guard's message), config hash, store
+    │                                            a time-series detail, not the verdict's), and per window
+    │                                            (step = window index) window_diff.OTHER.M,
+    │                                            window_ci_low.OTHER.M, window_ci_high.OTHER.M; tags:
+    │                                            verdict.OTHER.M (better | worse | undetermined, this
+    │                                            pipeline against OTHER, the headline question),
+    │                                            verdict_future.OTHER.M or verdict_period.OTHER.M (the
+    │                                            other question, shown beside it), when.OTHER.M (better
+    │                                            in n of q windows ...), across_windows.OTHER.M,
+    │                                            fluctuation.OTHER.M (stable | changed at DATE),
+    │                                            warning.KIND (the guard's message), config hash, store
     ├── <pipeline> seed<k>           nested run  params: the resolved configuration with this seed;
-    │   │                                        metrics: ql, ql_scored, cql, ic, icir, rank_ic, n_all,
+    │   │                                        metrics: ql, ql_scored, cql, ic, icir, rank_ic,
+    │   │                                        excess_return[_cost] (mean daily, with a backtest), n_all,
     │   │                                        n_scored, and the per-period series ql_month /
     │   │                                        cql_month / bias_month (step = period index, 0-based;
     │   │                                        bias_month = the shift c_k applied in period k)
@@ -128,9 +141,9 @@ from typing import Any
 
 import pandas as pd
 
-from rolling_calib.analysis.comparison import StoreComparison
+from rolling_calib.analysis.comparison import StoreComparison, verdict_columns
 from rolling_calib.analysis.scoring import StoreScores
-from rolling_calib.analysis.sequential_path import path_metrics, path_tags, read_path
+from rolling_calib.analysis.sequential_path import read_path
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.core.metric_table import ALL_METRICS
 from rolling_calib.core.tables import format_table
@@ -472,15 +485,44 @@ def _verdict_entries(comparison: StoreComparison, pipeline: str) -> tuple[dict[s
             continue
         first = pipeline == pv.better
         other = _key_part(pv.worse if first else pv.better)
+        for metric, v in pv.beside.items():
+            tags[f"verdict_{v.target}.{other}.{metric}"] = _seen_from(v.winner, pipeline)
+        pair_when = comparison.when_of(pv)
+        for metric, w in (pair_when.whens.items() if pair_when is not None else ()):
+            tags[f"when.{other}.{metric}"] = _consistency_of(w, pipeline)
+            tags[f"across_windows.{other}.{metric}"] = (w.across.outcome if w.across.outcome == "not enough windows"
+                                                        else _seen_from(w.across.winner, pipeline))
+            f = w.fluctuation
+            if f is not None:
+                tags[f"fluctuation.{other}.{metric}"] = f"changed at {f.left_at}" if f.fired else "stable"
+            for win in w.windows:
+                diff, low, high = ((win.difference, win.ci_low, win.ci_high) if first else
+                                   (-win.difference, -win.ci_high, -win.ci_low))
+                metrics += [(f"{name}.{other}.{metric}", float(value), win.index) for name, value in
+                            (("window_diff", diff), ("window_ci_low", low), ("window_ci_high", high)) if _finite(value)]
         for metric, v in pv.verdicts.items():
-            tags[f"verdict.{other}.{metric}"] = ("undetermined" if v.winner is None else
-                                                 "better" if v.winner == pipeline else "worse")
+            tags[f"verdict.{other}.{metric}"] = _seen_from(v.winner, pipeline)
             diff, low, high = (v.difference, v.ci_low, v.ci_high) if first else (-v.difference, -v.ci_high, -v.ci_low)
             values = {"diff": diff, "ci_low": low, "ci_high": high, "seeds_needed": v.seeds_needed.n,
                       # a time-series detail, not the verdict's p-value: it ignores persistent seed offsets
                       "timeseries_dm_p": v.diebold_mariano.p_value}
             metrics += [(f"{name}.{other}.{metric}", float(value), 0) for name, value in values.items() if _finite(value)]
     return tags, metrics
+
+
+def _seen_from(winner: str | None, pipeline: str) -> str:
+    """``better``, ``worse`` or ``undetermined``: a verdict as ``pipeline`` reads it."""
+    return "undetermined" if winner is None else "better" if winner == pipeline else "worse"
+
+
+def _consistency_of(w: Any, pipeline: str) -> str:
+    """The consistency line as ``pipeline`` reads it: ``"wd0 better in 1 of 4 refit windows, worse in 0, ..."``."""
+    better, worse, undetermined = w.counts()
+    if pipeline != w.a:
+        better, worse = worse, better
+    blocks = "refit windows" if w.blocks == "windows" else "months"
+    return (f"{pipeline} better in {better} of {len(w.windows)} {blocks}, worse in {worse}, "
+            f"undetermined in {undetermined}")
 
 
 def _warning_tags(comparison: StoreComparison, pipeline: str) -> dict[str, str]:
@@ -495,13 +537,17 @@ def _verdict_note(comparison: StoreComparison, pipeline: str | None = None) -> s
     rows = [r for r in comparison.verdict_rows() if pipeline is None or pipeline in r["pair"].split(" vs ")]
     if not rows:
         return ""
-    table = format_table([[r["pair"], r["metric"], r["verdict"], r["difference"], r["interval"], r["seeds"]]
-                          for r in rows], ["pair", "metric", "verdict", "difference", "interval", "seeds to decide"],
-                         style="markdown")
-    question = ("over seeds and the market's future" if comparison.target == "future"
-                else "over seeds, on the evaluated days")
-    return (f"Verdicts at {comparison.confidence:.0%} {question} (difference = first minus second "
-            f"pipeline):\n\n{table}")
+    table = format_table([[r["pair"], r["metric"], r["verdict"], r["difference"], r["interval"], r["beside"],
+                           r["seeds"]] for r in rows],
+                         ["pair", "metric", "verdict", "difference", "interval",
+                          verdict_columns(comparison.target)["beside"], "seeds to decide"], style="markdown")
+    when = [r for r in comparison.when_rows() if pipeline is None or pipeline in r["pair"].split(" vs ")]
+    when_table = format_table([[r["pair"], r["metric"], r["windows"], r["across"], r["fluctuation"]] for r in when],
+                              ["pair", "metric", "per window (Holm)", "across windows", "fluctuation"],
+                              style="markdown") if when else ""
+    return (f"**{comparison.headline()}**\n\nVerdicts {comparison.question.describe()}, {comparison.claim()} "
+            f"(difference = first minus second pipeline):\n\n{table}"
+            + (f"\n\nWhen was each better?\n\n{when_table}" if when_table else ""))
 
 
 def _summary_metrics(scores: StoreScores, comparison: StoreComparison | None, pipeline: str,
@@ -528,7 +574,7 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
     names = list(comparison.summary["pipeline"])
     data = comparison.to_dict()
     files = sorted({Path(p) for p in (report or {}).values() if Path(p).is_file()})
-    settings = comparison.resampling.to_dict()
+    settings = {**comparison.question.to_dict(), **comparison.resampling.to_dict()}   # compare.target, compare.n_boot ...
     content = stable_hash({"comparison": data, "files": [(f.name, hashlib.sha256(f.read_bytes()).hexdigest())
                                                          for f in files]})
 
@@ -543,8 +589,8 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
     tags, key = scoring
     path = read_path(comparison_store) if comparison_store is not None else None
     if path:   # a run --until-decided: where and why each pair stopped, compute against the full grid
-        tags = {**tags, **path_tags(path)}
-        content = stable_hash({"content": content, "sequential": path})
+        tags = {**tags, **path.tags()}
+        content = stable_hash({"content": content, "sequential": path.to_dict()})
     pairs = [f"{p.better} vs {p.worse}" for p in comparison.pairs]
     return _Spec(
         key=f"comparison|{stable_hash({'pipelines': names, **settings})[:12]}|{key}",
@@ -552,7 +598,7 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
         level="comparison", parent_id=None,
         params={**{f"compare.{k}": _param_text(v) for k, v in settings.items()},
                 "compare.pipelines": _param_text(names), "compare.pairs": _param_text(pairs)},
-        metrics=[(k, v, 0) for k, v in (path_metrics(path) if path else {}).items() if _finite(v)], version=content,
+        metrics=[(k, v, 0) for k, v in (path.metrics() if path else {}).items() if _finite(v)], version=content,
         tags={**tags, "rc.warnings": ",".join(dict.fromkeys(w.kind for w in comparison.warnings)) or "none",
               NOTE_TAG: _verdict_note(comparison)[:TAG_VALUE_LIMIT]},
         artifacts=artifacts)
@@ -663,10 +709,24 @@ def _pipeline_spec(ctx: _Context, pipeline: str, entry: PipelineRecord, p_runs: 
         judged = stable_hash({"tags": tags, "metrics": metrics})[:8]
     params = config_params(ctx.store.manifest, pipeline)
     params.update({"schedule.mode": str(entry.mode), "schedule.windows": str(len(entry.window_records))})
+    params.update(_backtest_params(ctx.comparison, pipeline))
     seeds = [int(s) for s in p_runs["seed"]]
     return _Spec(key=f"{pipeline}|{config_hash}", name=pipeline, level="pipeline", parent_id=None, params=params,
                  metrics=metrics, tags=tags, version=",".join(map(str, seeds)) + f"|{ctx.scoring_key}|{judged}",
                  span=span)
+
+
+def _backtest_params(comparison: StoreComparison | None, pipeline: str) -> dict[str, str]:
+    """What the pipeline run's backtest figures are about (its ``information_ratio_mean`` ... metrics): strategy,
+    benchmark, cost model, accumulation mode and annualisation."""
+    p = comparison.portfolio if comparison is not None else None
+    if p is None or pipeline not in p.specs:
+        return {}
+    spec = p.specs[pipeline]
+    return {"backtest.strategy": spec.get("strategy", "?")[:TAG_VALUE_LIMIT],
+            "backtest.benchmark": spec.get("benchmark", "?")[:TAG_VALUE_LIMIT],
+            "backtest.cost": spec.get("cost", "?")[:TAG_VALUE_LIMIT], "backtest.mode": p.mode,
+            "backtest.annualization_days": f"{p.n:g}"}
 
 
 def _seed_spec(ctx: _Context, pipeline: str, config_hash: str, row: Any, done: list, parent_id: str,

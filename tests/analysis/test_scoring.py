@@ -81,7 +81,8 @@ def test_score_store_matches_hand_computation(tmp_path):
     scores = score_store(tmp_path)
     assert list(scores.runs.columns) == ["pipeline", "seed", "ql", "ql_scored", "cql", "n_all", "n_scored",
                                          "ic", "icir", "rank_ic", "cql_refit_first", "cql_rest",
-                                         "ql_refit_first", "ql_rest"]
+                                         "ql_refit_first", "ql_rest", "excess_return", "excess_return_cost"]
+    assert scores.runs[["excess_return", "excess_return_cost"]].isna().all().all()   # no backtest in this store
     assert set(["pipeline", "seed", "period", "start", "rows", "bias", "ql", "cql", "scored"]) <= set(scores.periods.columns)
     assert len(scores.runs) == 6 and scores.incomplete == []
     for row in scores.runs.itertuples():

@@ -46,7 +46,7 @@ def test_analysis_ranks_groups_and_runs_to_separate():
     budgets = {b.metric: b for b in result.runs_to_separate}
     assert budgets["cql"].a == budgets["ql"].a  # same top two for both metrics
     assert result.settings == {"metrics": ["cql", "ql"], "ground_truth": "ql", "n_boot": 500, "confidence": 0.95,
-                               "seed": 4, "block_size": None, "target": "future", "configurations": 3, "runs": 24}
+                               "seed": 4, "block_size": None, "target": "period", "configurations": 3, "runs": 24}
 
 
 def test_analysis_is_reproducible_with_its_seed():

@@ -13,6 +13,7 @@ from runner_helpers import write_fake_store
 from rolling_calib.analysis.comparison import compare_store
 from rolling_calib.analysis.scoring import score_store
 from rolling_calib.cli import main
+from rolling_calib.core.question import Question
 from rolling_calib.core.resampling import Resampling
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden_tiny_demo"
@@ -119,21 +120,76 @@ def test_text_output_leads_with_the_verdicts_in_the_labels_unit(demo_store, caps
 
 def test_confidence_changes_the_verdicts_level(skilled_store):
     scores = score_store(skilled_store)
-    narrow = compare_store(scores, resampling=Resampling(n_boot=200, confidence=0.5)).verdicts[0].verdicts["ql"]
-    wide = compare_store(scores, resampling=Resampling(n_boot=200, confidence=0.99)).verdicts[0].verdicts["ql"]
+    boot = Resampling(n_boot=200)
+    narrow = compare_store(scores, question=Question(confidence=0.5), resampling=boot).verdicts[0].verdicts["ql"]
+    wide_comparison = compare_store(scores, question=Question(confidence=0.99), resampling=boot)
+    wide = wide_comparison.verdicts[0].verdicts["ql"]
     assert wide.ci_high - wide.ci_low > narrow.ci_high - narrow.ci_low
-    assert wide.confidence == 0.99
+    assert wide.confidence == 0.99 and wide.question == Question(confidence=0.99)
+    data = wide_comparison.to_dict()   # both values recorded, each through its own to_dict
+    assert data["question"] == {"target": "period", "confidence": 0.99, "claim": "over seeds, on these days"}
+    assert data["bootstrap"] == {"n_boot": 200, "seed": 0, "block_size": None}
+    assert data["pairs"][0]["verdicts"]["ql"]["question"] == {"target": "period", "confidence": 0.99}
 
 
 def test_future_verdicts_say_how_far_their_market_time_part_sees(skilled_store):
-    """The horizon line comes from the verdicts' own bandwidths and days; the period target has none."""
+    """The horizon line comes from the future verdicts' own bandwidths and days: the headline ones under --target
+    future, those shown beside the period headline otherwise (the same numbers)."""
     scores = score_store(skilled_store)
-    future = compare_store(scores, resampling=Resampling(n_boot=200, target="future"))
-    period = compare_store(scores, resampling=Resampling(n_boot=200, target="period"))
+    future = compare_store(scores, question=Question(target="future"), resampling=Resampling(n_boot=200))
+    period = compare_store(scores, question=Question(target="period"), resampling=Resampling(n_boot=200))
     cvs = [v.variance for pv in future.verdicts for v in pv.verdicts.values() if v.variance.var_time > 0]
     assert cvs, "the fake store's verdicts have a market-time part"
     horizon = max(cv.block_days if cv.drift else cv.bandwidth + 1 for cv in cvs)
     days = min(v.n_times for pv in future.verdicts for v in pv.verdicts.values() if v.variance.var_time > 0)
     text = future.format()
     assert f"persistence up to {horizon} trading day(s) of the {days} evaluated" in text
-    assert "Horizon:" not in period.format()
+    assert f"persistence up to {horizon} trading day(s) of the {days} evaluated" in period.format()
+    beside = [v.variance for pv in period.verdicts for v in pv.beside.values() if v.variance.var_time > 0]
+    assert [cv.bandwidth for cv in beside] == [cv.bandwidth for cv in cvs]
+
+
+def test_the_default_headline_is_the_period_verdict_with_its_days_and_the_future_beside_it(skilled_store, capsys):
+    """Issue 37: the verdict shown first holds its level under drift (over seeds, on these days) and names its
+    days; the claim about the market's future is beside it, as the assumption it rests on."""
+    out = _compare_json(skilled_store, capsys)
+    assert out["question"]["target"] == "period" and "target" not in out["bootstrap"]
+    assert out["question"]["claim"] == "over seeds, on these days"
+    ql = out["pairs"][0]["verdicts"]["ql"]
+    assert ql["question"]["target"] == "period" and ql["days"] == ["2018-01-02", "2018-04-30"]
+    assert ql["variance"]["var_time"] == 0.0
+    beside = ql["beside"]
+    assert beside["target"] == "future" and "drift is shorter than the horizon" in beside["claim"]
+    assert beside["outcome"] in ("better", "worse", "undetermined") and beside["ci_high"] - beside["ci_low"] > 0
+    horizons = [v["beside"]["horizon_days"] for v in out["pairs"][0]["verdicts"].values()]
+    assert any(h is not None and h >= 1 for h in horizons)     # the market-time parts that were measured
+    assert out["headline"].endswith(".") and "over seeds, on these 82 days (2018-01-02..2018-04-30)" in out["headline"]
+    text = compare_store(score_store(skilled_store), resampling=Resampling(n_boot=200)).format()
+    assert text.splitlines()[0] == out["headline"]
+    assert "Verdicts at 95%, over seeds, on these 82 days (2018-01-02..2018-04-30)" in text
+    assert "future, if drift < horizon" in text
+    future = _compare_json(skilled_store, capsys, "--target", "future")
+    assert future["pairs"][0]["verdicts"]["ql"]["question"]["target"] == "future"
+    assert future["pairs"][0]["verdicts"]["ql"]["beside"]["target"] == "period"
+
+
+def test_compare_json_says_when_each_pipeline_was_better_for_every_pair_and_metric(skilled_store, capsys):
+    out = _compare_json(skilled_store, capsys)
+    assert [w["pair"] for w in out["when"]] == [[p["better"], p["worse"]] for p in out["pairs"]]
+    for pair, when in zip(out["pairs"], out["when"]):
+        assert set(when["metrics"]) == set(pair["verdicts"])
+        for metric, w in when["metrics"].items():
+            first = "2018-02-01" if metric == "cql" else "2018-01-02"   # CQL scores months 2..K
+            assert [(x["label"], x["start"]) for x in w["windows"]] == [("w00", first), ("w01", "2018-03-01")]
+            for x in w["windows"]:
+                assert x["outcome"] in ("better", "worse", "undetermined") and x["end"] >= x["start"]
+                assert x["ci_low"] <= x["difference"] <= x["ci_high"] and 0.95 <= x["level"] < 1
+                assert x["p_holm"] >= x["p_value"]
+            assert w["consistency"].startswith(f"{pair['better']} better in ") and "of 2 refit windows" in w["consistency"]
+            assert w["across_windows"]["outcome"] == "not enough windows"
+            assert w["fluctuation"]["fired"] in (True, False) and w["fluctuation"]["n_sim"] == 200
+    months = _compare_json(skilled_store, capsys, "--when", "months")
+    ql = months["when"][0]["metrics"]["ql"]
+    assert [x["label"] for x in ql["windows"]] == ["2018-01", "2018-02", "2018-03", "2018-04"]
+    assert ql["across_windows"]["outcome"] in ("better", "worse", "undetermined")   # 4 months: the test is made
+    assert "of 4 months" in ql["consistency"]

@@ -47,7 +47,7 @@ def test_demo_generates_data_runs_two_workers_and_reports(tmp_path, capsys):
     assert (out / "qlib_data" / "calendars" / "1min.txt").read_text().startswith("2018-01-02 09:30:00")
     html = (out / "report" / "report.html").read_text()
     assert html.index("<h1>") < html.index("<table") < html.index("<h2>Losses per pipeline")   # opens with the verdicts
-    assert "docs/method.md §4" in html and html.count("data:image/png;base64,") == 6
+    assert "docs/method.md §4" in html and html.count("data:image/png;base64,") == 7   # with the "when" figure
     assert str(out) not in html and (out / "report" / "verdicts.csv").is_file()
     sidecars = sorted((out / "store" / "units").rglob("w*.json"))
     assert len(sidecars) == 8

@@ -93,3 +93,29 @@ def test_the_plan_is_not_printed_with_json(tmp_path, tiny_data, capsys):
                  "--no-tracking", "--json", "--workers", "1"]) == 0
     captured = capsys.readouterr()
     assert "plan:" not in captured.err and json.loads(captured.out)["units_ran"] == 2
+
+
+def test_dry_run_until_decided_plans_the_worst_case_and_says_what_the_first_look_needs(tmp_path, tiny_data, capsys):
+    """Issue 39: ``--dry-run`` honoured ``--until-decided`` nowhere (it planned the file's seeds, not --max-seeds)
+    and took ``--seeds`` where the run refuses it."""
+    config, store = _config(tmp_path, tiny_data), tmp_path / "store"
+    common = ["run", str(config), "--store", str(store), "--dry-run", "--no-tracking", "--workers", "1",
+              "--until-decided", "--first", "2", "--max-seeds", "6"]
+    assert main(common) == 0
+    out = capsys.readouterr().out
+    assert "plan: 2 pipeline(s) (wd0, wdbig) x 6 seed(s) x 2 window(s) = 24 unit(s)" in out
+    assert ("until-decided: the grid above (6 seeds) is the worst case; the first look needs seeds 0..1 of every "
+            "pipeline (8 unit(s)), then 2 more per look only for pipelines in an undecided pair, decided by QL") in out
+    assert _files(store) == []
+    assert main([*common, "--seeds", "4"]) == 2
+    assert "--seeds: --until-decided trains seeds 0..N-1 of --max-seeds N; drop --seeds" in capsys.readouterr().err
+
+
+def test_until_decided_with_one_pipeline_is_refused_before_anything_runs(tmp_path, tiny_data, capsys):
+    """Issue 39: with one pipeline it trained 3 seeds and claimed "6 units of the full grid" for no pair at all."""
+    config, store = _config(tmp_path, tiny_data), tmp_path / "store"
+    for dry in (["--dry-run"], []):
+        assert main(["run", str(config), "--store", str(store), "--no-tracking", "--workers", "1",
+                     "--until-decided", "--pipelines", "wd0", *dry]) == 2
+        assert "make no pair; name two or more (--pipelines)" in capsys.readouterr().err
+    assert _files(store) == []

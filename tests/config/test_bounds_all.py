@@ -10,7 +10,7 @@ import pytest
 from rolling_calib.cli import build_parser, main
 from rolling_calib.config.experiment import ConfigError, load_experiment
 from rolling_calib.config.qrun_yaml import MAX_DOCUMENT_BYTES, load_yaml, parse_scalar
-from rolling_calib.core.synthetic_experiments import run_linear_experiment
+from rolling_calib.simulation.synthetic_experiments import run_linear_experiment
 from rolling_calib.execution.factory import ExecutorOptions
 
 from runner_helpers import REPO

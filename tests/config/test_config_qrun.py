@@ -62,7 +62,7 @@ def test_qrun_runs_base_workflow_for_one_window(tmp_path, monkeypatch):
     read_by_qrun = pd.read_pickle(saved)
     monkeypatch.chdir(tmp_path)
     with pytest.warns(UserWarning, match="the current directory comes first"):
-        ours = _read_with_base(path)
+        ours, _ = _read_with_base(path)
     assert read_by_qrun.pop("BASE_CONFIG_PATH") == "base.yaml"
     # the recorder keeps the task after training, its records' <MODEL>/<DATASET> filled with the objects
     records = [{k: v for k, v in r.items() if k != "kwargs"} for r in read_by_qrun["task"].pop("record")]

@@ -18,7 +18,7 @@ def test_the_given_file_is_a_template_over_the_environment_its_base_is_not(tmp_p
     top.write_text("BASE_CONFIG_PATH: base.yaml\nqlib_init: {provider_uri: {{ RC_TEST_DATA }}}\n"
                    "experiment_name: run{{ RC_TEST_UNSET }}\n")
     with pytest.warns(UserWarning, match="not set in the environment render as empty text.*RC_TEST_UNSET"):
-        data = _read_with_base(top)
+        data, _ = _read_with_base(top)
     assert data == {"note": "{{ RC_TEST_DATA }}", "seeds": 3,  # qrun renders only the file it is given
                     "qlib_init": {"provider_uri": "/data/us25"}, "experiment_name": "run"}
 
@@ -54,12 +54,12 @@ def test_base_config_path_current_directory_first_then_beside_the_file(tmp_path,
     top = conf / "top.yaml"
     top.write_text("BASE_CONFIG_PATH: base.yaml\nx: 1\n")
     monkeypatch.chdir(tmp_path)
-    assert _read_with_base(top) == {"where": "beside", "x": 1}
+    assert _read_with_base(top)[0] == {"where": "beside", "x": 1}
     (tmp_path / "base.yaml").write_text("where: cwd\n")
     with pytest.warns(UserWarning, match=r"using .*base\.yaml, not .*conf/base\.yaml: the current directory comes first"):
-        assert _read_with_base(top) == {"where": "cwd", "x": 1}
+        assert _read_with_base(top)[0] == {"where": "cwd", "x": 1}
     monkeypatch.chdir(conf)  # the same file both ways: no warning
-    assert _read_with_base(top) == {"where": "beside", "x": 1}
+    assert _read_with_base(top)[0] == {"where": "beside", "x": 1}
 
 
 def test_a_missing_base_names_both_places(tmp_path, monkeypatch):

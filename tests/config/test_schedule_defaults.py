@@ -40,3 +40,16 @@ def test_a_test_start_the_store_cannot_train_for_falls_back_to_two_thirds():
     # 2013-06 .. 2015-02 (the store's last complete month with labels: 03-31 is the last bar): 20 months -> +13
     assert (c.values["initial_train_start"], c.values["end"], c.values["start"]) == ("2013-06", "2015-02", "2014-07")
     assert "mode" not in c.values and "two thirds of the way from 2013-06 to 2015-02" in c.notes[2]
+
+
+def test_a_qlib_workflow_follows_qlibs_rolling_unless_told():
+    """Issue 39: retrain (not fine-tune), 20-day steps, the YAML's 2 years of validation; --set wins."""
+    c = choose_schedule({}, TASK, CAL, can_finetune=True, rows=rows_of(25), qlib_rolling=True)
+    assert (c.values["mode"], c.values["step_days"], c.values["valid_months"]) == ("scratch", 20, 24)
+    assert any(n.startswith("valid_months 24: the YAML's valid segment 2015-01-01..2016-12-31 (24 months)")
+               for n in c.notes)
+    told = choose_schedule({"mode": "finetune", "step_months": 6, "valid_months": 1}, TASK, CAL, can_finetune=True,
+                           rows=rows_of(25), qlib_rolling=True).values
+    assert not {"mode", "step_days", "valid_months"} & set(told)
+    own = choose_schedule({}, TASK, CAL, can_finetune=True, rows=rows_of(40)).values   # a file with rolling: ours
+    assert "mode" not in own and "step_days" not in own and own["valid_months"] == 1

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from signal_helpers import popen
 
 from rolling_calib.core.file_lock import exclusive_file_lock, lock_holder
 
@@ -29,8 +30,9 @@ class Busy(Exception):
 
 
 def _holder(lock: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(lock)], cwd=REPO, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    # killed with SIGKILL (no disposition stops it); started as every signalled child is (signal_helpers)
+    proc = popen([sys.executable, "-c", HOLD, str(lock)], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                 text=True)
     assert proc.stdout.readline().strip() == "held"
     return proc
 

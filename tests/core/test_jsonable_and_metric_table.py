@@ -52,15 +52,18 @@ def test_every_to_dict_of_the_verdict_is_strict_json():
     rng = np.random.default_rng(0)
     a = LossPanel.from_arrays(seeds=range(3), total=rng.normal(1.0, 0.1, (3, 20)))
     b = LossPanel.from_arrays(seeds=range(3), total=rng.normal(1.1, 0.1, (3, 20)))
-    json.dumps(decide(a, b, resampling=Resampling(n_boot=50)).to_dict(), allow_nan=False)
+    json.dumps(decide(a, b).to_dict(), allow_nan=False)
 
 
 def test_metric_table_declares_name_title_unit_and_direction():
     bp = Label(kind="raw", unit="bp")
-    assert LOSS_METRICS == ("ql", "ql_scored", "cql") and SCORE_METRICS == ("ic", "icir", "rank_ic")
-    assert [title(m) for m in METRIC_TABLE] == ["QL", "QL 2..K", "CQL", "IC", "ICIR", "Rank IC"]
+    assert LOSS_METRICS == ("ql", "ql_scored", "cql")
+    assert SCORE_METRICS == ("ic", "icir", "rank_ic", "excess_return", "excess_return_cost")
+    assert [title(m) for m in METRIC_TABLE] == ["QL", "QL 2..K", "CQL", "IC", "ICIR", "Rank IC", "Excess return",
+                                                "Excess return w/ cost"]
     assert {m: METRIC_TABLE[m].unit(bp) for m in METRIC_TABLE} == {
-        "ql": "bp²", "ql_scored": "bp²", "cql": "bp²", "ic": "", "icir": "", "rank_ic": ""}
+        "ql": "bp²", "ql_scored": "bp²", "cql": "bp²", "ic": "", "icir": "", "rank_ic": "",
+        "excess_return": "per day", "excess_return_cost": "per day"}
     assert METRIC_TABLE["ql"].orientation == "lower" and METRIC_TABLE["ic"].orientation == "higher"
 
 

@@ -215,7 +215,7 @@ def test_fit_logit_shift_rows_matches_the_scalar_fit():
 
 def test_metric_layer_imports_no_heavy_framework():
     code = (
-        "import sys, rolling_calib.core.metrics, rolling_calib.core.pairwise, rolling_calib.core.synthetic_experiments, "
+        "import sys, rolling_calib.core.metrics, rolling_calib.core.pairwise, rolling_calib.simulation.synthetic_experiments, "
         "rolling_calib.cli.synthetic_experiments\n"
         "heavy = sorted(m for m in ('qlib', 'torch', 'ray', 'mlflow') if m in sys.modules)\n"
         "print(','.join(heavy))"

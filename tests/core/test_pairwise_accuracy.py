@@ -14,6 +14,7 @@ from hypothesis.extra import numpy as hnp
 from scipy import stats
 
 from rolling_calib.core import pairwise as C
+from rolling_calib.core.question import Question
 from rolling_calib.core.resampling import Resampling
 
 scores = hnp.arrays(np.float64, st.integers(1, 30), elements=st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.25]))
@@ -57,7 +58,7 @@ def test_pairwise_accuracy_depends_only_on_the_order(a, b, shift):
 def test_bootstrap_matches_loop_over_the_same_resamples():
     rng_data = np.random.default_rng(0)
     a, b = rng_data.normal(size=7), rng_data.normal(0.5, size=9)
-    got = C.pairwise_accuracy_ci(a, b, resampling=Resampling(n_boot=300, confidence=0.9, seed=11))
+    got = C.pairwise_accuracy_ci(a, b, question=Question(confidence=0.9), resampling=Resampling(n_boot=300, seed=11))
     rng = np.random.default_rng(11)                     # same draws, in the documented order
     ia = rng.integers(0, a.size, size=(300, a.size))
     ib = rng.integers(0, b.size, size=(300, b.size))
@@ -122,7 +123,7 @@ def test_compare_pair_tie_and_errors():
         (lambda: C.pairwise_accuracy([1.0], [[1.0]]), r"scores_worse: expected a 1-D array"),
         (lambda: C.pairwise_accuracy([1.0], [math.inf]), r"scores_worse: expected finite scores, found inf at run 0"),
         (lambda: C.pairwise_accuracy_ci([1.0], [2.0], resampling=Resampling(n_boot=0)), r"n_boot: expected a positive int <= 100000 \(the replicates are held in memory\), found 0"),
-        (lambda: C.pairwise_accuracy_ci([1.0], [2.0], resampling=Resampling(confidence=1.0)), r"confidence: expected a number strictly between 0 and 1"),
+        (lambda: C.pairwise_accuracy_ci([1.0], [2.0], question=Question(confidence=1.0)), r"confidence: expected a number strictly between 0 and 1"),
         (lambda: C.pairwise_accuracy_ci([1.0], [2.0], resampling=Resampling(seed=-1)), r"seed: expected a non-negative integer seed below 2\*\*32 \(numpy's seeding range\), found -1"),
         (lambda: C.seed_budget(-1.0, 1.0, 10), r"std_vanilla: expected a finite standard deviation >= 0, found -1.0"),
         (lambda: C.seed_budget(1.0, 1.0, 0), r"runs: expected a positive int, found 0"),

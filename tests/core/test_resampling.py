@@ -1,51 +1,14 @@
-"""The Resampling value: its checks, and its draws against arch's and numpy's own."""
+"""The Resampling value (how draws are made) apart from the Question (what is answered): checks, records, draws."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
-from arch.bootstrap import StationaryBootstrap
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from rolling_calib.core.resampling import Resampling, TimeDraws, stationary_counts
-
-
-def _arch_counts(n_times: int, n_boot: int, block_size: float, seed: int) -> np.ndarray:
-    boot = StationaryBootstrap(block_size, np.arange(n_times), seed=np.random.default_rng(seed))
-    return np.array([np.bincount(pos[0], minlength=n_times) for pos, _ in boot.bootstrap(n_boot)], dtype=float)
-
-
-@given(n_times=st.integers(1, 80), n_boot=st.integers(1, 30), block=st.floats(1.0, 90.0), seed=st.integers(0, 2**16))
-@settings(max_examples=60, deadline=None)
-def test_stationary_counts_are_archs_replicates(n_times, n_boot, block, seed):
-    """The same indices as arch.bootstrap.StationaryBootstrap for the same seed and mean block length."""
-    got = stationary_counts(n_times, n_boot, block_size=block, rng=np.random.default_rng(seed))
-    np.testing.assert_array_equal(got, _arch_counts(n_times, n_boot, block, seed))
-
-
-def test_time_draws_are_made_once_per_axis_and_shared_by_every_block_length():
-    r = Resampling(n_boot=40, seed=7)
-    draws = r.time_draws(25)
-    assert r.time_draws(25) is draws                 # drawn once per axis
-    assert r.time_draws(30) is not draws             # another axis, its own draws
-    for block in (1.0, 2.5, 6.0, 25.0):               # every block length from the same draws: arch's replicates
-        np.testing.assert_array_equal(r.time_counts(25, block), _arch_counts(25, 40, block, 7))
-    assert r.time_counts(25, 2.5) is r.time_counts(25, 2.5)
-    assert not r.time_counts(25, 2.5).flags.writeable
-    assert r.replace(n_boot=40).time_draws(25) is not draws   # a copy draws afresh (same numbers)
-
-
-def test_positions_keep_blocks_of_consecutive_units_and_wrap():
-    """By hand: units continue a block (the next unit, wrapping round) while u > 1 / block_size."""
-    draws = TimeDraws(starts=np.array([[3, 0, 1, 2, 0]]), u=np.array([[0.0, 0.9, 0.1, 0.9, 0.9]]))
-    # block 2 (p = 0.5): t0 starts at 3; t1 continues (4); t2 restarts at 1; t3, t4 continue (2, 3)
-    assert draws.positions(2.0).tolist() == [[3, 4, 1, 2, 3]]
-    # block 1 (p = 1): every unit starts a new block at its own start index
-    assert draws.positions(1.0).tolist() == [[3, 0, 1, 2, 0]]
-    draws = TimeDraws(starts=np.array([[4, 0, 0, 0, 0]]), u=np.ones((1, 5)))
-    assert draws.positions(5.0).tolist() == [[4, 0, 1, 2, 3]]   # one block wrapping past the last unit
-    assert draws.counts(5.0).tolist() == [[1.0, 1.0, 1.0, 1.0, 1.0]]
+from rolling_calib.core.question import DEFAULT_QUESTION, Question
+from rolling_calib.core.resampling import Resampling
 
 
 def test_seed_counts_and_indices_are_numpys_draws():
@@ -63,9 +26,11 @@ def test_half_split_partitions_the_seeds():
 
 
 def test_the_value_records_itself_and_refuses_bad_settings():
-    r = Resampling(n_boot=300, confidence=0.9, seed=2, block_size=4)
-    assert r.to_dict() == {"n_boot": 300, "confidence": 0.9, "seed": 2, "block_size": 4.0, "target": "future"}
-    assert r == Resampling(n_boot=300, confidence=0.9, seed=2, block_size=4) and hash(r) == hash(r.replace())
+    r = Resampling(n_boot=300, seed=2, block_size=4)
+    assert r.to_dict() == {"n_boot": 300, "seed": 2, "block_size": 4.0}
+    assert Resampling.from_dict(r.to_dict()) == r
+    assert r == Resampling(n_boot=300, seed=2, block_size=4) and hash(r) == hash(r.replace())
+    assert r.describe() == "300 resamples, seed 2, mean block 4 days"
     with pytest.raises(ValueError, match=r"^n_boot: expected a positive int <= 100000"):
         Resampling(n_boot=100_001)
     with pytest.raises(ValueError, match=r"^n_boot: .*found True"):
@@ -74,5 +39,24 @@ def test_the_value_records_itself_and_refuses_bad_settings():
         Resampling(seed=-1)
     with pytest.raises(ValueError, match=r"^block_size: expected None or a mean block length >= 1"):
         r.replace(block_size=0.0)
+
+
+def test_what_is_answered_is_not_a_resampling_setting():
+    """Resampling holds how draws are made only; the target and the level are the Question's (issue 34)."""
+    assert [f.name for f in dataclasses.fields(Resampling)] == ["n_boot", "seed", "block_size"]
+    assert [f.name for f in dataclasses.fields(Question)] == ["target", "confidence"]
+    with pytest.raises(TypeError):
+        Resampling(target="period")   # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Resampling(confidence=0.9)   # type: ignore[call-arg]
+
+
+def test_the_question_records_itself_and_refuses_bad_settings():
+    q = Question(target="period", confidence=0.9)
+    assert q.to_dict() == {"target": "period", "confidence": 0.9} and Question.from_dict(q.to_dict()) == q
+    assert q.alpha == pytest.approx(0.1) and DEFAULT_QUESTION == Question()
+    assert q.describe() == "over seeds, on the evaluated days (target period), at 90% confidence"
     with pytest.raises(ValueError, match=r"^target: expected future .* or period"):
-        Resampling(target="forever")
+        Question(target="forever")
+    with pytest.raises(ValueError, match=r"^confidence: expected a number strictly between 0 and 1, found 1\.0$"):
+        q.replace(confidence=1.0)

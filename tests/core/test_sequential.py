@@ -2,7 +2,7 @@
 
 The boundaries are checked against a Monte Carlo of Brownian motion at the information times (the
 joint law they are built for); the A/A level of :func:`replay` against a small simulation from
-:mod:`rolling_calib.core.verdict_sim` (within its Monte Carlo error); the outcomes on panels whose
+:mod:`rolling_calib.simulation.verdict_sim` (within its Monte Carlo error); the outcomes on panels whose
 answer is known by construction.
 """
 
@@ -15,14 +15,17 @@ import pytest
 
 from rolling_calib.core.sequential import (
     SPENDING,
+    Look,
     SequentialState,
     boundaries,
     hwang_shih_decani_spending,
     obrien_fleming_spending,
     replay,
 )
+from rolling_calib.core.question import Question
+from rolling_calib.core.stopping import SPENDINGS, StoppingRule
 from rolling_calib.core.verdict import LossPanel
-from rolling_calib.core.verdict_sim import PanelModel, simulate_pair
+from rolling_calib.simulation.verdict_sim import PanelModel, simulate_pair
 
 #: The seed-dominated model of bench/verdict_calibration.py (seeds' spread is most of the interval).
 SEED_DOMINATED = PanelModel(market_sd=5.0, seed_sd=0.3, window_sd=0.1, window_days=125, noise_sd=2.45,
@@ -72,12 +75,12 @@ def test_large_differences_are_decided_early_in_both_directions():
     rng = np.random.default_rng(0)
     day = rng.normal(0, 0.2, 60)
     a, b = _panel(-3.0, rng, day=day), _panel(0.0, rng, day=day)
-    r = replay({"a": a, "b": b}, first=3, batch=2, max_seeds=20)
+    r = replay({"a": a, "b": b}, rule=StoppingRule(first=3, batch=2, max_seeds=20))
     assert r.outcomes[("a", "b")] == "better"
     assert r.seeds_used == {"a": r.stopped[("a", "b")].seeds, "b": r.stopped[("a", "b")].seeds}
     assert r.fraction_of_grid < 0.5
-    assert replay({"b": b, "a": a}, first=3, batch=2, max_seeds=20).outcomes[("b", "a")] == "worse"
-    higher = replay({"a": a, "b": b}, first=3, batch=2, max_seeds=20, orientation="higher")
+    assert replay({"b": b, "a": a}, rule=StoppingRule(first=3, batch=2, max_seeds=20)).outcomes[("b", "a")] == "worse"
+    higher = replay({"a": a, "b": b}, rule=StoppingRule(first=3, batch=2, max_seeds=20), orientation="higher")
     assert higher.outcomes[("a", "b")] == "worse"
 
 
@@ -85,9 +88,9 @@ def test_equivalence_within_a_wide_margin_and_undetermined_at_the_budget():
     rng = np.random.default_rng(3)
     day = rng.normal(0, 0.2, 60)
     a, b = _panel(0.0, rng, day=day), _panel(0.0, rng, day=day)
-    eq = replay({"a": a, "b": b}, first=3, batch=2, max_seeds=10, margin=50.0)
+    eq = replay({"a": a, "b": b}, rule=StoppingRule(first=3, batch=2, max_seeds=10, margin=50.0))
     assert eq.outcomes[("a", "b")] == "equivalent" and eq.seeds_used["a"] == 3
-    plain = replay({"a": a, "b": b}, first=3, batch=2, max_seeds=5, futility=0.0)
+    plain = replay({"a": a, "b": b}, rule=StoppingRule(first=3, batch=2, max_seeds=5, futility=0.0))
     assert plain.outcomes[("a", "b")] == "undetermined"
     assert plain.stopped[("a", "b")].seeds == 5 and "budget" in plain.stopped[("a", "b")].why
 
@@ -101,7 +104,7 @@ def test_undecidable_when_market_time_alone_keeps_the_interval_over_zero():
                               + rng.normal(0, 1e-4, (10, days)))
     b = LossPanel.from_arrays(seeds=range(10), total=np.tile(10 + common + rng.normal(0, 3, days), (10, 1))
                               + rng.normal(0, 1e-4, (10, days)))
-    r = replay({"a": a, "b": b}, first=3, batch=2, max_seeds=10, target="future")
+    r = replay({"a": a, "b": b}, rule=StoppingRule(first=3, batch=2, max_seeds=10), question=Question(target="future"))
     assert r.outcomes[("a", "b")] == "undecidable"
     assert r.seeds_used["a"] == 3
 
@@ -112,8 +115,8 @@ def test_futility_never_decides_a_pair_the_rule_without_it_would_not():
     rng = np.random.default_rng(11)
     for i in range(12):
         pa, pb, _ = simulate_pair(SEED_DOMINATED, n_seeds=12, n_days=60, delta=-0.2 * (i % 4), rng=rng)
-        with_f = replay({"a": pa, "b": pb}, first=3, batch=2, max_seeds=12, futility=0.9, order_seed=i)
-        without = replay({"a": pa, "b": pb}, first=3, batch=2, max_seeds=12, futility=0.0, order_seed=i)
+        with_f = replay({"a": pa, "b": pb}, rule=StoppingRule(first=3, batch=2, max_seeds=12, futility=0.9), order_seed=i)
+        without = replay({"a": pa, "b": pb}, rule=StoppingRule(first=3, batch=2, max_seeds=12, futility=0.0), order_seed=i)
         o = with_f.outcomes[("a", "b")]
         if o in ("better", "worse"):
             assert without.outcomes[("a", "b")] == o
@@ -130,7 +133,7 @@ def test_replay_holds_its_level_on_identical_pairs_within_monte_carlo_error():
     decided = 0
     for i in range(reps):
         pa, pb, _ = simulate_pair(SEED_DOMINATED, n_seeds=12, n_days=60, delta=0.0, rng=rng)
-        r = replay({"a": pa, "b": pb}, first=3, batch=2, max_seeds=12, order_seed=i)
+        r = replay({"a": pa, "b": pb}, rule=StoppingRule(first=3, batch=2, max_seeds=12), order_seed=i)
         decided += r.outcomes[("a", "b")] in ("better", "worse")
     rate = decided / reps
     assert rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reps), rate
@@ -140,12 +143,12 @@ def test_replay_is_deterministic_and_is_the_state_driven_by_hand():
     rng = np.random.default_rng(7)
     day = rng.normal(0, 0.2, 60)
     panels = {"a": _panel(-0.6, rng, day=day), "b": _panel(0.0, rng, day=day), "c": _panel(-0.3, rng, day=day)}
-    r1 = replay(panels, first=3, batch=2, max_seeds=15, order_seed=4)
-    r2 = replay(panels, first=3, batch=2, max_seeds=15, order_seed=4)
+    r1 = replay(panels, rule=StoppingRule(first=3, batch=2, max_seeds=15), order_seed=4)
+    r2 = replay(panels, rule=StoppingRule(first=3, batch=2, max_seeds=15), order_seed=4)
     assert r1.to_dict() == r2.to_dict() and r1.looks == r2.looks
     order = np.random.default_rng(4).permutation(20)[:15]
     ordered = {n: p.select(seeds=order) for n, p in panels.items()}
-    state = SequentialState(list(panels), first=3, batch=2, max_seeds=15)
+    state = SequentialState(list(panels), rule=StoppingRule(first=3, batch=2, max_seeds=15))
     while not state.done:
         wanted = state.wanted()
         assert set(wanted) == set(state.open_names)        # only pipelines in an open pair get more seeds
@@ -157,7 +160,7 @@ def test_state_gives_the_next_batch_only_to_pipelines_with_an_open_pair():
     rng = np.random.default_rng(8)
     day = rng.normal(0, 0.2, 60)
     panels = {"a": _panel(0.0, rng, day=day), "b": _panel(0.0, rng, day=day), "c": _panel(30.0, rng, day=day)}
-    state = SequentialState(["a", "b", "c"], first=3, batch=2, max_seeds=9, futility=0.0)
+    state = SequentialState(["a", "b", "c"], rule=StoppingRule(first=3, batch=2, max_seeds=9, futility=0.0))
     state.look(panels)
     assert state.outcomes[("a", "c")] == "better" and state.outcomes[("b", "c")] == "better"
     assert state.wanted() == {"a": 5, "b": 5}
@@ -165,8 +168,27 @@ def test_state_gives_the_next_batch_only_to_pipelines_with_an_open_pair():
         state.look({n: p.select(seeds=np.arange(3)) for n, p in panels.items()})
 
 
-def test_bad_settings_are_refused():
-    with pytest.raises(ValueError, match="first >= 2"):
-        SequentialState(["a", "b"], first=1, batch=2, max_seeds=5)
-    with pytest.raises(ValueError, match="spending"):
-        SequentialState(["a", "b"], first=3, batch=2, max_seeds=5, spending="pocock")
+def test_bad_settings_are_refused_where_the_rule_is_made():
+    """The rule's constraints are declared once (StoppingRule): the state and replay take only a made rule."""
+    with pytest.raises(ValueError, match=r"^first: expected an integer in \[2, 10000\]"):
+        StoppingRule(first=1, batch=2, max_seeds=5)
+    with pytest.raises(ValueError, match=r"^spending: expected 'hwang-shih-decani' or 'obrien-fleming', found 'pocock'$"):
+        StoppingRule(spending="pocock")
+    with pytest.raises(ValueError, match=r"^max_seeds: expected an integer >= first \(3\), found 2$"):
+        StoppingRule(first=3, max_seeds=2)
+    with pytest.raises(ValueError, match=r"^rule: expected a StoppingRule value"):
+        SequentialState(["a", "b"], rule={"first": 3})
+    with pytest.raises(ValueError, match=r"^question: expected a Question value"):
+        replay({"a": _panel(0.0, np.random.default_rng(0))}, question="period")
+    assert set(SPENDING) == set(SPENDINGS)
+
+
+def test_the_rule_and_the_question_are_recorded_with_the_result():
+    rng = np.random.default_rng(3)
+    panels = {"a": _panel(-5.0, rng), "b": _panel(0.0, rng)}
+    rule, question = StoppingRule(first=3, batch=2, max_seeds=9), Question(target="period", confidence=0.9)
+    r = replay(panels, rule=rule, question=question, order_seed=1)
+    assert r.settings["rule"] == rule.to_dict() and r.settings["question"] == question.to_dict()
+    assert r.settings["order_seed"] == 1 and r.full_grid == 9
+    look = r.stopped[("a", "b")]
+    assert Look.from_dict(look.to_dict()) == look

@@ -86,7 +86,7 @@ def test_time_part_is_unbiased_for_the_common_part_only():
     vt = []
     for _ in range(300):
         x = rng.normal(0, 1.0, T) + rng.normal(0, 0.5, (k, 1)) + rng.normal(0, 3.0, (k, T))
-        vt.append(crossed_variance(x).var_time_short * T)
+        vt.append(crossed_variance(x, target="future").var_time_short * T)
     # without the correction the estimate would be 1 + 9 / 5 = 2.8
     assert np.mean(vt) == pytest.approx(1.0, abs=0.15)
 
@@ -99,7 +99,7 @@ def test_unpaired_noise_is_removed_from_both_sides():
         g = rng.normal(0, 1.0, T)
         a = 5 + g + rng.normal(0, 2.0, (4, T))
         b = 5 + rng.normal(0, 2.0, (6, T))
-        vt.append(crossed_variance(a=(a, np.ones_like(a)), b=(b, np.ones_like(b))).var_time_short * T)
+        vt.append(crossed_variance(a=(a, np.ones_like(a)), b=(b, np.ones_like(b)), target="future").var_time_short * T)
     assert np.mean(vt) == pytest.approx(1.0, abs=0.2)
 
 
@@ -109,13 +109,14 @@ def test_drift_check_fires_on_regimes_of_months_and_rarely_on_white_noise():
     fired_white = fired_drift = 0
     for _ in range(100):
         white = rng.normal(0, 1.0, T) + rng.normal(0, 1.0, (k, T))
-        fired_white += crossed_variance(white).drift
+        fired_white += crossed_variance(white, target="future").drift
         levels = np.repeat(rng.normal(0, 1.0, 5), 50)       # five regimes of 50 days, level sd = daily sd
-        fired_drift += crossed_variance(levels + rng.normal(0, 1.0, T) + rng.normal(0, 1.0, (k, T))).drift
+        drifting = levels + rng.normal(0, 1.0, T) + rng.normal(0, 1.0, (k, T))
+        fired_drift += crossed_variance(drifting, target="future").drift
     assert fired_white <= 12          # 5% nominal, 100 draws
     assert fired_drift >= 40          # strong five-regime drift: seen more often than not (measured 59%)
     x = np.repeat(rng.normal(0, 1.0, 5), 50) + rng.normal(0, 1.0, (k, T))
-    cv = crossed_variance(x)
+    cv = crossed_variance(x, target="future")
     if cv.drift:
         assert cv.var_time == cv.var_time_months and cv.df_time == cv.n_blocks - 1
 

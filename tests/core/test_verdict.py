@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pytest
 import statsmodels.api as sm
-from arch.bootstrap import StationaryBootstrap
 from arch.covariance.kernel import Bartlett
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,8 +20,8 @@ from rolling_calib.core.verdict import (
     diebold_mariano,
     model_confidence_set,
     seeds_needed,
-    stationary_counts,
 )
+from rolling_calib.core.question import Question
 from rolling_calib.core.resampling import Resampling
 
 
@@ -60,7 +59,7 @@ def test_time_variance_with_one_seed_is_the_bartlett_lrv_of_the_differential():
     d = 0.1 + e[1:] + 0.6 * e[:-1]                 # MA(1): lag-1 autocorrelation about 0.44
     a = LossPanel.from_arrays(seeds=[0], total=d[None, :] + 1.0)
     b = LossPanel.from_arrays(seeds=[7], total=np.ones((1, 120)))
-    v = decide(a, b)
+    v = decide(a, b, question=Question(target="future"))
     x = d - d.mean()
     rho = (x[1:] * x[:-1]).sum() / (x * x).sum()
     m = andrews_bandwidth(rho, 120)
@@ -74,16 +73,38 @@ def test_time_variance_with_one_seed_is_the_bartlett_lrv_of_the_differential():
     assert (v.ci_low, v.ci_high) == pytest.approx((d.mean() - half, d.mean() + half))
 
 
+def test_period_target_with_one_run_of_a_pipeline_is_undetermined_and_says_why():
+    """Over seeds on these days, one run per pipeline measures no seed variance: the interval is unbounded
+    (before the default became the period target, such a verdict decided with a zero-width interval)."""
+    d = np.random.default_rng(5).normal(0.5, 1.0, (1, 60))
+    a = LossPanel.from_arrays(seeds=[0], total=d + 1.0)
+    b = LossPanel.from_arrays(seeds=[7], total=np.ones((1, 60)))
+    v = decide(a, b)
+    assert v.target == "period" and v.outcome == "undetermined"
+    assert (v.ci_low, v.ci_high) == (-math.inf, math.inf)
+    assert v.seeds_needed.n is None and "at least 2 seeds per pipeline" in v.seeds_needed.reason
+
+
+def test_the_default_question_is_the_period_and_the_verdict_names_its_days():
+    days = np.arange("2018-01-02", "2018-01-22", dtype="datetime64[D]")
+    rng = np.random.default_rng(2)
+    a = LossPanel.from_arrays(seeds=range(3), total=rng.normal(0, 1, (3, 20)), times=days)
+    b = LossPanel.from_arrays(seeds=range(3), total=rng.normal(0, 1, (3, 20)), times=days)
+    v = decide(a, b)
+    assert v.target == "period" and v.var_time == 0.0
+    assert v.days == ("2018-01-02", "2018-01-21") and v.to_dict()["days"] == ["2018-01-02", "2018-01-21"]
+
+
 def test_period_target_is_the_paired_t_interval_of_run_means():
     stats = __import__("scipy").stats
     rng = np.random.default_rng(8)
     a, b = _panels(rng, k=7, T=50, effect=-0.1)
-    v = decide(a, b, resampling=Resampling(target="period"))
+    v = decide(a, b, question=Question(target="period"))
     d_s = a.run_means() - b.run_means()
     ci = stats.ttest_1samp(d_s, 0.0).confidence_interval(0.95)
     assert v.target == "period" and v.var_time == 0.0 and v.paired
     assert (v.ci_low, v.ci_high) == pytest.approx((ci.low, ci.high), rel=1e-10)
-    assert v.to_dict()["target"] == "period"
+    assert v.to_dict()["question"] == {"target": "period", "confidence": 0.95} and v.question == Question("period")
 
 
 def test_seed_noise_is_not_counted_twice():
@@ -98,7 +119,7 @@ def test_seed_noise_is_not_counted_twice():
         v = decide(a, b)
         shares.append(v.var_time / (v.var_seeds + v.var_time))
         for target in decided:
-            decided[target] += decide(a, b, resampling=Resampling(target=target)).determined
+            decided[target] += decide(a, b, question=Question(target=target)).determined
     assert np.mean(shares) < 0.1
     assert all(n / 150 <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 150) for n in decided.values())
 
@@ -116,14 +137,6 @@ def test_seed_part_is_the_unbiased_variance_with_student_t():
     c = LossPanel.from_arrays(seeds=[3, 2, 1, 0], total=np.repeat((ma + 0.5)[::-1, None], 5, axis=1))
     w = decide(a, c)      # seed 3 of c is row 0: pairs are matched by seed, not by row
     assert w.paired and w.difference == pytest.approx(-0.5) and w.ci_high - w.ci_low == pytest.approx(0.0, abs=1e-9)
-
-
-def test_stationary_counts_are_archs_indices():
-    rng_a, rng_b = np.random.default_rng(11), np.random.default_rng(11)
-    counts = stationary_counts(30, 5, block_size=3.0, rng=rng_a)
-    boot = StationaryBootstrap(3.0, np.arange(30), seed=rng_b)
-    for row, (pos, _) in zip(counts, boot.bootstrap(5)):
-        assert row.tolist() == np.bincount(pos[0], minlength=30).tolist()
 
 
 def test_clear_difference_is_decided_in_both_orientations():
@@ -163,12 +176,14 @@ def test_pairing_narrows_when_seeds_are_common_random_numbers():
 
 def test_dominant_uncertainty_follows_the_larger_source():
     rng = np.random.default_rng(4)
+    future = Question(target="future")   # the period target has no market-time part: seeds always dominate
     a, b = _panels(rng, seed_sd=3.0, time_sd=0.01)
-    assert decide(a, b, pair_seeds=False).dominant_uncertainty == "seeds"
+    assert decide(a, b, pair_seeds=False, question=future).dominant_uncertainty == "seeds"
     a, b = _panels(rng, seed_sd=0.001, time_sd=3.0)      # the market moves both alike: it cancels
-    assert decide(a, b, pair_seeds=False).dominant_uncertainty == "seeds"
+    assert decide(a, b, pair_seeds=False, question=future).dominant_uncertainty == "seeds"
     a, b = _panels(rng, seed_sd=0.001, time_sd=3.0, interaction_sd=1.0)
-    assert decide(a, b, pair_seeds=False).dominant_uncertainty == "time"
+    assert decide(a, b, pair_seeds=False, question=future).dominant_uncertainty == "time"
+    assert decide(a, b, pair_seeds=False).dominant_uncertainty == "seeds"
 
 
 def test_the_verdict_is_deterministic():
@@ -202,7 +217,9 @@ def test_bad_panels_are_refused(kwargs, match):
 def test_bad_options_are_refused():
     a = LossPanel.from_arrays(seeds=[0], total=np.ones((1, 4)))
     with pytest.raises(ValueError, match="confidence"):
-        decide(a, a, resampling=Resampling(confidence=1.5))
+        decide(a, a, question=Question(confidence=1.5))
+    with pytest.raises(ValueError, match="^question: expected a Question value"):
+        decide(a, a, question="period")
     with pytest.raises(ValueError, match="orientation"):
         decide(a, a, orientation="up")
 

@@ -95,32 +95,49 @@ def test_a_unit_log_appears_whole_when_the_unit_ends_and_is_kept_when_it_fails(t
 
 SLOW_WRITE = (
     "import signal, sys, time\n"
-    "for s in (signal.SIGTERM, signal.SIGHUP):\n"      # a terminal's process: default actions, even when the test
-    "    signal.signal(s, signal.SIG_DFL)\n"           # runner was started under nohup (SIGHUP ignored, inherited)
     "from pathlib import Path\n"
     "from data_prep.atomic import atomic_write\n"
     "def slow(tmp):\n"
     "    Path(tmp).write_text('half a report')\n"
     "    print('writing', flush=True)\n"
-    "    time.sleep(60)\n"
+    "    time.sleep(SLEEP)\n"
     "atomic_write(Path(sys.argv[1]) / 'report.html', slow)\n"
 )
+
+
+def _slow_write(tmp_path: Path, *, sleep: float = 600, ignore: str = ""):
+    """A process writing ``report.html`` atomically, paused mid-write (``sleep`` s) once it printed "writing".
+
+    It starts with the signals a test sends at their default actions (as from a terminal), wherever the test
+    runner was started (``signal_helpers``); ``ignore``: a signal it ignores itself first (as under ``nohup``).
+    """
+    import subprocess
+    import sys
+
+    from signal_helpers import popen
+
+    script = SLOW_WRITE.replace("SLEEP", repr(sleep))
+    if ignore:
+        script = f"import signal\nsignal.signal(signal.{ignore}, signal.SIG_IGN)\n" + script
+    repo = Path(__file__).resolve().parents[2]
+    proc = popen([sys.executable, "-c", script, str(tmp_path)], cwd=repo, stdout=subprocess.PIPE,
+                 stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": str(repo)})
+    assert proc.stdout.readline().strip() == "writing"
+    return proc
 
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
 def test_a_process_ended_by_a_signal_mid_write_leaves_no_temporary_file(tmp_path, signame):
     """Issue 30: a killed ``report`` left a hidden ``.report.html.*.tmp``; only kill -9 can now."""
     import signal
-    import subprocess
-    import sys
 
-    repo = Path(__file__).resolve().parents[2]
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_WRITE, str(tmp_path)], cwd=repo, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": str(repo)})
-    assert proc.stdout.readline().strip() == "writing"
-    assert [p.name for p in tmp_path.iterdir()][0].startswith(".report.html.")  # the temporary file, mid-write
-    proc.send_signal(getattr(signal, signame))
-    code = proc.wait(timeout=60)
+    proc = _slow_write(tmp_path)
+    try:
+        assert [p.name for p in tmp_path.iterdir()][0].startswith(".report.html.")  # the temporary file, mid-write
+        proc.send_signal(getattr(signal, signame))
+        code = proc.wait(timeout=120)
+    finally:
+        proc.kill()
     assert code != 0
     assert list(tmp_path.iterdir()) == []
 
@@ -129,16 +146,9 @@ def test_a_signal_the_user_ignored_stays_ignored(tmp_path):
     """Under ``nohup`` (SIGHUP ignored, inherited) the write is not ended by SIGHUP: the handler is only installed
     over a default action, so the file is written whole and no temporary is left."""
     import signal
-    import subprocess
-    import sys
 
-    script = SLOW_WRITE.replace("signal.signal(s, signal.SIG_DFL)", "signal.signal(s, signal.SIG_IGN)") \
-                       .replace("time.sleep(60)", "time.sleep(2)")
-    repo = Path(__file__).resolve().parents[2]
-    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], cwd=repo, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": str(repo)})
-    assert proc.stdout.readline().strip() == "writing"
+    proc = _slow_write(tmp_path, sleep=2, ignore="SIGHUP")
     proc.send_signal(signal.SIGHUP)
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=120) == 0
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
     assert (tmp_path / "report.html").read_text() == "half a report"

@@ -43,7 +43,8 @@ def test_set_creates_rolling_keys_in_a_file_without_rolling():
 
 
 def test_lightgbm_alpha158_benchmark_runs_unchanged(tmp_path, daily, capsys):
-    """Trains for real (2 seeds, one 3-month window): the schedule chosen is printed, the backtest's skip says why."""
+    """Trains for real (2 seeds, one 2-month window): the schedule chosen is printed (Qlib's rolling: retrained, the
+    YAML's validation length as far as the store allows, the label purged), and why the backtest is not run."""
     path = QLIB_FORMAT / "workflow_config_lightgbm_Alpha158.yaml"
     store = tmp_path / "store"
     argv = ["run", str(path), "--store", str(store), "--workers", "1", "--no-progress",
@@ -55,13 +56,27 @@ def test_lightgbm_alpha158_benchmark_runs_unchanged(tmp_path, daily, capsys):
     assert ("note: rolling.initial_train_start: 2013-06 (chosen: the first month 60 bars after the store's first "
             "bar 2013-02-") in err
     assert "note: rolling.end: 2015-02 (chosen: the store's last complete month with labels" in err
-    assert "w00: train 2013-06-03..2014-11-28" in err and "test 2015-01-02..2015-02-27" in err
+    assert "note: rolling.mode: scratch (chosen: Qlib's rolling retrains every window" in err
+    assert ("note: rolling.valid_months: 7 (chosen: the YAML's valid segment is 24 months (2015-01-01..2016-12-31); "
+            "7 leave 12 months of training before 2015-01") in err
+    # 7 months of validation before 2015-01; the label looks 2 sessions ahead: 2 purged before each next segment
+    assert "w00: train 2013-06-03..2014-05-28" in err and "valid 2014-06-02..2014-12-29" in err
+    assert "test 2015-01-02..2015-02-27" in err and "purge: 2 bar(s)" in err
+    # every departure from the YAML's own segments is named (issue 39)
+    assert "note: departs from the YAML's segments: train starts 2013-06-03, not 2008-01-01" in err
+    assert ("note: departs from the YAML's segments: valid is the 7 month(s) before each test segment, not the YAML's "
+            "24 (2015-01-01..2016-12-31)") in err
+    assert "test spans 2015-01-02..2015-02-27 in 1 window(s) of 3 month(s), retrained each (YAML: one segment " \
+        "2017-01-01..2020-08-01)" in err
+    # the YAML's TopkDropoutStrategy holds 50 stocks: all 6 of this store, so its backtest is not run (said)
+    assert ("the backtest is not run: port_analysis_config.strategy.kwargs.topk: TopkDropoutStrategy holds topk=50 "
+            "stocks of the 6 instruments of all: it holds the whole universe") in err
     assert "done: 2 unit(s) ran" in out
-    assert "PortAnaRecord skipped in 2 unit(s): its benchmark SH000300 is not an instrument of the store" in out
     manifest = json.loads((store / "manifest.json").read_text())
     rolling = manifest["experiment"]["rolling"]
     assert (rolling["initial_train_start"], rolling["start"], rolling["end"], rolling["mode"]) == \
-        ("2013-06", "2015-01", "2015-02", "finetune")   # LightGBM can continue from the previous window
+        ("2013-06", "2015-01", "2015-02", "scratch")   # Qlib's rolling retrains, it does not fine-tune
+    assert manifest["pipelines"]["workflow_config_lightgbm_Alpha158"]["purge"]["bars"] == 2
     # the issue's real case: LightGBM-Alpha158 on 1.5 years of daily bars stops at its first round and predicts a
     # constant; compare names that, with the round, instead of blaming the seeds
     assert main(["compare", "--store", str(store), "--json", "--n-boot", "50"]) == 0
@@ -74,8 +89,8 @@ def test_lightgbm_alpha158_benchmark_runs_unchanged(tmp_path, daily, capsys):
 
 
 def test_lstm_alpha360_benchmark_gets_scratch_mode_and_a_batch_of_validation(tmp_path, daily, capsys):
-    """Qlib's LSTM cannot fine-tune (the default mode would be refused) and its 800-row batch needs more than one
-    month of 6 stocks: both chosen and said (a dry run: the plan, nothing trained)."""
+    """Qlib's rolling retrains (Qlib's LSTM could not fine-tune anyway) and validates on the YAML's validation length
+    as far as the store allows, which holds its 800-row batch: both chosen and said (a dry run: nothing trained)."""
     path = QLIB_FORMAT / "workflow_config_lstm_Alpha360.yaml"
     argv = ["run", str(path), "--store", str(tmp_path / "store"), "--dry-run", "--json",
             *_sets(daily, "rolling.seeds=2", "rolling.start=2015-01", "rolling.step_months=3")]
@@ -83,8 +98,8 @@ def test_lstm_alpha360_benchmark_gets_scratch_mode_and_a_batch_of_validation(tmp
     plan = json.loads(capsys.readouterr().out)
     assert plan["mode"] == "scratch" and plan["units"] == 2 and not (tmp_path / "store").exists()
     notes = " ".join(plan["notes"])
-    assert "rolling.mode: scratch (chosen: LSTM can neither load_state nor finetune" in notes
+    assert "rolling.mode: scratch (chosen: Qlib's rolling retrains every window" in notes
+    assert "(LSTM can neither load_state nor finetune)" in notes
     valid = next(n for n in plan["notes"] if n.startswith("rolling.valid_months"))
-    months = int(valid.split(": ")[1].split()[0])
-    rows = plan["windows"][0]["rows"]["valid"]
-    assert rows >= 800 > rows * (months - 1) / months - 6 * 2, (valid, rows)   # the fewest months holding a batch
+    assert valid.startswith("rolling.valid_months: 7 (chosen: the YAML's valid segment is 24 months")
+    assert plan["windows"][0]["rows"]["valid"] >= 800, valid   # one batch of the LSTM's 800 rows

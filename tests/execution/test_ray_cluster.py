@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from signal_helpers import default_signals
 
 pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")  # a dependency of Ray
@@ -73,8 +74,9 @@ def _cluster_env() -> dict[str, str]:
 
 def _ray_start(args: list[str], env: dict[str, str], log: Path) -> None:
     with log.open("a") as out:
+        # its daemons are ended with SIGTERM (_stop_cluster): they start with it at its default action
         proc = subprocess.run([str(RAY), "start", *args], env=env, stdout=out, stderr=subprocess.STDOUT,
-                              timeout=120, check=False)
+                              timeout=120, check=False, preexec_fn=default_signals)
     if proc.returncode != 0:
         raise RuntimeError(f"ray start {' '.join(args)} failed ({proc.returncode}):\n{log.read_text()[-4000:]}")
 

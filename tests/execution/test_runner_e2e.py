@@ -32,6 +32,7 @@ from rolling_calib.execution.runner import check_store_coverage, pending_units, 
 from rolling_calib.core.resampling import Resampling
 
 from runner_helpers import REPO
+from signal_helpers import popen
 
 pytestmark = pytest.mark.slow
 
@@ -182,7 +183,7 @@ def test_kill_9_mid_run_then_resume(full_run, tiny_data, tmp_path):
     store = tmp_path / "store"
     cmd = [sys.executable, "-m", "rolling_calib.cli", "run", str(exp), "--store", str(store), "--pipelines", "wd0",
            "--workers", "1", "--no-tracking", "--json"]   # one process: the kill stops every unit at once
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    proc = popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)   # signalled: signal_helpers
     first = st.unit_paths(store, UnitKey("wd0", 0, 0)).sidecar
     deadline = time.time() + 120
     while not first.exists() and proc.poll() is None and time.time() < deadline:

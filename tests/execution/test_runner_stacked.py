@@ -42,6 +42,11 @@ def test_stacked_run_writes_every_unit_and_records_its_stack(runs):
         side = st.read_sidecar(stacked.store, key)
         assert side["seed_stack"] == ([0, 1] if key.seed < 2 else [2])
         assert side["timings"]["shared_by_stack"] == ["build_s", "fit_s", "total_s"]
+        # the sidecar says how the stack computed: the CPU's fixed kernel, batches cut on the host
+        assert side["fit_path"]["stack"]["kernel"] == "streams" and side["fit_path"]["feed"]["mode"] == "host"
+    for key in plain.keys():
+        path = st.read_sidecar(plain.store, key)["fit_path"]
+        assert path["device"] == "cpu" and path["feed"]["mode"] == "host" and "stack" not in path
 
 
 def test_stacked_units_match_the_unstacked_reference(runs):

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from signal_helpers import popen
 
 from rolling_calib.execution.lock import LOCK_FILE, StoreLock, StoreLockedError, clean_orphan_temporaries
 
@@ -24,7 +25,8 @@ HOLD = (
 
 
 def _holder(store: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(store)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    # killed with SIGKILL (no disposition stops it); started as every signalled child is (signal_helpers)
+    proc = popen([sys.executable, "-c", HOLD, str(store)], cwd=REPO, stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"
     return proc
 

@@ -65,3 +65,17 @@ def test_the_lock_turns_an_os_error_into_one_line(tmp_path):
             pass
     assert check_store_path(tmp_path / "new" / "store") == tmp_path / "new" / "store"
     assert not (tmp_path / "new").exists()  # checking creates nothing
+
+
+@pytest.mark.parametrize("command", ["run", "sweep", "compare", "report", "diagnose", "metaeval", "relocate"])
+def test_an_empty_store_path_is_refused_before_anything_is_read_or_written(command, tmp_path, monkeypatch, capsys):
+    """``--store ""`` meant the current directory: ``run`` trained a whole store into it (issue 39)."""
+    monkeypatch.chdir(tmp_path)
+    config = [str(REPO / "workflows" / "demo.yaml")] if command in ("run", "sweep") else []
+    with pytest.raises(SystemExit) as info:
+        main([command, *config, "--store", ""])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert info.value.code == 2
+    assert err[-1] == (f"rolling-calib {command}: error: argument --store: expected a directory, found an empty path "
+                       f"(it would mean the current directory): name the store's directory, e.g. --store runs/demo")
+    assert list(tmp_path.iterdir()) == []

@@ -46,10 +46,11 @@ def test_stops_at_the_first_look_and_resumes_bit_identically(experiment, tmp_pat
     args = ("--first", "3", "--batch", "2", "--max-seeds", "6", "--margin", "1e9")   # equivalent at look 1
     first = _run(capsys, experiment, store, *args)
     path = read_path(store)
-    assert path["outcomes"] == {"wd0 vs wdbig": "equivalent"} and path["done"] and path["looks_done"] == 1
-    assert path["seeds_used"] == {"wd0": 3, "wdbig": 3}
-    assert path["units"] == {"used": 12, "full_grid": 24, "trained_by_this_run": 12}
-    assert first["units_ran"] == 12 and first["sequential"]["outcomes"] == path["outcomes"]
+    assert path.outcomes == {"wd0 vs wdbig": "equivalent"} and path.done and path.looks_done == 1
+    assert path.seeds_used == {"wd0": 3, "wdbig": 3} and path.rule.margin == 1e9
+    assert path.units.to_dict() == {"used": 12, "full_grid": 24, "trained_by_this_run": 12}
+    assert first["units_ran"] == 12 and first["sequential"]["outcomes"] == path.outcomes
+    assert first["sequential"]["settings"]["question"] == {"target": "period", "confidence": 0.95}   # the default
     units = _units(store)
     assert sorted({k.split("/")[2] for k in units}) == ["seed0", "seed1", "seed2"]   # seeds 3..5 never trained
     # lose a unit, re-run the same command: that unit only, the same bytes, the same looks
@@ -58,7 +59,7 @@ def test_stops_at_the_first_look_and_resumes_bit_identically(experiment, tmp_pat
     again = _run(capsys, experiment, store, *args)
     assert again["units_ran"] == 1 and again["units_skipped"] == 11
     assert _units(store) == units
-    assert read_path(store)["looks"] == path["looks"]
+    assert read_path(store).looks == path.looks
     # and once more: nothing to train
     assert _run(capsys, experiment, store, *args)["units_ran"] == 0
 
@@ -67,17 +68,17 @@ def test_more_looks_train_only_the_seeds_the_open_pairs_need(experiment, tmp_pat
     store = tmp_path / "store"
     out = _run(capsys, experiment, store, "--first", "2", "--batch", "1", "--max-seeds", "4", "--futility", "0")
     path = read_path(store)
-    used = path["seeds_used"]
-    assert used["wd0"] == used["wdbig"] == path["stopped"]["wd0 vs wdbig"]["seeds"]
-    assert path["looks_done"] == used["wd0"] - 1 >= 2                # looks at 2, 3, ... seeds (no futility stop)
-    assert [look["seeds"] for look in path["looks"]] == list(range(2, used["wd0"] + 1))
-    assert out["units_ran"] == path["units"]["used"] == 2 * 2 * used["wd0"]
+    used = path.seeds_used
+    assert used["wd0"] == used["wdbig"] == path.stopped["wd0 vs wdbig"].look.seeds
+    assert path.looks_done == used["wd0"] - 1 >= 2                # looks at 2, 3, ... seeds (no futility stop)
+    assert [nl.look.seeds for nl in path.looks] == list(range(2, used["wd0"] + 1))
+    assert out["units_ran"] == path.units.used == 2 * 2 * used["wd0"]
     trained = {k.split("/")[2] for k in _units(store)}
     assert trained == {f"seed{s}" for s in range(used["wd0"])}
-    assert [look["outcome"] for look in path["looks"]][:-1] == ["open"] * (path["looks_done"] - 1)
+    assert [nl.look.outcome for nl in path.looks][:-1] == ["open"] * (path.looks_done - 1)
     assert main(["compare", "--store", str(store), "--n-boot", "100"]) == 0
     text = capsys.readouterr().out
-    assert "Sequential path" in text and f"units {path['units']['used']} of the full grid's 16" in text
+    assert "Sequential path" in text and f"units {path.units.used} of the full grid's 16" in text
 
 
 def test_until_decided_refuses_seeds(experiment, tmp_path, capsys):
@@ -93,5 +94,14 @@ def test_sweep_until_decided_stops_every_pair_of_the_grid(experiment, tmp_path, 
     assert main(argv) == 0
     capsys.readouterr()
     path = read_path(store)
-    assert path["done"] and set(path["outcomes"].values()) == {"equivalent"}
-    assert set(path["seeds_used"].values()) == {2} and path["units"]["used"] == 2 * 2 * 2
+    assert path.done and set(path.outcomes.values()) == {"equivalent"}
+    assert set(path.seeds_used.values()) == {2} and path.units.used == 2 * 2 * 2
+
+
+def test_deciding_by_the_excess_return_needs_a_backtest_before_anything_trains(experiment, tmp_path, capsys):
+    argv = ["run", str(experiment), "--store", str(tmp_path / "store"), "--until-decided", "--decide-by",
+            "excess_return_cost", "--workers", "1", "--no-tracking", "--no-progress"]
+    assert main(argv) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--decide-by excess_return_cost: the backtest's excess return decides, but wd0, wdbig has no backtest" in err
+    assert not list((tmp_path / "store").glob("units/*/*/*.parquet"))

@@ -22,10 +22,11 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from rolling_calib.analysis.scoring import score_store  # noqa: E402
-from rolling_calib.analysis.sequential_path import read_path  # noqa: E402
+from rolling_calib.analysis.sequential_path import SequentialPath, read_path  # noqa: E402
 from rolling_calib.analysis.verdicts import loss_panel  # noqa: E402
 from rolling_calib.config.experiment import load_experiment  # noqa: E402
 from rolling_calib.core.sequential import SequentialState  # noqa: E402
+from rolling_calib.core.stopping import StoppingRule  # noqa: E402
 from rolling_calib.execution.executors import LocalExecutor  # noqa: E402
 from rolling_calib.execution.factory import ExecutorOptions  # noqa: E402
 from rolling_calib.execution.runner import plan_run, run_plan  # noqa: E402
@@ -41,7 +42,7 @@ SLOW = {"task.model.kwargs.n_epochs": 12, "task.model.kwargs.finetune_epochs": 1
 PIPELINES = {"fa": {}, "fb": {"task.model.kwargs.weight_decay": 0.5},
              "sa": dict(SLOW), "sb": {**SLOW, "task.model.kwargs.weight_decay": 0.5}}
 COMPARE = [["fa", "fb"], ["sa", "sb"]]
-RULE = UntilDecided(first=2, batch=1, max_seeds=4, futility=0.0)
+RULE = UntilDecided(rule=StoppingRule(first=2, batch=1, max_seeds=4, futility=0.0))
 
 
 @pytest.fixture(scope="module")
@@ -77,12 +78,12 @@ def _units(store: Path) -> dict[str, str]:
             for p in sorted((store / "units").rglob("w*.parquet"))}
 
 
-def _lockstep(config, store: Path, settings: dict) -> SequentialState:
+def _lockstep(config, store: Path, path: SequentialPath) -> SequentialState:
     """The lockstep schedule: every look's batch trained (run_plan) before the look is taken, all pairs at once."""
-    plan = plan_run(config, store=store, seeds=RULE.max_seeds, n_threads=1)
+    plan = plan_run(config, store=store, seeds=RULE.rule.max_seeds, n_threads=1)
     names = [p.name for p in plan.pipelines]
-    state = SequentialState(names, pairs=[tuple(p) for p in COMPARE],
-                            **{k: v for k, v in settings.items() if k != "pairs"})
+    state = SequentialState(names, pairs=[tuple(p) for p in COMPARE], rule=path.rule, question=path.question,
+                            orientation=path.orientation)
     while not state.done:
         wanted = state.wanted()
         n = max(wanted.values())
@@ -105,30 +106,28 @@ def test_run_submits_as_results_come_in_and_ends_as_lockstep(executor, config, t
     options = RunOptions(store=store, executor=executor, track=False, score=False, progress=False, until_decided=RULE)
     result = run_experiment(config, options)
     path = read_path(store)
-    assert path["done"]
+    assert path.done and path.rule == RULE.rule
 
     # no lockstep: the fast pair's second-look batch was asked for before the slow pair's first look was in
     def finished(name: str, seeds: range) -> list[pd.Timestamp]:
         return [pd.Timestamp(json.loads((store / "units" / name / f"seed{s}" / f"w{w:02d}.json").read_text())
                              ["finished_at"]) for s in seeds for w in range(2)]
 
-    asked = {(e["pipeline"], tuple(e["seeds"])): pd.Timestamp(e["asked_at"]) for e in path["schedule"]}
+    asked = {(e.pipeline, e.seeds): pd.Timestamp(e.asked_at) for e in path.schedule}
     assert ("fa", (2,)) in asked and ("fb", (2,)) in asked       # the fast pair had a second look
     slow_first_look_done = max(finished("sa", range(2)) + finished("sb", range(2)))
     assert asked[("fa", (2,))] < slow_first_look_done
-    assert all(pd.Timestamp(e["complete_at"]) >= pd.Timestamp(e["asked_at"]) for e in path["schedule"])
+    assert all(pd.Timestamp(e.complete_at) >= pd.Timestamp(e.asked_at) for e in path.schedule)
 
     # the lockstep schedule on the local pool: the same units, bytes, looks, outcomes and seeds
-    settings = json.dumps(path["settings"], sort_keys=True)
+    settings = json.dumps(path.settings(), sort_keys=True)
     if settings not in _LOCKSTEP:   # trained once for both executors
         lockstep = tmp_path_factory.mktemp("lockstep")
-        _LOCKSTEP[settings] = _lockstep(config, lockstep, path["settings"]), _units(lockstep)
+        _LOCKSTEP[settings] = _lockstep(config, lockstep, path), _units(lockstep)
     reference, reference_units = _LOCKSTEP[settings]
     assert _units(store) == reference_units
-    assert path["seeds_used"] == reference.used()
-    assert path["outcomes"] == {" vs ".join(p): o for p, o in reference.outcomes.items()}
-    assert [look["pair"] for look in path["looks"]] == [" vs ".join(look.pair) for look in reference.looks]
-    assert [{k: v for k, v in look.items() if k not in ("pair", "look")} for look in path["looks"]] == \
-        [{k: v for k, v in dataclasses.asdict(look).items() if k != "pair"} for look in reference.looks]
-    assert path["looks_done"] == reference.n_looks
-    assert result.summary.ran == path["units"]["used"] == len([f for f in _units(store) if ".valid." not in f])
+    assert path.seeds_used == reference.used()
+    assert path.outcomes == {" vs ".join(p): o for p, o in reference.outcomes.items()}
+    assert [nl.look for nl in path.looks] == reference.looks     # every look, read back from the JSON
+    assert path.looks_done == reference.n_looks
+    assert result.summary.ran == path.units.used == len([f for f in _units(store) if ".valid." not in f])

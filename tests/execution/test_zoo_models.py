@@ -35,7 +35,14 @@ def daily(tmp_path_factory) -> Path:
 
 # --------------------------------------------------------------------------- GRU on TSDatasetH (a _ts model)
 def test_gru_on_tsdataseth_predicts_through_predict_dataset(tmp_path, daily):
-    plan, summary = run(gru_experiment(tmp_path, daily), tmp_path / "store")
+    # on a pool worker (a fresh process, as `run --workers 2` uses): in this process an earlier test's qlib.init
+    # may have set Qlib's loggers (level, stream), and the log-file check below would depend on the test order
+    from rolling_calib.config import load_experiment
+    from rolling_calib.execution.executors import LocalExecutor
+    from rolling_calib.execution.runner import plan_run, run_plan
+
+    plan = plan_run(load_experiment(gru_experiment(tmp_path, daily)), store=tmp_path / "store")
+    summary = run_plan(plan, executor=LocalExecutor(workers=2), progress=False)
     assert summary.ran == 1
     key = UnitKey("gru_ts", 0, 0)
     frame = read_unit(plan.store, key)

@@ -64,7 +64,7 @@ def _error_lines(err: str) -> list[str]:
 @pytest.fixture(scope="module")
 def base_workflow(tiny_data) -> str:
     """demo.yaml with its base merged in, on the tiny store, scaled to one window and one seed: one file."""
-    data = _read_with_base(REPO / "workflows" / "demo.yaml")
+    data, _ = _read_with_base(REPO / "workflows" / "demo.yaml")
     data["qlib_init"]["provider_uri"] = {"1min": str(tiny_data)}
     data["rolling"].update({"initial_train_start": "2018-01", "start": "2018-03", "end": "2018-04",
                             "step_months": 1, "seeds": 1})

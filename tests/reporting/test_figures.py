@@ -14,7 +14,7 @@ from runner_helpers import write_fake_store
 
 from rolling_calib.analysis.scoring import score_store
 from rolling_calib.core.ranking import indistinguishable, pairwise_matrix
-from rolling_calib.core.synthetic_experiments import run_linear_experiment
+from rolling_calib.simulation.synthetic_experiments import run_linear_experiment
 from rolling_calib.reporting import figures as F
 from rolling_calib.core.resampling import Resampling
 
@@ -144,7 +144,7 @@ def test_pipeline_colors_are_one_mapping_used_by_every_figure(scores, compared):
     assert list(colors) == scores.pipelines and len(set(colors.values())) == len(colors)
     assert F.pipeline_colors(["b", "a", "b"]) == {"b": F.PALETTE[0], "a": F.PALETTE[1]}
     figs = F.make_figures(scores, comparison, diagnosis=diagnosis)
-    assert {"spread", "bias", "offsets", "differential_0", "paired_0", "improvement"} == set(figs)
+    assert {"spread", "bias", "offsets", "when_0", "differential_0", "paired_0", "improvement"} == set(figs)
     rgb = {name: to_rgb(c) for name, c in colors.items()}
     spread = figs["spread"].axes[0]
     assert [tuple(c.get_facecolor()[0][:3]) for c in spread.collections] == [rgb[p] for p in scores.pipelines]
@@ -155,9 +155,14 @@ def test_pipeline_colors_are_one_mapping_used_by_every_figure(scores, compared):
         assert len(shades) == len(d.seeds) == len(set(shades))
         assert F._shades(colors[d.pipeline], len(d.seeds)) == shades
     a, b = comparison.pairs[0].better, comparison.pairs[0].worse
-    for name in ("differential_0", "paired_0"):
+    for name in ("differential_0", "paired_0", "when_0"):
         tints = [tuple(p.get_facecolor()[:3]) for p in figs[name].axes[0].patches if p.get_facecolor()[3] < 0.1]
         assert tints == [rgb[a], rgb[b]]                 # below 0 in a's colour, above 0 in b's
+    when = comparison.when[0].whens["ql"]
+    boxes = [p for p in figs["when_0"].axes[0].patches if p.get_facecolor()[3] > 0.1]
+    assert len(boxes) == len(when.windows)               # one box per window, in the winner's colour or grey
+    for box, w in zip(boxes, when.windows):
+        assert tuple(box.get_edgecolor()[:3]) == (rgb[w.winner] if w.winner else to_rgb("0.55"))
         texts = {t.get_text(): to_rgb(t.get_color()) for t in figs[name].axes[0].texts}
         assert texts[f"below 0: {a} lower (better)"] == rgb[a] and texts[f"above 0: {b} lower (better)"] == rgb[b]
     improvement = figs["improvement"].axes[0]
@@ -244,3 +249,22 @@ def test_store_profiles_without_ax(profiles):
     assert isinstance(fig, Figure) and len(fig.axes) == 3 and fig.get_suptitle() == "store"
     with pytest.raises(ValueError, match="expected 3 Axes"):
         plot_store_profiles(profiles, ax=fig.axes[:2])
+
+
+def test_plot_when_draws_into_given_axes_windows_band_and_refits(scores, compared):
+    from matplotlib.figure import Figure
+
+    comparison, _ = compared
+    pw = comparison.when[0]
+    fig = Figure()
+    top, bottom = fig.subplots(2, 1)
+    assert F.plot_when(pw, ax=[top, bottom], unit="bp²") is fig
+    w = pw.whens["ql"]
+    assert len([p for p in top.patches if p.get_facecolor()[3] > 0.1]) == len(w.windows)
+    refit_lines = [line for line in top.lines if line.get_linestyle() == "--"]
+    assert len(refit_lines) == len(w.windows) - 1       # a refit between consecutive windows
+    path = [line for line in bottom.lines if "rolling mean" in line.get_label()][0]
+    assert list(path.get_ydata()) == pytest.approx(w.fluctuation.rolling)
+    assert w.consistency() in top.get_title(loc="left")
+    with pytest.raises(ValueError, match="2 Axes"):
+        F.plot_when(pw, ax=top)

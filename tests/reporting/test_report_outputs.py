@@ -47,7 +47,7 @@ def test_write_report_is_self_contained_and_holds_the_numbers(written):
     html, md, comparison = written["html"], written["md"], written["comparison"]
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
     figures = [k.removesuffix("_png") for k in written["paths"] if k.endswith("_png")]
-    assert set(figures) == {"improvement", "paired_0", "differential_0", "offsets", "spread", "bias"}
+    assert set(figures) == {"improvement", "when_0", "paired_0", "differential_0", "offsets", "spread", "bias"}
     assert len(images) == len(figures)
     assert all(base64.b64decode(i)[:8] == b"\x89PNG\r\n\x1a\n" for i in images)
     assert "<img" in html and 'src="http' not in html and "<script" not in html
@@ -69,7 +69,8 @@ def test_write_report_is_self_contained_and_holds_the_numbers(written):
 
 def _html_tables(html: str) -> list[list[str]]:
     """Every table of the HTML as its header cells, in document order."""
-    return [re.findall(r"<th(?:\s[^>]*)?>(.*?)</th>", t, flags=re.S) for t in re.findall(r"<table.*?</table>", html, flags=re.S)]
+    return [[unescape(h) for h in re.findall(r"<th(?:\s[^>]*)?>(.*?)</th>", t, flags=re.S)]
+            for t in re.findall(r"<table.*?</table>", html, flags=re.S)]
 
 
 def test_the_report_opens_with_the_verdict_table(written):
@@ -79,7 +80,8 @@ def test_the_report_opens_with_the_verdict_table(written):
     assert body.index("<h1>") < body.index("<table") < body.index("<h2>Warnings") if comparison.warnings else True
     first = comparison.verdict_rows()[0]
     first_row = re.search(r"<tbody>\s*<tr>(.*?)</tr>", html, flags=re.S).group(1)
-    assert re.findall(r"<td(?:\s[^>]*)?>(.*?)</td>", first_row) == [first[k] for k in VERDICT_COLUMNS]
+    assert [unescape(c) for c in re.findall(r"<td(?:\s[^>]*)?>(.*?)</td>", first_row)] == \
+        [first[k] for k in VERDICT_COLUMNS]
     # Markdown: the first table after the title is the verdicts too, with the label's unit on QL and CQL
     md_tables = [line for line in md.splitlines() if line.startswith("|")]
     assert [c.strip() for c in md_tables[0].strip("|").split("|")] == list(VERDICT_COLUMNS.values())
@@ -164,8 +166,40 @@ def test_report_says_whether_calibration_can_help(fake_store, tmp_path):
     assert "Can calibration help here?" in html
 
 
+def test_the_report_opens_with_one_line_that_answers_and_no_store_line_inside_its_store(written, fake_store):
+    """Issue 39: one line at the top (which configuration, by how much, how sure); a report written inside its
+    store does not open its scope with "Store ..:"; one written elsewhere names the store."""
+    comparison, html, md = written["comparison"], written["html"], written["md"]
+    headline = comparison.headline()
+    assert md.splitlines()[2] == f"**{headline}**"
+    body = html[html.index("<body>"):]
+    assert body.index("<h1>") < body.index('<p class="answer">') < body.index('<p class="scope">')
+    assert f'<p class="answer">{headline}</p>' in unescape(html)
+    assert "QL" in headline and "over seeds, on these" in headline and "95%" in headline
+    inside = report_context(written["scores"], comparison, out_dir=fake_store / "report")["scope"]
+    outside = report_context(written["scores"], comparison, out_dir=written["out"])["scope"]
+    assert not inside.startswith("Store") and inside.startswith("8 runs of 2 pipeline(s)")
+    assert outside.startswith("Store ") and outside.endswith(inside)
+
+
+def test_the_report_says_when_each_pipeline_was_better(written):
+    comparison, html, md = written["comparison"], written["html"], written["md"]
+    pw = comparison.when[0]
+    line = pw.whens["ql"].consistency()
+    assert "## When was each better?" in md and line in md and line in unescape(html)
+    assert md.index("## When was each better?") < md.index("## Losses per pipeline")
+    assert f"### {pw.better} vs {pw.worse}: QL per refit window" in md and "](when_0.png)" in md
+    for w in pw.whens["ql"].windows:
+        assert f"{w.start}..{w.end} ({w.n_times})" in md
+    when_csv = pd.read_csv(written["paths"]["when_csv"])
+    assert set(when_csv["metric"]) == set(pw.whens) and {"start", "end", "outcome", "ci_low", "ci_high",
+                                                         "level", "p_holm"} <= set(when_csv.columns)
+    assert "Ibragimov-Mueller" in md and "Giacomini and Rossi 2010" in md
+
+
 def test_the_report_says_how_far_the_market_time_part_sees(written):
-    """Under the verdict table: the horizon line, from the verdicts' own bandwidth and days (future target)."""
+    """Under the verdict table: the horizon line, from the future verdicts' own bandwidth and days (beside the
+    period headline)."""
     from rolling_calib.analysis.comparison import horizon_note
 
     note = horizon_note(written["comparison"].verdicts)

@@ -316,6 +316,25 @@ def test_pipeline_runs_log_the_verdicts_exactly_as_compare_prints_them(run_store
             assert (first.tags[f"verdict.{b}.{metric}"], second.tags[f"verdict.{a}.{metric}"]) == word
             if v["diebold_mariano"]["p_value"] is not None:
                 assert first.metrics[f"timeseries_dm_p.{b}.{metric}"] == v["diebold_mariano"]["p_value"]
+            other = v["beside"]     # the future claim beside the period headline, as each pipeline reads it
+            word = {None: ("undetermined", "undetermined"), a: ("better", "worse"), b: ("worse", "better")}[
+                other["winner"]]
+            assert (first.tags[f"verdict_future.{b}.{metric}"], second.tags[f"verdict_future.{a}.{metric}"]) == word
+    ids = {r.data.tags["rc.pipeline"]: r.info.run_id for r in level["pipeline"]}
+    assert printed["when"]
+    for when in printed["when"]:     # when each was better: the consistency line, and each window's difference
+        a, b = when["pair"]
+        for metric, w in when["metrics"].items():
+            assert parents[a].tags[f"when.{b}.{metric}"] == w["consistency"]
+            assert parents[b].tags[f"when.{a}.{metric}"].startswith(f"{b} better in ")
+            assert parents[a].tags[f"across_windows.{b}.{metric}"] in ("better", "worse", "undetermined",
+                                                                        "not enough windows")
+            assert parents[a].tags[f"fluctuation.{b}.{metric}"] == (
+                f"changed at {w['fluctuation']['left_at']}" if w["fluctuation"]["fired"] else "stable")
+            history = client.get_metric_history(ids[a], f"window_diff.{b}.{metric}")
+            assert sorted((h.step, h.value) for h in history) == [(x["index"], x["difference"]) for x in w["windows"]]
+            history = client.get_metric_history(ids[b], f"window_ci_low.{a}.{metric}")
+            assert sorted((h.step, h.value) for h in history) == [(x["index"], -x["ci_high"]) for x in w["windows"]]
     for row in printed["pipelines"]:
         for key in ("ic_mean", "ic_std", "rank_ic_mean", "rank_ic_std", "cql_mean", "ql_std"):
             assert parents[row["pipeline"]].metrics[key] == row[key]

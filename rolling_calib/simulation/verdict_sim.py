@@ -69,7 +69,8 @@ from scipy import signal, stats
 
 from rolling_calib.core.validation import CONFIDENCE, SEED, TARGETS, Interval, Options, validate_params
 from rolling_calib.core.jsonable import fields_dict
-from rolling_calib.core.resampling import DEFAULT, RESAMPLING, Resampling
+from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
+from rolling_calib.core.resampling import RESAMPLING, Resampling
 from rolling_calib.core.verdict import LossPanel, decide, diebold_mariano
 
 __all__ = [
@@ -97,7 +98,6 @@ METHODS = ("decide", "paired_t", "welch_t", "dm", "seed_bootstrap")
 _TARGET = Options(*TARGETS)
 _POS_INT = Interval(int, 1, None)
 _SEED_BOOT = Resampling(n_boot=1000)   # the seed-bootstrap baseline's replicates (fast enough for the harness)
-_RESAMPLING = {t: Resampling(target=t) for t in TARGETS}   # the verdict's settings per target (analytic: no draws)
 
 
 # --------------------------------------------------------------------------- the model
@@ -200,12 +200,12 @@ def _mean_var(n_days: int, phi: float) -> float:
 
 
 @validate_params({"n_seeds": _POS_INT, "n_days": _POS_INT, "target": _TARGET})
-def estimator_sd(model: PanelModel, *, n_seeds: int, n_days: int, target: str = "future") -> float:
+def estimator_sd(model: PanelModel, *, n_seeds: int, n_days: int, target: str = DEFAULT_QUESTION.target) -> float:
     """The sd of the difference of means ``D`` under ``target`` (module docstring), from the model.
 
     >>> m = PanelModel(seed_sd=0.0, noise_sd=0.0, interaction_sd=1.0)
-    >>> round(estimator_sd(m, n_seeds=3, n_days=100), 3), estimator_sd(m, n_seeds=3, n_days=100, target="period")
-    (0.1, 0.0)
+    >>> estimator_sd(m, n_seeds=3, n_days=100), round(estimator_sd(m, n_seeds=3, n_days=100, target="future"), 3)
+    (0.0, 0.1)
     """
     lengths = _window_lengths(n_days, model.window_days)
     v_run = (1.0 - model.crn_seed) * model.seed_sd ** 2 \
@@ -419,7 +419,8 @@ def _t_interval(center: np.ndarray, se: np.ndarray, df: Any, confidence: float) 
 
 
 @validate_params({"confidence": CONFIDENCE})
-def paired_t_interval(ma: Any, mb: Any, *, confidence: float = DEFAULT.confidence) -> tuple[np.ndarray, np.ndarray]:
+def paired_t_interval(ma: Any, mb: Any, *, confidence: float = DEFAULT_QUESTION.confidence
+                      ) -> tuple[np.ndarray, np.ndarray]:
     """Paired t interval of ``mean(ma - mb)`` over seeds (last axis: seeds; ``k - 1`` degrees of freedom).
 
     >>> lo, hi = paired_t_interval([1.0, 2.0, 3.0], [0.0, 0.0, 1.0])
@@ -432,7 +433,8 @@ def paired_t_interval(ma: Any, mb: Any, *, confidence: float = DEFAULT.confidenc
 
 
 @validate_params({"confidence": CONFIDENCE})
-def welch_interval(ma: Any, mb: Any, *, confidence: float = DEFAULT.confidence) -> tuple[np.ndarray, np.ndarray]:
+def welch_interval(ma: Any, mb: Any, *, confidence: float = DEFAULT_QUESTION.confidence
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """Welch's t interval of ``mean(ma) - mean(mb)`` (independent seeds; last axis: seeds).
 
     >>> lo, hi = welch_interval([1.0, 2.0, 3.0], [0.0, 1.0, 2.0])
@@ -449,7 +451,7 @@ def welch_interval(ma: Any, mb: Any, *, confidence: float = DEFAULT.confidence) 
 
 
 @validate_params({"confidence": CONFIDENCE})
-def dm_interval(differential: Any, *, confidence: float = DEFAULT.confidence) -> tuple[float, float]:
+def dm_interval(differential: Any, *, confidence: float = DEFAULT_QUESTION.confidence) -> tuple[float, float]:
     """Diebold-Mariano's interval of the mean daily differential: ``mean -/+ t_{T-1} sqrt(LRV / T)``.
 
     ``LRV`` from :func:`rolling_calib.core.verdict.diebold_mariano` (Bartlett kernel, automatic bandwidth).
@@ -464,20 +466,22 @@ def dm_interval(differential: Any, *, confidence: float = DEFAULT.confidence) ->
     return r.mean_differential - half, r.mean_differential + half
 
 
-@validate_params({"resampling": RESAMPLING})
-def seed_bootstrap_interval(ma: Any, mb: Any, *, resampling: Resampling = _SEED_BOOT, rng: np.random.Generator,
+@validate_params({"question": QUESTION, "resampling": RESAMPLING})
+def seed_bootstrap_interval(ma: Any, mb: Any, *, question: Question = DEFAULT_QUESTION,
+                            resampling: Resampling = _SEED_BOOT, rng: np.random.Generator,
                             paired: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """rliable-style percentile bootstrap over seeds of ``mean(ma) - mean(mb)`` (days fixed; last axis: seeds).
 
     Paired: the per-seed differences are resampled; unpaired: each pipeline's seeds independently.
-    ``resampling``: its ``n_boot`` and ``confidence`` (the baseline's default: 1000 replicates).
+    ``question``: its ``confidence`` is the interval's level; ``resampling``: its ``n_boot`` (the
+    baseline's default: 1000 replicates; the draws come from ``rng``).
 
     >>> lo, hi = seed_bootstrap_interval([1.0, 2.0, 3.0, 4.0], [0.0] * 4, rng=np.random.default_rng(0))
     >>> 1.0 <= float(lo) < 2.5 < float(hi) <= 4.0
     True
     """
     ma, mb = np.asarray(ma, dtype=np.float64), np.asarray(mb, dtype=np.float64)
-    alpha, n_boot = 1.0 - resampling.confidence, resampling.n_boot
+    alpha, n_boot = 1.0 - question.confidence, resampling.n_boot
     if paired:
         d = ma - mb
         idx = rng.integers(0, d.shape[-1], (n_boot, d.shape[-1]))
@@ -491,9 +495,9 @@ def seed_bootstrap_interval(ma: Any, mb: Any, *, resampling: Resampling = _SEED_
 
 
 # --------------------------------------------------------------------------- the verdict
-def _verdict(a: LossPanel, b: LossPanel, target: str, orientation: str = "lower") -> Any:
-    """:func:`~rolling_calib.core.verdict.decide` on the pair for ``target``, at its defaults otherwise."""
-    return decide(a, b, orientation=orientation, resampling=_RESAMPLING[target])
+def _verdict(a: LossPanel, b: LossPanel, question: Question, orientation: str = "lower") -> Any:
+    """:func:`~rolling_calib.core.verdict.decide` on the pair for ``question``, at its defaults otherwise."""
+    return decide(a, b, orientation=orientation, question=question)
 
 
 # --------------------------------------------------------------------------- calibration
@@ -527,14 +531,15 @@ def _method_intervals(a: np.ndarray, b: np.ndarray, *, confidence: float,
         "paired_t": paired_t_interval(ma, mb, confidence=confidence),
         "welch_t": welch_interval(ma, mb, confidence=confidence),
         "dm": (dm[:, 0], dm[:, 1]),
-        "seed_bootstrap": seed_bootstrap_interval(ma, mb, resampling=_SEED_BOOT.replace(confidence=confidence),
-                                                  rng=rng),
+        "seed_bootstrap": seed_bootstrap_interval(ma, mb, question=Question(confidence=confidence),
+                                                  resampling=_SEED_BOOT, rng=rng),
     }
 
 
 @validate_params({"n_rep": Interval(int, 2, None), "seed": SEED, "confidence": CONFIDENCE})
 def calibrate(model: PanelModel, *, cells: Iterable[Cell | tuple[int, int]], effects_in_se: Sequence[float] = (0, 2, 3),
-              n_rep: int = 300, seed: int = 0, targets: Sequence[str] = TARGETS, confidence: float = DEFAULT.confidence,
+              n_rep: int = 300, seed: int = 0, targets: Sequence[str] = TARGETS,
+              confidence: float = DEFAULT_QUESTION.confidence,
               methods: Sequence[str] = METHODS, progress: Callable[[Iterable], Iterable] | None = None,
               ) -> list[dict[str, Any]]:
     """False decisions, coverage and power of the verdict beside the baselines, per cell, target and effect.
@@ -555,6 +560,8 @@ def calibrate(model: PanelModel, *, cells: Iterable[Cell | tuple[int, int]], eff
     seed : int
         Seed of every draw.
     targets : sequence of {"future", "period"}
+        The questions' targets; each is asked at ``confidence`` (one
+        :class:`~rolling_calib.core.question.Question` per target, the verdict and every baseline alike).
     confidence : float
     methods : sequence of str
         Any of :data:`METHODS`.
@@ -599,19 +606,21 @@ def calibrate(model: PanelModel, *, cells: Iterable[Cell | tuple[int, int]], eff
                 shift = np.full(n_rep, truth) if target == "future" else truth - cbar
                 intervals = {name: (lo + shift, hi + shift) for name, (lo, hi) in base.items()}
                 if "decide" in methods:
-                    intervals["decide"] = _decide_intervals(a, b, shift, target)
+                    intervals["decide"] = _decide_intervals(a, b, shift, Question(target=target,
+                                                                                  confidence=confidence))
                 for name in methods:
                     lo, hi = intervals[name]
                     rows.append(_row(cell, m, target, effect, se, name, lo, hi, truth, n_rep))
     return rows
 
 
-def _decide_intervals(a: np.ndarray, b: np.ndarray, shift: np.ndarray, target: str) -> tuple[np.ndarray, np.ndarray]:
+def _decide_intervals(a: np.ndarray, b: np.ndarray, shift: np.ndarray,
+                      question: Question) -> tuple[np.ndarray, np.ndarray]:
     seeds = np.arange(a.shape[1])
     lo, hi = np.empty(a.shape[0]), np.empty(a.shape[0])
     for r in range(a.shape[0]):
         v = _verdict(LossPanel.from_arrays(seeds=seeds, total=a[r] + shift[r]),
-                     LossPanel.from_arrays(seeds=seeds, total=b[r]), target)
+                     LossPanel.from_arrays(seeds=seeds, total=b[r]), question)
         lo[r], hi[r] = v.ci_low, v.ci_high
     return lo, hi
 
@@ -640,22 +649,23 @@ class AASplits:
     seeds_per_half: int
     decided: dict[str, float]
     mc_se: dict[str, float]
+    confidence: float = DEFAULT_QUESTION.confidence
 
     def to_dict(self) -> dict[str, Any]:
         return fields_dict(self)
 
 
-@validate_params({"n_splits": _POS_INT, "seed": SEED, "target": _TARGET})
-def aa_splits(panel: LossPanel, *, n_splits: int = 100, seed: int = 0, target: str = "future",
+@validate_params({"n_splits": _POS_INT, "seed": SEED, "question": QUESTION})
+def aa_splits(panel: LossPanel, *, n_splits: int = 100, seed: int = 0, question: Question = DEFAULT_QUESTION,
               orientation: str = "lower") -> AASplits:
     """One pipeline's seeds split at random into two halves, decided against each other; share decided.
 
     The halves hold different seeds, so the verdict is unpaired. Beside the verdict: Welch's t on
-    the run means and Diebold-Mariano on the halves' daily differential (both should decide at
-    most ``1 - confidence`` of the splits).
+    the run means and Diebold-Mariano on the halves' daily differential (all three at the
+    ``question``'s confidence; each should decide at most ``1 - confidence`` of the splits).
 
     >>> p = LossPanel.from_arrays(seeds=range(6), total=np.random.default_rng(0).normal(0, 1, (6, 40)))
-    >>> r = aa_splits(p, n_splits=5, seed=1, target="period")
+    >>> r = aa_splits(p, n_splits=5, seed=1, question=Question(target="period"))
     >>> r.n_splits, r.seeds_per_half, sorted(r.decided)
     (5, 3, ['decide', 'dm', 'welch_t'])
     """
@@ -667,17 +677,18 @@ def aa_splits(panel: LossPanel, *, n_splits: int = 100, seed: int = 0, target: s
     for _ in range(n_splits):
         order = rng.permutation(panel.n_seeds)
         x, y = panel.select(seeds=np.sort(order[:half])), panel.select(seeds=np.sort(order[half:2 * half]))
-        v = _verdict(x, y, target, orientation)
+        v = _verdict(x, y, question, orientation)
         hits["decide"].append(v.outcome != "undetermined")
-        lo, hi = welch_interval(x.run_means(), y.run_means())
+        lo, hi = welch_interval(x.run_means(), y.run_means(), confidence=question.confidence)
         hits["welch_t"].append(bool(lo > 0 or hi < 0))
         d_t = np.nanmean(x.unit_means(), axis=0) - np.nanmean(y.unit_means(), axis=0)
         ok = np.isfinite(d_t)
-        lo, hi = dm_interval(d_t[ok]) if ok.sum() >= 3 else (-math.inf, math.inf)
+        lo, hi = dm_interval(d_t[ok], confidence=question.confidence) if ok.sum() >= 3 else (-math.inf, math.inf)
         hits["dm"].append(bool(lo > 0 or hi < 0))
     rates = {k: _rate(np.array(v)) for k, v in hits.items()}
-    return AASplits(n_splits=int(n_splits), target=target, seeds_per_half=half,
-                    decided={k: r[0] for k, r in rates.items()}, mc_se={k: r[1] for k, r in rates.items()})
+    return AASplits(n_splits=int(n_splits), target=question.target, seeds_per_half=half,
+                    decided={k: r[0] for k, r in rates.items()}, mc_se={k: r[1] for k, r in rates.items()},
+                    confidence=float(question.confidence))
 
 
 # --------------------------------------------------------------------------- seeds needed
@@ -723,6 +734,7 @@ class SeedsNeededCheck:
     assurance_mean: float
     observed_share: float
     observed_share_mc_se: float
+    confidence: float = DEFAULT_QUESTION.confidence
 
     def to_dict(self) -> dict[str, Any]:
         return fields_dict(self)
@@ -731,18 +743,18 @@ class SeedsNeededCheck:
 _PROB_BINS = (0.0, 0.5, 0.7, 0.8, 0.9, 1.0001)
 
 
-@validate_params({"pilot": Interval(int, 2, None), "n_rep": _POS_INT, "seed": SEED, "target": _TARGET,
+@validate_params({"pilot": Interval(int, 2, None), "n_rep": _POS_INT, "seed": SEED, "question": QUESTION,
                   "n_days": Interval(int, 4, None), "max_seeds": Interval(int, 2, None),
                   "none_check_seeds": Interval(int, 2, None)})
 def check_seeds_needed(model: PanelModel, *, pilot: int = 5, effect_in_se: float = 1.0, n_rep: int = 200,
-                       seed: int = 0, target: str = "future", n_days: int = 125, max_seeds: int = 200,
+                       seed: int = 0, question: Question = DEFAULT_QUESTION, n_days: int = 125, max_seeds: int = 200,
                        none_check_seeds: int = 60, progress: Callable[[Iterable], Iterable] | None = None,
                        ) -> SeedsNeededCheck:
     """Does ``seeds_needed`` keep its word? Pilot, read the number, follow up on the same days, count.
 
     Per replicate a pair with ``max(max_seeds, none_check_seeds)`` seeds per pipeline is simulated
     on ``n_days`` days with a true difference of ``effect_in_se`` standard errors of the pilot's
-    estimate under ``target`` (for ``period``: the truth on these days). The verdict on the first
+    estimate under the ``question``'s target (for ``period``: the truth on these days). The verdict on the first
     ``pilot`` seeds names ``n`` and the probability it states; the follow-up is the verdict on the
     first ``n`` seeds (the pilot's plus new ones, same days), decided in the right direction or
     not. A pilot that says no number of seeds can decide it is followed up with
@@ -753,6 +765,7 @@ def check_seeds_needed(model: PanelModel, *, pilot: int = 5, effect_in_se: float
     4
     """
     rng = np.random.default_rng(int(seed))
+    target = question.target
     se = estimator_sd(model, n_seeds=pilot, n_days=n_days, target=target)
     truth = effect_in_se * se
     n_sim = max(max_seeds, none_check_seeds)
@@ -772,7 +785,7 @@ def check_seeds_needed(model: PanelModel, *, pilot: int = 5, effect_in_se: float
 
         def verdict(n: int) -> Any:
             idx = np.arange(n)
-            return _verdict(pa.select(seeds=idx), pb.select(seeds=idx), target)
+            return _verdict(pa.select(seeds=idx), pb.select(seeds=idx), question)
 
         v = verdict(pilot)
         if v.outcome != "undetermined":
@@ -811,7 +824,8 @@ def check_seeds_needed(model: PanelModel, *, pilot: int = 5, effect_in_se: float
                             bins=bins, n_named=len(stated), n_none=len(none_hits), n_beyond=beyond,
                             none_decided=none_rate, none_decided_mc_se=none_se, decided_pilots=decided_pilots,
                             stated_mean=_nanmean(stated_arr), assurance_mean=_nanmean(assur_arr),
-                            observed_share=share, observed_share_mc_se=share_se)
+                            observed_share=share, observed_share_mc_se=share_se,
+                            confidence=float(question.confidence))
 
 
 def _nanmean(x: np.ndarray) -> float:

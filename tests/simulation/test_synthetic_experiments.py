@@ -16,7 +16,7 @@ from sklearn.metrics import mean_squared_error
 
 from rolling_calib.core import classification as C
 from rolling_calib.core import metrics as M
-from rolling_calib.core import synthetic_experiments as S
+from rolling_calib.simulation import synthetic_experiments as S
 from rolling_calib.cli import main
 from rolling_calib.core.pairwise import pairwise_accuracy
 

@@ -1,4 +1,4 @@
-"""The calibration harness (core/verdict_sim.py and bench/verdict_calibration.py): the simulator's
+"""The calibration harness (simulation/verdict_sim.py and bench/verdict_calibration.py): the simulator's
 components against hand-computed moments, the estimator against known models, the baselines'
 levels, the table's structure, the verdict's false decisions in small null cells, the command line."""
 
@@ -15,8 +15,9 @@ import pytest
 from scipy import stats
 
 from rolling_calib.core.verdict import LossPanel
+from rolling_calib.core.question import Question
 from rolling_calib.core.resampling import Resampling
-from rolling_calib.core.verdict_sim import (
+from rolling_calib.simulation.verdict_sim import (
     METHODS,
     Cell,
     PanelModel,
@@ -79,7 +80,7 @@ def test_regimes_switch_at_the_stated_rate_with_the_variance_drift_ratio_defines
     m = PanelModel(noise_sd=0.0, interaction_sd=1.0, regime_days=40.0, drift_ratio=4.0)
     # hand: sigma_r^2 = 4 * 1 / (2 * 40 - 1)
     assert m.regime_sd ** 2 == pytest.approx(4 / 79)
-    from rolling_calib.core.verdict_sim import _regimes
+    from rolling_calib.simulation.verdict_sim import _regimes
     r = _regimes(np.random.default_rng(4), (400, 500), m.regime_sd, 40.0)
     switches = (np.diff(r, axis=1) != 0).mean()
     assert switches == pytest.approx(1 / 40, rel=0.05)
@@ -225,7 +226,8 @@ def test_period_null_has_a_zero_period_truth():
 def test_aa_splits_counts_decisions_of_a_pipeline_against_itself():
     rng = np.random.default_rng(13)
     total = rng.normal(0, 1, (8, 60)) + rng.normal(0, 5, 60)                 # market + noise, no seed offsets
-    r = aa_splits(LossPanel.from_arrays(seeds=range(8), total=total), n_splits=60, seed=2, target="period")
+    r = aa_splits(LossPanel.from_arrays(seeds=range(8), total=total), n_splits=60, seed=2,
+                  question=Question(target="period"))
     assert r.seeds_per_half == 4 and r.n_splits == 60
     assert set(r.decided) == {"decide", "welch_t", "dm"} and all(0 <= v <= 1 for v in r.decided.values())
     assert r.decided["welch_t"] <= 0.2

@@ -1,0 +1,186 @@
+"""Issue 35's pair-level checks: the sequential rule's and the fixed verdict's false decisions, and "none suffices".
+
+Pairs are simulated from :class:`rolling_calib.simulation.verdict_sim.PanelModel` on ``--days`` days
+(default 125) with ``max_seeds`` = 20 seeds per pipeline, at two ratios ``lambda`` of a run mean's
+variance to its day-noise part (``lambda = 1 + seed_sd^2 T / noise_sd^2``; ``noise_sd`` = 1):
+
+* ``lambda = 1``: no persistent seed offsets (the only case the old "sometimes pool" pre-test was valid in);
+* ``lambda = 10``: persistent seed offsets dominate (the pooling-prone case; the demo store sits near 9).
+
+Each model has a market-time part (the pipelines' daily interaction, white) whose variance of the
+mean equals the seeds' part at 20 seeds, so the future target's two parts are of one size at the
+full grid and the seeds' part dominates at 3-5 seeds (where Satterthwaite's degrees of freedom were
+liberal). Per ``lambda`` x target it measures, each with its Monte Carlo standard error:
+
+* the sequential rule (:func:`rolling_calib.core.sequential.replay`, batch 2, 20 seeds at most,
+  first look at 3 or 5 seeds): the share of identical pairs decided (nominal 5%), and the shares of
+  pairs 1 standard error apart (of the 20-seed difference) decided in the wrong and the right direction;
+* the fixed verdict (:func:`rolling_calib.core.verdict.decide` at 95%) on the first 3 and 5 seeds of
+  the identical pairs: the share decided (nominal 5%);
+* "none suffices" (``--none-reps``): :func:`rolling_calib.simulation.verdict_sim.check_seeds_needed` on
+  5-seed pilots of a pair 2 standard errors apart (of the pilot's difference), future target, on a
+  model whose market-time part equals the seeds' part at 5 seeds: among pilots that say "no number
+  of seeds can decide it", the share that 60 seeds decide in the right direction (the word was wrong).
+
+For the period target the days' common part is removed from the truth (the pair is identical on
+these days). Everything is seeded (``--seed``); the command that regenerates docs/pair_levels.md::
+
+    nice -n 19 python bench/pair_levels.py --reps 300 --none-reps 300 --seed 0
+
+Run it from another checkout's root (``git archive``) to measure that code: the script imports the
+``rolling_calib`` of the repository it sits in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from rolling_calib.core.question import Question  # noqa: E402
+from rolling_calib.core.sequential import replay  # noqa: E402
+from rolling_calib.core.stopping import StoppingRule  # noqa: E402
+from rolling_calib.core.verdict import LossPanel, decide  # noqa: E402
+from rolling_calib.simulation.verdict_sim import PanelModel, check_seeds_needed, estimator_sd, simulate_pair  # noqa: E402
+
+MAX_SEEDS = 20
+BATCH = 2
+FIRSTS = (3, 5)
+FIXED = (3, 5)
+
+
+def model_for(lam: float, *, n_days: int, time_like_seeds: int = MAX_SEEDS) -> PanelModel:
+    """``lambda`` = run-mean variance over its day-noise part; market-time part = the seeds' part at ``time_like_seeds``.
+
+    >>> m = model_for(10.0, n_days=125)
+    >>> round(1 + m.seed_sd ** 2 * 125 / m.noise_sd ** 2, 6)
+    10.0
+    """
+    seed_sd = math.sqrt((lam - 1.0) / n_days)
+    v_run = seed_sd ** 2 + 1.0 / n_days
+    interaction_sd = math.sqrt(n_days * 2.0 * v_run / time_like_seeds)
+    return PanelModel(seed_sd=seed_sd, noise_sd=1.0, interaction_sd=interaction_sd)
+
+
+def _pair(model: PanelModel, *, n_days: int, delta: float, target: str,
+          rng: np.random.Generator) -> tuple[LossPanel, LossPanel]:
+    a, b, truth = simulate_pair(model, n_seeds=MAX_SEEDS, n_days=n_days, delta=delta, rng=rng)
+    if target == "period":          # the period's truth is delta + the days' common part: centre it
+        shift = truth["period"] - truth["future"]
+        b = LossPanel.from_arrays(seeds=b.seeds, total=b.total + shift * b.weight, weight=b.weight, times=b.times)
+    return a, b
+
+
+def _sequential(a: LossPanel, b: LossPanel, *, first: int, target: str) -> str:
+    r = replay({"a": a, "b": b}, rule=StoppingRule(first=first, batch=BATCH, max_seeds=MAX_SEEDS),
+               question=Question(target=target), order_seed=0)
+    return r.outcomes[("a", "b")]
+
+
+def _fixed(a: LossPanel, b: LossPanel, *, k: int, target: str) -> str:
+    idx = a.seeds[:k]
+    return decide(a.select(seeds=idx), b.select(seeds=idx), names=("a", "b"), question=Question(target=target)).outcome
+
+
+def _rate(hits: list[bool]) -> tuple[float, float]:
+    x = np.asarray(hits, dtype=float)
+    if x.size == 0:
+        return math.nan, math.nan
+    p = float(x.mean())
+    return p, math.sqrt(p * (1 - p) / x.size)
+
+
+def cell(lam: float, target: str, *, reps: int, n_days: int, seed: int) -> dict[str, Any]:
+    """Every rate of one ``lambda`` x target cell."""
+    model = model_for(lam, n_days=n_days)
+    se = estimator_sd(model, n_seeds=MAX_SEEDS, n_days=n_days, target=target)
+    rng = np.random.default_rng([seed, int(lam * 10), ("future", "period").index(target)])
+    null: dict[str, list[bool]] = {f"seq{f}": [] for f in FIRSTS} | {f"fixed{k}": [] for k in FIXED}
+    wrong: dict[str, list[bool]] = {f"seq{f}": [] for f in FIRSTS}
+    power: dict[str, list[bool]] = {f"seq{f}": [] for f in FIRSTS}
+    for _ in range(reps):
+        a, b = _pair(model, n_days=n_days, delta=0.0, target=target, rng=rng)
+        for f in FIRSTS:
+            null[f"seq{f}"].append(_sequential(a, b, first=f, target=target) in ("better", "worse"))
+        for k in FIXED:
+            null[f"fixed{k}"].append(_fixed(a, b, k=k, target=target) in ("better", "worse"))
+        a, b = _pair(model, n_days=n_days, delta=-1.0 * se, target=target, rng=rng)   # A truly lower: "better"
+        for f in FIRSTS:
+            outcome = _sequential(a, b, first=f, target=target)
+            wrong[f"seq{f}"].append(outcome == "worse")
+            power[f"seq{f}"].append(outcome == "better")
+    out: dict[str, Any] = {"lambda": lam, "target": target, "reps": reps}
+    for name, hits in null.items():
+        out[f"{name}_decided"], out[f"{name}_decided_mcse"] = _rate(hits)
+    for name, hits in wrong.items():
+        out[f"{name}_wrong"], out[f"{name}_wrong_mcse"] = _rate(hits)
+    for name, hits in power.items():
+        out[f"{name}_power"], out[f"{name}_power_mcse"] = _rate(hits)
+    return out
+
+
+def none_check(*, reps: int, n_days: int, seed: int) -> dict[str, Any]:
+    """``check_seeds_needed``'s "none" share and its wrong rate (60 seeds decide) on the time-heavy lambda-10 model."""
+    model = model_for(10.0, n_days=n_days, time_like_seeds=5)
+    r = check_seeds_needed(model, pilot=5, effect_in_se=2.0, n_rep=reps, seed=seed, question=Question(target="future"),
+                           n_days=n_days, max_seeds=60, none_check_seeds=60)
+    return {"reps": reps, "pilots_undecided": reps - r.decided_pilots, "n_none": r.n_none,
+            "none_wrong": r.none_decided, "none_wrong_mcse": r.none_decided_mc_se}
+
+
+def _pct(x: float, se: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{x:.1%} ± {se:.1%}"
+
+
+def markdown(cells: list[dict[str, Any]], none: dict[str, Any] | None) -> str:
+    head = ("| lambda | target | seq. first 3: A/A decided | seq. first 5: A/A decided | seq. first 3: wrong dir. (1 SE) "
+            "| seq. first 5: wrong dir. (1 SE) | seq. first 3: right dir. (1 SE) | seq. first 5: right dir. (1 SE) "
+            "| fixed 3 seeds: A/A decided | fixed 5 seeds: A/A decided |")
+    lines = [head, "|" + "---|" * 10]
+    for c in cells:
+        lines.append(f"| {c['lambda']:g} | {c['target']} | " + " | ".join(
+            _pct(c[f"{n}"], c[f"{n}_mcse"]) for n in ("seq3_decided", "seq5_decided", "seq3_wrong", "seq5_wrong",
+                                                     "seq3_power", "seq5_power", "fixed3_decided", "fixed5_decided")) + " |")
+    if none is not None:
+        lines.append("")
+        lines.append(f"\"None suffices\": {none['n_none']} of {none['reps']} pilots said it "
+                     f"({none['pilots_undecided']} undecided at the pilot); wrong (60 seeds decide): "
+                     f"{_pct(none['none_wrong'], none['none_wrong_mcse'])}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--reps", type=int, default=300, help="pairs per cell and effect (default 300)")
+    p.add_argument("--none-reps", type=int, default=300, help="pilots of the 'none suffices' check (0: skip)")
+    p.add_argument("--days", type=int, default=125, help="trading days per pair (default 125)")
+    p.add_argument("--lambdas", default="1,10", help="ratios of run-mean variance to day noise (default 1,10)")
+    p.add_argument("--targets", default="future,period")
+    p.add_argument("--seed", type=int, default=0, help="seed of every draw (recorded)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the Markdown table")
+    args = p.parse_args(argv)
+    t0 = time.perf_counter()
+    cells = [cell(float(lam), t, reps=args.reps, n_days=args.days, seed=args.seed)
+             for lam in args.lambdas.split(",") for t in args.targets.split(",")]
+    none = none_check(reps=args.none_reps, n_days=args.days, seed=args.seed) if args.none_reps > 0 else None
+    elapsed = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps({"cells": cells, "none": none, "seconds": elapsed, "seed": args.seed}, indent=1))
+    else:
+        print(markdown(cells, none))
+        print(f"\n({elapsed:.0f} s; seed {args.seed}; {args.reps} pairs per cell and effect)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,188 @@
+"""Do the verdicts under drift hold? The headline, the per-window verdicts, the across-windows test and the
+fluctuation warning measured against a known truth.
+
+On pairs simulated from a :class:`~rolling_calib.simulation.verdict_sim.PanelModel` (its seed x window
+offsets change at every refit, every ``window_days`` days; its drift switches regimes of
+``regime_days`` on average, adding ``drift_ratio`` times the daily interaction's long-run variance),
+:func:`calibrate_when` counts per cell (seeds x days x drift x refit window):
+
+``headline``
+    the default verdict (target period: over seeds, on these days) under its own null, the pair equal on
+    the simulated days (A shifted by ``-mean_t c_t``): the share decided (false decisions). Beside it
+    ``future``, the verdict the headline was before (target future) under *its* null (``delta = 0``),
+    and ``period_power`` at a true period difference of ``effect_in_se`` standard errors;
+``per_window``
+    the per-window verdicts (:func:`rolling_calib.core.when.window_verdicts`, the refit windows) under
+    the per-window null (A shifted by ``-mean_{t in j} c_t`` inside each window ``j``, so every window's
+    period difference is 0): the share of pairs with *any* window decided (the family-wise error Holm
+    bounds), beside ``per_window_raw`` (any window decided at 95% alone, no Holm);
+``across``
+    the Ibragimov-Mueller test over the windows' differences (:func:`rolling_calib.core.when.across_windows`)
+    under the future null (``delta = 0``): the share decided, where it is made (at least 4 windows), with
+    the regimes' length against the windows' (its assumption: regimes shorter than a window);
+``fluctuation``
+    the fluctuation warning (:func:`rolling_calib.core.when.fluctuation_test`, as ``compare`` runs it: the
+    rolling mean over a refit window's days, kept within 10-50% of the period, the refit windows as the
+    seeds' noise blocks) on the same pairs: without drift its false-alarm rate (stable pairs), with drift
+    how often it sees the regimes; and ``reversal_power``: on the cell's pairs with a one-time reversal
+    added (A better by ``r`` in the first half, worse by ``r`` in the second, ``r = effect_in_se`` standard
+    errors of a half-period mean difference under the future target), the share that fire.
+
+Every rate comes with its Monte Carlo standard error ``sqrt(p (1 - p) / n_rep)``.
+
+Examples
+--------
+>>> m = PanelModel(seed_sd=0.3, noise_sd=1.0, interaction_sd=0.5, window_days=20)
+>>> rows = calibrate_when(m, cells=[WhenCell(5, 80)], n_rep=6, n_sim=200)
+>>> sorted(k for k in rows[0] if k.endswith("_mc_se"))[:3]
+['across_mc_se', 'fluctuation_mc_se', 'future_mc_se']
+>>> rows[0]["n_windows"], rows[0]["across_made"]
+(4, True)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from rolling_calib.core.question import Question
+from rolling_calib.core.resampling import Resampling
+from rolling_calib.core.validation import CONFIDENCE, SEED, Interval, validate_params
+from rolling_calib.core.verdict import LossPanel
+from rolling_calib.core.when import MIN_WINDOWS, across_windows, difference, fluctuation_test, window_verdicts
+from rolling_calib.simulation.verdict_sim import PanelModel, _simulate, estimator_sd
+
+__all__ = ["WhenCell", "calibrate_when"]
+
+_N_REP = Interval(int, 2, None)
+_N_SIM = Interval(int, 100, 100_000)
+
+
+@dataclass(frozen=True)
+class WhenCell:
+    """One cell: seeds per pipeline, days, drift (None: none) and the refit window (None: the model's)."""
+
+    n_seeds: int
+    n_days: int
+    regime_days: float | None = None
+    drift_ratio: float = 0.0
+    window_days: int | None = None
+
+    @property
+    def drift(self) -> str:
+        return "none" if not self.regime_days else f"{self.regime_days:g}d x{self.drift_ratio:g}"
+
+
+def _rate(hits: Sequence[bool] | np.ndarray) -> tuple[float, float]:
+    x = np.asarray(hits, dtype=bool)
+    if x.size == 0:
+        return math.nan, math.nan
+    p = float(x.mean())
+    return p, math.sqrt(p * (1.0 - p) / x.size)
+
+
+def _panels(a: np.ndarray, b: np.ndarray) -> tuple[LossPanel, LossPanel]:
+    seeds = np.arange(a.shape[0])
+    return LossPanel.from_arrays(seeds=seeds, total=a), LossPanel.from_arrays(seeds=seeds, total=b)
+
+
+def _decided(a: np.ndarray, b: np.ndarray, target: str, confidence: float) -> tuple[bool, str]:
+    """Does the verdict of ``target`` decide the pair (the interval :func:`~rolling_calib.core.verdict.decide`
+    gives, through :func:`~rolling_calib.core.when.difference`), and which way (``"worse"``: A's loss higher)."""
+    center, cv, _ = difference(*_panels(a, b), target=target)
+    half = cv.half_width(confidence)
+    outcome = "worse" if center - half > 0 else "better" if center + half < 0 else "undetermined"
+    return outcome != "undetermined", outcome
+
+
+@validate_params({"n_rep": _N_REP, "seed": SEED, "confidence": CONFIDENCE, "n_sim": _N_SIM})
+def calibrate_when(model: PanelModel, *, cells: Iterable[WhenCell], n_rep: int = 200, seed: int = 0,
+                   confidence: float = 0.95, n_sim: int = 500, effects_in_se: Sequence[float] = (2.0, 3.0),
+                   progress: Callable[[Iterable], Iterable] | None = None) -> list[dict[str, Any]]:
+    """The four outputs' error rates per cell (module docstring), one dict per cell.
+
+    Parameters
+    ----------
+    model : PanelModel
+        The variance components (its drift is replaced by each cell's).
+    cells : iterable of WhenCell
+    n_rep : int
+        Simulated pairs per cell.
+    seed : int
+        Seed of every draw (cells get independent streams).
+    confidence : float
+        Level of every verdict, of Holm's family and of the fluctuation band.
+    n_sim : int
+        Simulated null paths of each fluctuation test.
+    effects_in_se : sequence of float
+        Effects of the period power (standard errors of the period estimate) and of the reversal
+        (standard errors of a half-period mean difference, future target).
+
+    Returns
+    -------
+    list of dict
+        Keys: the cell (``n_seeds, n_days, drift, regime_days, drift_ratio, window_days, n_windows,
+        regimes_shorter``), ``n_rep``; ``headline``, ``future``, ``per_window``, ``per_window_raw``,
+        ``across`` (NaN where not made), ``fluctuation``, ``period_power_<e>``, ``reversal_power_<e>``,
+        each with ``_mc_se``; ``across_made``.
+    """
+    cell_list = list(cells)
+    question = Question(confidence=confidence)
+    rows = []
+    root = np.random.SeedSequence(int(seed))
+    iterator = progress(cell_list) if progress is not None else cell_list
+    for cell, child in zip(iterator, root.spawn(len(cell_list))):
+        rng = np.random.default_rng(child)
+        m = model.with_drift(cell.regime_days, cell.drift_ratio) if cell.regime_days else model.with_drift(None, 0)
+        if cell.window_days is not None:
+            m = replace(m, window_days=int(cell.window_days))
+        k, T, W = cell.n_seeds, cell.n_days, m.window_days
+        a, b, common = _simulate(m, n_rep, k, T, rng)
+        starts = list(range(0, T, W))
+        block = np.arange(T) // W
+        se_period = estimator_sd(m, n_seeds=k, n_days=T, target="period")
+        se_half = estimator_sd(m, n_seeds=k, n_days=max(T // 2, 1), target="future")
+        hits: dict[str, list[bool]] = {name: [] for name in ("headline", "future", "per_window", "per_window_raw",
+                                                              "across", "fluctuation")}
+        for e in effects_in_se:
+            hits[f"period_power_{e:g}"] = []
+            hits[f"reversal_power_{e:g}"] = []
+        n_windows = 0
+        for r in range(n_rep):
+            ar, br, c = a[r], b[r], common[r]
+            hits["headline"].append(_decided(ar - c.mean(), br, "period", confidence)[0])
+            hits["future"].append(_decided(ar, br, "future", confidence)[0])
+            for e in effects_in_se:   # A worse by e standard errors on these days
+                decided, outcome = _decided(ar - c.mean() + e * se_period, br, "period", confidence)
+                hits[f"period_power_{e:g}"].append(outcome == "worse")
+            window_means = np.array([c[block == j].mean() for j in range(block.max() + 1)])
+            pa, pb = _panels(ar - window_means[block], br)
+            windows = window_verdicts(pa, pb, starts=starts, question=question)
+            n_windows = len(windows)
+            hits["per_window"].append(any(w.outcome != "undetermined" for w in windows))
+            hits["per_window_raw"].append(any(w.p_value <= 1 - confidence for w in windows))
+            pa, pb = _panels(ar, br)
+            if n_windows >= MIN_WINDOWS:
+                diffs = [w.difference for w in window_verdicts(pa, pb, starts=starts, question=question)]
+                hits["across"].append(across_windows(diffs, confidence=confidence).outcome != "undetermined")
+            sims = Resampling(n_boot=n_sim, seed=int(rng.integers(2 ** 31)))
+            hits["fluctuation"].append(fluctuation_test(pa, pb, window_days=W, starts=starts, question=question,
+                                                        resampling=sims).fired)
+            for e in effects_in_se:
+                rev = e * se_half
+                shift = np.r_[np.full(T // 2, -rev), np.full(T - T // 2, rev)]
+                pa_rev, _ = _panels(ar + shift, br)
+                hits[f"reversal_power_{e:g}"].append(fluctuation_test(pa_rev, pb, window_days=W, starts=starts,
+                                                                      question=question, resampling=sims).fired)
+        row: dict[str, Any] = {"n_seeds": k, "n_days": T, "drift": cell.drift, "regime_days": m.regime_days,
+                               "drift_ratio": m.drift_ratio, "window_days": W, "n_windows": n_windows,
+                               "regimes_shorter": (m.regime_days or 0) < W, "n_rep": n_rep,
+                               "across_made": n_windows >= MIN_WINDOWS, "n_sim": n_sim}
+        for name, values in hits.items():
+            row[name], row[f"{name}_mc_se"] = _rate(values)
+        rows.append(row)
+    return rows
