@@ -7,7 +7,10 @@ A fake store (real store API) is logged with rolling-calib's tracking into its o
 * ``compare --store S --store S`` (or a link to S) is refused in one line;
 * ``relocate`` on a read-only store is one line and does not wait for the database's lock;
 * ``ls`` names a copied store that still reads the original's files, ``metaeval`` re-points it;
-* every experiment says on its page (its description) what to do after the store moved.
+* every experiment says on its page (its description) what to do after the store moved;
+* a relocated copy reads and verifies its own files (a byte changed in the copy is named, in the copy);
+* a relocated store on a read-only mount is read by ``compare`` without a byte written;
+* two processes re-pointing one copy at once are serialised by the database's file lock (one rewrites).
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ import sys
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from rolling_calib.cli import main
 from rolling_calib.core.store_layout import ARTIFACTS_NOTE
+from rolling_calib.execution.units import UnitKey
 from rolling_calib.tracking.relocation import foreign_roots, store_artifact_root
 
 from runner_helpers import REPO, write_fake_store
@@ -162,3 +167,77 @@ def test_relocate_on_a_read_only_store_is_one_line_without_waiting(logged, tmp_p
                                f"locations point at {store_artifact_root(logged)} (the store was moved or copied) "
                                f"and cannot be re-pointed here ")
     assert lines[0].endswith("copy the store somewhere writable and run 'rolling-calib relocate --store COPY' there")
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int, bytes]]:
+    """Every file under ``root``: (size, mtime in ns, bytes)."""
+    return {p.relative_to(root).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes())
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_a_relocated_copy_reads_and_verifies_its_own_files(logged, tmp_path):
+    from rolling_calib.analysis.scoring import score_store
+    from rolling_calib.execution.store import CorruptUnitError, Store
+
+    copy = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(logged, copy)
+    code, out, err = _cli(["relocate", "--store", str(copy), "--json"])
+    assert code == 0 and json.loads(out)["moved_from"] == [store_artifact_root(logged)], err
+    assert foreign_roots(copy) == [] and all(loc.startswith(store_artifact_root(copy)) for loc in _locations(copy))
+    original, copied = score_store(logged), score_store(copy)
+    assert Store.open(copy).root == copy and copied.store == copy
+    pd.testing.assert_frame_equal(copied.runs, original.runs)     # the same bytes: the same scores, exactly
+    unit = Store.open(copy).unit_paths(UnitKey("a", 1, 0)).parquet
+    data = bytearray(unit.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    unit.write_bytes(bytes(data))                                 # damage in the copy: the copy's file is named
+    with pytest.raises(CorruptUnitError, match=f"^{unit}: corrupt unit file: its SHA-256 is "):
+        score_store(copy)
+    pd.testing.assert_frame_equal(score_store(logged).runs, original.runs)   # the original is untouched
+
+
+def test_a_read_only_relocated_store_is_read_without_writing(logged, tmp_path):
+    source, mount = tmp_path / "store", tmp_path / "ro"
+    shutil.copytree(logged, mount)                   # relocated where it will be read, then mounted read-only there
+    assert _cli(["relocate", "--store", str(mount)])[0] == 0 and foreign_roots(mount) == []
+    shutil.move(mount, source)
+    before = _snapshot(source)
+    done = _read_only_command(source, mount, ["compare", "--store", str(mount), "--n-boot", "50", "--json"])
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "note:" not in done.stderr, done.stderr    # nothing to re-point, nothing refused
+    assert len(json.loads(done.stdout)["pairs"]) == 1   # a vs b, compared
+    assert _snapshot(source if source.exists() else mount) == before   # not one byte written (nor last_verdicts.json)
+
+
+_REPOINT = (
+    "import sys\n"
+    "from rolling_calib.tracking.relocation import repoint_store_db\n"
+    "print('ready', flush=True)\n"
+    "sys.stdin.readline()\n"
+    "print('moved' if repoint_store_db(sys.argv[1], timeout=60.0) is not None else 'nothing', flush=True)\n"
+)
+
+
+def test_two_processes_repointing_one_copy_at_once_are_serialised(logged, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(logged, copy)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    procs = [subprocess.Popen([sys.executable, "-c", _REPOINT, str(copy)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+             for _ in range(2)]
+    try:
+        assert [p.stdout.readline().strip() for p in procs] == ["ready", "ready"]
+        for p in procs:                               # both go at once: both see the copy pointing elsewhere
+            p.stdin.write("\n")
+            p.stdin.flush()
+        results = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in results]
+    assert sorted(out.strip() for out, _ in results) == ["moved", "nothing"]   # the second re-read under the lock
+    own = [loc.replace(store_artifact_root(logged), store_artifact_root(copy)) for loc in _locations(logged)]
+    assert _locations(copy) == own and foreign_roots(copy) == []
+    with contextlib.closing(sqlite3.connect(copy / "mlflow.db")) as con:
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
