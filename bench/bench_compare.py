@@ -136,14 +136,14 @@ def run_compare(store: Path, args) -> dict:
 
 def run_pandas_read(store: Path, args) -> dict:
     from rolling_calib.core.metrics import rolling_calibrated_quadratic_loss
-    from rolling_calib.execution import store as st
     from rolling_calib.execution.reader import load_run
+    from rolling_calib.execution.store import Store
 
-    manifest = st.read_manifest(store)
+    opened = Store.open(store)
     cql = []
-    for name, entry in manifest["pipelines"].items():
-        for seed in entry["seeds"]:
-            frame = load_run(store, name, seed, manifest=manifest)
+    for name, entry in opened.pipelines.items():
+        for seed in entry.seeds:
+            frame = load_run(opened, name, seed)
             cql.append(rolling_calibrated_quadratic_loss(frame["prediction"].to_numpy(dtype=float),
                                                          frame["label"].to_numpy(dtype=float),
                                                          frame["datetime"].to_numpy()).cql)
@@ -153,13 +153,13 @@ def run_pandas_read(store: Path, args) -> dict:
 def run_polars(store: Path, args) -> dict:
     import polars as pl
 
-    from rolling_calib.execution import store as st
+    from rolling_calib.execution.store import Store
 
-    manifest = st.read_manifest(store)
+    opened = Store.open(store)
     rows = []
-    for name, entry in manifest["pipelines"].items():
-        for seed in entry["seeds"]:
-            files = sorted(str(p) for p in (store / "units" / name / f"seed{seed}").glob("*.parquet"))
+    for name, entry in opened.pipelines.items():
+        for seed in entry.seeds:
+            files = sorted(str(p) for p in opened.layout.unit_dir(name, seed).glob("*.parquet"))
             lf = (pl.scan_parquet(files).select(["datetime", "prediction", "label"])
                   .with_columns((pl.col("label") - pl.col("prediction")).alias("r"),
                                 pl.col("datetime").dt.truncate("1mo").alias("month")))

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         for item in full.iterdir():   # the manifest (every seed of the plan recorded), no unit yet
             if item.name != "units":
                 (shutil.copytree if item.is_dir() else shutil.copy2)(item, work / item.name)
-        calibration = st.recorded_calibration(st.read_manifest(work))
+        calibration = st.Store.open(work).manifest.calibration
         _before(full, {name: [0, 1] for name in names})   # warm-up, not timed: lazy imports and caches of both paths
         GrowingPanels(full, pipelines=names, metric=METRIC, calibration=calibration).panels({"calm": [0, 1]})
         growing = GrowingPanels(work, pipelines=names, metric=METRIC, calibration=calibration)

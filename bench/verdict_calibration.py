@@ -138,8 +138,7 @@ def store_panels(store: str, metric: str, pair: list[str] | None) -> tuple[dict[
     panels = {name: p for name in scores.pipelines if (p := loss_panel(days, name, metric)) is not None}
     if len(panels) < 1:
         raise UsageError(f"{store}: no pipeline has days of metric {metric!r}")
-    manifest = st.read_manifest(store)
-    step = (manifest.get("experiment", {}) or {}).get("rolling", {}).get("step_months")
+    step = st.Store.open(store).manifest.rolling.get("step_months")
     per_month = days["date"].nunique() / max(days["period"].nunique(), 1)
     window = max(int(round((step or 1) * per_month)), 1)
     info = {"step_months": step, "days_per_month": per_month}

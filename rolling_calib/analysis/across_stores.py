@@ -5,7 +5,8 @@ scores are joined into one :class:`~rolling_calib.analysis.scoring.StoreScores` 
 every store's (a name two stores share is prefixed with its store's directory name:
 ``lgb_store/lr10``). Verdicts pair days across pipelines, so the stores must have been evaluated
 on the same trading days, and against labels of the same unit: otherwise one line says how they
-differ, and nothing is compared.
+differ, and nothing is compared. The same store given twice (under any path: a symbolic link, a
+relative path) is refused (:func:`check_distinct`): it would compare every pipeline with itself.
 
 Examples
 --------
@@ -24,8 +25,36 @@ import pandas as pd
 
 from rolling_calib.analysis.scoring import StoreScores, score_store
 from rolling_calib.core.calibration import Calibration
+from rolling_calib.execution.store import Store
 
-__all__ = ["score_stores"]
+__all__ = ["check_distinct", "score_stores"]
+
+
+def _same_directory(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:   # one does not exist: the store's own error names it
+        return a.resolve() == b.resolve()
+
+
+def check_distinct(stores: Sequence[Store | str | os.PathLike]) -> None:
+    """``ValueError`` (one line) when two of ``stores`` are the same directory.
+
+    >>> import tempfile
+    >>> here = Path(tempfile.mkdtemp())
+    >>> (here / "link").symlink_to(here / "store", target_is_directory=True)
+    >>> (here / "store").mkdir()
+    >>> check_distinct([here / "store", here / "link"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --store: .../store and .../link are the same store (.../store): it would be compared with itself; ...
+    """
+    paths = [s.root if isinstance(s, Store) else Path(s) for s in stores]
+    for i, a in enumerate(paths):
+        for b in paths[i + 1:]:
+            if _same_directory(a, b):
+                raise ValueError(f"--store: {a} and {b} are the same store ({a.resolve()}): it would be compared with "
+                                 f"itself; give each store once (the pipelines of one store: compare --store {a})")
 
 
 def _renamed(pipelines: Mapping[str, Sequence[str]]) -> dict[str, dict[str, str]]:
@@ -43,7 +72,7 @@ def _span(days: pd.DatetimeIndex) -> str:
 
 
 def score_stores(
-    stores: Sequence[str | os.PathLike],
+    stores: Sequence[Store | str | os.PathLike],
     *,
     calibration: Calibration | Callable[[Path], Calibration],
     label: str | None = None,
@@ -51,15 +80,17 @@ def score_stores(
 ) -> StoreScores:
     """Score each store and join the scores; ``ValueError`` (one line) when the days or the labels differ.
 
-    ``calibration``: one rule, or a function of the store giving its rule (the CLI: the options, else the
-    first store's recorded rule).
+    ``calibration``: one rule, or a function of the store's directory giving its rule (the CLI: the options,
+    else the first store's recorded rule). The same store twice is refused (:func:`check_distinct`).
     """
-    paths = [Path(s) for s in stores]
+    check_distinct(stores)
+    opened = [Store.of(s) for s in stores]
+    paths = [s.root for s in opened]
     names = [p.name or str(p) for p in paths]
     if len(set(names)) < len(names):
         names = [f"{i}:{n}" for i, n in enumerate(names)]
-    each = [score_store(p, calibration=calibration(p) if callable(calibration) else calibration, label=label,
-                        progress=progress) for p in paths]
+    each = [score_store(s, calibration=calibration(s.root) if callable(calibration) else calibration, label=label,
+                        progress=progress) for s in opened]
     first_days = _days(each[0])
     for path, scores in zip(paths[1:], each[1:]):
         days = _days(scores)

@@ -391,17 +391,17 @@ def _seed_grid(table: pd.DataFrame, column: str, seeds: Sequence[int], common: p
     return table.pivot(index="seed", columns="start", values=column).loc[seeds, common]
 
 
-def _prediction_stats(store: Path, name: str, seeds: Sequence[int], table: pd.DataFrame, common: pd.Index,
-                      manifest: dict, label: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _prediction_stats(store: st.Store, name: str, seeds: Sequence[int], table: pd.DataFrame, common: pd.Index,
+                      label: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Seeds x periods: mean and std of the predictions (rows scored against ``label``), and the window of
     each period's first row."""
-    windows = [Window.from_dict(w) for w in manifest["pipelines"][name]["windows"]]
+    windows = list(store.pipeline(name).windows)
     shape = (len(seeds), len(common))
     mean_pred = np.empty(shape)
     pred_std = np.empty(shape)
     win = np.empty(shape, dtype=np.int64)
     for i, seed in enumerate(seeds):
-        frame = read_run(store, name, seed, manifest=manifest, label=label).test.frame()
+        frame = read_run(store, name, seed, label=label).test.frame()
         starts = table[table["seed"] == seed].sort_values("start")["start"]   # the run's own periods
         stats = run_period_stats(frame, starts.tolist())
         stats.index = pd.DatetimeIndex(starts.to_numpy()[stats.index.to_numpy()])
@@ -448,8 +448,8 @@ def _components(scores: StoreScores, name: str, seeds: Sequence[int], scored: Se
         return None
 
 
-def _diagnose_pipeline(store: Path, name: str, scores: StoreScores, manifest: dict,
-                       notes: list[str], checks: _StoreChecks) -> PipelineDiagnosis:
+def _diagnose_pipeline(store: st.Store, name: str, scores: StoreScores, notes: list[str], checks: _StoreChecks
+                       ) -> PipelineDiagnosis:
     """:class:`PipelineDiagnosis` of one pipeline over the periods every seed has (a note when some are left out)."""
     runs = scores.runs[scores.runs["pipeline"] == name].sort_values("seed")
     seeds = [int(s) for s in runs["seed"]]
@@ -461,7 +461,7 @@ def _diagnose_pipeline(store: Path, name: str, scores: StoreScores, manifest: di
     ql = _seed_grid(table, "ql", seeds, common).to_numpy(dtype=float)
     rows = _seed_grid(table, "rows", seeds, common).to_numpy(dtype=float)
     scored = _seed_grid(table, "scored", seeds, common).astype(bool).all(axis=0).to_numpy()
-    mean_pred, pred_std, win = _prediction_stats(store, name, seeds, table, common, manifest, scores.label.kind)
+    mean_pred, pred_std, win = _prediction_stats(store, name, seeds, table, common, scores.label.kind)
     refit = np.logical_or.reduce([dg.refit_boundaries(w) for w in win])
     split = dg.split_seed_variance(b[:, scored], ql[:, scored], rows[:, scored])
     std_cql = _std(runs["cql"].to_numpy(dtype=float))
@@ -502,7 +502,7 @@ def _diagnose_pipeline(store: Path, name: str, scores: StoreScores, manifest: di
 MIN_SPLIT_SEEDS = 4
 
 
-def _order_check(store: Path, scores: StoreScores, names: Sequence[str], pairs: Sequence[tuple[str, str]],
+def _order_check(store: st.Store, scores: StoreScores, names: Sequence[str], pairs: Sequence[tuple[str, str]],
                  *, question: Question, resampling: Resampling, notes: list[str]) -> tuple[bool | None, str]:
     """Does CQL rank the runs of the pairs like the ground truth on held-out seeds at least as often as QL 2..K?
 
@@ -557,7 +557,7 @@ def _determined_pairs(scores: StoreScores, pairs: Sequence[tuple[str, str]], *,
 
 @validate_params({"question": QUESTION, "resampling": RESAMPLING})
 def diagnose_store(
-    store: str | Path,
+    store: st.Store | str | Path,
     *,
     calibration: Calibration | None = None,
     label: str | None = None,
@@ -572,8 +572,8 @@ def diagnose_store(
 
     Parameters
     ----------
-    store : path
-        A result store.
+    store : Store or path
+        A result store (a path is opened).
     calibration : Calibration, optional
         The rule for CQL (default: the store's recorded one); ignored when ``scores`` is given.
     label : {"raw", "learn"}, optional
@@ -603,10 +603,9 @@ def diagnose_store(
     ValueError
         Unknown pipelines, no complete run, or no pipeline with two complete runs.
     """
-    store = Path(store)
+    store = st.Store.of(store)
     if scores is None:
         scores = score_store(store, calibration=calibration, label=label, pipelines=pipelines, progress=progress)
-    manifest = st.read_manifest(store)
     names = scores.pipelines if pipelines is None else [n for n in pipelines if n in scores.pipelines]
     notes = list(scores.notes)
     if scores.calibration.bias != "pooled":
@@ -617,7 +616,7 @@ def diagnose_store(
     skipped = [f"{n}: {int(counts.get(n, 0))} complete run; a seed spread needs at least 2" for n in names
                if n not in diagnosed]
     if not diagnosed:
-        raise ValueError(f"{store}: no pipeline has 2 complete runs to diagnose ({'; '.join(skipped) or 'none scored'})")
+        raise ValueError(f"{store.root}: no pipeline has 2 complete runs to diagnose ({'; '.join(skipped) or 'none scored'})")
     pairs = _diagnosed_pairs(scores, diagnosed, pairs)
     keeps, detail = _order_check(store, scores, diagnosed, pairs or scores.compare, question=question,
                                  resampling=resampling, notes=notes)
@@ -627,14 +626,14 @@ def diagnose_store(
                           question, resampling)
     if keeps is None:
         notes.append(f"calibration's ordering on held-out seeds was not checked: {detail}")
-    done = [_diagnose_pipeline(store, name, scores, manifest, notes, checks) for name in diagnosed]
+    done = [_diagnose_pipeline(store, name, scores, notes, checks) for name in diagnosed]
     warnings = guard_warnings(days=scores.days, runs=scores.runs, pipelines=diagnosed, label=scores.label,
                               learned=scores.learned_labels, seed_spread=scores.seed_spread, models=scores.models,
                               constant=scores.constant, identical=scores.identical,
                               identical_values=scores.identical_values,
                               stopped=stopping_points(scores.store, diagnosed))
     return StoreDiagnosis(
-        store=store,
+        store=store.root,
         calibration=scores.calibration,
         label=scores.label,
         pipelines=done,

@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from rolling_calib.analysis.integrity import store_notes
-from rolling_calib.analysis.scoring import rolling_cql, selected_pipelines
+from rolling_calib.analysis.scoring import rolling_cql
 from rolling_calib.core.calibration import Calibration
 from rolling_calib.core.tables import format_table
 from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
@@ -129,7 +129,7 @@ def variant_calibration(variant: str, base: Calibration) -> Calibration:
 
 @validate_params({"question": QUESTION, "resampling": RESAMPLING})
 def metaeval_store(
-    store: str | Path,
+    store: st.Store | str | Path,
     *,
     calibration: Calibration | None = None,
     label: str | None = None,
@@ -155,24 +155,23 @@ def metaeval_store(
         Unknown pipelines or variants, a label kind the units do not hold, or fewer than 2
         pipelines with 2 complete runs.
     """
-    store = Path(store)
-    manifest = st.read_manifest(store)
+    store = st.Store.of(store)
     base = Calibration() if calibration is None else calibration
-    names = selected_pipelines(store, manifest, pipelines)
-    kind = st.resolve_label_kind(manifest, names, label)
+    names = store.select(pipelines)
+    kind = store.label_kind(names, label)
     chosen = _chosen_variants(variants)
     from tqdm.auto import tqdm
 
-    data, chosen, incomplete, notes = _read_runs(store, manifest, names, chosen, kind=kind, base=base)
-    notes[:0] = store_notes(store, manifest, names)   # data changed after training, unchecked units
+    data, chosen, incomplete, notes = _read_runs(store, names, chosen, kind=kind, base=base)
+    notes[:0] = store_notes(store, names)   # data changed after training, unchecked units
     rows = [_variant_row(name, seed_, run, chosen, base) for (name, seed_), run in
             tqdm(data.items(), desc="scoring variants", unit="run", disable=not progress, leave=False)]
     table = pd.DataFrame(rows, columns=["pipeline", "seed", *chosen])
-    scores, pairs = _scores_and_pairs(store, manifest, names, table, chosen)
+    scores, pairs = _scores_and_pairs(store, names, table, chosen)
     result = meta_evaluate(scores, pairs, metrics=chosen, ground_truth="ql", question=question, resampling=resampling,
                            n_splits=n_splits,
                            split_seed=split_seed)
-    return StoreMetaEvaluation(store=store, result=result, runs=table, incomplete=incomplete, notes=notes,
+    return StoreMetaEvaluation(store=store.root, result=result, runs=table, incomplete=incomplete, notes=notes,
                                calibration=base, label=kind)
 
 
@@ -191,7 +190,7 @@ def _uses_validation(variant: str, base: Calibration) -> bool:
     return VARIANTS[variant][0] == "cql" and variant_calibration(variant, base).source == "validation"
 
 
-def _read_runs(store: Path, manifest: dict, names: Sequence[str], chosen: list[str], *, kind: str,
+def _read_runs(store: st.Store, names: Sequence[str], chosen: list[str], *, kind: str,
                base: Calibration) -> tuple[dict[tuple[str, int], RunData], list[str], list[str], list[str]]:
     """Read every complete run once: ``(runs, variants, incomplete runs, notes)``.
 
@@ -199,21 +198,21 @@ def _read_runs(store: Path, manifest: dict, names: Sequence[str], chosen: list[s
     them (an older store) the validation-source variants are left out, with a note, and no run keeps them.
     """
     wants_valid = any(_uses_validation(v, base) for v in chosen)
-    runs = [(n, int(s)) for n in names for s in manifest["pipelines"][n].get("seeds", [])]
+    runs = [(n, s) for n in names for s in store.pipeline(n).seeds]
     data: dict[tuple[str, int], RunData] = {}
     incomplete: list[str] = []
     notes: list[str] = []
     for name, seed_ in runs:
         try:
             try:
-                data[(name, seed_)] = read_run(store, name, seed_, manifest=manifest, label=kind, validation=wants_valid)
+                data[(name, seed_)] = read_run(store, name, seed_, label=kind, validation=wants_valid)
             except MissingValidationError as exc:  # an older store: the other variants only
                 notes.append(f"validation-source variants left out: {exc}")
                 chosen = [v for v in chosen if not _uses_validation(v, base)]
                 wants_valid = False
                 for run in data.values():
                     run.valid = None
-                data[(name, seed_)] = read_run(store, name, seed_, manifest=manifest, label=kind)
+                data[(name, seed_)] = read_run(store, name, seed_, label=kind)
         except (CoverageError, st.CorruptStoreFileError, MissingLabelError):
             raise
         except ValueError as exc:
@@ -233,14 +232,14 @@ def _variant_row(name: str, seed_: int, run: RunData, chosen: Sequence[str], bas
     return row
 
 
-def _scores_and_pairs(store: Path, manifest: dict, names: Sequence[str], table: pd.DataFrame, chosen: Sequence[str]
+def _scores_and_pairs(store: st.Store, names: Sequence[str], table: pd.DataFrame, chosen: Sequence[str]
                       ) -> tuple[dict[str, dict[str, Any]], list[tuple[str, str]]]:
     """Per-seed scores of the pipelines with at least 2 complete runs, and the pairs to compare among them."""
     counts = table.groupby("pipeline", sort=False).size()
     kept = [n for n in names if counts.get(n, 0) >= 2]
     if len(kept) < 2:
-        raise ValueError(f"{store}: expected at least 2 pipelines with 2 complete runs to meta-evaluate, found "
+        raise ValueError(f"{store.root}: expected at least 2 pipelines with 2 complete runs to meta-evaluate, found "
                          f"{len(kept)} ({', '.join(f'{n}: {counts.get(n, 0)}' for n in names)})")
     scores = {n: {v: table.loc[table["pipeline"] == n].sort_values("seed")[v].to_numpy() for v in chosen} for n in kept}
-    recorded = [tuple(p) for p in manifest.get("compare", []) if p[0] in kept and p[1] in kept]
+    recorded = store.pairs(kept)
     return scores, recorded or list(itertools.combinations(kept, 2))

@@ -36,6 +36,7 @@ from rolling_calib.core.guards import (
     ConstantCheck,
     SeedSpread,
     constant_check,
+    constant_check_of_ranges,
     same_predictions,
     same_rankings,
 )
@@ -272,11 +273,15 @@ class SeedSpreadCollector:
     _first: dict[str, tuple[int | None, np.ndarray, tuple[np.ndarray, np.ndarray], np.ndarray]] = field(
         default_factory=dict)
 
-    def add(self, pipeline: str, arrays: RunArrays, seed: int | None = None) -> None:
+    def add(self, pipeline: str, arrays: RunArrays, seed: int | None = None, daily: DailyIC | None = None) -> None:
+        """Fold one run in. ``daily``: its IC pass, whose per-timestamp prediction ranges (when it measured them
+        on every row) give the constant-prediction check without another pass over the rows."""
         p = arrays.prediction
         checks = self._constant.setdefault(pipeline, [])
         if len(p) and all(c.constant for c in checks):   # one run that varies settles it: no need to look further
-            checks.append(constant_check(arrays.datetime, p))
+            ranges = daily.prediction_range if daily is not None else None
+            checks.append(constant_check_of_ranges(ranges, p) if ranges is not None and ranges.size
+                          else constant_check(arrays.datetime, p))
         if pipeline not in self._first:
             self._first[pipeline] = (seed, arrays.datetime, (np.asarray(arrays.names), arrays.codes), p)
         state = self._state.get(pipeline)

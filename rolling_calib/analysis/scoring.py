@@ -200,7 +200,7 @@ def rolling_cql(run: RunData, calibration: Calibration) -> metrics.RollingCQL:
 
 
 def score_store(
-    store: str | Path,
+    store: st.Store | str | Path,
     *,
     calibration: Calibration | None = None,
     label: str | None = None,
@@ -211,8 +211,8 @@ def score_store(
 
     Parameters
     ----------
-    store : path
-        A store written by :func:`rolling_calib.execution.runner.run_plan`.
+    store : Store or path
+        A store written by :func:`rolling_calib.execution.runner.run_plan` (a path is opened).
     calibration : Calibration, optional
         The calibration rule (docs/method.md §2.2: monthly periods, one pooled bias from the previous
         month). Default: the rule the store's experiment declared (its ``rolling.calibration``).
@@ -237,28 +237,18 @@ def score_store(
     ValueError
         Unknown pipelines, a label kind the units do not hold, or no complete run at all.
     """
-    store = Path(store)
-    manifest = st.read_manifest(store)
-    calibration = st.recorded_calibration(manifest) if calibration is None else calibration
+    store = st.Store.of(store)
+    calibration = store.manifest.calibration if calibration is None else calibration
     if not isinstance(calibration, Calibration):
         raise ValueError(f"calibration: expected a Calibration, found {type(calibration).__name__} {calibration!r}")
-    choice = check("label", st.recorded_label_kind(manifest) if label is None else label, LABEL_CHOICE)
-    names = selected_pipelines(store, manifest, pipelines)
-    kind = st.resolve_label_kind(manifest, names, choice)
-    scored = _score_runs(store, manifest, names, calibration=calibration, kind=kind, progress=progress)
-    scores = _store_scores(store, manifest, names, scored, calibration=calibration, kind=kind)
+    choice = check("label", store.manifest.label_kind if label is None else label, LABEL_CHOICE)
+    names = store.select(pipelines)
+    kind = store.label_kind(names, choice)
+    scored = _score_runs(store, names, calibration=calibration, kind=kind, progress=progress)
+    scores = _store_scores(store, names, scored, calibration=calibration, kind=kind)
     scores.label_choice = choice
-    scores.notes[:0] = store_notes(store, manifest, names)   # data changed after training, unchecked units
+    scores.notes[:0] = store_notes(store, names)   # data changed after training, unchecked units
     return scores
-
-
-def selected_pipelines(store: Path, manifest: dict, pipelines: Sequence[str] | None) -> list[str]:
-    """``pipelines`` (default: every pipeline of the manifest), refusing names the store does not have."""
-    names = list(manifest["pipelines"]) if pipelines is None else list(pipelines)
-    unknown = [n for n in names if n not in manifest["pipelines"]]
-    if unknown:
-        raise ValueError(f"--pipelines: {', '.join(unknown)} not in {store} (have: {', '.join(manifest['pipelines'])})")
-    return names
 
 
 @dataclass(frozen=True)
@@ -270,19 +260,20 @@ class RunScore:
     days: pd.DataFrame
     unlabelled: int
     test: Any   # the run's test arrays (:class:`~rolling_calib.execution.reader.RunArrays`)
+    daily: DailyIC | None = None   # its IC pass (whose prediction ranges give the constant-prediction check)
 
 
-def score_run(store: str | Path, name: str, seed: int, *, manifest: dict, calibration: Calibration, kind: str,
+def score_run(store: st.Store | str | Path, name: str, seed: int, *, calibration: Calibration, kind: str,
               cache: dict[str, PreparedLabels] | None = None) -> RunScore:
     """Read and score one run (``name``, ``seed``): what :func:`score_store` computes for each of its runs.
 
-    ``kind`` is the label kind already resolved (``raw`` or ``learn``); ``cache`` keeps the last run's
-    prepared labels across calls (:func:`daily_ic`). The reader's errors propagate (a missing or stale
-    unit is a ``ValueError``).
+    ``store`` is the store's handle (a path is opened); ``kind`` the label kind already resolved
+    (``raw`` or ``learn``); ``cache`` keeps the last run's prepared labels across calls
+    (:func:`daily_ic`). The reader's errors propagate (a missing or stale unit is a ``ValueError``).
     """
-    data = read_run(Path(store), name, seed, manifest=manifest, label=kind,
-                    validation=calibration.source == "validation")
-    backtest = _run_backtest(Path(store), manifest, name, seed, _ScoredRuns([], [], []))
+    store = st.Store.of(store)
+    data = read_run(store, name, seed, label=kind, validation=calibration.source == "validation")
+    backtest = _run_backtest(store, name, seed, _ScoredRuns([], [], []))
     return _score_data(name, seed, data, calibration, cache, backtest=backtest)
 
 
@@ -297,9 +288,7 @@ def _score_data(name: str, seed: int, data: RunData, calibration: Calibration,
                                                       "rank_ic": summary.rank_ic, **_excess(backtest)}),
                     table=result.table.assign(pipeline=name, seed=seed),
                     days=run_days(name, seed, result, t, daily, backtest=backtest), unlabelled=data.test.dropped,
-                    test=t)
-
-
+                    test=t, daily=daily)
 @dataclass
 class _ScoredRuns:
     """What :func:`_score_runs` gives: a :data:`RUN_COLUMNS` row and a period table per complete run."""
@@ -314,37 +303,37 @@ class _ScoredRuns:
     missing_backtests: list[str] = field(default_factory=list)   # runs whose backtest is missing, stale or outdated
 
 
-def _score_runs(store: Path, manifest: dict, names: Sequence[str], *, calibration: Calibration, kind: str,
+def _score_runs(store: st.Store, names: Sequence[str], *, calibration: Calibration, kind: str,
                 progress: bool) -> _ScoredRuns:
     """Read and score every recorded seed of ``names``; a run with a missing or stale unit is listed as incomplete."""
     from tqdm.auto import tqdm
 
     scored = _ScoredRuns(rows=[], tables=[], incomplete=[])
     labels: dict[str, PreparedLabels] = {}   # the last run's labels: the next seed usually has the same
-    runs = [(name, int(seed)) for name in names for seed in manifest["pipelines"][name].get("seeds", [])]
+    runs = [(name, seed) for name in names for seed in store.pipeline(name).seeds]
     validation = calibration.source == "validation"
     for name, seed in tqdm(runs, desc="scoring runs", unit="run", disable=not progress, leave=False):
         try:
-            data = read_run(store, name, seed, manifest=manifest, label=kind, validation=validation)
+            data = read_run(store, name, seed, label=kind, validation=validation)
         except (CoverageError, st.CorruptStoreFileError, MissingLabelError, MissingValidationError):
             raise  # damage, or a label / validation predictions the store lacks: stop, naming the store and the fix
         except ValueError as exc:  # a missing or stale unit: report the run as incomplete
             scored.incomplete.append(f"{name}/seed{seed}: {exc}")
             continue
-        backtest = _run_backtest(store, manifest, name, seed, scored)
+        backtest = _run_backtest(store, name, seed, scored)
         run = _score_data(name, seed, data, calibration, labels, backtest=backtest)
         scored.unlabelled += run.unlabelled
         scored.rows.append(run.row)
         scored.tables.append(run.table)
         scored.days.append(run.days)
-        scored.spread.add(name, run.test, seed)
+        scored.spread.add(name, run.test, seed, run.daily)   # the constant-prediction check from the IC pass
     return scored
 
 
-def _run_backtest(store: Path, manifest: dict, name: str, seed: int, scored: _ScoredRuns) -> pd.DataFrame | None:
+def _run_backtest(store: st.Store, name: str, seed: int, scored: _ScoredRuns) -> pd.DataFrame | None:
     """The run's daily backtest report (None: the pipeline has none, or it is missing: noted in ``scored``)."""
     try:
-        frame = read_backtest(store, name, seed, manifest=manifest)
+        frame = read_backtest(store, name, seed)
     except st.CorruptStoreFileError:
         raise   # damage: stop, naming the file and the fix
     except ValueError as exc:   # missing, stale or outdated: scored without it, and said
@@ -382,19 +371,19 @@ def _run_row(name: str, seed: int, result: metrics.RollingCQL, ic: dict[str, flo
     return row
 
 
-def _store_scores(store: Path, manifest: dict, names: Sequence[str], scored: _ScoredRuns, *,
+def _store_scores(store: st.Store, names: Sequence[str], scored: _ScoredRuns, *,
                   calibration: Calibration, kind: str) -> StoreScores:
     """Assemble :class:`StoreScores` from the scored runs (refusing a store with no complete run)."""
     if not scored.rows:
         detail = "; ".join(scored.incomplete[:5]) or "no seeds recorded"
-        raise ValueError(f"{store}: no complete run to score ({detail})")
+        raise ValueError(f"{store.root}: no complete run to score ({detail})")
     periods = pd.concat(scored.tables, ignore_index=True)
     ordered = list(PERIOD_COLUMNS) + [c for c in periods.columns if c not in PERIOD_COLUMNS]
-    pairs = [tuple(p) for p in manifest.get("compare", []) if p[0] in names and p[1] in names]
+    pairs = store.pairs(names)
     scored_names = [n for n in names if any(r["pipeline"] == n for r in scored.rows)]
-    label, label_notes = _scored_label(manifest, scored_names, kind)
-    notes = _mixed_config_notes(manifest, scored_names) + label_notes
-    refused = {n: (manifest["pipelines"][n].get("backtest") or {}).get("refused") for n in scored_names}
+    label, label_notes = _scored_label(store, scored_names, kind)
+    notes = _mixed_config_notes(store, scored_names) + label_notes
+    refused = {n: store.pipeline(n).backtest.get("refused") for n in scored_names}
     notes += [f"{n}: no backtest figures: the backtest was not run ({why})" for n, why in refused.items() if why]
     if scored.missing_backtests:
         notes.append(f"{len(scored.missing_backtests)} run(s) scored without their backtest (e.g. "
@@ -403,7 +392,7 @@ def _store_scores(store: Path, manifest: dict, names: Sequence[str], scored: _Sc
         notes.append(f"{scored.unlabelled} prediction row(s) without a value of the {kind} label (e.g. dropped by "
                      f"DropnaLabel) were left out of the scores")
     return StoreScores(
-        store=store,
+        store=store.root,
         runs=pd.DataFrame(scored.rows, columns=list(RUN_COLUMNS)),
         periods=periods[ordered],
         calibration=calibration,
@@ -413,33 +402,26 @@ def _store_scores(store: Path, manifest: dict, names: Sequence[str], scored: _Sc
         notes=notes,
         days=pd.concat(scored.days, ignore_index=True),
         seed_spread={n: scored.spread.result(n) for n in scored_names},
-        learned_labels={n: st.pipeline_labels(manifest, n)[0].get("learn", Label(kind="learn")) for n in scored_names},
-        models={n: _model_class(manifest, n) for n in scored_names},
+        learned_labels={n: store.labels(n)[0].get("learn", Label(kind="learn")) for n in scored_names},
+        models={n: store.pipeline(n).model_class for n in scored_names},
         constant={n: scored.spread.constant(n) for n in scored_names},
         identical=scored.spread.identical_pairs(),
         identical_values=scored.spread.identical_pairs(values=True),
         backtests=(pd.concat(scored.backtests, ignore_index=True) if scored.backtests
                    else pd.DataFrame(columns=list(BACKTEST_COLUMNS))),
-        backtest_specs={n: dict((manifest["pipelines"][n].get("backtest") or {}).get("spec") or {})
-                        for n in scored_names if (manifest["pipelines"][n].get("backtest") or {}).get("spec")},
+        backtest_specs={n: dict(store.pipeline(n).backtest["spec"]) for n in scored_names
+                        if store.pipeline(n).backtest.get("spec")},
     )
 
 
-def _model_class(manifest: dict, name: str) -> str:
-    """``module.Class`` of the pipeline's model, from its recorded task ("unknown" when not recorded)."""
-    model = manifest["pipelines"].get(name, {}).get("task", {}).get("model", {})
-    cls = model.get("class")
-    return f"{model.get('module_path', '')}.{cls}".lstrip(".") if cls else "unknown"
-
-
-def _scored_label(manifest: dict, names: Sequence[str], kind: str) -> tuple[Label, list[str]]:
+def _scored_label(store: st.Store, names: Sequence[str], kind: str) -> tuple[Label, list[str]]:
     """The :class:`Label` of kind ``kind`` the pipelines were scored against (the first's), and notes.
 
     A note says so when the pipelines' labels differ, or where a label could not be described.
     """
     described, notes = {}, []
     for name in names:
-        labels, why = st.pipeline_labels(manifest, name)
+        labels, why = store.labels(name)
         described[name] = labels.get(kind, Label(kind=kind))
         notes += why
     first = described[names[0]]
@@ -467,11 +449,11 @@ def daily_ic(prediction: np.ndarray, label: np.ndarray, dates: Any, *,
     return daily_information_coefficients(prediction, prepared)
 
 
-def _mixed_config_notes(manifest: dict, names: Sequence[str]) -> list[str]:
+def _mixed_config_notes(store: st.Store, names: Sequence[str]) -> list[str]:
     """A note when the scored pipelines were trained by runs of different experiments (base task, schedule, data)."""
     groups: dict[str, list[str]] = {}
     for name in names:
-        shared = manifest["pipelines"].get(name, {}).get("shared_hash")
+        shared = store.pipeline(name).shared_hash
         if shared is not None:
             groups.setdefault(shared, []).append(name)
     if len(groups) < 2:

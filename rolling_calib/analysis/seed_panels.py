@@ -59,21 +59,21 @@ class GrowingPanels:
         if metric not in VERDICT_METRICS:
             raise ValueError(f"metric: expected one of {', '.join(VERDICT_METRICS)}, found {metric!r}")
         self.store, self.metric, self.calibration = Path(store), metric, calibration
-        self.kind = st.resolve_label_kind(st.read_manifest(self.store), list(pipelines), label)
+        self.kind = st.Store.open(self.store).label_kind(list(pipelines), label)
         self._rows: dict[tuple[str, int], LossPanel | None] = {}
         self._cache: dict[str, PreparedLabels] = {}
         self.scored = 0
 
-    def _row(self, name: str, seed: int, manifest: dict | None) -> tuple[LossPanel | None, dict | None]:
-        """The one-seed panel of run (``name``, ``seed``), scored now if it was not before."""
+    def _row(self, name: str, seed: int, store: st.Store | None) -> tuple[LossPanel | None, st.Store | None]:
+        """The one-seed panel of run (``name``, ``seed``), scored now if it was not before (``store``: the store
+        opened for this look, else opened now: the run writes its manifest between looks)."""
         key = (name, int(seed))
         if key not in self._rows:
-            manifest = manifest if manifest is not None else st.read_manifest(self.store)
-            run = score_run(self.store, name, int(seed), manifest=manifest, calibration=self.calibration,
-                            kind=self.kind, cache=self._cache)
+            store = store if store is not None else st.Store.open(self.store)
+            run = score_run(store, name, int(seed), calibration=self.calibration, kind=self.kind, cache=self._cache)
             self._rows[key] = loss_panel(run.days, name, self.metric)
             self.scored += 1
-        return self._rows[key], manifest
+        return self._rows[key], store
 
     def panels(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, LossPanel]:
         """``{name: panel}`` of the seeds ``wanted[name]`` (rows in that order), scoring the runs not seen before.
@@ -84,11 +84,11 @@ class GrowingPanels:
             A run has no usable day of the metric (named), or a unit is missing or stale (the reader's message).
         """
         out = {}
-        manifest = None
+        store = None
         for name, seeds in wanted.items():
             rows = []
             for seed in seeds:
-                row, manifest = self._row(name, seed, manifest)
+                row, store = self._row(name, seed, store)
                 rows.append(row)
             missing = [int(s) for s, r in zip(seeds, rows) if r is None]
             if missing:

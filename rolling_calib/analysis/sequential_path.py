@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from data_prep.atomic import atomic_write_text
+from rolling_calib.core import store_layout
 from rolling_calib.core.jsonable import jsonable
 from rolling_calib.core.question import Question
 from rolling_calib.core.sequential import Look
@@ -77,7 +78,7 @@ def stop_phrase(look: Look, *, orientation: str) -> str:
             f"[{look.ci_low:.4g}, {look.ci_high:.4g}] at the spent level {look.level:.4f})")
 
 #: The path's file in a store.
-SEQUENTIAL_FILE = "sequential.json"
+SEQUENTIAL_FILE = store_layout.SEQUENTIAL
 
 
 @dataclass(frozen=True)

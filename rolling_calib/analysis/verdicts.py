@@ -313,13 +313,16 @@ def stopping_points(store: Any, pipelines: Sequence[str]) -> dict[str, str]:
     import json
     from pathlib import Path
 
+    from rolling_calib.core.store_layout import StoreLayout
+    from rolling_calib.execution.manifest import Sidecar
+
     out = {}
     for name in pipelines:
         seen: list[str] = []
-        for path in sorted((Path(store) / "units" / name).glob("seed*/w*.json")):
+        for path in sorted((StoreLayout(Path(store)).units / name).glob("seed*/w*.json")):
             try:
-                value = json.loads(path.read_text(encoding="utf-8")).get("stopped_at")
-            except (OSError, ValueError):
+                value = Sidecar.from_dict(json.loads(path.read_text(encoding="utf-8")), source=str(path)).stopped_at
+            except (OSError, ValueError, AttributeError):   # unreadable, or not a JSON object
                 continue
             if value and value not in seen:
                 seen.append(value)

@@ -54,7 +54,7 @@ def refit_starts(scores: StoreScores, pipeline: str) -> list[tuple[str, pd.Times
     from rolling_calib.execution import store as st
 
     try:
-        windows = st.read_manifest(scores.store)["pipelines"][pipeline]["windows"]
+        windows = st.Store.open(scores.store).pipeline(pipeline).window_records
         found = [(f"w{int(w['index']):02d}", pd.Timestamp(w["test"][0]).normalize()) for w in windows
                  if w.get("test")]
     except (st.NoManifestError, KeyError, TypeError, ValueError, OSError):

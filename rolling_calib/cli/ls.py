@@ -18,14 +18,16 @@ from rolling_calib.cli.options import add_output_arguments
 def handle(args: argparse.Namespace) -> int:
     from rolling_calib.core.tables import format_table
     from rolling_calib.execution.inventory import find_stores, store_entry
+    from rolling_calib.tracking.relocation import relocation_note
 
     if not os.path.isdir(args.dir):
         raise ValueError(f"{args.dir}: expected a directory, found {'a file' if os.path.exists(args.dir) else 'nothing'}")
     entries = [store_entry(path) for path in find_stores(args.dir)]
+    moved = {e.path: note for e in entries if (note := relocation_note(e.path)) is not None}   # read only
     if args.json:
         print(json.dumps([{"store": str(e.path), "pipelines": e.pipelines, "seeds": e.seeds, "units_done": e.done,
                            "units_total": e.total, "last_verdicts": e.verdicts, "scored": e.scored,
-                           "problem": e.problem} for e in entries], indent=2))
+                           "problem": e.problem, "mlflow": moved.get(e.path)} for e in entries], indent=2))
         return 0
     if not entries:
         print(f"{args.dir}: no result store (a directory with manifest.json) under it")
@@ -33,6 +35,8 @@ def handle(args: argparse.Namespace) -> int:
     rows = [[os.path.relpath(e.path, args.dir), ", ".join(e.pipelines) or "-", _seeds(e.seeds),
              f"{e.done}/{e.total}", e.problem or e.verdict_text()] for e in entries]
     print(format_table(rows, ["store", "pipelines", "seeds", "units", "last verdicts"]))
+    for path, note in moved.items():
+        print(f"note: {os.path.relpath(path, args.dir)}: {note}")
     return 0
 
 
@@ -55,7 +59,8 @@ def register(subparsers) -> None:
         help="list the result stores under a directory: pipelines, seeds, units done/total, last verdicts",
         description=("Walk DIR for result stores (directories holding manifest.json) and print one line each: "
                      "its pipelines, seeds, units complete out of planned, and the verdicts compare or report "
-                     "last printed for it."),
+                     "last printed for it; then a note for each store whose MLflow database still points at "
+                     "another store's files (moved or copied: run relocate on it)."),
         epilog="Example: rolling-calib ls runs/",
     )
     parser.add_argument("dir", nargs="?", default=".", metavar="DIR", help="where to look (default: .)")

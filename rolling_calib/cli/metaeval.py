@@ -16,6 +16,7 @@ from rolling_calib.cli.options import (
     add_store_argument,
     calibration_from_args,
     checked,
+    open_store,
     question_from_args,
     resampling_from_args,
     show_progress,
@@ -29,8 +30,9 @@ def handle(args: argparse.Namespace) -> int:
     from rolling_calib.analysis.metaeval import metaeval_store
 
     with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
+        store = open_store(args.store)
         base = calibration_from_args(args, Calibration())   # the variants change the paper's rule
-        result = metaeval_store(args.store, calibration=base, label=args.label, pipelines=args.pipelines,
+        result = metaeval_store(store, calibration=base, label=args.label, pipelines=args.pipelines,
                                 variants=args.variants, question=question_from_args(args),
                                 resampling=resampling_from_args(args),
                                 n_splits=args.splits, split_seed=args.split_seed,

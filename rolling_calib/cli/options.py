@@ -480,29 +480,42 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
     add_when_argument(parser)
 
 
+def open_store(path: str):
+    """The :class:`~rolling_calib.execution.store.Store` a reading command opens, its MLflow files made its own.
+
+    A moved or copied store's database is re-pointed at the store's own artifacts (a line on stderr
+    says so), or, when that cannot be done here (read-only), a line says what MLflow then reads and
+    the fix (:func:`~rolling_calib.tracking.relocation.repoint_note`).
+    """
+    from rolling_calib.execution.store import Store
+    from rolling_calib.tracking.relocation import repoint_note
+
+    store = Store.open(path)   # a store, named in the error when not
+    if (note := repoint_note(store.root)) is not None:
+        print(f"note: {note}", file=sys.stderr)
+    return store
+
+
 def score_with_options(args: argparse.Namespace, *, progress: bool):
     """:func:`~rolling_calib.analysis.scoring.score_store` with the rule and label options (else the store's)."""
     from rolling_calib.analysis.scoring import score_store
-    from rolling_calib.execution import store as st
-    from rolling_calib.execution.relocation import repoint_note
 
-    calibration = calibration_from_args(args, st.recorded_calibration(st.read_manifest(args.store)))
-    if (note := repoint_note(args.store)) is not None:   # a moved or copied store: its MLflow files are its own
-        print(f"note: {note}", file=sys.stderr)
-    return score_store(args.store, calibration=calibration, label=args.label, pipelines=args.pipelines,
-                       progress=progress)
+    store = open_store(args.store)
+    calibration = calibration_from_args(args, store.manifest.calibration)
+    return score_store(store, calibration=calibration, label=args.label, pipelines=args.pipelines, progress=progress)
 
 
 def compare_across_stores(args: argparse.Namespace, stores: list[str]):
     """``compare --store A --store B``: the joined scores of the stores compared (the same days, the same label)."""
-    from rolling_calib.analysis.across_stores import score_stores
+    from rolling_calib.analysis.across_stores import check_distinct, score_stores
     from rolling_calib.analysis.comparison import compare_store
-    from rolling_calib.execution import store as st
 
     if args.pipelines is not None:
         raise ValueError("--pipelines: not with several --store (every pipeline of each store is compared)")
-    calibration = calibration_from_args(args, st.recorded_calibration(st.read_manifest(stores[0])))
-    scores = score_stores(stores, calibration=calibration, label=args.label, progress=show_progress(args))
+    check_distinct(stores)   # the same store twice compares it with itself
+    opened = [open_store(path) for path in stores]
+    calibration = calibration_from_args(args, opened[0].manifest.calibration)
+    scores = score_stores(opened, calibration=calibration, label=args.label, progress=show_progress(args))
     return compare_store(scores, question=question_from_args(args), resampling=resampling_from_args(args),
                          accumulation=args.accumulate, when=getattr(args, "when", WHEN_BLOCKS[0]))
 

@@ -16,6 +16,7 @@ from rolling_calib.cli.options import (
     add_store_argument,
     score_and_compare,
 )
+from rolling_calib.core.store_layout import StoreLayout
 
 
 def _diagnosis(store: str, scores, comparison):
@@ -28,7 +29,7 @@ def _diagnosis(store: str, scores, comparison):
 
 
 def _out(args: argparse.Namespace) -> Path:
-    return Path(args.out) if args.out else Path(args.store) / "report"
+    return Path(args.out) if args.out else StoreLayout(Path(args.store)).report
 
 
 def _write_error(exc: OSError, args: argparse.Namespace) -> str:

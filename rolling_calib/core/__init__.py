@@ -1,4 +1,5 @@
-"""The pure core: metrics, pairwise comparison and ranking, verdicts, schedules, validation.
+"""The pure core: metrics, pairwise comparison and ranking, verdicts, schedules, validation, the result store's
+file names (``store_layout``).
 
 Imports numpy, pandas and scipy, and three small declared dependencies: ``arch`` (the verdicts' block
 length, HAC variance and model confidence set), ``tabulate`` (``tables``) and ``filelock``

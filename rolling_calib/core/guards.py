@@ -91,6 +91,7 @@ __all__ = [
     "SkillCheck",
     "VarianceComponents",
     "constant_check",
+    "constant_check_of_ranges",
     "moments",
     "same_predictions",
     "scale_check",
@@ -358,9 +359,25 @@ def constant_check(times: Any, predictions: Any) -> ConstantCheck:
         order = np.argsort(t, kind="stable")
         t, p = t[order], p[order]
     starts = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
-    widest = float((np.maximum.reduceat(p, starts) - np.minimum.reduceat(p, starts)).max())
-    return ConstantCheck(n_rows=int(p.size), n_times=int(starts.size), max_range=widest,
-                         mean_prediction=float(p.mean()),
+    return constant_check_of_ranges(np.maximum.reduceat(p, starts) - np.minimum.reduceat(p, starts), p)
+
+
+def constant_check_of_ranges(ranges: Any, predictions: Any) -> ConstantCheck:
+    """:func:`constant_check` from each timestamp's range ``max - min`` of the predictions, already measured.
+
+    The IC pass sorts every timestamp's predictions (Rank IC), so their ranges come with it
+    (:attr:`~rolling_calib.core.ranking_ic.DailyIC.prediction_range`); for rows in time order (as the
+    store reader gives them) the result is :func:`constant_check`'s, value for value (the same maximum of
+    the same differences, the same mean).
+
+    >>> constant_check_of_ranges([0.0, 0.0], [0.3, 0.3, 0.1, 0.1]) == constant_check([1, 1, 2, 2], [0.3, 0.3, 0.1, 0.1])
+    True
+    """
+    r, p = np.asarray(ranges, dtype=np.float64), np.asarray(predictions, dtype=np.float64)
+    if r.size == 0 or p.size == 0:
+        raise ValueError(f"ranges, predictions: expected at least one timestamp and one row, found {r.size}, {p.size}")
+    widest = float(r.max())
+    return ConstantCheck(n_rows=int(p.size), n_times=int(r.size), max_range=widest, mean_prediction=float(p.mean()),
                          constant=widest <= CONSTANT_RTOL * float(np.abs(p).max()))
 
 

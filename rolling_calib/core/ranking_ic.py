@@ -487,7 +487,7 @@ def _aligned_predictions(prediction: Any, labels: PreparedLabels) -> tuple[np.nd
     return x, labels
 
 
-def _rank_correlation(x: np.ndarray, y: _Side, g: _Groups) -> np.ndarray:
+def _rank_correlation(x: np.ndarray, y: _Side, g: _Groups) -> tuple[np.ndarray, np.ndarray | None]:
     """Spearman correlation per date of ``x`` (finite, rows in date order) with the label ranks ``y``.
 
     The same values as ``_correlation(_rank_side(x, g), y, g)``, without putting ``x``'s ranks
@@ -498,6 +498,9 @@ def _rank_correlation(x: np.ndarray, y: _Side, g: _Groups) -> np.ndarray:
     floating point, in any order: the values are bit-identical. Dates of different sizes use
     the +inf padded matrix (padding ties nothing and meets a 0 label rank); when padding would
     more than double it, the general path.
+
+    Also returns each date's range of ``x`` (its largest minus its smallest value, read off the
+    sorted rows; ``None`` on the general path): what the constant-prediction guard measures.
     """
     count = g.counts
     if g.width:
@@ -513,13 +516,17 @@ def _rank_correlation(x: np.ndarray, y: _Side, g: _Groups) -> np.ndarray:
         yd[at_row, at_col] = y.centred
         counts = count
     else:
-        return _correlation(_rank_side(x, g), y, g)
+        return _correlation(_rank_side(x, g), y, g), None
     half = (count + 1) / 2.0
     c = count.astype(float)
     ss = c * (c * c - 1.0) / 12.0             # sum of squared centred ranks without ties
     dot = np.empty(rows)
+    spread = np.empty(rows)
+    last = None if counts is None else counts - 1   # the last real value of a padded row
     step = np.arange(1.0, width + 1.0)
     for lo, hi, at, s, tie in _sorted_blocks(m, counts):
+        top = s[:, -1] if last is None else s[np.arange(hi - lo), last[lo:hi]]
+        np.subtract(top, s[:, 0], out=spread[lo:hi])
         ys = np.take(yd[lo:hi], at, out=s)    # the label ranks in x's sorted order
         if counts is None:
             dot[lo:hi] = np.einsum("ij,j->i", ys, step - half[0])   # (a BLAS matvec is slower here)
@@ -532,7 +539,7 @@ def _rank_correlation(x: np.ndarray, y: _Side, g: _Groups) -> np.ndarray:
                 ranks[np.arange(width) >= counts[lo + tied, None]] = 0.0
             dot[lo + tied] = np.einsum("ij,ij->i", ranks, ys[tied])
             ss[lo + tied] = np.einsum("ij,ij->i", ranks, ranks)
-    return _clipped(dot, ss, (count < 2) | (ss <= (_TINY * half) ** 2 * count), y.ss, y.constant)
+    return _clipped(dot, ss, (count < 2) | (ss <= (_TINY * half) ** 2 * count), y.ss, y.constant), spread
 
 
 def _daily_values(x: np.ndarray, labels: PreparedLabels, method: str) -> np.ndarray:
@@ -540,7 +547,7 @@ def _daily_values(x: np.ndarray, labels: PreparedLabels, method: str) -> np.ndar
     if not len(g):
         return np.empty(0)
     if method == "spearman":
-        return _rank_correlation(x, labels.rank, g)
+        return _rank_correlation(x, labels.rank, g)[0]
     return _pearson(x, labels)
 
 
@@ -605,12 +612,16 @@ class DailyIC:
     """The cross-sectional correlations of one run per date (NaN where undefined).
 
     ``dates`` are the labels' date keys in order; ``ic`` the Pearson and ``rank_ic`` the
-    Spearman correlation of prediction and label on each.
+    Spearman correlation of prediction and label on each. ``prediction_range``: each date's
+    largest minus smallest prediction, when every row of the input was correlated (no row left
+    out for a non-finite value or a missing date) and ranked on the (dates, instruments) matrix;
+    else ``None``.
     """
 
     dates: np.ndarray
     ic: np.ndarray
     rank_ic: np.ndarray
+    prediction_range: np.ndarray | None = None
 
     def summary(self) -> ICSummary:
         """IC (mean of the finite daily IC), ICIR (mean / std, ddof 1), Rank IC, number of dates."""
@@ -633,7 +644,11 @@ def daily_information_coefficients(prediction: Any, labels: PreparedLabels) -> D
     ([1, 2], [1.0, -0.5], [1.0, -0.5])
     """
     x, labels = _aligned_predictions(prediction, labels)
-    return DailyIC(labels.uniques, _daily_values(x, labels, "pearson"), _daily_values(x, labels, "spearman"))
+    if not len(labels.groups):
+        return DailyIC(labels.uniques, np.empty(0), np.empty(0))
+    rank_ic, spread = _rank_correlation(x, labels.rank, labels.groups)
+    return DailyIC(labels.uniques, _daily_values(x, labels, "pearson"), rank_ic,
+                   prediction_range=spread if labels.keep is None else None)
 
 
 def information_coefficients_arrays(prediction: Any, labels: PreparedLabels) -> ICSummary:

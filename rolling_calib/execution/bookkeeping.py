@@ -86,7 +86,7 @@ def _seed_pending(plan: RunPlan, statuses: Sequence[st.UnitStatus], moved: list[
     first = next((i for i, s in enumerate(statuses) if not s.complete), len(statuses))
     while 0 < first < len(statuses):
         before = statuses[first - 1]
-        damage = st.checkpoint_damage(plan.store, before.key, before.sidecar or {})
+        damage = st.checkpoint_damage(plan.store, before.key, before.sidecar)
         if damage is None:
             break
         why = f"{damage}; {st.corrupt_fix(plan.store)}"
@@ -159,7 +159,7 @@ def check_store_coverage(plan: RunPlan) -> None:
                 if not status.complete:
                     raise CoverageError(f"coverage: unit {key.slug()} is missing from {plan.store}")
                 side = status.sidecar
-                first, last = pd.Timestamp(side["first_prediction"]), pd.Timestamp(side["last_prediction"])
+                first, last = pd.Timestamp(side.first_prediction), pd.Timestamp(side.last_prediction)
                 if first < w.test.start or last > w.test.end:
                     raise CoverageError(f"coverage: unit {key.slug()} has predictions outside {w.test.as_tuple()}")
                 if first.normalize() != w.test.start.normalize() or last.normalize() != w.test.end.normalize():

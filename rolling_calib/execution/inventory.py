@@ -28,13 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rolling_calib.core.store_layout import MANIFEST, StoreLayout
 from rolling_calib.execution import store as st
-from rolling_calib.execution.units import UnitKey
 
-__all__ = ["LAST_VERDICTS", "StoreEntry", "find_stores", "read_last_verdicts", "record_last_verdicts", "store_entry"]
-
-#: The file ``compare`` and ``report`` record their verdicts in (what ``ls`` shows).
-LAST_VERDICTS = "last_verdicts.json"
+__all__ = ["StoreEntry", "find_stores", "read_last_verdicts", "record_last_verdicts", "store_entry"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +59,7 @@ def find_stores(root: str | os.PathLike) -> list[Path]:
     """The result stores under ``root`` (``root`` itself included), sorted by path."""
     found = []
     for here, dirs, files in os.walk(root):
-        if st.MANIFEST in files:
+        if MANIFEST in files:
             found.append(Path(here))
             dirs[:] = []   # a store's units, corrupt/ and mlartifacts/ hold no other store
         else:
@@ -72,26 +69,24 @@ def find_stores(root: str | os.PathLike) -> list[Path]:
 
 def store_entry(store: str | os.PathLike) -> StoreEntry:
     """What ``ls`` says of one store (a manifest it cannot read becomes ``problem``, not an error)."""
-    store = Path(store)
     try:
-        manifest = st.read_manifest(store)
+        opened = st.Store.open(store)
     except (ValueError, OSError) as exc:
-        return StoreEntry(store, [], [], 0, 0, problem=str(exc))
-    pipelines = list(manifest.get("pipelines", {}))
+        return StoreEntry(Path(store), [], [], 0, 0, problem=str(exc))
+    pipelines = list(opened.pipelines)
     seeds: set[int] = set()
     done = total = 0
     for name in pipelines:
-        entry = manifest["pipelines"][name]
-        seeds |= {int(s) for s in entry.get("seeds", [])}
-        for seed in entry.get("seeds", []):
-            for window in entry.get("windows", []):
-                total += 1
-                try:
-                    done += st.is_complete(store, UnitKey(name, int(seed), int(window["index"])), entry["config_hash"])
-                except (ValueError, OSError):   # a damaged sidecar: not done (compare names it)
-                    pass
+        entry = opened.pipeline(name)
+        seeds |= set(entry.seeds)
+        for key in entry.units():
+            total += 1
+            try:
+                done += opened.unit_status(key).complete
+            except (ValueError, OSError):   # a damaged sidecar: not done (compare names it)
+                pass
     last = read_last_verdicts(store)
-    return StoreEntry(store, pipelines, sorted(seeds), done, total, verdicts=list(last.get("verdicts", [])),
+    return StoreEntry(opened.root, pipelines, sorted(seeds), done, total, verdicts=list(last.get("verdicts", [])),
                       scored=str(last.get("scored", "")))
 
 
@@ -102,7 +97,7 @@ def record_last_verdicts(store: str | os.PathLike, rows: Sequence[Mapping[str, A
            "verdicts": [{"pair": str(r["pair"]), "metric": str(r["metric"]), "verdict": str(r["verdict"])}
                         for r in rows]}
     try:
-        return st.atomic_write_json(Path(store) / LAST_VERDICTS, doc)
+        return st.atomic_write_json(StoreLayout(Path(store)).last_verdicts, doc)
     except (OSError, ValueError):   # a read-only store: ls shows no verdicts, the command's output is unaffected
         return None
 
@@ -112,7 +107,7 @@ def read_last_verdicts(store: str | os.PathLike) -> dict[str, Any]:
     import json
 
     try:
-        doc = json.loads((Path(store) / LAST_VERDICTS).read_text(encoding="utf-8"))
+        doc = json.loads(StoreLayout(Path(store)).last_verdicts.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}

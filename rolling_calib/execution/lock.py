@@ -31,10 +31,12 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from rolling_calib.core import store_layout
+
 __all__ = ["LOCK_FILE", "StoreLock", "StoreLockedError", "StorePathError", "check_store_path", "clean_orphan_temporaries",
            "store_path_problem"]
 
-LOCK_FILE = ".lock"
+LOCK_FILE = store_layout.LOCK
 
 _HELD: dict[Path, tuple[FileLock, int]] = {}  # store -> (lock, depth), this process's locks
 _GUARD = threading.Lock()

@@ -12,7 +12,6 @@ first unit, or with ``--dry-run`` again then) rather than guessing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ import pandas as pd
 from rolling_calib.core.jsonable import fields_dict
 from rolling_calib.core.schedule import Window
 from rolling_calib.execution import store as st
+from rolling_calib.execution.manifest import Sidecar
 from rolling_calib.execution.planning import RunPlan
 
 __all__ = ["PlanSummary", "format_plan", "plan_summary", "skipped_records", "window_rows"]
@@ -93,7 +93,7 @@ def _instruments(qlib_init: dict, task: dict) -> int:
     return len({line.split("\t")[0].upper() for line in path.read_text().splitlines() if line.strip()})
 
 
-def _sidecars(plan: RunPlan) -> dict[Any, dict]:
+def _sidecars(plan: RunPlan) -> dict[Any, Sidecar]:
     """The sidecars of the plan's units that are complete under the current hashes (files not verified: the run
     verifies them before it skips one)."""
     out = {}
@@ -107,12 +107,11 @@ def _sidecars(plan: RunPlan) -> dict[Any, dict]:
     return out
 
 
-def _measured(done: dict[Any, dict], rows: dict[int, int]) -> dict[str, list[tuple[int, float]]]:
+def _measured(done: dict[Any, Sidecar], rows: dict[int, int]) -> dict[str, list[tuple[int, float]]]:
     """Per pipeline, (rows read, seconds) of its completed units in the store."""
     out: dict[str, list[tuple[int, float]]] = {}
     for key, record in done.items():
-        t = record.get("timings") or {}
-        seconds = sum(float(t.get(k) or 0.0) for k in ("build_s", "fit_s", "predict_s"))
+        seconds = record.compute_seconds or 0.0
         if seconds > 0 and rows.get(key.window):
             out.setdefault(key.pipeline, []).append((rows[key.window], seconds))
     return out
@@ -158,11 +157,11 @@ def skipped_records(store: str | Path, keys: Sequence[Any]) -> list[str]:
     """
     counts: dict[tuple[str, str], int] = {}
     for key in keys:
-        path = st.unit_paths(store, key).sidecar
         try:
-            record = (json.loads(path.read_text(encoding="utf-8")).get("qlib_recorder") or {})
+            side = st.sidecar(store, key)
         except (OSError, ValueError):
             continue
+        record = side.qlib_recorder if side is not None else {}
         for item in record.get("skipped") or []:
             k = (str(item.get("class")), str(item.get("reason")))
             counts[k] = counts.get(k, 0) + 1

@@ -44,7 +44,7 @@ from rolling_calib.qlib_adapter.zoo import (
     model_traits,
 )
 
-__all__ = ["PipelinePlan", "RunPlan", "default_threads", "plan_run"]
+__all__ = ["PipelinePlan", "RunPlan", "current_data", "data_signature_now", "default_threads", "plan_run"]
 
 #: The ``rolling:`` section's defaults (one place: :class:`~rolling_calib.config.experiment.RollingConfig`).
 _ROLLING_DEFAULTS = {"label": storage_kind(RollingConfig.label), "stack_seeds": RollingConfig.stack_seeds}
@@ -92,6 +92,12 @@ class RunPlan:
         The validated experiment (recorded in the manifest).
     data : dict
         Data identity of the store (and of a second-frequency store, ``other_stores``).
+    data_universe : tuple of str
+        The universe the identity covers (:func:`~rolling_calib.execution.store.task_universe`).
+    data_signature : str
+        The files' paths, sizes and times when the identity was taken
+        (:func:`~rolling_calib.execution.store.data_signature`): each unit checks the data it reads
+        against it (:func:`current_data`).
     notes : tuple of str
         What the runner decided for this plan: a workflow's own seed taken as seed 0, a
         compatibility class, a pretrained base model, extra segments (printed before the run).
@@ -112,6 +118,8 @@ class RunPlan:
     label: str  # rolling.label: test labels raw (DK_R) or learn-processed (DK_L)
     stack_seeds: int  # rolling.stack_seeds: seeds of a window trained as one stack (fixed groups of seeds)
     notes: tuple[str, ...] = ()  # what the runner decided for this plan (printed before the run, kept in its summary)
+    data_universe: tuple[str, ...] = ()
+    data_signature: str = ""
     purge: dict = field(default_factory=lambda: {"bars": 0, "why": "not purged"})  # bars dropped before each next segment
 
     def pipeline(self, name: str) -> PipelinePlan:
@@ -260,7 +268,9 @@ def plan_run(
                    for w in windows][0]  # every window's task is built once here: its segments are checked
         notes += [f"{name}: {applied['compat']}"] if "compat" in applied else []
         check_validation_rows(task, windows, freq=store_freq(config.qlib_init), where=f"{where}: pipelines.{name}")
-    data = _data_identity(config, st.task_universe(config.task))
+    universe = tuple(st.task_universe(config.task))
+    data = _data_identity(config, universe)
+    signature = _data_signature(data, universe)
     experiment = config.to_dict()
     plans = []
     span = (windows[0].test.start, windows[-1].test.end)
@@ -299,6 +309,8 @@ def plan_run(
         label=label,
         stack_seeds=stack_seeds,
         notes=tuple(dict.fromkeys(notes)),
+        data_universe=universe,
+        data_signature=signature,
         purge=purge,
     )
 
@@ -370,6 +382,44 @@ def _data_identity(config: ExperimentConfig, instruments: Sequence[str]) -> dict
         data["other_stores"] = {freq: st.data_identity(Path(path), instruments=instruments)
                                 for freq, path in others.items()}
     return data
+
+
+def _data_stores(data: dict) -> list[Path]:
+    """The provider directories a data identity covers: the store, then each other-frequency store (none: no path)."""
+    if not data.get("path"):
+        return []
+    return [Path(data["path"]), *(Path(d["path"]) for d in (data.get("other_stores") or {}).values())]
+
+
+def _data_signature(data: dict, universe: Sequence[str]) -> str:
+    """:func:`~rolling_calib.execution.store.data_signature` of every store of ``data``, joined."""
+    return "+".join(st.data_signature(path, instruments=universe) for path in _data_stores(data))
+
+
+def data_signature_now(plan: RunPlan) -> str:
+    """The plan's data files' signature now (:func:`~rolling_calib.execution.store.data_signature`: a ``stat`` each)."""
+    return _data_signature(plan.data, plan.data_universe)
+
+
+def current_data(plan: RunPlan) -> tuple[str, dict]:
+    """``(signature, identity)`` of the plan's data as it is now: what a unit about to read it records.
+
+    The plan's identity when the files' paths, sizes and times are as at planning (a ``stat`` each);
+    otherwise the content is fingerprinted again (:func:`~rolling_calib.execution.store.data_identity`),
+    so a ``touch`` gives the plan's identity back and a changed byte a new one.
+    """
+    signature = data_signature_now(plan)
+    if signature == plan.data_signature:
+        return signature, plan.data
+    stores = _data_stores(plan.data)
+    if not stores:
+        return signature, plan.data
+    data = st.data_identity(stores[0], instruments=plan.data_universe)
+    others = plan.data.get("other_stores") or {}
+    if others:
+        data["other_stores"] = {freq: st.data_identity(Path(d["path"]), instruments=plan.data_universe)
+                                for freq, d in others.items()}
+    return signature, data
 
 
 def _seedless_note(name: str, task: dict, seeds: Sequence[int], where: str) -> list[str]:

@@ -24,9 +24,13 @@ written before the checksums is read unchecked). Units are read with column proj
 dictionary codes, without a per-run DataFrame; units with time-zone-aware or non-timestamp dates
 go through pandas instead (the same checks).
 
+Every function takes the store as one value, the :class:`~rolling_calib.execution.store.Store` handle
+(a path is opened once: its manifest read and parsed).
+
 Example
 -------
->>> run = read_run(example_store, "wd0", 0)
+>>> store = Store.open(example_store)
+>>> run = read_run(store, "wd0", 0)
 >>> len(run.test.prediction) == len(run.test.label), run.label, run.test.dropped
 (True, 'raw', 0)
 >>> load_run(example_store, "wd0", 0).columns.tolist()
@@ -36,7 +40,6 @@ Example
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,13 +47,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rolling_calib.core.label import storage_kind
 from rolling_calib.core.schedule import CoverageError, Window
 from rolling_calib.execution import store as st
+from rolling_calib.execution.manifest import Sidecar
+from rolling_calib.execution.store import Store
 from rolling_calib.execution.units import UnitKey
 
-__all__ = ["MissingLabelError", "MissingValidationError", "RunArrays", "RunData", "label_columns", "load_run",
-           "read_backtest", "read_predictions", "read_run", "read_unit", "run_windows"]
+__all__ = ["MissingLabelError", "MissingValidationError", "RunArrays", "RunData", "load_run", "read_backtest",
+           "read_predictions", "read_run", "read_unit", "run_windows"]
 
 
 class MissingValidationError(ValueError):
@@ -98,45 +102,23 @@ class RunData:
 
 
 # --------------------------------------------------------------------------- layout
-def _windows(entry: Mapping[str, Any]) -> list[Window]:
-    return [Window.from_dict(w) for w in entry["windows"]]
-
-
-def run_windows(store: Path, manifest: Mapping[str, Any], pipeline: str) -> list[Window]:
+def run_windows(store: Store, pipeline: str) -> list[Window]:
     """The pipeline's windows from the manifest; ``CoverageError`` when two test segments overlap."""
-    entry = manifest["pipelines"].get(pipeline)
-    if entry is None:
-        raise ValueError(f"{store / st.MANIFEST}: no pipeline {pipeline!r} (have: {', '.join(manifest['pipelines'])})")
-    windows = _windows(entry)
+    windows = list(store.pipeline(pipeline).windows)
     for prev, nxt in itertools.pairwise(windows):
         if nxt.test.start <= prev.test.end:
-            raise CoverageError(f"{store}: windows {prev.index} and {nxt.index} overlap")
+            raise CoverageError(f"{store.root}: windows {prev.index} and {nxt.index} overlap")
     return windows
 
 
-def label_columns(sidecar: Mapping[str, Any], manifest: Mapping[str, Any]) -> dict[str, str]:
-    """Which column of a unit holds which label kind (``{"raw": "label", "learn": "label_learn"}``).
-
-    Recorded in the sidecar since both labels are stored; older units hold one label, in
-    ``label``, of the kind their sidecar (else the store's ``rolling.label``) names.
-
-    >>> label_columns({"label": "raw"}, {})
-    {'raw': 'label'}
-    """
-    recorded = sidecar.get("label_columns")
-    if isinstance(recorded, Mapping) and recorded:
-        return {str(k): str(v) for k, v in recorded.items()}
-    return {str(sidecar.get("label") or storage_kind(st.recorded_label_kind(manifest))): "label"}
-
-
-def _column_of(store: Path, key: UnitKey, sidecar: Mapping[str, Any], manifest: Mapping[str, Any], kind: str) -> str:
+def _column_of(store: Store, key: UnitKey, side: Sidecar, kind: str) -> str:
     """The column holding label ``kind`` in unit ``key`` (:class:`MissingLabelError` naming the fix if none)."""
-    columns = label_columns(sidecar, manifest)
+    columns = side.columns(store.manifest.stored_label_kind)
     if kind in columns:
         return columns[kind]
     have = ", ".join(columns)
     raise MissingLabelError(
-        f"{store}: unit {key.slug()} holds no {kind} label (it holds: {have}; it was written before both labels "
+        f"{store.root}: unit {key.slug()} holds no {kind} label (it holds: {have}; it was written before both labels "
         f"were stored, or its handler has no {kind} label); score it with --label {next(iter(columns))}, or re-run "
         f"the store (rolling-calib run, which retrains its units) to store the {kind} label")
 
@@ -176,18 +158,20 @@ def _open_parquet(store: Path, path: Path, *, expected: str | None, columns: lis
         raise st.unreadable_parquet(store, path, exc) from exc
 
 
-def read_unit(store: str | Path, key: UnitKey, *, column: str = "label", sidecar: Mapping[str, Any] | None = None
+def read_unit(store: Store | str | Path, key: UnitKey, *, column: str = "label", sidecar: Sidecar | None = None
               ) -> pd.DataFrame:
     """One unit's predictions as a frame: :data:`~rolling_calib.execution.store.UNIT_COLUMNS`, ``label`` from ``column``.
 
     A second label column may hold NaN where that label has no value (:func:`load_run` leaves such rows out).
-    The file is checked against the checksum of ``sidecar`` (read when not given).
+    The file is checked against the checksum of ``sidecar`` (read when not given). ``store``: the handle or the
+    store's directory (a unit is read without its manifest).
     """
-    path = st.unit_paths(store, key).parquet
+    root = store.root if isinstance(store, Store) else Path(store)
+    path = st.unit_paths(root, key).parquet
     if not path.is_file():
         raise ValueError(f"{path}: unit file missing (run 'rolling-calib run' to complete the store)")
-    side = (st.read_sidecar(store, key) or {}) if sidecar is None else sidecar
-    frame = _open_parquet(Path(store), path, expected=side.get("sha256"), columns=None, dictionary=False).to_pandas()
+    side = (st.sidecar(root, key) or Sidecar()) if sidecar is None else sidecar
+    frame = _open_parquet(root, path, expected=side.sha256, columns=None, dictionary=False).to_pandas()
     if column not in frame.columns:
         raise ValueError(f"{path}: expected a column {column!r}, found {', '.join(frame.columns)}")
     if column != "label":
@@ -217,7 +201,10 @@ def _read_unit_arrays(store: Path, path: Path, names: dict[Any, int], column: st
     if not pa.types.is_dictionary(ids.type):
         ids = ids.dictionary_encode()
     remap = np.array([names.setdefault(v, len(names)) for v in ids.dictionary.to_pylist()] + [-1], dtype=np.int32)
-    codes = remap[pc.fill_null(ids.indices, -1).to_numpy()]   # a missing id (-1) picks the -1 at the end
+    if not ids.indices.null_count and np.array_equal(remap[:-1], np.arange(len(remap) - 1)):
+        codes = ids.indices.to_numpy().astype(np.int32, copy=False)   # the run's codes already: no gather
+    else:
+        codes = remap[pc.fill_null(ids.indices, -1).to_numpy()]   # a missing id (-1) picks the -1 at the end
     label = table.column(column).to_numpy(zero_copy_only=False)
     return (when.to_numpy(), table.column("prediction").to_numpy(), label, codes)
 
@@ -256,14 +243,14 @@ def _duplicate_rows(times: np.ndarray, codes: np.ndarray) -> int:
     return int(pd.DataFrame({"t": t, "c": codes}).duplicated().sum())
 
 
-def _complete_sidecar(store: Path, key: UnitKey, entry: Mapping[str, Any]) -> dict:
+def _complete_sidecar(store: Store, key: UnitKey) -> Sidecar:
     """The sidecar of a complete unit; ``ValueError`` naming the unit when it is missing or stale.
 
     Its files' checksums are checked as they are read (:func:`_open_parquet`), not here: one read.
     """
-    status = st.unit_status(store, key, entry["config_hash"], verify=False)
+    status = store.unit_status(key, verify=False)
     if not status.complete:
-        raise ValueError(status.problem(store))
+        raise ValueError(status.problem(store.root))
     return status.sidecar  # type: ignore[return-value]
 
 
@@ -280,23 +267,21 @@ def _labelled(arrays: RunArrays) -> RunArrays:
 
 
 # --------------------------------------------------------------------------- a run
-def _read_test(store: Path, pipeline: str, seed: int, *, manifest: Mapping[str, Any], kind: str) -> RunArrays:
+def _read_test(store: Store, pipeline: str, seed: int, *, kind: str) -> RunArrays:
     """:func:`load_run` as arrays: the same checks and errors, Parquet read with column projection.
 
     Raises ``_LegacyRead`` for units the arrays do not represent as they are (then use :func:`load_run`).
     """
-    windows = run_windows(store, manifest, pipeline)
-    entry = manifest["pipelines"][pipeline]
+    windows = run_windows(store, pipeline)
     names: dict[Any, int] = {}
     parts = []
     window_ids: list[int] = []
     duplicates = 0
     for w in windows:
         key = UnitKey(pipeline, int(seed), w.index)
-        side = _complete_sidecar(store, key, entry)
-        path = st.unit_paths(store, key).parquet
-        part = _read_unit_arrays(store, path, names, _column_of(store, key, side, manifest, kind),
-                                 expected=side.get("sha256"))
+        side = _complete_sidecar(store, key)
+        path = store.unit_paths(key).parquet
+        part = _read_unit_arrays(store.root, path, names, _column_of(store, key, side, kind), expected=side.sha256)
         outside = _rows_outside(part[0], w)
         if outside:
             raise CoverageError(f"{path}: {outside} rows outside test segment {w.test.as_tuple()}")
@@ -305,23 +290,27 @@ def _read_test(store: Path, pipeline: str, seed: int, *, manifest: Mapping[str, 
         parts.append(part)
         window_ids.append(w.index)
     if duplicates:
-        raise CoverageError(f"{store}: run {pipeline}/seed{seed} has {duplicates} duplicate (datetime, instrument) rows")
+        raise CoverageError(f"{store.root}: run {pipeline}/seed{seed} has {duplicates} duplicate (datetime, instrument) "
+                            f"rows")
     if len({p[0].dtype for p in parts}) > 1:
-        raise _LegacyRead(store)
+        raise _LegacyRead(store.root)
     return _merged(parts, names, window_ids)
 
 
 def _merged(parts: list[tuple[np.ndarray, ...]], names: dict[Any, int], window_ids: list[int]) -> RunArrays:
     """One run's arrays from its units' (datetime, prediction, label, codes), in window order, labelled rows only."""
     columns = [np.concatenate([p[i] for p in parts]) for i in range(4)]
-    window = np.repeat(np.array(window_ids, dtype=np.int64), [len(p[0]) for p in parts])
+    window = np.empty(len(columns[0]), dtype=np.int64)   # each unit's window id over its rows (a fill, not a repeat)
+    at = 0
+    for index, part in zip(window_ids, parts):
+        window[at:at + len(part[0])] = index
+        at += len(part[0])
     return _labelled(RunArrays(datetime=columns[0], prediction=columns[1].astype(float, copy=False),
                                label=columns[2].astype(float, copy=False), codes=columns[3],
                                names=np.array(list(names), dtype=object), window=window))
 
 
-def load_run(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[str, Any] | None = None,
-             label: str | None = None) -> pd.DataFrame:
+def load_run(store: Store | str | Path, pipeline: str, seed: int, *, label: str | None = None) -> pd.DataFrame:
     """Merged predictions of one run (columns ``datetime, instrument, prediction, label``), checked for coverage.
 
     Every window's unit must be complete with the pipeline's current config hash; each unit's
@@ -337,35 +326,29 @@ def load_run(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[s
     CoverageError
         Rows outside their window, overlapping windows or duplicates.
     """
-    store = Path(store)
-    manifest = st.read_manifest(store) if manifest is None else manifest
-    kind = _kind(manifest, label, pipeline)
-    windows = run_windows(store, manifest, pipeline)
-    entry = manifest["pipelines"][pipeline]
+    store = Store.of(store)
+    kind = store.label_kind([pipeline], label)
+    windows = run_windows(store, pipeline)
     frames = []
     for w in windows:
         key = UnitKey(pipeline, int(seed), w.index)
-        side = _complete_sidecar(store, key, entry)
-        frame = read_unit(store, key, column=_column_of(store, key, side, manifest, kind), sidecar=side)
+        side = _complete_sidecar(store, key)
+        frame = read_unit(store, key, column=_column_of(store, key, side, kind), sidecar=side)
         outside = ~w.test.contains(frame["datetime"])
         if outside.any():
-            raise CoverageError(f"{st.unit_paths(store, key).parquet}: {int(outside.sum())} rows outside test "
+            raise CoverageError(f"{store.unit_paths(key).parquet}: {int(outside.sum())} rows outside test "
                                 f"segment {w.test.as_tuple()}")
         frames.append(frame)
     merged = pd.concat(frames, ignore_index=True)
     dup = merged.duplicated(["datetime", "instrument"])
     if dup.any():
-        raise CoverageError(f"{store}: run {pipeline}/seed{seed} has {int(dup.sum())} duplicate (datetime, instrument) rows")
+        raise CoverageError(f"{store.root}: run {pipeline}/seed{seed} has {int(dup.sum())} duplicate (datetime, "
+                            f"instrument) rows")
     unlabelled = merged["label"].isna()
     if unlabelled.any():
         merged = merged[~unlabelled].reset_index(drop=True)
     merged.attrs["dropped"] = int(unlabelled.sum())
     return merged
-
-
-def _kind(manifest: Mapping[str, Any], label: str | None, pipeline: str) -> str:
-    """The label kind to read: ``label``, else the store's ``rolling.label``, ``auto`` resolved for ``pipeline``."""
-    return st.resolve_label_kind(manifest, [pipeline], label)
 
 
 def _frame_arrays(frame: pd.DataFrame, windows: list[Window]) -> RunArrays:
@@ -379,31 +362,30 @@ def _frame_arrays(frame: pd.DataFrame, windows: list[Window]) -> RunArrays:
                      names=np.asarray(names, dtype=object), window=window)
 
 
-def _read_valid(store: Path, pipeline: str, seed: int, *, manifest: Mapping[str, Any], kind: str) -> RunArrays:
+def _read_valid(store: Store, pipeline: str, seed: int, *, kind: str) -> RunArrays:
     """The validation predictions of every window of a run (``wNN.valid.parquet``).
 
     Raises :class:`MissingValidationError` naming the store when a unit has none.
     """
-    entry = manifest["pipelines"][pipeline]
     names: dict[Any, int] = {}
     parts, window_ids = [], []
-    for w in _windows(entry):
+    for w in store.pipeline(pipeline).windows:
         key = UnitKey(pipeline, int(seed), w.index)
-        side = st.read_sidecar(store, key) or {}
-        path = st.unit_paths(store, key).valid_parquet
-        if side.get("valid_rows") is None or not path.is_file():
+        side = store.sidecar(key) or Sidecar()
+        path = store.unit_paths(key).valid_parquet
+        if side.valid_rows is None or not path.is_file():
             why = ("its windows have no validation segment" if w.valid is None else
                    "it was written before validation predictions were stored")
             raise MissingValidationError(
-                f"{store}: source 'validation' needs each window's validation-period predictions, but unit "
+                f"{store.root}: source 'validation' needs each window's validation-period predictions, but unit "
                 f"{key.slug()} has none ({why}); use source 'previous' (compare --source previous), or re-run "
                 f"the store with a valid segment in rolling: to store them")
-        column = _column_of(store, key, side, manifest, kind)
-        expected = side.get("valid_sha256")
+        column = _column_of(store, key, side, kind)
+        expected = side.valid_sha256
         try:
-            part = _read_unit_arrays(store, path, names, column, expected=expected, what="validation file")
+            part = _read_unit_arrays(store.root, path, names, column, expected=expected, what="validation file")
         except _LegacyRead:
-            frame = _open_parquet(store, path, expected=expected, columns=None, dictionary=False,
+            frame = _open_parquet(store.root, path, expected=expected, columns=None, dictionary=False,
                                   what="validation file").to_pandas()
             part = (frame["datetime"].dt.tz_localize(None).to_numpy() if frame["datetime"].dt.tz is not None
                     else frame["datetime"].to_numpy(), frame["prediction"].to_numpy(), frame[column].to_numpy(),
@@ -413,17 +395,16 @@ def _read_valid(store: Path, pipeline: str, seed: int, *, manifest: Mapping[str,
     return _merged(parts, names, window_ids)
 
 
-def read_run(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[str, Any] | None = None,
-             label: str | None = None, validation: bool = False) -> RunData:
+def read_run(store: Store | str | Path, pipeline: str, seed: int, *, label: str | None = None,
+             validation: bool = False) -> RunData:
     """One run's predictions as arrays (:func:`load_run`'s checks), with its validation predictions if asked.
 
     Parameters
     ----------
-    store : path
+    store : Store or path
+        The store (a path is opened: its manifest read).
     pipeline : str
     seed : int
-    manifest : dict, optional
-        The store's manifest (read when not given).
     label : {"raw", "learn"}, optional
         The label kind to read (default: the store's ``rolling.label``).
     validation : bool
@@ -438,39 +419,34 @@ def read_run(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[s
     CoverageError
         Rows outside their window, overlapping windows or duplicates.
     """
-    store = Path(store)
-    manifest = st.read_manifest(store) if manifest is None else manifest
-    kind = _kind(manifest, label, pipeline)
+    store = Store.of(store)
+    kind = store.label_kind([pipeline], label)
     try:
-        test = _read_test(store, pipeline, seed, manifest=manifest, kind=kind)
+        test = _read_test(store, pipeline, seed, kind=kind)
     except _LegacyRead:  # time-zone-aware or non-timestamp dates: through pandas
-        frame = load_run(store, pipeline, seed, manifest=manifest, label=kind)
-        test = _frame_arrays(frame, _windows(manifest["pipelines"][pipeline]))
+        frame = load_run(store, pipeline, seed, label=kind)
+        test = _frame_arrays(frame, list(store.pipeline(pipeline).windows))
         test.dropped = frame.attrs["dropped"]
         test.datetime = frame["datetime"]  # keeps the time zone: dates are read in local time
-    valid = _read_valid(store, pipeline, seed, manifest=manifest, kind=kind) if validation else None
+    valid = _read_valid(store, pipeline, seed, kind=kind) if validation else None
     return RunData(test=test, valid=valid, label=kind)
 
 
 # --------------------------------------------------------------------------- the backtest of a run
-def read_predictions(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[str, Any] | None = None
-                     ) -> pd.Series:
+def read_predictions(store: Store | str | Path, pipeline: str, seed: int) -> pd.Series:
     """One run's predictions joined over its windows, indexed ``(datetime, instrument)``: every row, labelled or not.
 
     What Qlib's ``RollingEnsemble`` gives a rolling run (the windows' ``pred.pkl`` concatenated in
     time order), with :func:`load_run`'s checks (complete units, rows inside their windows, no
-    duplicate row).
+    duplicate row). ``store``: the store's handle (a path is opened: its manifest read).
     """
-    store = Path(store)
-    manifest = st.read_manifest(store) if manifest is None else manifest
-    entry = manifest["pipelines"][pipeline]
+    store = Store.of(store)
     frames = []
-    for w in run_windows(store, manifest, pipeline):
+    for w in run_windows(store, pipeline):
         key = UnitKey(pipeline, int(seed), w.index)
-        side = _complete_sidecar(store, key, entry)
-        path = st.unit_paths(store, key).parquet
-        frame = _open_parquet(store, path, expected=side.get("sha256"), columns=["datetime", "instrument",
-                                                                                 "prediction"],
+        side = _complete_sidecar(store, key)
+        path = store.unit_paths(key).parquet
+        frame = _open_parquet(store.root, path, expected=side.sha256, columns=["datetime", "instrument", "prediction"],
                               dictionary=False).to_pandas()
         outside = ~w.test.contains(frame["datetime"])
         if outside.any():
@@ -478,15 +454,17 @@ def read_predictions(store: str | Path, pipeline: str, seed: int, *, manifest: M
         frames.append(frame)
     joined = pd.concat(frames, ignore_index=True)
     if joined.duplicated(["datetime", "instrument"]).any():
-        raise CoverageError(f"{store}: run {pipeline}/seed{seed} has duplicate (datetime, instrument) rows")
+        raise CoverageError(f"{store.root}: run {pipeline}/seed{seed} has duplicate (datetime, instrument) rows")
     series = joined.set_index(["datetime", "instrument"])["prediction"].astype(float).sort_index()
     return series
 
 
-def read_backtest(store: str | Path, pipeline: str, seed: int, *, manifest: Mapping[str, Any] | None = None
-                  ) -> pd.DataFrame | None:
+def read_backtest(store: Store | str | Path, pipeline: str, seed: int) -> pd.DataFrame | None:
     """One run's daily backtest report (:data:`~rolling_calib.qlib_adapter.backtest.BACKTEST_COLUMNS`), or ``None``
     when the pipeline has no backtest (no ``PortAnaRecord``, a minute store, or one the plan did not run).
+
+    ``store``: the store's handle (a path is opened: its manifest read); the report is
+    ``STORE/backtests/<pipeline>/seed<k>.parquet`` (:meth:`~rolling_calib.core.store_layout.StoreLayout.backtest_paths`).
 
     Raises
     ------
@@ -498,19 +476,17 @@ def read_backtest(store: str | Path, pipeline: str, seed: int, *, manifest: Mapp
     """
     from rolling_calib.execution.backtests import backtest_inputs, backtest_status
 
-    store = Path(store)
-    manifest = st.read_manifest(store) if manifest is None else manifest
-    entry = manifest["pipelines"][pipeline]
-    recorded = entry.get("backtest")
-    if not recorded or not recorded.get("spec"):   # none, or not run (a strategy that holds the whole universe)
+    store = Store.of(store)
+    entry = store.pipeline(pipeline)
+    recorded = entry.backtest
+    if not recorded.get("spec"):   # none, or not run (a strategy that holds the whole universe)
         return None
-    windows = [int(w["index"]) for w in entry["windows"]]
-    inputs = backtest_inputs(store, pipeline, seed, windows, entry["config_hash"])
-    status = backtest_status(store, pipeline, seed, expected_hash=recorded["hash"], inputs=inputs, verify=False)
+    inputs = backtest_inputs(store.root, pipeline, seed, list(entry.window_indices), entry.config_hash)
+    status = backtest_status(store.root, pipeline, seed, expected_hash=recorded["hash"], inputs=inputs, verify=False)
     if not status.complete:
         raise ValueError(status.why)
-    path = st.backtest_paths(store, pipeline, seed)[0]
-    table = _open_parquet(store, path, expected=(status.sidecar or {}).get("sha256"), columns=None,
+    path = store.layout.backtest_paths(pipeline, seed)[0]
+    table = _open_parquet(store.root, path, expected=(status.sidecar or {}).get("sha256"), columns=None,
                           dictionary=False, what="backtest file", required=("date", "excess_return",
                                                                             "excess_return_cost"))
     return table.to_pandas()

@@ -50,7 +50,6 @@ import pandas as pd
 from rolling_calib.execution import store as st
 from rolling_calib.execution.backtests import BacktestSummary, run_backtests
 from rolling_calib.execution.bookkeeping import CorruptMove, check_store_coverage, pending_units, write_run_manifest
-from rolling_calib.execution.relocation import repoint_store_db
 from rolling_calib.execution.executors import Executor, UnitKey, UnitTask
 from rolling_calib.execution.lock import StoreLock, clean_orphan_temporaries
 from rolling_calib.execution.planning import PipelinePlan, RunPlan, default_threads, plan_run
@@ -93,6 +92,21 @@ class RunSummary:
     notes: tuple[str, ...] = ()  # the plan's notes (:attr:`RunPlan.notes`)
     backtests: BacktestSummary = field(default_factory=BacktestSummary)  # the per-seed backtests run and skipped
 
+    @property
+    def other_data(self) -> list[UnitKey]:
+        """Units of this run that read other data than the plan's (the data changed during the run)."""
+        return sorted(k for k, r in self.results.items() if r.other_data)
+
+    def data_warning(self) -> str | None:
+        """The warning when units of this run read other data than the run planned with (else None)."""
+        other = self.other_data
+        if not other:
+            return None
+        named = ", ".join(k.slug() for k in other[:6]) + (f" and {len(other) - 6} more" if len(other) > 6 else "")
+        return (f"WARNING: the data changed during this run: {len(other)} of its {self.ran} unit(s) read other data "
+                f"than the run planned with ({named}); 'rolling-calib compare' names which units read which data. "
+                f"Re-run 'rolling-calib run' on {self.store} to recompute every unit on the current data")
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly summary (for ``rolling-calib run --json``)."""
         return {
@@ -102,6 +116,7 @@ class RunSummary:
             "units_skipped": self.skipped,
             "stale_units_moved": self.stale_moved,
             "corrupt_units_moved": [k.slug() for k in self.corrupt_moved],
+            "units_read_other_data": [k.slug() for k in self.other_data],
             "seconds": round(self.seconds, 3),
             **self.backtests.to_dict(),
             "rows_dropped_unlabelled": sum(r.dropped for r in self.results.values()),
@@ -149,14 +164,15 @@ def run_plan(plan: RunPlan, *, executor: Executor, progress: bool = True) -> Run
 
 
 def _prepare_store(plan: RunPlan, *, progress: bool) -> None:
-    """Before any unit: sweep an interrupted write's temporaries, repoint a moved store, print the plan's notes."""
+    """Before any unit: sweep an interrupted write's temporaries, print the plan's notes.
+
+    (A moved or copied store's MLflow database is re-pointed at its own files by the caller, which holds the
+    store's lock: :func:`rolling_calib.experiment.flow.run_experiment`.)
+    """
     orphans = clean_orphan_temporaries(plan.store)
     if orphans:
         warnings.warn(f"{plan.store}: removed {len(orphans)} temporary file(s) left by an interrupted write "
                       f"(e.g. {orphans[0]})", stacklevel=4)
-    moved = repoint_store_db(plan.store)   # a moved or copied store: new recorders' artifacts go into it
-    if progress and moved is not None:
-        print(f"note: {moved.line()}", file=sys.stderr)
     if progress:
         for note in plan.notes:
             print(f"note: {note}", file=sys.stderr)
@@ -204,7 +220,15 @@ def _run_locked(plan: RunPlan, *, executor: Executor, progress: bool) -> RunSumm
         backtests=backtests,
     )
     _record_history(plan, summary, executor)
+    _say_data_warning(summary)
     return summary
+
+
+def _say_data_warning(summary: RunSummary) -> None:
+    """Print :meth:`RunSummary.data_warning` on stderr (a loud line, whatever the progress setting)."""
+    warning = summary.data_warning()
+    if warning is not None:
+        print(warning, file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -334,6 +358,7 @@ def _run_batches_locked(plan: RunPlan, *, executor: Executor, next_batches: Next
                          seconds=time.perf_counter() - t0, results=dict(results),
                          corrupt_moved=[move.key for move in corrupt], notes=plan.notes, backtests=backtests)
     _record_history(dataclasses.replace(plan, seeds=tuple(seeds)), summary, executor)
+    _say_data_warning(summary)
     return summary
 
 

@@ -33,8 +33,10 @@ import numpy as np
 import pandas as pd
 
 from rolling_calib.core.schedule import CoverageError, Window
+from rolling_calib.core.store_layout import StoreLayout
 from rolling_calib.execution import store as st
-from rolling_calib.execution.planning import RunPlan
+from rolling_calib.execution.manifest import DataRecord
+from rolling_calib.execution.planning import RunPlan, current_data, data_signature_now
 from rolling_calib.execution.progress import unit_reporter
 from rolling_calib.execution.unit_log import attach_log, unit_log
 from rolling_calib.execution.units import StackKey, UnitKey, WindowKey
@@ -54,6 +56,31 @@ class UnitResult:
     seconds: float
     ql: float
     dropped: int = 0  # predictions without a finite label (not stored), counted
+    #: The data the unit read was not the plan's (the data changed during the run), or changed while it trained.
+    other_data: bool = False
+
+
+@dataclass(frozen=True)
+class _DataRead:
+    """The data a unit read: its identity when training started, and whether its files changed until it ended."""
+
+    identity: dict
+    signature: str
+    started_at: str
+    changed: bool = False
+
+    @classmethod
+    def start(cls, plan: RunPlan) -> _DataRead:
+        signature, identity = current_data(plan)
+        return cls(identity, signature, pd.Timestamp.now(tz="UTC").isoformat())
+
+    def end(self, plan: RunPlan) -> _DataRead:
+        """The same, told whether the files changed while the unit trained (their signature again: no file read)."""
+        return dataclasses.replace(self, changed=data_signature_now(plan) != self.signature)
+
+    def differs(self, plan: RunPlan) -> bool:
+        """Whether the unit's data is not the plan's (other content, or changed while it trained)."""
+        return self.changed or any(self.identity.get(k) != plan.data.get(k) for k in DataRecord.CONTENT)
 
 
 
@@ -132,18 +159,20 @@ def execute_unit(plan: RunPlan, key: UnitKey, *, report: Any = None) -> UnitResu
     warm_start, start_from = _warm_start(plan, key)
     task, applied = unit_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
                               n_threads=plan.n_threads)
+    read = _DataRead.start(plan)   # the data as this unit reads it (a data set is cached under its identity)
     try:
         with unit_log(paths.log), _checkpoint_writes(paths.checkpoint):
             trained = train_window(plan.qlib_init, task, warm_start=warm_start, checkpoint=paths.checkpoint,
                                    seed=key.seed, label=plan.label, recorder=_recorder_spec(plan, key),
-                                   threads=plan.n_threads, progress=report, data=plan.data)
+                                   threads=plan.n_threads, progress=report, data=read.identity)
     except st.StoreWriteError:
         raise   # one line naming the file already: the library output is beside the point
     except Exception as exc:
         raise attach_log(exc, paths.log)
     if report is not None:
         report("writing")
-    return _store_unit(plan, key, task=task, trained=trained, start_from=start_from, t0=t0, applied=applied)
+    return _store_unit(plan, key, task=task, trained=trained, start_from=start_from, t0=t0, applied=applied,
+                       read=read.end(plan))
 
 
 def execute_stack(plan: RunPlan, stack: StackKey) -> tuple[UnitResult, ...]:
@@ -160,6 +189,7 @@ def execute_stack(plan: RunPlan, stack: StackKey) -> tuple[UnitResult, ...]:
     units = [unit_task(plan.pipeline(key.pipeline).task, plan.windows[key.window], seed=key.seed,
                        n_threads=plan.n_threads) for key in keys]
     log = st.unit_paths(plan.store, keys[0]).log  # the stack's output: one log, beside its first unit
+    read = _DataRead.start(plan)
     try:
         with unit_log(log), _checkpoint_writes(st.unit_paths(plan.store, keys[0]).checkpoint):
             trained = train_window_stack(
@@ -178,8 +208,9 @@ def execute_stack(plan: RunPlan, stack: StackKey) -> tuple[UnitResult, ...]:
         raise attach_log(exc, log)
     if report is not None:
         report("writing")
+    read = read.end(plan)
     results = [_store_unit(plan, key, task=task, trained=one, start_from=start_from, t0=t0, seed_stack=stack.seeds,
-                           applied=applied, log=log)
+                           applied=applied, log=log, read=read)
                for key, (task, applied), one, (_, start_from) in zip(keys, units, trained, starts)]
     return _split_time(results, time.perf_counter() - t0)
 
@@ -248,8 +279,14 @@ def _recorder_spec(plan: RunPlan, key: UnitKey) -> RecorderSpec:
 
 
 def _store_unit(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, start_from: dict | None, t0: float,
-                applied: dict, seed_stack: tuple[int, ...] | None = None, log: Path | None = None) -> UnitResult:
-    """Write one trained unit (predictions, validation predictions, sidecar last); its result."""
+                applied: dict, read: _DataRead, seed_stack: tuple[int, ...] | None = None, log: Path | None = None
+                ) -> UnitResult:
+    """Write one trained unit (predictions, validation predictions, sidecar last); its result.
+
+    The sidecar records the data the unit read (``data``, its content fingerprint; and
+    ``data_changed_while_training`` when its files changed before the unit ended) and when its
+    training started (``started_at``; ``finished_at`` when it was written).
+    """
     window = plan.windows[key.window]
     paths = st.unit_paths(plan.store, key)
     t_start = time.perf_counter()
@@ -276,13 +313,18 @@ def _store_unit(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, start_
         timings["shared_by_stack"] = ["build_s", "fit_s", "total_s"]
     sidecar = _sidecar(plan, key, task=task, trained=trained, frame=frame, dropped=dropped, valid=valid, ql=ql,
                        start_from=start_from, timings=timings, applied=applied, log=log or paths.log)
+    sidecar["started_at"] = read.started_at
+    sidecar["data"] = read.identity
+    if read.changed:
+        sidecar["data_changed_while_training"] = True
     sidecar["label_columns"] = label_columns
     sidecar.update(checksums)  # the SHA-256 of the Parquet bytes: every reader checks them
     sidecar["labels"] = {kind: lab.to_dict() for kind, lab in plan.pipeline(key.pipeline).labels.items()}
     if seed_stack is not None:
         sidecar["seed_stack"] = list(seed_stack)
     st.atomic_write_json(paths.sidecar, sidecar)  # last: marks the unit complete
-    return UnitResult(key=key, rows=int(len(frame)), seconds=t_end - t0, ql=ql, dropped=int(dropped))
+    return UnitResult(key=key, rows=int(len(frame)), seconds=t_end - t0, ql=ql, dropped=int(dropped),
+                      other_data=read.differs(plan))
 
 
 def _aligned_labels(labels: Any, frame: pd.DataFrame, key: UnitKey) -> np.ndarray:
@@ -332,10 +374,11 @@ def _warm_start(plan: RunPlan, key: UnitKey) -> tuple[Path | None, dict | None]:
     status = st.unit_status(plan.store, previous, plan.pipeline(key.pipeline).config_hash, verify=False)
     if not status.complete:
         raise RuntimeError(f"unit {key.slug()}: predecessor {previous.slug()} is not complete; cannot fine-tune")
-    damage = st.checkpoint_damage(plan.store, previous, status.sidecar or {})
+    damage = st.checkpoint_damage(plan.store, previous, status.sidecar)
     if damage is not None:  # damaged after this run checked it: the next run recomputes it (pending_units)
         raise RuntimeError(f"unit {key.slug()}: cannot fine-tune from {damage}; re-run to recompute "
-                           f"{previous.slug()} and the windows after it (run moves it to {plan.store / 'corrupt'}/ first)")
+                           f"{previous.slug()} and the windows after it (run moves it to "
+                           f"{StoreLayout(plan.store).corrupt}/ first)")
     return prev_paths.checkpoint, {"checkpoint": prev_paths.relative_checkpoint(plan.store),
                                    "sha256": _sha256(prev_paths.checkpoint)}
 

@@ -211,6 +211,7 @@ def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentR
         print(format_plan(describe_plan(plan, options), notes=not options.progress), file=sys.stderr, flush=True)
     executor = make_executor(options.executor)
     with StoreLock(plan.store):  # one writer from the first unit to the last tracking row
+        _own_mlflow_files(plan.store, progress=options.progress)
         if until is None:
             summary = run_plan(plan, executor=executor, progress=options.progress)
         else:
@@ -235,6 +236,15 @@ def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentR
                             tracking_uri=tracked.uri if tracked else None,
                             tracking_message=tracked.message if tracked else None,
                             comparison=comparison, diagnosis=diagnosis, report=report)
+
+
+def _own_mlflow_files(store: Path, *, progress: bool) -> None:
+    """A moved or copied store: its MLflow database re-pointed at its own files before new recorders log into it."""
+    from rolling_calib.tracking.relocation import repoint_store_db
+
+    moved = repoint_store_db(store)
+    if progress and moved is not None:
+        print(f"note: {moved.line()}", file=sys.stderr)
 
 
 def _compare(scores: StoreScores | None, options: CompareOptions | None) -> StoreComparison | None:

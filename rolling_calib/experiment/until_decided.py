@@ -101,10 +101,9 @@ def _unit_seconds(plan: RunPlan, used: Mapping[str, int]) -> list[float]:
     for name, n in used.items():
         for seed in plan.seeds[:n]:
             for w in plan.windows:
-                side = st.read_sidecar(plan.store, UnitKey(name, seed, w.index)) or {}
-                total = (side.get("timings") or {}).get("total_s")
-                if isinstance(total, (int, float)):
-                    out.append(float(total))
+                side = st.sidecar(plan.store, UnitKey(name, seed, w.index))
+                if side is not None and side.seconds is not None:
+                    out.append(side.seconds)
     return out
 
 

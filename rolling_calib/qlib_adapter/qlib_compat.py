@@ -1,6 +1,6 @@
 """The Qlib internals rolling-calib relies on, in one place (the upgrade risk, named and tested).
 
-Qlib offers no public API for four things the adapter needs; it reaches them only through here:
+Qlib offers no public API for five things the adapter needs; it reaches them only through here:
 
 * :func:`recorder_provider`: the ``QlibRecorder`` registered in ``qlib.workflow.R`` (``R._provider``;
   ``None`` before ``qlib.init``), to reuse a workflow's experiment manager and to silence a model's
@@ -10,6 +10,8 @@ Qlib offers no public API for four things the adapter needs; it reaches them onl
   ``MODE_CONF["client"]`` and ``_default_region_config``), to refuse a typo in ``qlib_init``;
 * :func:`lgb_finetune_broken`: whether ``LGBModel.finetune`` still has pyqlib 0.9.7's bug (it unpacks
   ``_prepare_data``'s list of pairs as one pair), read from its source text;
+* :func:`lgb_finetune`: that ``finetune`` as Qlib's later fix runs it, through ``LGBModel``'s private
+  ``_prepare_data`` (the one way to the ``lgb.Dataset`` of the train segment that ``fit`` builds);
 * :func:`logged_epoch`: the epoch of Qlib's torch models' log record ``"Epoch%d:"`` (TRA: ``"Epoch %d:"``),
   for the progress lines (:data:`EPOCH_MESSAGES`).
 
@@ -23,8 +25,8 @@ import inspect
 import logging
 from typing import Any
 
-__all__ = ["EPOCH_MESSAGES", "LGB_FINETUNE_BUG", "RECORDER_LOGGING", "assumption_broken", "lgb_finetune_broken",
-           "logged_epoch", "qlib_init_keys", "qlib_version", "recorder_provider"]
+__all__ = ["EPOCH_MESSAGES", "LGB_FINETUNE_BUG", "RECORDER_LOGGING", "assumption_broken", "lgb_finetune",
+           "lgb_finetune_broken", "logged_epoch", "qlib_init_keys", "qlib_version", "recorder_provider"]
 
 #: The messages Qlib's torch models log when an epoch starts, with the epoch (from 0) as their one argument.
 EPOCH_MESSAGES = ("Epoch%d:", "Epoch %d:")
@@ -75,6 +77,27 @@ def lgb_finetune_broken(model_class: type) -> bool:
         return LGB_FINETUNE_BUG in inspect.getsource(model_class.finetune)
     except (OSError, TypeError):
         return False
+
+
+def lgb_finetune(model: Any, dataset: Any, reweighter: Any = None) -> None:
+    """``LGBModel.finetune(dataset)`` as Qlib's main branch runs it, for a pyqlib whose own is broken (0.9.7).
+
+    pyqlib 0.9.7's ``LGBModel.finetune`` unpacks ``_prepare_data``'s list of ``(lgb.Dataset, name)``
+    pairs as if it were one pair (``dtrain, _ = self._prepare_data(...)``), so it always fails;
+    Qlib's main branch takes ``ds_l[0]``. This runs that fixed version: 10 more boosting rounds on the
+    train segment from the previous window's booster (``init_model``), as Qlib does. ``_prepare_data``
+    is private (pyqlib 0.9.7, ``qlib/contrib/model/gbdt.py``): it is the only way to the train
+    segment's ``lgb.Dataset`` built as ``fit`` builds it (its label column, ``reweighter``, ``DK_L``);
+    ``tests/qlib_adapter/test_qlib_compat.py`` checks it still returns ``[(lgb.Dataset, name), ...]``.
+    Call it only where :func:`lgb_finetune_broken` is true (else call ``model.finetune``).
+    """
+    import lightgbm as lgb
+
+    dtrain, _ = model._prepare_data(dataset, reweighter)[0]
+    if dtrain.data is not None and len(dtrain.data) == 0:  # not constructed: lgb.train adds the init scores
+        raise ValueError("Empty data from dataset, please check your dataset config.")
+    model.model = lgb.train(model.params, dtrain, num_boost_round=10, init_model=model.model, valid_sets=[dtrain],
+                            valid_names=["train"], callbacks=[lgb.log_evaluation(period=20)])
 
 
 def logged_epoch(record: logging.LogRecord) -> int | None:

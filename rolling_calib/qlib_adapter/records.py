@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from rolling_calib.core.file_lock import exclusive_file_lock, lock_holder
+from rolling_calib.core.store_layout import ARTIFACTS_NOTE, StoreLayout, db_lock_path
 from rolling_calib.qlib_adapter.qlib_compat import recorder_provider
 
 __all__ = ["RecorderSpec", "record_configs", "run_records", "store_recorder_uri", "unit_records"]
@@ -86,12 +87,12 @@ class RecorderSpec:
 
     @property
     def database(self) -> Path:
-        return Path(self.store) / "mlflow.db"
+        return StoreLayout(Path(self.store)).tracking_db
 
 
 def store_recorder_uri(store: str | os.PathLike) -> str:
     """``sqlite:///STORE/mlflow.db`` (absolute path)."""
-    return f"sqlite:///{Path(store).resolve() / 'mlflow.db'}"
+    return StoreLayout(Path(store)).tracking_uri
 
 
 def record_configs(task: Mapping[str, Any]) -> list[dict]:
@@ -132,7 +133,7 @@ def _is_backtest(config: Mapping[str, Any]) -> bool:
 @contextlib.contextmanager
 def _db_lock(db: Path, *, timeout: float = 600.0) -> Iterator[None]:
     """Exclusive ``flock`` on ``<db>.lock`` (the lock :mod:`rolling_calib.tracking.sqlite_db` takes)."""
-    lock = db.with_name(db.name + ".lock")
+    lock = db_lock_path(db)
 
     def busy() -> TimeoutError:
         holder = lock_holder(lock)
@@ -164,8 +165,9 @@ def _ensure_experiment(manager, spec: RecorderSpec) -> None:
     """Create the pipeline's experiment with its artifacts in ``STORE/mlartifacts`` (not ``./mlruns``)."""
     client = manager.client
     if client.get_experiment_by_name(spec.experiment_name) is None:
-        client.create_experiment(spec.experiment_name,
-                                 artifact_location=(Path(spec.store).resolve() / "mlartifacts").as_uri())
+        experiment_id = client.create_experiment(spec.experiment_name,
+                                                 artifact_location=StoreLayout(Path(spec.store)).artifact_uri)
+        client.set_experiment_tag(experiment_id, "mlflow.note.content", ARTIFACTS_NOTE)   # its description in the UI
 
 
 class _Predicted:

@@ -52,7 +52,13 @@ from rolling_calib.core.label import LABEL_KINDS
 from rolling_calib.core.schedule import Window
 from rolling_calib.core.validation import ConfigError
 from rolling_calib.qlib_adapter.dataset_cache import prepared_dataset
-from rolling_calib.qlib_adapter.qlib_compat import RECORDER_LOGGING, lgb_finetune_broken, logged_epoch, recorder_provider
+from rolling_calib.qlib_adapter.qlib_compat import (
+    RECORDER_LOGGING,
+    lgb_finetune,
+    lgb_finetune_broken,
+    logged_epoch,
+    recorder_provider,
+)
 from rolling_calib.qlib_adapter.records import RecorderSpec, run_records, unit_records
 from rolling_calib.qlib_adapter.session import init_qlib_once, store_freq
 from rolling_calib.qlib_adapter.task_spec import accepted_kwargs, import_class
@@ -340,24 +346,13 @@ class _NullRecorder:
 
 
 def _finetune(model: Any, dataset: Any, reweighter: Any = None) -> None:
-    """``model.finetune(dataset)``; for pyqlib 0.9.7's ``LGBModel`` the same steps as Qlib's later fix.
-
-    pyqlib 0.9.7's ``LGBModel.finetune`` unpacks ``_prepare_data``'s list of ``(lgb.Dataset, name)``
-    pairs as if it were one pair (``dtrain, _ = self._prepare_data(...)``), so it always fails;
-    Qlib's main branch takes ``ds_l[0]``. Here that fixed version runs: 10 more boosting rounds
-    on the train segment from the previous window's booster (``init_model``), as Qlib does.
-    """
-    if not lgb_finetune_broken(type(model)):
-        takes = reweighter is not None and "reweighter" in inspect.signature(model.finetune).parameters
-        model.finetune(dataset, **({"reweighter": reweighter} if takes else {}))
+    """``model.finetune(dataset)`` (with ``reweighter`` where it takes one); for pyqlib 0.9.7's ``LGBModel`` (whose
+    own always fails) the steps of Qlib's later fix (:func:`~rolling_calib.qlib_adapter.qlib_compat.lgb_finetune`)."""
+    if lgb_finetune_broken(type(model)):
+        lgb_finetune(model, dataset, reweighter)
         return
-    import lightgbm as lgb
-
-    dtrain, _ = model._prepare_data(dataset, reweighter)[0]
-    if dtrain.data is not None and len(dtrain.data) == 0:  # not constructed: lgb.train adds the init scores
-        raise ValueError("Empty data from dataset, please check your dataset config.")
-    model.model = lgb.train(model.params, dtrain, num_boost_round=10, init_model=model.model, valid_sets=[dtrain],
-                            valid_names=["train"], callbacks=[lgb.log_evaluation(period=20)])
+    takes = reweighter is not None and "reweighter" in inspect.signature(model.finetune).parameters
+    model.finetune(dataset, **({"reweighter": reweighter} if takes else {}))
 
 
 def _save_pickle(model: Any, path: Path) -> None:

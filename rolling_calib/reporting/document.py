@@ -310,25 +310,24 @@ def _provenance(scores: StoreScores) -> tuple[Table | None, str]:
     from rolling_calib.execution import store as st
 
     try:
-        manifest = st.read_manifest(scores.store)
+        manifest = st.Store.open(scores.store).manifest
     except st.NoManifestError as exc:  # a corrupt manifest raises: only an absent one is reported
         warnings.warn(f"report without provenance: {exc}", stacklevel=3)
         return None, "No provenance: the store has no manifest, so schedule, config hashes and versions are unknown."
-    entry = manifest["pipelines"].get(scores.pipelines[0], {}) if scores.pipelines else {}
-    if not entry.get("windows") or not manifest.get("versions"):
-        missing = ", ".join(n for n, ok in (("schedule", entry.get("windows")), ("versions", manifest.get("versions")))
-                            if not ok)
+    entry = manifest.pipelines.get(scores.pipelines[0]) if scores.pipelines else None
+    windows = entry.windows if entry is not None else ()
+    if not windows or not manifest.versions:
+        missing = ", ".join(n for n, ok in (("schedule", windows), ("versions", manifest.versions)) if not ok)
         warnings.warn(f"report: the manifest of {scores.store.name} records no {missing}", stacklevel=3)
 
     def seg(v: Any) -> str:  # dates only: the bars' times are in the manifest
-        return "none" if v is None else f"{str(v[0])[:10]} .. {str(v[1])[:10]}"
+        return "none" if v is None else f"{v.start:%Y-%m-%d} .. {v.end:%Y-%m-%d}"
 
-    rows = [[str(w["index"]), seg(w.get("fit")), seg(w.get("train")), seg(w.get("valid")), seg(w.get("test"))]
-            for w in entry.get("windows", [])]
-    hashes = ", ".join(f"{name} {e.get('config_hash')}" for name, e in manifest["pipelines"].items()
-                       if name in scores.pipelines)
-    versions = ", ".join(f"{k} {v}" for k, v in sorted(manifest.get("versions", {}).items()))
-    line = f"Mode: {entry.get('mode', '?')}. Config hashes: {hashes}. Versions: {versions or 'not recorded'}."
+    rows = [[str(w.index), seg(w.fit), seg(w.train), seg(w.valid), seg(w.test)] for w in windows]
+    hashes = ", ".join(f"{name} {e.config_hash}" for name, e in manifest.pipelines.items() if name in scores.pipelines)
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(manifest.versions.items()))
+    mode = entry.mode if entry is not None and entry.mode is not None else "?"
+    line = f"Mode: {mode}. Config hashes: {hashes}. Versions: {versions or 'not recorded'}."
     table = _table(["window", "fit", "train", "valid", "test"], rows) if rows else None
     return table, line
 

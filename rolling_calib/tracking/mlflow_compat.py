@@ -1,8 +1,10 @@
 """The MLflow internals rolling-calib relies on, in one place (the upgrade risk, named and tested).
 
-MLflow offers no public API to inspect or upgrade a SQLite tracking database's schema, or to drop the
-stores and engines it caches per URI. :mod:`rolling_calib.tracking.sqlite_db` needs all three to
-repair a database a killed run left half-built; it reaches them only through this module:
+MLflow offers no public API to inspect or upgrade a SQLite tracking database's schema, to drop the
+stores and engines it caches per URI, or to change where an experiment or a run keeps its artifacts.
+:mod:`rolling_calib.tracking.sqlite_db` needs the first three to repair a database a killed run left
+half-built, :mod:`rolling_calib.tracking.relocation` the last to point a moved store's database at
+its own files; they reach them only through this module:
 
 * :func:`schema`: the head revision of MLflow's alembic migrations (``mlflow.store.db.utils.
   _get_latest_schema_revision``), the tables MLflow's SQLAlchemy models define (``mlflow.store.db.
@@ -12,7 +14,11 @@ repair a database a killed run left half-built; it reaches them only through thi
   (``mlflow.store.db.utils._upgrade_db``);
 * :func:`forget_cached_stores`: the stores MLflow caches per URI (``TrackingStoreRegistry.
   _get_store_with_resolved_uri`` and ``ModelRegistryStoreRegistry``'s, both ``functools.lru_cache``)
-  and the engines its SQLAlchemy stores keep per database (``SqlAlchemyStore._engine_map``).
+  and the engines its SQLAlchemy stores keep per database (``SqlAlchemyStore._engine_map``);
+* :func:`artifact_locations` and :func:`set_artifact_locations`: the columns MLflow's SQL schema keeps
+  them in (``experiments.artifact_location`` by ``experiment_id``, ``runs.artifact_uri`` by
+  ``run_uuid``), read and written with plain SQL on the SQLite file (MLflow's API sets them only when
+  it creates an experiment or a run, and opening the file through MLflow would migrate its schema).
 
 ``tests/tracking/test_mlflow_compat.py`` checks each assumption against the installed MLflow; a
 failing check names the assumption and the installed version (:func:`assumption_broken`). Tested
@@ -22,10 +28,13 @@ with MLflow 3.12.
 from __future__ import annotations
 
 import contextlib
+import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["assumption_broken", "forget_cached_stores", "mlflow_version", "schema", "upgrade_db"]
+__all__ = ["ArtifactLocations", "artifact_locations", "assumption_broken", "forget_cached_stores", "mlflow_version",
+           "schema", "set_artifact_locations", "upgrade_db"]
 
 
 def mlflow_version() -> str:
@@ -109,3 +118,40 @@ def forget_cached_stores(db: Path) -> None:
                 if engine.url.get_backend_name() == "sqlite" and database and Path(database).resolve() == target:
                     engines.pop(key, None)
                     engine.dispose()
+
+
+# --------------------------------------------------------------------------- artifact locations
+@dataclass(frozen=True)
+class ArtifactLocations:
+    """Where a tracking database's experiments and runs keep their artifacts, as recorded.
+
+    ``experiments``: ``(experiment_id, artifact_location)``; ``runs``: ``(run_uuid, experiment_id,
+    artifact_uri)``. ``None`` from :func:`artifact_locations` when the file holds no MLflow tables.
+    """
+
+    experiments: tuple[tuple[str, str], ...]
+    runs: tuple[tuple[str, str, str], ...]
+
+
+def artifact_locations(con: sqlite3.Connection) -> ArtifactLocations | None:
+    """The artifact locations of the MLflow database open in ``con`` (``None``: not an MLflow database)."""
+    tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not {"experiments", "runs"} <= tables:
+        return None
+    experiments = tuple((str(i), loc) for i, loc in con.execute("SELECT experiment_id, artifact_location FROM experiments")
+                        if loc)
+    runs = tuple((str(r), str(e), uri) for r, e, uri in con.execute("SELECT run_uuid, experiment_id, artifact_uri FROM runs")
+                 if uri)
+    return ArtifactLocations(experiments, runs)
+
+
+def set_artifact_locations(con: sqlite3.Connection, *, experiments: dict[str, str], runs: dict[str, str]) -> tuple[int, int]:
+    """Set the artifact location of experiments (by id) and runs (by run uuid); the numbers of rows changed.
+
+    The caller holds the database's writers' lock and commits (``with con:``).
+    """
+    n_exp = sum(con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
+                            (loc, int(i) if str(i).isdigit() else i)).rowcount for i, loc in experiments.items())
+    n_runs = sum(con.execute("UPDATE runs SET artifact_uri = ? WHERE run_uuid = ?", (uri, r)).rowcount
+                 for r, uri in runs.items())
+    return n_exp, n_runs

@@ -76,6 +76,23 @@ Idempotent: every run carries the tags ``rc.store_id`` (hash of the store's abso
 ``rc.key`` (pipeline, config hash, seed, window); re-logging finds the existing runs by those tags
 and adds only what is new (a run whose content changed is updated in place).
 
+**Times.** A window run starts and ends when its unit's training did (the sidecar's ``started_at``
+and ``finished_at``; for units written before ``started_at``, ``finished_at`` less the unit's
+seconds), a seed or pipeline run spans its units, so MLflow's durations are the training's; the
+comparison run's are the logging's. A run logged with other times (by an older version: the
+logging's) is logged again.
+
+**Stale configs.** When a pipeline's config changed (its units moved to ``STORE/stale/`` and
+retrained), the runs of its older config, and in the store's own database the Qlib recorders of
+its older units, are tagged ``rc.stale`` (why, and where the units went), renamed ``... [stale]``
+and deleted (MLflow keeps deleted runs, restorable, under "deleted runs"), so the runs shown
+under a pipeline's name are its current config's.
+
+**Moved stores.** Every experiment's description (``mlflow.note.content``, on its page in the UI)
+says that its artifacts are files in the store, recorded by absolute path, and to run
+``rolling-calib relocate --store DIR`` after the store moved or was copied
+(:data:`~rolling_calib.core.store_layout.ARTIFACTS_NOTE`).
+
 Crash-safe: a run gets its ``rc.version`` tag only once its params, metrics and artifacts are
 logged, so a run left half-logged by a crash is deleted and logged again. A SQLite database whose
 schema creation was interrupted (``kill -9``, full disk) is repaired or moved aside before
@@ -130,11 +147,14 @@ from rolling_calib.analysis.sequential_path import read_path
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.core.metric_table import ALL_METRICS
 from rolling_calib.core.tables import format_table
-from rolling_calib.execution import store as st
-from rolling_calib.execution.reader import label_columns, read_unit
+from rolling_calib.core.schedule import Window
+from rolling_calib.core.store_layout import ARTIFACTS_NOTE, StoreLayout
+from rolling_calib.execution.manifest import Manifest, PipelineRecord, Sidecar
+from rolling_calib.execution.reader import read_unit
+from rolling_calib.execution.store import Store
 from rolling_calib.execution.units import UnitKey
 from rolling_calib.qlib_adapter.training import HANDLER_TIME_KWARGS
-from rolling_calib.execution.relocation import repoint_store_db
+from rolling_calib.tracking.relocation import repoint_store_db
 from rolling_calib.tracking.sqlite_db import (
     DbRepair,
     repair_tracking_db,
@@ -163,6 +183,8 @@ LAYOUT = "3"
 #: Param value of the keys that differ per window (dates) or per seed, on runs above them.
 PER_WINDOW = "per window: see the window runs"
 PER_SEED = "per seed: see the seed runs"
+#: The tag MLflow shows as a run's or an experiment's description.
+NOTE_TAG = "mlflow.note.content"
 #: Name of the raw label column in ``label.pkl`` (Qlib's handlers and ``MinuteTSDataset`` name it so).
 LABEL_COLUMN = "LABEL0"
 _BATCH = 900  # MLflow accepts at most 1000 metrics (100 params) per log_batch call
@@ -170,14 +192,14 @@ _WINDOW_KEYS = tuple(f"task.dataset.kwargs.handler.kwargs.{k}" for k in HANDLER_
 
 
 def default_tracking_uri(store_dir: str | Path) -> str:
-    """``sqlite:///<absolute store>/mlflow.db``.
+    """``sqlite:///<absolute store>/mlflow.db`` (:attr:`~rolling_calib.core.store_layout.StoreLayout.tracking_uri`).
 
     Examples
     --------
     >>> default_tracking_uri("/data/run1")
     'sqlite:////data/run1/mlflow.db'
     """
-    return f"sqlite:///{(Path(store_dir).resolve() / 'mlflow.db').as_posix()}"
+    return StoreLayout(Path(store_dir)).tracking_uri
 
 
 @dataclass
@@ -190,8 +212,9 @@ class TrackingSummary:
     updated: int = 0
     unchanged: int = 0
     run_ids: dict[str, str] = field(default_factory=dict)  # rc.key -> run id
-    relogged: int = 0  # runs a crash had left half-logged: deleted and created again (counted in created)
+    relogged: int = 0  # runs deleted and created again (half-logged by a crash; or without their training times)
     repair: DbRepair | None = None  # the SQLite database was moved aside or upgraded first
+    stale: int = 0  # runs (and Qlib recorders) of an older config of a pipeline: tagged rc.stale, renamed, deleted
 
 
 class TrackingRepairWarning(UserWarning):
@@ -230,7 +253,7 @@ def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, str
     return out
 
 
-def config_params(manifest: Mapping[str, Any], pipeline: str, *, seed: int | None = None) -> dict[str, str]:
+def config_params(manifest: Manifest, pipeline: str, *, seed: int | None = None) -> dict[str, str]:
     """A pipeline's full resolved configuration as params: its Qlib task, its rolling section, the data's identity.
 
     ``task.*`` is the pipeline's resolved Qlib task, ``rolling.*`` the experiment's rolling section
@@ -241,17 +264,18 @@ def config_params(manifest: Mapping[str, Any], pipeline: str, *, seed: int | Non
 
     Examples
     --------
-    >>> manifest = {"pipelines": {"a": {"task": {"model": {"kwargs": {"seed": 0, "lr": 0.1}},
-    ...             "dataset": {"kwargs": {"segments": {"test": ["2018-01-02", "2018-03-29"]}}}}, "mode": "finetune"}},
-    ...             "experiment": {"rolling": {"step_months": 3}}, "data": {"path": "/abs", "features": "5f4b"}}
+    >>> manifest = Manifest.from_dict({"pipelines": {"a": {"task": {"model": {"kwargs": {"seed": 0, "lr": 0.1}},
+    ...     "dataset": {"kwargs": {"segments": {"test": ["2018-01-02", "2018-03-29"]}}}}, "mode": "finetune"}},
+    ...     "experiment": {"rolling": {"step_months": 3}}, "data": {"path": "/abs", "features": "5f4b"}}, source="m")
     >>> config_params(manifest, "a", seed=3)
     {'task.model.kwargs.seed': '3', 'task.model.kwargs.lr': '0.1', 'task.dataset.kwargs.segments.test': 'per window: see the window runs', 'rolling.step_months': '3', 'rolling.mode': 'finetune', 'data.features': '5f4b'}
     """
-    entry = manifest["pipelines"][pipeline]
-    rolling = dict(manifest.get("experiment", {}).get("rolling") or {})
-    rolling.update({k: entry[k] for k in ("mode", "calibration", "label") if k in entry})
-    data = {k: v for k, v in (manifest.get("data") or {}).items() if k != "path"}
-    params = flatten_config({"task": entry.get("task", {}), "rolling": rolling, "data": data})
+    entry = manifest.pipelines[pipeline]
+    rolling = dict(manifest.rolling)
+    rolling.update({k: v for k, v in (("mode", entry.mode), ("calibration", entry.calibration), ("label", entry.label))
+                    if v is not None})
+    data = {k: v for k, v in (manifest.data.raw if manifest.data is not None else {}).items() if k != "path"}
+    params = flatten_config({"task": entry.task, "rolling": rolling, "data": data})
     for key in params:
         if key.startswith("task.dataset.kwargs.segments.") or key in _WINDOW_KEYS:
             params[key] = PER_WINDOW
@@ -303,6 +327,8 @@ class _Spec:
     tags: Mapping[str, str]
     version: str
     artifacts: Callable[[Any, str], None] | None = None   # (client, run id), before the run is marked complete
+    #: (start, end) in ms since the epoch of the work the run stands for (the units' training); None: logging time
+    span: tuple[int, int] | None = None
 
 
 class _Logger:
@@ -338,12 +364,14 @@ class _Logger:
 
         run = self.existing.get(spec.key)
         version = f"{spec.version}|L{LAYOUT}"
-        if run is not None and "rc.version" not in run.data.tags:
-            # created, but the process died (or the disk filled) before it was complete
+        if run is not None and ("rc.version" not in run.data.tags   # the process died before the run was complete
+                                or spec.span is not None and run.info.start_time != spec.span[0]):  # logging time
             self.client.delete_run(run.info.run_id)
             self.summary.relogged += 1
             run = None
         if run is not None and run.data.tags.get("rc.version") == version:
+            if spec.parent_id is not None and run.data.tags.get("mlflow.parentRunId") != spec.parent_id:
+                self.client.set_tag(run.info.run_id, "mlflow.parentRunId", spec.parent_id)   # its parent was relogged
             self.summary.unchanged += 1
             self.summary.run_ids[spec.key] = run.info.run_id
             return run.info.run_id
@@ -352,7 +380,8 @@ class _Logger:
         if spec.parent_id is not None:
             all_tags["mlflow.parentRunId"] = spec.parent_id
         if run is None:
-            run_id = self.client.create_run(self.experiment_id, tags=all_tags, run_name=spec.name).info.run_id
+            run_id = self.client.create_run(self.experiment_id, tags=all_tags, run_name=spec.name,
+                                            start_time=spec.span[0] if spec.span else None).info.run_id
             new_params = [Param(k, v) for k, v in spec.params.items()]
             self.summary.created += 1
         else:
@@ -369,22 +398,74 @@ class _Logger:
             self.client.log_batch(run_id, metrics=metric_list[i : i + _BATCH])
         if spec.artifacts is not None:
             spec.artifacts(self.client, run_id)
-        self.client.set_terminated(run_id, "FINISHED")
+        self.client.set_terminated(run_id, "FINISHED", end_time=spec.span[1] if spec.span else None)
         self.client.set_tag(run_id, "rc.version", version)  # last: the run is complete
         self.summary.run_ids[spec.key] = run_id
         return run_id
 
 
-def _experiment_id(client, name: str, store: Path) -> str:
+def _experiment_id(client, name: str, store: Store) -> str:
+    """The experiment ``name`` (created with its artifacts in the store), described as :data:`ARTIFACTS_NOTE` says."""
     experiment = client.get_experiment_by_name(name)
-    if experiment is not None:
-        return experiment.experiment_id
-    return client.create_experiment(name, artifact_location=(store / "mlartifacts").as_uri())
+    if experiment is None:
+        experiment_id = client.create_experiment(name, artifact_location=store.layout.artifact_uri)
+    else:
+        experiment_id = experiment.experiment_id
+    if experiment is None or experiment.tags.get(NOTE_TAG) is None:   # MLflow shows it on the experiment's page
+        client.set_experiment_tag(experiment_id, NOTE_TAG, ARTIFACTS_NOTE)
+    return experiment_id
 
 
-def _window_of(periods: pd.DataFrame, window: Mapping[str, Any]) -> pd.DataFrame:
+def _span(sides: Iterable[Sidecar | None]) -> tuple[int, int] | None:
+    """The (start, end) in ms of the units' training: the first start to the last end (None: none recorded)."""
+    spans = [span for side in sides if side is not None and (span := side.training_span()) is not None]
+    if not spans:
+        return None
+    return (int(min(s for s, _ in spans).timestamp() * 1000), int(max(e for _, e in spans).timestamp() * 1000))
+
+
+def _retire(client: Any, run: Any, why: str, summary: TrackingSummary) -> None:
+    """Mark a run of an older config stale (tag ``rc.stale``, name suffixed) and delete it (MLflow keeps it restorable)."""
+    name = run.data.tags.get("mlflow.runName") or run.info.run_name or run.info.run_id
+    client.set_tag(run.info.run_id, "rc.stale", why[:TAG_VALUE_LIMIT])
+    if not name.endswith("]"):
+        client.set_tag(run.info.run_id, "mlflow.runName", f"{name} [stale]")
+    client.delete_run(run.info.run_id)
+    summary.stale += 1
+
+
+def _stale_config(store: Store, pipeline: str | None, config_hash: str | None) -> str | None:
+    """Why a run of ``pipeline`` under ``config_hash`` is stale (None: the pipeline's current config, or unknown)."""
+    entry = store.pipelines.get(pipeline or "")
+    if entry is None or config_hash is None or config_hash == entry.config_hash:
+        return None
+    return (f"config changed: {pipeline} is config {entry.config_hash} now; this run is of config {config_hash} (its "
+            f"units were moved to {store.layout.stale / pipeline / config_hash}/ and retrained)")
+
+
+def _retire_stale(client: Any, logger: _Logger, store: Store, *, recorders: bool) -> None:
+    """Retire the runs of this store whose pipeline has another config now, and (``recorders``: the store's own
+    database) the Qlib recorders of their units (experiment = the pipeline, tag ``config_hash``)."""
+    for run in logger.existing.values():
+        why = _stale_config(store, run.data.tags.get("rc.pipeline"), run.data.tags.get("rc.config_hash"))
+        if why is not None and run.info.lifecycle_stage == "active":
+            _retire(client, run, why, logger.summary)
+    if not recorders:
+        return
+    for name in store.pipelines:
+        experiment = client.get_experiment_by_name(name)
+        if experiment is None:
+            continue
+        for run in client.search_runs([experiment.experiment_id], filter_string=f"tags.pipeline = '{name}'",
+                                      max_results=5000):
+            why = _stale_config(store, name, run.data.tags.get("config_hash"))
+            if why is not None:
+                _retire(client, run, why, logger.summary)
+
+
+def _window_of(periods: pd.DataFrame, window: Window) -> pd.DataFrame:
     """The periods that overlap the window's test segment."""
-    start, end = (pd.Timestamp(t) for t in window["test"])
+    start, end = window.test.start, window.test.end
     p_start = pd.to_datetime(periods["start"])
     p_end = pd.to_datetime(periods["end"]) if "end" in periods else p_start
     return periods[(p_start <= end) & (p_end >= start)]
@@ -519,36 +600,35 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
                 "compare.pipelines": _param_text(names), "compare.pairs": _param_text(pairs)},
         metrics=[(k, v, 0) for k, v in (path.metrics() if path else {}).items() if _finite(v)], version=content,
         tags={**tags, "rc.warnings": ",".join(dict.fromkeys(w.kind for w in comparison.warnings)) or "none",
-              "mlflow.note.content": _verdict_note(comparison)[:TAG_VALUE_LIMIT]},
+              NOTE_TAG: _verdict_note(comparison)[:TAG_VALUE_LIMIT]},
         artifacts=artifacts)
 
 
 # --------------------------------------------------------------------------- units
-def _signal_frames(store: Path, key: UnitKey, side: Mapping[str, Any], manifest: Mapping[str, Any]
-                   ) -> dict[str, pd.DataFrame]:
+def _signal_frames(store: Store, key: UnitKey, side: Sidecar) -> dict[str, pd.DataFrame]:
     """``pred.pkl`` and ``label.pkl`` of a unit as Qlib's ``SignalRecord`` writes them (label only when raw is stored)."""
-    frame = read_unit(store, key)
+    frame = read_unit(store, key, sidecar=side)
     index = pd.MultiIndex.from_arrays([pd.DatetimeIndex(frame["datetime"]), frame["instrument"].astype(str)],
                                       names=["datetime", "instrument"])
     out = {"pred.pkl": pd.DataFrame({"score": frame["prediction"].to_numpy()}, index=index)}
-    raw = label_columns(side, manifest).get("raw")
+    raw = side.columns(store.manifest.stored_label_kind).get("raw")
     if raw is not None:
-        column = frame[raw] if raw in frame else read_unit(store, key, column=raw)["label"]
+        column = frame[raw] if raw in frame else read_unit(store, key, column=raw, sidecar=side)["label"]
         out["label.pkl"] = pd.DataFrame({LABEL_COLUMN: column.to_numpy()}, index=index)
     return out
 
 
-def _recorder_link(side: Mapping[str, Any]) -> dict[str, str]:
+def _recorder_link(side: Sidecar) -> dict[str, str]:
     """Tags naming the unit's Qlib recorder when it holds the unit's ``pred.pkl`` (its SignalRecord ran)."""
-    rec = side.get("qlib_recorder") or {}
+    rec = side.qlib_recorder
     if not rec.get("recorder_id") or "SignalRecord" not in (rec.get("records") or []):
         return {}
     return {"rc.qlib_recorder_id": str(rec["recorder_id"]), "rc.qlib_experiment": str(rec.get("experiment_name", "")),
             "rc.qlib_experiment_id": str(rec.get("experiment_id", ""))}
 
 
-def _unit_artifacts(store: Path, key: UnitKey, side: Mapping[str, Any], manifest: Mapping[str, Any],
-                    link: Mapping[str, str], same_db: bool, experiment: str) -> Callable[[Any, str], None]:
+def _unit_artifacts(store: Store, key: UnitKey, side: Sidecar, link: Mapping[str, str], same_db: bool,
+                    experiment: str) -> Callable[[Any, str], None]:
     """What a window run carries: a link to the unit's Qlib recorder (and back), else ``pred.pkl`` / ``label.pkl``."""
     def log(client: Any, run_id: str) -> None:
         if link:
@@ -561,40 +641,41 @@ def _unit_artifacts(store: Path, key: UnitKey, side: Mapping[str, Any], manifest
                                   f"{key.slug()}: {type(exc).__name__}: {exc}", stacklevel=2)
             return
         with tempfile.TemporaryDirectory() as tmp:
-            for name, frame in _signal_frames(store, key, side, manifest).items():
+            for name, frame in _signal_frames(store, key, side).items():
                 frame.to_pickle(Path(tmp) / name)
                 client.log_artifact(run_id, str(Path(tmp) / name))
     return log
 
 
-def _window_spec(ctx: _Context, pipeline: str, config_hash: str, seed: int, window: Mapping[str, Any],
+def _window_spec(ctx: _Context, pipeline: str, config_hash: str, seed: int, window: Window,
                  periods: pd.DataFrame, parent_id: str) -> _Spec:
-    index = int(window["index"])
+    index = window.index
     key = UnitKey(pipeline, seed, index)
-    side = st.read_sidecar(ctx.store, key) or {}
-    predictions = st.unit_paths(ctx.store, key).parquet.relative_to(ctx.store).as_posix()
+    side = ctx.store.sidecar(key) or Sidecar()
+    predictions = ctx.store.unit_paths(key).parquet.relative_to(ctx.store.root).as_posix()
     params = {"pipeline": pipeline, "seed": str(seed), "window": str(index), "predictions": predictions}
     for segment in ("fit", "train", "valid", "test"):
-        bounds = window.get(segment)
+        bounds = getattr(window, segment)
         if bounds is None:  # e.g. no validation segment (valid_months: 0)
             params[f"{segment}_start"] = params[f"{segment}_end"] = "none"
             continue
-        params[f"{segment}_start"], params[f"{segment}_end"] = str(bounds[0]), str(bounds[1])
-    if side.get("checkpoint"):
-        params["checkpoint"] = Path(side["checkpoint"]).as_posix()   # the sidecar records it relative to the store
-    metrics = [(m, float(side[m]), 0) for m in ("rows", "ql") if _finite(side.get(m))]
-    if _finite(side.get("timings", {}).get("total_s")):
-        metrics.append(("seconds", float(side["timings"]["total_s"]), 0))
+        params[f"{segment}_start"], params[f"{segment}_end"] = bounds.as_tuple()   # as the manifest records them
+    if side.checkpoint:
+        params["checkpoint"] = Path(side.checkpoint).as_posix()   # the sidecar records it relative to the store
+    metrics = [(m, float(v), 0) for m, v in (("rows", side.rows), ("ql", side.ql)) if _finite(v)]
+    if _finite(side.seconds):
+        metrics.append(("seconds", float(side.seconds), 0))   # type: ignore[arg-type]
     link = _recorder_link(side)
-    same_db = link != {} and sqlite_path(str((side.get("qlib_recorder") or {}).get("uri", ""))) == sqlite_path(ctx.uri)
+    same_db = link != {} and sqlite_path(str(side.qlib_recorder.get("uri", ""))) == sqlite_path(ctx.uri)
     return _Spec(
+        span=_span([side]),
         key=f"{pipeline}|{config_hash}|seed{seed}|w{index:02d}", name=f"{pipeline} seed{seed} w{index:02d}",
         level="window", parent_id=parent_id, params=params,
         metrics=metrics + _month_series(_window_of(periods, window)),
         tags={"rc.pipeline": pipeline, "rc.config_hash": config_hash, "rc.seed": str(seed), "rc.window": str(index),
               "rc.predictions": predictions, **link},
-        version=f"{side.get('finished_at', '')}|{ctx.scoring_key}",
-        artifacts=_unit_artifacts(ctx.store, key, side, ctx.manifest, link, same_db, ctx.experiment))
+        version=f"{side.finished_at or ''}|{ctx.scoring_key}",
+        artifacts=_unit_artifacts(ctx.store, key, side, link, same_db, ctx.experiment))
 
 
 # --------------------------------------------------------------------------- pipelines and seeds
@@ -602,8 +683,7 @@ def _window_spec(ctx: _Context, pipeline: str, config_hash: str, seed: int, wind
 class _Context:
     """What every run of one logging shares."""
 
-    store: Path
-    manifest: Mapping[str, Any]
+    store: Store
     uri: str
     experiment: str
     scores: StoreScores
@@ -613,8 +693,9 @@ class _Context:
     scoring_key: str
 
 
-def _pipeline_spec(ctx: _Context, pipeline: str, entry: Mapping[str, Any], p_runs: pd.DataFrame) -> _Spec:
-    config_hash = str(entry.get("config_hash"))
+def _pipeline_spec(ctx: _Context, pipeline: str, entry: PipelineRecord, p_runs: pd.DataFrame,
+                   span: tuple[int, int] | None) -> _Spec:
+    config_hash = entry.config_hash
     tags = {"rc.pipeline": pipeline, "rc.config_hash": config_hash, **ctx.scoring_tags}
     metrics = _summary_metrics(ctx.scores, ctx.comparison, pipeline, p_runs)
     judged = ""
@@ -623,15 +704,16 @@ def _pipeline_spec(ctx: _Context, pipeline: str, entry: Mapping[str, Any], p_run
         tags.update({**verdict_tags, **_warning_tags(ctx.comparison, pipeline)})
         note = _verdict_note(ctx.comparison, pipeline)
         if note:
-            tags["mlflow.note.content"] = note[:TAG_VALUE_LIMIT]
+            tags[NOTE_TAG] = note[:TAG_VALUE_LIMIT]
         metrics += verdict_metrics
         judged = stable_hash({"tags": tags, "metrics": metrics})[:8]
-    params = config_params(ctx.manifest, pipeline)
-    params.update({"schedule.mode": str(entry.get("mode")), "schedule.windows": str(len(entry.get("windows", [])))})
+    params = config_params(ctx.store.manifest, pipeline)
+    params.update({"schedule.mode": str(entry.mode), "schedule.windows": str(len(entry.window_records))})
     params.update(_backtest_params(ctx.comparison, pipeline))
     seeds = [int(s) for s in p_runs["seed"]]
     return _Spec(key=f"{pipeline}|{config_hash}", name=pipeline, level="pipeline", parent_id=None, params=params,
-                 metrics=metrics, tags=tags, version=",".join(map(str, seeds)) + f"|{ctx.scoring_key}|{judged}")
+                 metrics=metrics, tags=tags, version=",".join(map(str, seeds)) + f"|{ctx.scoring_key}|{judged}",
+                 span=span)
 
 
 def _backtest_params(comparison: StoreComparison | None, pipeline: str) -> dict[str, str]:
@@ -647,38 +729,42 @@ def _backtest_params(comparison: StoreComparison | None, pipeline: str) -> dict[
             "backtest.annualization_days": f"{p.n:g}"}
 
 
-def _seed_spec(ctx: _Context, pipeline: str, config_hash: str, row: Any, done: list, parent_id: str) -> _Spec:
+def _seed_spec(ctx: _Context, pipeline: str, config_hash: str, row: Any, done: list, parent_id: str,
+               span: tuple[int, int] | None) -> _Spec:
     seed = int(row.seed)
     s_periods = ctx.periods[(ctx.periods["pipeline"] == pipeline) & (ctx.periods["seed"] == seed)]
     seed_metrics = [(m, float(getattr(row, m)), 0) for m in (*ALL_METRICS, "n_all", "n_scored")
                     if _finite(getattr(row, m, None))]
-    params = {"pipeline": pipeline, "seed": str(seed), **config_params(ctx.manifest, pipeline, seed=seed)}
+    params = {"pipeline": pipeline, "seed": str(seed), **config_params(ctx.store.manifest, pipeline, seed=seed)}
     return _Spec(
         key=f"{pipeline}|{config_hash}|seed{seed}", name=f"{pipeline} seed{seed}", level="seed", parent_id=parent_id,
         params=params, metrics=seed_metrics + _month_series(s_periods),
         tags={"rc.pipeline": pipeline, "rc.config_hash": config_hash, "rc.seed": str(seed), **ctx.scoring_tags},
-        version=",".join(str(w["index"]) for w in done) + f"|{ctx.scoring_key}")
+        version=",".join(str(w.index) for w in done) + f"|{ctx.scoring_key}", span=span)
 
 
-def _log_pipeline(ctx: _Context, logger: _Logger, pipeline: str, entry: Mapping[str, Any]) -> None:
-    config_hash = str(entry.get("config_hash"))
+def _log_pipeline(ctx: _Context, logger: _Logger, pipeline: str, entry: PipelineRecord) -> None:
+    config_hash = entry.config_hash
     p_runs = ctx.scores.runs[ctx.scores.runs["pipeline"] == pipeline].sort_values("seed")
     if p_runs.empty:
         return
-    parent_id = logger.ensure(_pipeline_spec(ctx, pipeline, entry, p_runs))
-    windows = entry.get("windows", [])
-    complete = set(st.complete_units(ctx.store, ctx.manifest, pipeline)[0])
+    windows = entry.windows
+    complete = set(ctx.store.complete_units(pipeline)[0])
+    done_of = {int(row.seed): [w for w in windows if UnitKey(pipeline, int(row.seed), w.index) in complete]
+               for row in p_runs.itertuples(index=False)}
+    sides = {seed: [ctx.store.sidecar(UnitKey(pipeline, seed, w.index)) for w in done] for seed, done in done_of.items()}
+    parent_id = logger.ensure(_pipeline_spec(ctx, pipeline, entry, p_runs, _span(s for v in sides.values() for s in v)))
     for row in p_runs.itertuples(index=False):
         seed = int(row.seed)
-        done = [w for w in windows if UnitKey(pipeline, seed, int(w["index"])) in complete]
-        seed_id = logger.ensure(_seed_spec(ctx, pipeline, config_hash, row, done, parent_id))
+        done = done_of[seed]
+        seed_id = logger.ensure(_seed_spec(ctx, pipeline, config_hash, row, done, parent_id, _span(sides[seed])))
         s_periods = ctx.periods[(ctx.periods["pipeline"] == pipeline) & (ctx.periods["seed"] == seed)]
         for window in done:
             _log_window(ctx, logger, pipeline, config_hash, seed, window, s_periods, seed_id)
 
 
 def _log_window(ctx: _Context, logger: _Logger, pipeline: str, config_hash: str, seed: int,
-                window: Mapping[str, Any], periods: pd.DataFrame, parent_id: str) -> None:
+                window: Window, periods: pd.DataFrame, parent_id: str) -> None:
     logger.ensure(_window_spec(ctx, pipeline, config_hash, seed, window, periods, parent_id))
 
 
@@ -702,11 +788,13 @@ def _log_scores(ctx: _Context, report: Mapping[str, Path] | None, path_root: str
     client = MlflowClient(tracking_uri=ctx.uri)
     summary = TrackingSummary(tracking_uri=ctx.uri, experiment_id=_experiment_id(client, ctx.experiment, ctx.store),
                               repair=repair)
-    logger = _Logger(client, summary.experiment_id, ctx.store, summary, _store_tag(ctx.store, path_root))
+    logger = _Logger(client, summary.experiment_id, ctx.store.root, summary, _store_tag(ctx.store.root, path_root))
     if ctx.comparison is not None and len(ctx.comparison.summary):
-        logger.ensure(_comparison_spec(ctx.comparison, report, (ctx.scoring_tags, ctx.scoring_key), ctx.store))
-    for pipeline, entry in ctx.manifest["pipelines"].items():
+        logger.ensure(_comparison_spec(ctx.comparison, report, (ctx.scoring_tags, ctx.scoring_key), ctx.store.root))
+    for pipeline, entry in ctx.store.pipelines.items():
         _log_pipeline(ctx, logger, pipeline, entry)
+    own_db = sqlite_path(ctx.uri) is not None and sqlite_path(ctx.uri).resolve() == ctx.store.layout.tracking_db.resolve()
+    _retire_stale(client, logger, ctx.store, recorders=own_db)
     return summary
 
 
@@ -759,14 +847,13 @@ def _track(scores: StoreScores, *, comparison: StoreComparison | None, report: M
            tracking_uri: str | None, experiment: str | None, path_root: str | os.PathLike | None,
            lock_timeout: float, repairs: list[DbRepair]) -> TrackingSummary:
     """:func:`track_store`; a repair of the database is appended to ``repairs`` before logging starts."""
-    store = Path(scores.store).resolve()
-    manifest = st.read_manifest(store)
-    uri = tracking_uri or default_tracking_uri(store)
-    name = experiment or manifest.get("experiment", {}).get("experiment_name") or "rolling-calib"
+    store = Store.open(Path(scores.store).resolve())
+    uri = tracking_uri or store.layout.tracking_uri
+    name = experiment or store.manifest.experiment_name or "rolling-calib"
     periods = scores.periods.sort_values(["pipeline", "seed", "start"], kind="stable").reset_index(drop=True)
     periods["step"] = periods.groupby(["pipeline", "seed"]).cumcount()
     tags, key = _scoring_tags(scores)
-    ctx = _Context(store=store, manifest=manifest, uri=uri, experiment=name, scores=scores, comparison=comparison,
+    ctx = _Context(store=store, uri=uri, experiment=name, scores=scores, comparison=comparison,
                    periods=periods, scoring_tags=tags, scoring_key=key)
     for name in ("mlflow", "alembic"):   # their INFO lines (creating tables, migrations) are not the user's business
         logging.getLogger(name).setLevel(max(logging.getLogger(name).getEffectiveLevel(), logging.WARNING))
@@ -775,8 +862,8 @@ def _track(scores: StoreScores, *, comparison: StoreComparison | None, report: M
         repair = repair_tracking_db(db) if db is not None else None
         if repair is not None:
             repairs.append(repair)
-        if db is not None and db.resolve() == store / "mlflow.db":   # a moved or copied store: its own files
-            repoint_store_db(store, locked=True)
+        if db is not None and db.resolve() == store.layout.tracking_db:   # a moved or copied store: its own files
+            repoint_store_db(store.root, locked=True)
         return _log_scores(ctx, report, path_root, repair)
 
 

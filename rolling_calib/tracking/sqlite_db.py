@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rolling_calib.core.file_lock import exclusive_file_lock, lock_holder
+from rolling_calib.core.store_layout import db_lock_path
 from rolling_calib.tracking import mlflow_compat
 
 __all__ = ["DbRepair", "NewerSchemaError", "TrackingBusyError", "repair_tracking_db", "sqlite_path", "tracking_db_lock"]
@@ -102,7 +103,7 @@ def tracking_db_lock(db: Path, *, timeout: float = 300.0) -> Iterator[None]:
     TrackingBusyError
         The lock stayed taken for ``timeout`` seconds.
     """
-    lock = db.with_name(db.name + ".lock")
+    lock = db_lock_path(db)
 
     def busy() -> TrackingBusyError:
         holder = lock_holder(lock)

@@ -146,7 +146,7 @@ def test_a_store_written_before_the_change_scores_to_the_same_json(old_store, mo
     """The same JSON, and the notes of issue 19 first: units without checksums, the data (its directory
     was a temporary one: unreachable on most machines, unchanged where it is still there)."""
     got = _outputs(old_store.parents[1], monkeypatch, capsys)
-    notes = store_notes(Path("out/store"), st.read_manifest(old_store), ["wd0", "wd1e-2"])
+    notes = store_notes(st.Store(Path("out/store"), st.Store.open(old_store).manifest), ["wd0", "wd1e-2"])
     assert any(n.startswith("8 unit(s) of out/store were written before checksums") for n in notes)
     for name, _ in COMMANDS:
         new = json.loads(got[name])
@@ -159,7 +159,7 @@ def test_its_label_is_described_from_its_manifest(old_store):
     scores = score_store(old_store)
     assert scores.label == Label(kind="raw", expression="1e4 * (close[t+10]/close[t] - 1)", unit="bp")
     assert scores.label.loss_unit == "bp²"
-    assert scores.notes == store_notes(old_store, st.read_manifest(old_store), ["wd0", "wd1e-2"])   # issue 19's only
+    assert scores.notes == store_notes(st.Store.open(old_store), ["wd0", "wd1e-2"])   # issue 19's only
     with pytest.raises(MissingLabelError, match="holds no learn label .* re-run the store"):
         score_store(old_store, label="learn")
 

@@ -152,7 +152,13 @@ def test_label_round_trip_and_same_values():
 # --------------------------------------------------------------------------- label auto
 def test_label_auto_resolves_per_store_from_the_recorded_labels():
     """auto: learn when any scored pipeline's learned label was changed by a processor, raw otherwise."""
-    from rolling_calib.execution.store import resolve_label_kind
+    from pathlib import Path
+
+    from rolling_calib.execution.manifest import Manifest
+    from rolling_calib.execution.store import Store
+
+    def resolve_label_kind(manifest, pipelines, label):
+        return Store(Path("S"), Manifest.from_dict(manifest, source="S/manifest.json")).label_kind(pipelines, label)
 
     raw = Label(kind="raw", expression="x", unit="return").to_dict()
     ranked = Label(kind="learn", expression="x", processors=("CSRankNorm",), unit="normalised").to_dict()

@@ -9,6 +9,7 @@ group sizes, constant dates, single-row dates and non-finite values.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 
@@ -206,3 +207,32 @@ def test_shared_label_ranks_give_per_run_values_bit_for_bit(layout):
         assert reused.ic.tobytes() == alone.ic.tobytes()
         assert reused.dates.tolist() == alone.dates.tolist()
     assert shared.rank is rank_side   # ranked once
+
+
+@pytest.mark.parametrize("layout", ["equal", "unequal", "one-huge-date", "unsorted"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_prediction_ranges_of_the_ic_pass_are_the_constant_checks(layout, seed):
+    """Where the IC pass correlated every row, its per-date prediction ranges are those of ``constant_check``
+    (max - min per timestamp), so the guard taken from them is the same, value for value; else it says None."""
+    from rolling_calib.core.guards import constant_check, constant_check_of_ranges
+
+    frame = _frame(layout, seed)
+    if layout != "equal":   # every row finite: the pass keeps them all (a dropped row leaves its date's range)
+        frame = frame.fillna(0.5).replace(np.inf, 1.0)
+    daily = daily_information_coefficients(frame["prediction"].to_numpy(),
+                                           prepare_labels(frame["label"].to_numpy(), frame["datetime"].to_numpy()))
+    expected = frame.groupby("datetime")["prediction"].agg(lambda p: p.max() - p.min())
+    if layout == "one-huge-date":   # the lexsort path sorts no (dates, instruments) matrix: no ranges
+        assert daily.prediction_range is None
+        return
+    np.testing.assert_array_equal(daily.prediction_range, expected.to_numpy())
+    direct = constant_check(frame["datetime"].to_numpy(), frame["prediction"].to_numpy())
+    from_ic = constant_check_of_ranges(daily.prediction_range, frame["prediction"].to_numpy())
+    if layout == "unsorted":   # constant_check sorts the rows first: its mean sums them in another order
+        assert from_ic.mean_prediction == pytest.approx(direct.mean_prediction, rel=1e-12, abs=1e-15)
+        from_ic = dataclasses.replace(from_ic, mean_prediction=direct.mean_prediction)
+    assert from_ic == direct
+    with_nan = frame.assign(prediction=frame["prediction"].where(frame.index != frame.index[5]))
+    left_out = daily_information_coefficients(with_nan["prediction"].to_numpy(),
+                                              prepare_labels(with_nan["label"].to_numpy(), with_nan["datetime"].to_numpy()))
+    assert left_out.prediction_range is None

@@ -210,8 +210,8 @@ def test_a_close_changed_after_training_is_a_loud_warning(fake, trained_on, caps
 
 def test_data_that_cannot_be_reached_is_said_once(fake, trained_on):
     shutil.rmtree(trained_on)
-    assert check_data(fake, st.read_manifest(fake)).state == "unreachable"
+    assert check_data(st.Store.open(fake)).state == "unreachable"
     notes = score_store(fake).notes
     assert notes == [f"the data the units were trained on ({trained_on}) is not reachable from here: whether it "
                      f"changed after training was not checked"]
-    assert store_notes(fake, st.read_manifest(fake), ["a", "b"]) == notes
+    assert store_notes(st.Store.open(fake), ["a", "b"]) == notes

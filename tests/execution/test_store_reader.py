@@ -9,7 +9,8 @@ import pytest
 from rolling_calib.analysis.scoring import score_store
 from rolling_calib.execution import store as st
 from rolling_calib.execution.executors import UnitKey
-from rolling_calib.execution.reader import MissingLabelError, label_columns, load_run, read_run, read_unit
+from rolling_calib.execution.manifest import Sidecar
+from rolling_calib.execution.reader import MissingLabelError, load_run, read_run, read_unit
 from runner_helpers import write_fake_store
 
 PIPES = {"a": {"bias_sd": 0.5}, "b": {"bias_sd": 1.0}}
@@ -34,7 +35,7 @@ def test_the_completeness_rule(fake):
     assert st.unit_status(fake, key, "another-hash").state == "stale"   # a sidecar naming another config: stale
     assert st.unit_status(fake, key, "another-hash").problem(fake) == (
         f"{fake}: unit a__seed1__w01 is stale (config hash {entry['config_hash']}, expected another-hash)")
-    done, notes = st.complete_units(fake, st.read_manifest(fake), "a")
+    done, notes = st.Store.open(fake).complete_units("a")
     assert len(done) == 2 * 2 and notes == []
     paths.sidecar.write_text("{broken")                     # a corrupt sidecar is damage, never "incomplete"
     with pytest.raises(st.CorruptStoreFileError, match=f"{paths.sidecar}: corrupt unit sidecar"):
@@ -53,7 +54,7 @@ def test_every_reader_uses_the_rule(fake):
     scores = score_store(fake)
     assert scores.incomplete == [f"b/seed0: {fake}: unit b__seed0__w00 is missing"]
     assert len(scores.runs) == 3
-    notes = st.complete_units(fake, st.read_manifest(fake), "b")[1]
+    notes = st.Store.open(fake).complete_units("b")[1]
     assert notes == [f"{fake}: unit b__seed0__w00 is missing"]
 
 
@@ -97,8 +98,14 @@ def test_a_label_the_units_do_not_hold_is_refused_naming_the_fix(fake):
 
 
 def test_old_sidecars_hold_the_stores_label_kind():
+    from rolling_calib.execution.manifest import Manifest
+
+    def label_columns(side, manifest):
+        return Sidecar.from_dict(side).columns(Manifest.from_dict({"pipelines": {}, **manifest}, source="m").stored_label_kind)
+
     assert label_columns({"label": "learn"}, {}) == {"learn": "label"}
     assert label_columns({}, {"experiment": {"rolling": {"label": "learn"}}}) == {"learn": "label"}
+    assert label_columns({}, {"experiment": {"rolling": {"label": "auto"}}}) == {"raw": "label"}   # auto stores raw
     assert label_columns({}, {}) == {"raw": "label"}
     assert label_columns({"label": "raw", "label_columns": {"raw": "label", "learn": "label"}}, {}) == {
         "raw": "label", "learn": "label"}

@@ -26,6 +26,8 @@ from rolling_calib.tracking.mlflow_log import (
     track_store,
 )
 
+from rolling_calib.execution.manifest import Sidecar  # noqa: E402
+
 mlflow = pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
 
@@ -154,10 +156,10 @@ def test_flatten_config():
 def test_recorder_link_names_the_qlib_recorder_only_when_it_holds_pred_pkl():
     side = {"qlib_recorder": {"experiment_name": "h64", "experiment_id": "3", "recorder_id": "abc",
                               "records": ["SignalRecord", "SigAnaRecord"]}}
-    assert _recorder_link(side) == {"rc.qlib_recorder_id": "abc", "rc.qlib_experiment": "h64",
-                                    "rc.qlib_experiment_id": "3"}
+    assert _recorder_link(Sidecar.from_dict(side)) == {"rc.qlib_recorder_id": "abc", "rc.qlib_experiment": "h64",
+                                                       "rc.qlib_experiment_id": "3"}
     minute = {"qlib_recorder": {"records": [], "skipped": [{"class": "SignalRecord", "reason": "1min"}]}}
-    assert _recorder_link(minute) == {} and _recorder_link({}) == {}
+    assert _recorder_link(Sidecar.from_dict(minute)) == {} and _recorder_link(Sidecar()) == {}
 
 
 def test_missing_store_is_a_clear_error(tmp_path):
