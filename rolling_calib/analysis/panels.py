@@ -306,20 +306,26 @@ class SeedSpreadCollector:
             return None
         return max(checks, key=lambda c: c.max_range)
 
-    def identical_pairs(self, *, values: bool = False) -> list[tuple[str, str]]:
+    def identical_pairs(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         """Pairs of pipelines whose first runs (the same seed) rank the same rows the same way at every timestamp
-        (:func:`~rolling_calib.core.guards.same_rankings`; ``values``: only those that predict the same values,
-        :func:`~rolling_calib.core.guards.same_predictions`), to float rounding."""
+        (:func:`~rolling_calib.core.guards.same_rankings`), and among them those that predict the same values
+        (:func:`~rolling_calib.core.guards.same_predictions`), to float rounding: ``(same rankings, same values)``.
+
+        One pass: the ranking check (a sort per timestamp) runs only for pairs whose values differ.
+        """
         names = list(self._first)
-        out = []
+        rankings, values = [], []
         for i, a in enumerate(names):
             for b in names[i + 1:]:
                 (sa, ta, ia, pa), (sb, tb, ib, pb) = self._first[a], self._first[b]
                 if not (sa == sb and len(pa) == len(pb) and np.array_equal(ta, tb) and _same_ids(ia, ib)):
                     continue
-                if same_predictions(pa, pb) or (not values and same_rankings(ta, pa, pb)):
-                    out.append((a, b))
-        return out
+                if same_predictions(pa, pb):
+                    rankings.append((a, b))
+                    values.append((a, b))
+                elif same_rankings(ta, pa, pb):
+                    rankings.append((a, b))
+        return rankings, values
 
     def result(self, pipeline: str) -> SeedSpread | None:
         """:class:`~rolling_calib.core.guards.SeedSpread` of the pipeline's seeds (None: fewer than 2, or rows differ)."""

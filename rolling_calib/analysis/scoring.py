@@ -391,6 +391,7 @@ def _store_scores(store: st.Store, names: Sequence[str], scored: _ScoredRuns, *,
     if scored.unlabelled:
         notes.append(f"{scored.unlabelled} prediction row(s) without a value of the {kind} label (e.g. dropped by "
                      f"DropnaLabel) were left out of the scores")
+    identical, identical_values = scored.spread.identical_pairs()
     return StoreScores(
         store=store.root,
         runs=pd.DataFrame(scored.rows, columns=list(RUN_COLUMNS)),
@@ -405,8 +406,8 @@ def _store_scores(store: st.Store, names: Sequence[str], scored: _ScoredRuns, *,
         learned_labels={n: store.labels(n)[0].get("learn", Label(kind="learn")) for n in scored_names},
         models={n: store.pipeline(n).model_class for n in scored_names},
         constant={n: scored.spread.constant(n) for n in scored_names},
-        identical=scored.spread.identical_pairs(),
-        identical_values=scored.spread.identical_pairs(values=True),
+        identical=identical,
+        identical_values=identical_values,
         backtests=(pd.concat(scored.backtests, ignore_index=True) if scored.backtests
                    else pd.DataFrame(columns=list(BACKTEST_COLUMNS))),
         backtest_specs={n: dict(store.pipeline(n).backtest["spec"]) for n in scored_names

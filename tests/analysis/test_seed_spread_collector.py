@@ -52,8 +52,8 @@ def test_identical_pairs_compare_instrument_names_not_codes():
     collector = SeedSpreadCollector()
     for name, run in (("a", base), ("b", shuffled), ("c", renamed), ("d", _run(p + 1.0))):
         collector.add(name, run, 0)
-    assert collector.identical_pairs(values=True) == [("a", "b")]
-    assert collector.identical_pairs() == [("a", "b"), ("a", "d"), ("b", "d")]   # d: shifted, the same ranking
+    assert collector.identical_pairs()[1] == [("a", "b")]
+    assert collector.identical_pairs()[0] == [("a", "b"), ("a", "d"), ("b", "d")]   # d: shifted, the same ranking
 
 
 def test_identical_rankings_fire_the_guard_whatever_the_float_noise():
@@ -66,10 +66,10 @@ def test_identical_rankings_fire_the_guard_whatever_the_float_noise():
     collector.add("lr0.2", _run(0.2 * p - 1e-9), 0)   # a booster at its first round: the leaves times the rate
     collector.add("lr0.05", _run(0.05 * p - 1e-9 + 1e-18), 0)
     collector.add("other", _run(rng.normal(size=400)), 0)
-    assert collector.identical_pairs() == [("lr0.2", "lr0.05")] and collector.identical_pairs(values=True) == []
+    assert collector.identical_pairs()[0] == [("lr0.2", "lr0.05")] and collector.identical_pairs()[1] == []
     warnings = guard_warnings(days=_days(), runs=_runs(), pipelines=["lr0.2", "lr0.05"], label=Label(kind="raw"),
-                              learned={}, seed_spread={}, models={}, identical=collector.identical_pairs(),
-                              identical_values=collector.identical_pairs(values=True))
+                              learned={}, seed_spread={}, models={}, identical=collector.identical_pairs()[0],
+                              identical_values=collector.identical_pairs()[1])
     found = [w for w in warnings if w.kind == "identical_pipelines"]
     assert len(found) == 1 and found[0].measured["same_values"] is False
     assert "rank the same rows in the same order at every timestamp" in found[0].message
@@ -101,4 +101,4 @@ def test_identical_pairs_treat_a_missing_code_as_numpy_indexing_does():
     collector.add("a", _run(p, codes=codes), 0)
     collector.add("b", _run(p, codes=last), 0)
     collector.add("c", _run(p, codes=np.where(codes < 0, 0, codes).astype(np.int32)), 0)
-    assert collector.identical_pairs(values=True) == [("a", "b")]
+    assert collector.identical_pairs()[1] == [("a", "b")]
