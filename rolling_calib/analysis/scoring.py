@@ -173,6 +173,12 @@ class StoreScores:
         """Pipelines with at least one complete run, in store order."""
         return list(dict.fromkeys(self.runs["pipeline"]))
 
+    @property
+    def seeds_per_pipeline(self) -> dict[str, int]:
+        """Complete runs (seeds) per pipeline, in store order."""
+        counts = self.runs.groupby("pipeline", sort=False)["seed"].nunique()
+        return {str(n): int(counts[n]) for n in self.pipelines}
+
     def scores_of(self, pipeline: str) -> dict[str, np.ndarray]:
         """``{metric: per-seed values}`` of one pipeline, seeds ascending."""
         rows = self.runs[self.runs["pipeline"] == pipeline].sort_values("seed")

@@ -33,6 +33,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from data_prep.atomic import atomic_write_text
@@ -40,7 +41,7 @@ from rolling_calib.core import store_layout
 from rolling_calib.core.jsonable import jsonable
 from rolling_calib.core.question import Question
 from rolling_calib.core.sequential import Look
-from rolling_calib.core.stopping import StoppingRule
+from rolling_calib.core.stopping import DEFAULT_RULE, StoppingRule
 
 __all__ = ["SEQUENTIAL_FILE", "SPENT_LEVEL", "BatchRecord", "NumberedLook", "SequentialPath", "UnitCount", "read_path",
            "stop_phrase", "write_path"]
@@ -50,7 +51,7 @@ SPENT_LEVEL = ("spent level: the confidence of a look's interval; the looks shar
                "(alpha spending), so a pair decided at any look keeps that error rate over all of them")
 
 
-def stop_phrase(look: Look, *, orientation: str) -> str:
+def stop_phrase(look: Look, *, orientation: str, unit: str = "") -> str:
     """What a look concluded, naming the winner, with the difference (first minus second) and its interval.
 
     Parameters
@@ -60,12 +61,15 @@ def stop_phrase(look: Look, *, orientation: str) -> str:
         when ``b`` is, else ``"equivalent"``, ``"undetermined"`` or ``"open"``.
     orientation : {"lower", "higher"}
         The metric's direction (named in the phrase).
+    unit : str
+        The metric's unit (:meth:`~rolling_calib.core.metric_table.Metric.unit`, e.g. ``"bp²"``; ``""``: unitless),
+        written after the difference and the interval.
 
     Examples
     --------
     >>> look = Look(("a", "b"), 5, 1.0, 2.6, 0.9908, -0.47, -0.63, -0.31, "better", "interval excludes 0")
-    >>> stop_phrase(look, orientation="lower")
-    'a better (a - b = -0.47, lower is better; [-0.63, -0.31] at the spent level 0.9908)'
+    >>> stop_phrase(look, orientation="lower", unit="bp²")
+    'a better (a - b = -0.47 bp², lower is better; [-0.63, -0.31] bp² at the spent level 0.9908)'
     >>> stop_phrase(Look(("a", "b"), 5, 1.0, 2.6, 0.9908, 0.01, -0.2, 0.22, "undetermined", "futility"),
     ...             orientation="higher")
     'undetermined (a - b = 0.01, higher is better; [-0.2, 0.22] at the spent level 0.9908)'
@@ -74,8 +78,9 @@ def stop_phrase(look: Look, *, orientation: str) -> str:
     head = {"better": f"{a} better", "worse": f"{b} better"}.get(look.outcome, look.outcome)
     if not math.isfinite(look.difference):
         return head
-    return (f"{head} ({a} - {b} = {look.difference:.4g}, {orientation} is better; "
-            f"[{look.ci_low:.4g}, {look.ci_high:.4g}] at the spent level {look.level:.4f})")
+    u = f" {unit}" if unit else ""
+    return (f"{head} ({a} - {b} = {look.difference:.4g}{u}, {orientation} is better; "
+            f"[{look.ci_low:.4g}, {look.ci_high:.4g}]{u} at the spent level {look.level:.4f})")
 
 #: The path's file in a store.
 SEQUENTIAL_FILE = store_layout.SEQUENTIAL
@@ -176,6 +181,9 @@ class SequentialPath:
     schedule : tuple of BatchRecord
         How the run went: each batch asked for, when, and what this run trained of it (with the CPU
         seconds, the only part that is not the same on every run).
+    unit : str
+        The metric's unit against the run's label (e.g. ``"bp²"``; ``""``: unitless, or a path written
+        before the unit was recorded).
     """
 
     metric: str
@@ -191,6 +199,7 @@ class SequentialPath:
     cpu_used: float = 0.0
     cpu_full_grid_estimate: float | None = None
     schedule: tuple[BatchRecord, ...] = field(default_factory=tuple)
+    unit: str = ""
 
     # ----------------------------------------------------------------------- derived
     @property
@@ -226,6 +235,7 @@ class SequentialPath:
             cpu["full_grid_estimate"] = float(self.cpu_full_grid_estimate)
         return jsonable({
             "metric": self.metric,
+            "unit": self.unit,
             "settings": self.settings(),
             "seed_order": list(self.seed_order),
             "done": self.done,
@@ -259,6 +269,7 @@ class SequentialPath:
             units=UnitCount(**{k: int(v) for k, v in data["units"].items()}),
             cpu_used=float(cpu.get("used", 0.0)), cpu_full_grid_estimate=None if estimate is None else float(estimate),
             schedule=tuple(BatchRecord.from_dict(b) for b in data.get("schedule", [])),
+            unit=str(data.get("unit", "")),
         )
 
     # ----------------------------------------------------------------------- what compare, the report and MLflow show
@@ -280,7 +291,7 @@ class SequentialPath:
                 lines.append(f"  {r['pair']}: {r['outcome']}: {r['why']}")
                 continue
             nl = self.stopped[r["pair"]]
-            lines.append(f"  {r['pair']}: {stop_phrase(nl.look, orientation=self.orientation)} at look {r['look']} "
+            lines.append(f"  {r['pair']}: {stop_phrase(nl.look, orientation=self.orientation, unit=self.unit)} at look {r['look']} "
                          f"({r['seeds']} seeds per pipeline): {r['why']}")
         used = ", ".join(f"{n} {k}" for n, k in self.seeds_used.items())
         units = self.units
@@ -292,6 +303,30 @@ class SequentialPath:
         lines.append(f"  question: {self.question.describe()}; rule: {self.rule.describe()}")
         lines.append(f"  {SPENT_LEVEL}")
         return "\n".join(lines)
+
+    def seeds_note(self, seeds_in_store: Mapping[str, int]) -> str:
+        """A line when the store holds more seeds than the path used (``""`` otherwise).
+
+        The verdict table of ``compare`` and the report uses every seed in the store; the path stopped
+        earlier. Only the path's outcome holds its error rate over its looks; the table's holds only if
+        the store's seed count was fixed before any look.
+
+        >>> path = SequentialPath("ql", DEFAULT_RULE, Question(), "lower", (0, 1), True, (), (), {"a": 5, "b": 5},
+        ...                       UnitCount(10, 40, 10))
+        >>> path.seeds_note({"a": 10, "b": 10})[:78]
+        'The verdict table uses every seed in the store (a 10, b 10); the until-decided'
+        >>> path.seeds_note({"a": 5, "b": 5})
+        ''
+        """
+        more = {n: int(seeds_in_store[n]) for n in self.seeds_used
+                if n in seeds_in_store and int(seeds_in_store[n]) > self.seeds_used[n]}
+        if not more:
+            return ""
+        store = ", ".join(f"{n} {int(seeds_in_store[n])}" for n in self.seeds_used if n in seeds_in_store)
+        used = ", ".join(f"{n} {k}" for n, k in self.seeds_used.items())
+        return (f"The verdict table uses every seed in the store ({store}); the until-decided path below stopped at "
+                f"{used} seeds. The path's outcome holds its error rate over its looks; the table's holds only if "
+                f"the store's seed count was fixed before any look, not grown after the path stopped.")
 
     def tags(self) -> dict[str, str]:
         """MLflow tags: the rule and the question, per pair its outcome, the look it stopped at and why."""

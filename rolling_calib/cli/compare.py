@@ -27,12 +27,14 @@ def handle(args: argparse.Namespace) -> int:
         else:
             scores, comparison = score_and_compare(args)
             path = read_path(scores.store)
+    note = path.seeds_note(scores.seeds_per_pipeline) if path else ""
     if args.json:
-        print(json.dumps({**comparison.to_dict(), **({"sequential": path.to_dict()} if path else {})}, indent=2))
+        sequential = {"sequential": {**path.to_dict(), "seeds_note": note}} if path else {}
+        print(json.dumps({**comparison.to_dict(), **sequential}, indent=2))
     else:
         print(comparison.format())
         if path:   # the store was run --until-decided: where and why each pair stopped, compute saved
-            print("\n" + path.format())
+            print("\n" + (note + "\n" if note else "") + path.format())
     return 0
 
 

@@ -112,7 +112,7 @@ def _now() -> str:
 
 
 def _path(state: SequentialState, plan: RunPlan, until: UntilDecided, *, ran: int,
-          schedule: list[dict[str, Any]]) -> SequentialPath:
+          schedule: list[dict[str, Any]], unit: str) -> SequentialPath:
     """The run's :class:`SequentialPath` so far: rule, question, looks, seeds, units and CPU-s.
 
     ``schedule``: each batch asked for (pipeline, seeds) with when it was asked for and complete
@@ -138,6 +138,7 @@ def _path(state: SequentialState, plan: RunPlan, until: UntilDecided, *, ran: in
         cpu_full_grid_estimate=float(np.mean(seconds) * len(state.names) * rule.max_seeds * n_windows)
         if seconds else None,
         schedule=tuple(BatchRecord.from_dict(entry) for entry in schedule),
+        unit=unit,
     )
 
 
@@ -176,7 +177,7 @@ def run_until_decided(config: ExperimentConfig, plan: RunPlan, *, until: UntilDe
     if not state.done:
         raise RuntimeError(f"until-decided: the run ended with pair(s) open: "
                            f"{', '.join(' vs '.join(p) for p in state.open_pairs)}")
-    path = _path(state, plan, until, ran=summary.ran, schedule=driver.schedule)
+    path = _path(state, plan, until, ran=summary.ran, schedule=driver.schedule, unit=driver.unit)
     write_path(plan.store, path)
     units_used = path.units.used
     summary = RunSummary(store=plan.store, ran=summary.ran, skipped=units_used - summary.ran,
@@ -204,6 +205,8 @@ class _Driver:
         self.ran = 0
         self.schedule: list[dict[str, Any]] = []   # per batch: when it was asked for and complete (UTC), in order
         self._panels: GrowingPanels | None = None   # made at the first look (the runner writes the manifest first)
+        #: the deciding metric's unit against the run's label (e.g. "bp²"; "" for the IC metrics)
+        self.unit = METRIC_TABLE[until.decide_by].unit(config.rolling.label)
 
     def panels(self) -> GrowingPanels:
         if self._panels is None:
@@ -240,7 +243,7 @@ class _Driver:
                 look = state.look_pair(pair, panels)
                 if self.progress and look.outcome != "open":
                     print(f"until-decided: {' vs '.join(look.pair)}: "
-                          f"{stop_phrase(look, orientation=state.orientation)} at {look.seeds} seeds ({look.why})",
+                          f"{stop_phrase(look, orientation=state.orientation, unit=self.unit)} at {look.seeds} seeds ({look.why})",
                           flush=True)
         out = []
         for name in state.open_names:
@@ -250,7 +253,8 @@ class _Driver:
                 self.schedule.append({"pipeline": name, "seeds": list(out[-1].seeds), "asked_at": _now()})
                 self.asked[name] = need
         if ready:
-            write_path(self.plan.store, _path(state, self.plan, self.until, ran=self.ran, schedule=self.schedule))
+            write_path(self.plan.store, _path(state, self.plan, self.until, ran=self.ran, schedule=self.schedule,
+                                              unit=self.unit))
         if self.progress and out:
             print(f"until-decided: next look needs {', '.join(self._batch_words(b) for b in out)}", flush=True)
         return out

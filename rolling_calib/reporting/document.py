@@ -184,7 +184,7 @@ def _scope(scores: StoreScores, out_dir: Path, comparison: StoreComparison) -> s
 
 
 
-def _sequential(store: Path) -> tuple[Table | None, str]:
+def _sequential(store: Path, seeds_in_store: dict[str, int]) -> tuple[Table | None, str]:
     """The sequential path of a run ``--until-decided``, look by look (a row per look at each pair: seeds, the
     difference, its interval at the look's spent level, what the look concluded), and a line on compute."""
     from rolling_calib.analysis.sequential_path import SPENT_LEVEL, read_path
@@ -211,7 +211,10 @@ def _sequential(store: Path) -> tuple[Table | None, str]:
                  f"({path.cpu_full_grid_estimate - path.cpu_used:.0f} saved)")
     if path.open:
         line += f"; not stopped yet: {', '.join(path.open)} (the run was interrupted; re-run the command to go on)"
-    table = _table(["pair (a vs b)", "look", "seeds per pipeline", "difference", "interval at the spent level",
+    if note := path.seeds_note(seeds_in_store):
+        line += f". {note.rstrip('.')}"
+    unit = f" ({path.unit})" if path.unit else ""
+    table = _table(["pair (a vs b)", "look", "seeds per pipeline", f"difference{unit}", f"interval at the spent level{unit}",
                     "spent level", "outcome", "why"], rows, left=1)
     table.align[-2:] = ["left", "left"]
     return table, f"{line}. {SPENT_LEVEL[0].upper()}{SPENT_LEVEL[1:]}."
@@ -428,7 +431,7 @@ def report_context(scores: StoreScores, comparison: StoreComparison, *, out_dir:
     accuracy, hidden = _accuracies(comparison)
     portfolio, portfolio_heading, portfolio_scopes = _portfolio(comparison)
     schedule, provenance = _provenance(scores)
-    sequential, sequential_line = _sequential(store)
+    sequential, sequential_line = _sequential(store, scores.seeds_per_pipeline)
     assessments = [] if diagnosis is None else [
         {"pipeline": d.pipeline, "text": rel(d.assessment.text if d.assessment is not None else d.verdict)}
         for d in diagnosis.pipelines]

@@ -110,7 +110,7 @@ def test_compare_report_and_mlflow_read_the_path_by_its_attributes(tmp_path, cap
     assert "question: over seeds, on the evaluated days (target period), at 90% confidence" in section
     assert f"units {path.units.used} of the full grid's {path.units.full_grid}" in section
     assert main(["compare", "--store", str(store), "--n-boot", "50", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["sequential"] == path.to_dict()
+    assert json.loads(capsys.readouterr().out)["sequential"] == {**path.to_dict(), "seeds_note": ""}
     tags, metrics = path.tags(), path.metrics()
     assert tags["sequential.question.target"] == "period" and tags["sequential.rule.max_seeds"] == "9"
     assert tags["sequential.a_vs_c.outcome"] == "better" and tags["sequential.a_vs_c.look"] == "1"
@@ -127,7 +127,7 @@ def test_the_report_shows_the_path_look_by_look(tmp_path):
     store.mkdir()
     path = _path(_state())
     write_path(store, path)
-    table, line = _sequential(store)
+    table, line = _sequential(store, {"a": 3, "b": 3, "c": 3})
     assert len(table.rows) == len(path.looks)                      # a row per look at each pair
     for row, nl in zip(table.rows, path.looks):
         assert row[0] == nl.pair and row[1] == str(nl.number) and row[2] == str(nl.look.seeds)
@@ -136,3 +136,32 @@ def test_the_report_shows_the_path_look_by_look(tmp_path):
         assert row[6] == {"better": f"{a} better", "worse": f"{b} better", "open": "went on"}.get(
             nl.look.outcome, nl.look.outcome)
     assert "Spent level: the confidence of a look's interval" in line and "a minus b" in line
+
+
+def test_a_store_with_more_seeds_than_the_path_used_says_so_and_the_difference_has_its_unit(tmp_path, capsys):
+    """Issue 39: the verdict table beside the path used all 10 seeds where the path stopped at 5, without a word,
+    and the path's difference had no unit."""
+    from dataclasses import replace
+
+    from rolling_calib.reporting.document import _sequential
+
+    store = tmp_path / "store"
+    write_fake_store(store, pipelines={"a": {"bias_sd": 1.0}, "b": {"bias_sd": 0.5}, "c": {"bias_sd": 0.5}}, seeds=10)
+    path = replace(_path(_state()), unit="bp²")
+    assert path.seeds_used["c"] == 3
+    write_path(store, path)
+    assert main(["compare", "--store", str(store), "--n-boot", "50"]) == 0
+    text = capsys.readouterr().out
+    section = text[text.index("The verdict table uses every seed"):]
+    assert "(a 10, b 10, c 10)" in section and f"stopped at a {path.seeds_used['a']}, b" in section
+    assert section.index("The verdict table uses") < section.index("Sequential path")
+    assert " bp², lower is better; [" in section and "] bp² at the spent level" in section
+    assert main(["compare", "--store", str(store), "--n-boot", "50", "--json"]) == 0
+    sequential = json.loads(capsys.readouterr().out)["sequential"]
+    assert sequential["unit"] == "bp²" and "c 3 seeds" in sequential["seeds_note"].replace(",", "")
+    assert read_path(store).unit == "bp²"
+    table, line = _sequential(store, {"a": 10, "b": 10, "c": 10})
+    assert "The verdict table uses every seed in the store" in line
+    assert table.columns[3] == "difference (bp²)"
+    _, line = _sequential(store, dict(path.seeds_used))
+    assert "every seed in the store" not in line
