@@ -77,4 +77,7 @@ def test_same_rankings_fires_on_a_monotone_map_and_float_noise_not_on_a_swap():
 def test_same_rankings_property_any_increasing_affine_map(values, scale, shift):
     p = np.asarray(values)
     times = np.arange(p.size) % 3
-    assert same_rankings(times, p, scale * p + shift)
+    mapped = scale * p + shift
+    # in floats the map is increasing only where it keeps every order: 4.4e-58 + 1.0 == 0.0 + 1.0 (hypothesis)
+    assume(np.array_equal(np.sign(p[:, None] - p[None, :]), np.sign(mapped[:, None] - mapped[None, :])))
+    assert same_rankings(times, p, mapped)
