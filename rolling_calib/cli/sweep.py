@@ -84,7 +84,7 @@ def register(subparsers) -> None:
     add_question_arguments(parser)
     add_bootstrap_arguments(parser)
     add_tracking_arguments(parser)
-    add_until_decided_arguments(parser)
+    add_until_decided_arguments(parser, race=True)
     add_output_arguments(parser, json_prints="the ranking, the matrices, the run and the written files instead of "
                                              "the tables")
     parser.set_defaults(func=handle)
@@ -141,6 +141,9 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
     days = outcome.scores.days[outcome.scores.days["seed"].isin(plan.seeds)]
     result = analyse_sweep(runs, pairs=experiment.compare, question=question_from_args(args),
                            resampling=resampling_from_args(args), days=days)
+    if outcome.race is not None:
+        result.race = outcome.race
+        result.race_pairs = _listed_verdicts(outcome.comparison, experiment.compare, metric=outcome.race.metric)
     paths = write_sweep_report(result, Path(args.out) if args.out else plan.store / "sweep_report")
     tracking_uri = outcome.tracking_uri
     if args.json:
@@ -163,3 +166,24 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
             print(outcome.tracking_message, file=stdout)
     stdout.flush()
     return 0
+
+
+def _listed_verdicts(comparison, listed, *, metric: str) -> list[dict]:
+    """The verdicts of the experiment's ``compare`` pairs by ``metric`` after a race (empty without pairs)."""
+    if comparison is None or not listed:
+        return []
+    wanted = {frozenset(p) for p in listed}
+    unit = comparison.label.loss_unit if metric in ("ql", "cql") else ""
+    out = []
+    for pair in comparison.pairs:
+        verdicts = comparison.verdicts_of(pair)
+        if verdicts is None or frozenset((verdicts.better, verdicts.worse)) not in wanted:
+            continue
+        v = verdicts.verdicts.get(metric)
+        if v is None:
+            continue
+        full = v.to_dict()
+        out.append({"a": verdicts.better, "b": verdicts.worse, "metric": metric, "outcome": v.outcome,
+                    "winner": v.winner, "difference": full["difference"], "ci_low": full["ci_low"],
+                    "ci_high": full["ci_high"], "n_seeds": full["n_seeds"], "unit": unit})
+    return out
