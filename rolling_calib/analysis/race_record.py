@@ -32,7 +32,7 @@ __all__ = ["RACE_FILE", "RaceRecord", "format_race", "look_line", "race_from_dic
 #: The race's file in the store.
 RACE_FILE = "race.json"
 
-_STOP_WORDS = {"one left": "one configuration left", "settled": "the set cannot shrink (every pair left is settled)",
+_STOP_WORDS = {"one left": "one configuration left", "settled": "the set cannot shrink: every pair left is settled",
                "budget": "the seed budget is spent"}
 
 

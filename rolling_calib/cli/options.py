@@ -568,9 +568,8 @@ def add_until_decided_arguments(parser: argparse.ArgumentParser, *, race: bool =
                  "STORE/sequential.json.")
     group = parser.add_argument_group("compute to a verdict", words)
     group.add_argument("--until-decided", action="store_true",
-                       help="stop training seeds once the race ends" + (" (or the pairs are decided: --stops pairs)"
-                                                                         if race else "")
-                       if race else "stop training seeds once the pairs are decided")
+                       help="stop training seeds once the pairs are decided (sweep: once its race of the "
+                            "configurations ends, unless --stops pairs)")
     if race:
         group.add_argument("--stops", choices=["race", "pairs"], default="race",
                            help="race: race the configurations to a best set (default); pairs: the pairs' "

@@ -31,9 +31,10 @@ from rolling_calib.analysis.race_record import RaceRecord, look_line, write_race
 from rolling_calib.analysis.seed_panels import GrowingPanels
 from rolling_calib.config.experiment import ExperimentConfig
 from rolling_calib.core.metric_table import METRIC_TABLE
-from rolling_calib.core.question import Question
+from rolling_calib.core.question import QUESTION, Question
 from rolling_calib.core.racing import RaceResult, race
-from rolling_calib.core.stopping import StoppingRule
+from rolling_calib.core.stopping import STOPPING_RULE, StoppingRule
+from rolling_calib.core.validation import Options, validate_params
 from rolling_calib.core.verdict import LossPanel
 from rolling_calib.execution import store as st
 from rolling_calib.execution.executors import Executor
@@ -42,6 +43,7 @@ from rolling_calib.execution.runner import Batch, RunPlan, RunSummary, run_batch
 __all__ = ["next_look", "run_race"]
 
 
+@validate_params({"rule": STOPPING_RULE, "question": QUESTION, "orientation": Options("lower", "higher")})
 def next_look(panels: Mapping[str, LossPanel], *, rule: StoppingRule, question: Question, orientation: str,
               seed_order: Sequence[int]) -> tuple[RaceResult, dict[str, tuple[int, ...]]]:
     """The race on the seeds in ``panels`` and the seeds to train next: ``(race so far, {name: seeds})``.
