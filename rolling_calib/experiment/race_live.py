@@ -174,8 +174,9 @@ class _Driver:
             return []
         out = self._ask({n: k for n, k in result.pending.items()})
         if self.progress and out:
-            print("race: next look needs " + ", ".join(f"{b.pipeline} seed(s) {b.seeds[0]}..{b.seeds[-1]}"
-                                                       for b in out), flush=True)
+            print("race: next look needs " + ", ".join(
+                f"{b.pipeline} seed {b.seeds[0]}" if len(b.seeds) == 1 else
+                f"{b.pipeline} seeds {b.seeds[0]}..{b.seeds[-1]}" for b in out), flush=True)
         if not out:   # cannot happen: pending names seeds no configuration holds yet
             raise RuntimeError(f"until-decided: the race waits for {result.pending} but every seed is trained")
         return out
