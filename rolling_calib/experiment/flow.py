@@ -87,7 +87,9 @@ class RunOptions:
         Write the report (:func:`~rolling_calib.reporting.document.write_report`) into this
         directory before tracking (which logs it as artifacts); needs ``compare``.
     until_decided : UntilDecided or None
-        Train seeds in batches until every pair is decided (:mod:`rolling_calib.experiment.until_decided`;
+        Train seeds in batches until every pair is decided, or (``stops="race"``) until the race of the
+        pipelines to a best set ends (:mod:`rolling_calib.experiment.until_decided`,
+        :mod:`rolling_calib.experiment.race_live`; the race's record is ``ExperimentResult.race``;
         its ``rule.max_seeds`` are the run's seeds, so ``seeds`` must be None); the stops answer
         ``compare.question`` (the default question when ``compare`` is None).
     """
