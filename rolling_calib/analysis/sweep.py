@@ -46,6 +46,12 @@ class SweepResult:
         configuration's seeds x days panel (:func:`rolling_calib.core.racing.model_confidence_set`:
         Hansen, Lunde and Nason's elimination on the verdict's pairwise t, for the question's target);
         empty when no per-day losses were given.
+    race : RaceRecord or None
+        The live race of ``sweep --until-decided`` (:class:`rolling_calib.analysis.race_record.RaceRecord`),
+        shown look by look.
+    race_pairs : list of dict
+        After a race, the verdicts of the experiment's ``compare`` pairs on the seeds each ran
+        (``a, b, metric, outcome, winner, difference, ci_low, ci_high, unit``).
     settings : dict
         ``metrics, ground_truth``, the question's ``target, confidence`` and the bootstrap's ``n_boot, seed,
         block_size`` (everything the numbers depend on), ``configurations, runs``.
@@ -59,6 +65,8 @@ class SweepResult:
     pairs: list[Any]
     settings: dict[str, Any]
     confidence_sets: dict[str, Any] = field(default_factory=dict)
+    race: Any = None
+    race_pairs: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -71,6 +79,7 @@ class SweepResult:
             "runs_to_separate": [r.to_dict() for r in self.runs_to_separate],
             "pairs": [p.to_dict() for p in self.pairs],
             "confidence_sets": {m: c.to_dict() for m, c in self.confidence_sets.items()},
+            **({"race": self.race.to_dict(), "race_pairs": self.race_pairs} if self.race is not None else {}),
         })
 
 
@@ -193,7 +202,7 @@ def format_sweep(result: SweepResult, *, digits: int = 4, style: str = "markdown
     head = "## " if style == "markdown" else ""
     s = result.settings
     pct = round(s["confidence"] * 100)
-    lines = [f"{head}Ranking ({s['configurations']} configurations, {s['runs']} runs; {pct}% t-intervals of the mean)", ""]
+    lines = _race_lines(result, head=head) + [f"{head}Ranking ({s['configurations']} configurations, {s['runs']} runs; {pct}% t-intervals of the mean)", ""]
     cols = ["pipeline", "n_runs"]
     for m in s["metrics"]:
         cols += [f"{m}_rank", f"{m}_mean", f"{m}_ci_low", f"{m}_ci_high", f"{m}_std"]
@@ -238,3 +247,23 @@ def format_sweep(result: SweepResult, *, digits: int = 4, style: str = "markdown
             rows.append(row)
         lines.append(table(__import__("pandas").DataFrame(rows)))
     return "\n".join(lines) + "\n"
+
+
+def _race_lines(result: SweepResult, *, head: str) -> list[str]:
+    """The live race look by look and the listed pairs' verdicts after it (nothing without a race)."""
+    if result.race is None:
+        return []
+    race = result.race
+    body = race.format().splitlines()
+    if head:   # Markdown: the looks as a list
+        body = [("- " + line[2:]) if line.startswith("  ") else line for line in body]
+    lines = [f"{head}Race (sweep --until-decided)", "", *body]
+    if result.race_pairs:
+        lines += ["", "The experiment's compare pairs, on the seeds each ran (the pairs' fixed verdict at the "
+                      "question's confidence, not corrected for the race):"]
+        for p in result.race_pairs:
+            unit = f" {p['unit']}" if p.get("unit") else ""
+            lines.append(f"  {p['a']} vs {p['b']} by {p['metric'].upper()}: {p['outcome']}"
+                         f"{' (' + p['winner'] + ' better)' if p.get('winner') else ''}; difference "
+                         f"{p['difference']:.4g}{unit} [{p['ci_low']:.4g}, {p['ci_high']:.4g}]")
+    return lines + [""]

@@ -7,6 +7,7 @@ import contextlib
 import json
 import sys
 
+from rolling_calib.analysis.race_record import read_race
 from rolling_calib.analysis.sequential_path import read_path
 from rolling_calib.cli.errors import command_errors
 from rolling_calib.cli.options import (
@@ -21,20 +22,24 @@ from rolling_calib.cli.options import (
 @command_errors("compare")
 def handle(args: argparse.Namespace) -> int:
     with contextlib.redirect_stdout(sys.stderr):  # library chatter must not corrupt --json
-        path = None
+        path = race = None
         if len(args.stores) > 1:   # the pipelines of several stores, evaluated on the same days
             comparison = compare_across_stores(args, args.stores)
         else:
             scores, comparison = score_and_compare(args)
             path = read_path(scores.store)
+            race = read_race(scores.store)
     note = path.seeds_note(scores.seeds_per_pipeline) if path else ""
     if args.json:
         sequential = {"sequential": {**path.to_dict(), "seeds_note": note}} if path else {}
-        print(json.dumps({**comparison.to_dict(), **sequential}, indent=2))
+        print(json.dumps({**comparison.to_dict(), **sequential, **({"race": race.to_dict()} if race else {})},
+                         indent=2))
     else:
         print(comparison.format())
         if path:   # the store was run --until-decided: where and why each pair stopped, compute saved
             print("\n" + (note + "\n" if note else "") + path.format())
+        if race:   # the store was raced (sweep --until-decided): the race look by look
+            print("\n" + race.format())
     return 0
 
 

@@ -548,16 +548,32 @@ _STOPPING: dict[str, tuple[str, str | None, Any, str]] = {
 }
 
 
-def add_until_decided_arguments(parser: argparse.ArgumentParser) -> None:
+def add_until_decided_arguments(parser: argparse.ArgumentParser, *, race: bool = False) -> None:
     """``--until-decided`` and its :class:`~rolling_calib.experiment.until_decided.UntilDecided` (``--decide-by``
     and the :class:`~rolling_calib.core.stopping.StoppingRule`'s options); the rule is checked whole at parse
-    time (``--max-seeds`` at least ``--first``)."""
-    group = parser.add_argument_group(
-        "compute to a verdict", "With --until-decided: train --first seeds per pipeline, then --batch more only for "
-        "pipelines in an undecided pair, until every pair is decided, equivalent, undecidable or out of --max-seeds "
-        "(error rates held over the looks: 1 - --confidence spent over them); the path is recorded in "
-        "STORE/sequential.json.")
-    group.add_argument("--until-decided", action="store_true", help="stop training seeds once the pairs are decided")
+    time (``--max-seeds`` at least ``--first``). ``race``: also ``--stops {race,pairs}``, race by default
+    (``sweep``)."""
+    if race:
+        words = ("With --until-decided: train --first seeds per configuration, then --batch more per look; by default "
+                 "(--stops race) the configurations race to a best set: each is compared with the best of the "
+                 "others (Hsu's MCB, one-sided, 1 - --confidence shared over the configurations and spent over the "
+                 "looks), eliminated once decided worse, and only configurations still in an unsettled pair get the "
+                 "next look's seeds, until one is left, the set cannot shrink or --max-seeds is spent (recorded in "
+                 "STORE/race.json); --stops pairs runs the pairs' rule instead (every pair decided, equivalent, "
+                 "undecidable or out of --max-seeds; STORE/sequential.json).")
+    else:
+        words = ("With --until-decided: train --first seeds per pipeline, then --batch more only for pipelines in an "
+                 "undecided pair, until every pair is decided, equivalent, undecidable or out of --max-seeds (error "
+                 "rates held over the looks: 1 - --confidence spent over them); the path is recorded in "
+                 "STORE/sequential.json.")
+    group = parser.add_argument_group("compute to a verdict", words)
+    group.add_argument("--until-decided", action="store_true",
+                       help="stop training seeds once the pairs are decided (sweep: once its race of the "
+                            "configurations ends, unless --stops pairs)")
+    if race:
+        group.add_argument("--stops", choices=["race", "pairs"], default="race",
+                           help="race: race the configurations to a best set (default); pairs: the pairs' "
+                                "sequential rule over the experiment's compare pairs (all pairs without them)")
     for name, (flag, metavar, convert, what) in _STOPPING.items():
         default = getattr(DEFAULT_RULE, name)
         shown = ": no equivalence stop" if name == "margin" and default is None else f" {default}"
@@ -603,4 +619,4 @@ def until_decided_from_args(args: argparse.Namespace):
         return None
     from rolling_calib.experiment.until_decided import UntilDecided
 
-    return UntilDecided(rule=_stopping_rule(args), decide_by=args.decide_by)
+    return UntilDecided(rule=_stopping_rule(args), decide_by=args.decide_by, stops=getattr(args, "stops", "pairs"))

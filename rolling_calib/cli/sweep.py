@@ -45,6 +45,12 @@ the pairs that are statistically indistinguishable (interval contains 0.5); the
 seeds each metric needs to separate the top two; and the experiment's listed
 compare pairs. Written to --out as sweep.md, sweep.json and pairwise_<metric>.png.
 
+With --until-decided the seeds train look by look and the configurations race to a
+best set (each against the best; --stops pairs: the pairs' rule instead): the output
+starts with the race, one line a look (kept, eliminated by whom and by how much, pairs
+settled and why, seeds spent of the grid's), and the ranking rests on the seeds the race
+used; the race is in STORE/race.json and sweep.json.
+
 Completed units are kept in --store (without it: runs/<CONFIG name without .yaml>-sweep):
 an interrupted sweep resumes where it stopped with the same numbers."""
 
@@ -84,7 +90,7 @@ def register(subparsers) -> None:
     add_question_arguments(parser)
     add_bootstrap_arguments(parser)
     add_tracking_arguments(parser)
-    add_until_decided_arguments(parser)
+    add_until_decided_arguments(parser, race=True)
     add_output_arguments(parser, json_prints="the ranking, the matrices, the run and the written files instead of "
                                              "the tables")
     parser.set_defaults(func=handle)
@@ -139,8 +145,15 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
     plan, summary = outcome.plan, outcome.summary
     runs = outcome.scores.runs[outcome.scores.runs["seed"].isin(plan.seeds)]
     days = outcome.scores.days[outcome.scores.days["seed"].isin(plan.seeds)]
+    if outcome.race is not None:   # the seeds the race read (seeds 0..n-1 of each), not others the store may hold
+        used = outcome.race.race.seeds_used
+        runs, days = (frame[frame["seed"] < frame["pipeline"].map(used).fillna(0)] for frame in (runs, days))
     result = analyse_sweep(runs, pairs=experiment.compare, question=question_from_args(args),
                            resampling=resampling_from_args(args), days=days)
+    if outcome.race is not None:
+        result.race = outcome.race
+        result.race_pairs = _listed_verdicts(runs, days, experiment.compare, metric=outcome.race.metric,
+                                             label=outcome.scores.label, question=question_from_args(args))
     paths = write_sweep_report(result, Path(args.out) if args.out else plan.store / "sweep_report")
     tracking_uri = outcome.tracking_uri
     if args.json:
@@ -163,3 +176,25 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
             print(outcome.tracking_message, file=stdout)
     stdout.flush()
     return 0
+
+
+def _listed_verdicts(runs, days, listed, *, metric: str, label, question) -> list[dict]:
+    """The verdicts by ``metric`` of the experiment's ``compare`` pairs after a race, on the seeds the race read
+    (better first, by mean; empty without pairs)."""
+    from rolling_calib.analysis.verdicts import decide_pair
+    from rolling_calib.core.metric_table import METRIC_TABLE
+
+    spec = METRIC_TABLE[metric]
+    means = runs.groupby("pipeline")[metric].mean() if metric in runs.columns else None
+    out = []
+    for a, b in listed:
+        if means is not None and a in means and b in means and (means[b] < means[a]) == (spec.orientation == "lower"):
+            a, b = b, a
+        v = decide_pair(days, a, b, label=label, question=question, metrics=(metric,)).verdicts.get(metric)
+        if v is None:
+            continue
+        full = v.to_dict()
+        out.append({"a": a, "b": b, "metric": metric, "outcome": v.outcome, "winner": v.winner,
+                    "difference": full["difference"], "ci_low": full["ci_low"], "ci_high": full["ci_high"],
+                    "n_seeds": full["n_seeds"], "unit": spec.unit(label)})
+    return out

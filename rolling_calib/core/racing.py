@@ -85,7 +85,7 @@ Six configurations, 20 seeds, 60 days; two are best, the others 1 to 4 run sprea
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -259,9 +259,13 @@ class RaceResult:
     full_grid : int
         ``max_seeds``: seeds per configuration without racing.
     stop : str
-        Why the race ended (:data:`RACE_STOPS`).
+        Why the race ended (:data:`RACE_STOPS`); ``""`` while it waits for seeds (``pending``).
     settings : dict
         The rule, the question, the direction, the error control, the seed order.
+    pending : dict[str, int]
+        Only for a race given ``seed_order`` whose panels lack the next look's seeds: the seeds
+        (the first ``k`` of ``seed_order``) each configuration the next look compares needs; the
+        race waits there. Empty when the race ended.
     """
 
     best_set: tuple[str, ...]
@@ -271,6 +275,7 @@ class RaceResult:
     full_grid: int
     stop: str
     settings: dict[str, Any] = field(default_factory=dict)
+    pending: dict[str, int] = field(default_factory=dict)
 
     @property
     def fraction_of_grid(self) -> float:
@@ -282,7 +287,8 @@ class RaceResult:
         return jsonable({"best_set": list(self.best_set), "eliminated": self.eliminated,
                          "seeds_used": self.seeds_used, "full_grid": self.full_grid,
                          "fraction_of_grid": self.fraction_of_grid, "stop": self.stop,
-                         "looks": [look.to_dict() for look in self.looks], "settings": self.settings})
+                         "looks": [look.to_dict() for look in self.looks], "settings": self.settings,
+                         "pending": self.pending})
 
 
 def _settle(d: float, cv: CrossedVariance, *, k: int, rule: StoppingRule, two_sided_level: float,
@@ -320,7 +326,7 @@ def _final_level(rule: StoppingRule, alpha_pair: float) -> float:
                   "comparisons": COMPARISONS})
 def race(panels: Mapping[str, LossPanel], *, rule: StoppingRule = DEFAULT_RULE,
          question: Question = DEFAULT_QUESTION, orientation: str = "lower", order_seed: int = 0,
-         comparisons: str = "best") -> RaceResult:
+         comparisons: str = "best", seed_order: Sequence[int] | None = None) -> RaceResult:
     """Race configurations to a best set: seeds revealed ``rule.first``, then ``rule.batch`` at a time (module docstring).
 
     Parameters
@@ -341,6 +347,13 @@ def race(panels: Mapping[str, LossPanel], *, rule: StoppingRule = DEFAULT_RULE,
     comparisons : {"best", "all-pairs"}
         ``best``: each comparison one-sided at ``alpha / (K - 1)`` (MCB); ``all-pairs``: at
         ``alpha / (K (K - 1))`` (Bonferroni over every pair, two-sided ``alpha / m``), the baseline.
+    seed_order : sequence of int, optional
+        Reveal the seeds in this order instead of a random one (``order_seed`` unused): a race run
+        live (:mod:`rolling_calib.experiment.race_live`). Each configuration then reads the longest
+        prefix of ``seed_order`` its panel holds, and configurations may hold different numbers
+        (one eliminated at an earlier look needs no more). When a look would compare a
+        configuration that lacks the look's seeds, the race waits: it returns the looks so far,
+        ``stop=""`` and ``pending``. Replaying on more seeds later reproduces those looks exactly.
 
     Returns
     -------
@@ -348,12 +361,18 @@ def race(panels: Mapping[str, LossPanel], *, rule: StoppingRule = DEFAULT_RULE,
     """
     names, common = _common(panels, what="a race")
     K, max_seeds = len(names), rule.max_seeds
-    if common.size < max_seeds:
-        raise ValueError(f"max_seeds: expected at most the {common.size} seeds every configuration ran, "
-                         f"found {max_seeds}")
-    order = np.random.default_rng(order_seed).permutation(common)[:max_seeds]
-    ordered = {n: _rows(panels[n], order) for n in names}
-    n_days = ordered[names[0]].n_times
+    if seed_order is not None:
+        order, have = _prefixes(panels, seed_order, max_seeds)
+        ordered = {n: _rows(panels[n], order[:have[n]]) if have[n] else panels[n] for n in names}
+    else:
+        if common.size < max_seeds:
+            raise ValueError(f"max_seeds: expected at most the {common.size} seeds every configuration ran, "
+                             f"found {max_seeds}")
+        order = np.random.default_rng(order_seed).permutation(common)[:max_seeds]
+        ordered = {n: _rows(panels[n], order) for n in names}
+        have = {n: max_seeds for n in names}
+    pending: dict[str, int] = {}
+    n_days = panels[names[0]].n_times
     alpha_pair = question.alpha / ((K - 1) if comparisons == "best" else K * (K - 1))
     sign = 1.0 if orientation == "lower" else -1.0
     final_two_sided = _final_level(rule, alpha_pair)
@@ -369,6 +388,9 @@ def race(panels: Mapping[str, LossPanel], *, rule: StoppingRule = DEFAULT_RULE,
         k = rule.seeds_at(number)
         open_pairs = [(a, b) for i, a in enumerate(kept) for b in kept[i + 1:] if (a, b) not in settled]
         compared = [n for n in kept if any(n in p for p in open_pairs)]
+        if any(have[n] < k for n in compared):   # live: the look's seeds are not all trained yet
+            pending, stop = {n: k for n in compared}, ""
+            break
         for n in compared:
             used[n] = k
         fractions += (planned_fraction(k, max_seeds),)
@@ -417,7 +439,30 @@ def race(panels: Mapping[str, LossPanel], *, rule: StoppingRule = DEFAULT_RULE,
                       full_grid=max_seeds, stop=stop,
                       settings={"rule": rule.to_dict(), "question": question.to_dict(), "orientation": orientation,
                                 "configurations": K, "comparisons": comparisons,
-                                "comparison_alpha": alpha_pair, "order_seed": int(order_seed)})
+                                "comparison_alpha": alpha_pair, "order_seed": int(order_seed),
+                                **({"seed_order": [int(s) for s in order]} if seed_order is not None else {})},
+                      pending=pending)
+
+
+def _prefixes(panels: Mapping[str, LossPanel], seed_order: Sequence[int],
+              max_seeds: int) -> tuple[np.ndarray, dict[str, int]]:
+    """The first ``max_seeds`` of ``seed_order``, and how many of them, from the first, each panel holds.
+
+    >>> p = LossPanel(seeds=np.array([2, 0]), times=np.arange(3), total=np.zeros((2, 3)), weight=np.ones((2, 3)))
+    >>> order, have = _prefixes({"a": p}, [0, 1, 2], 3)
+    >>> order.tolist(), have
+    ([0, 1, 2], {'a': 1})
+    """
+    order = np.array([int(s) for s in seed_order], dtype=np.int64)
+    if order.size < max_seeds or np.unique(order).size != order.size:
+        raise ValueError(f"seed_order: expected at least max_seeds ({max_seeds}) distinct seeds, found "
+                         f"{order.size} ({np.unique(order).size} distinct)")
+    order = order[:max_seeds]
+    have = {}
+    for n, panel in panels.items():
+        held = set(panel.seeds.tolist())
+        have[n] = next((i for i, s in enumerate(order.tolist()) if s not in held), order.size)
+    return order, have
 
 
 # --------------------------------------------------------------------------- the model confidence set

@@ -87,7 +87,9 @@ class RunOptions:
         Write the report (:func:`~rolling_calib.reporting.document.write_report`) into this
         directory before tracking (which logs it as artifacts); needs ``compare``.
     until_decided : UntilDecided or None
-        Train seeds in batches until every pair is decided (:mod:`rolling_calib.experiment.until_decided`;
+        Train seeds in batches until every pair is decided, or (``stops="race"``) until the race of the
+        pipelines to a best set ends (:mod:`rolling_calib.experiment.until_decided`,
+        :mod:`rolling_calib.experiment.race_live`; the race's record is ``ExperimentResult.race``;
         its ``rule.max_seeds`` are the run's seeds, so ``seeds`` must be None); the stops answer
         ``compare.question`` (the default question when ``compare`` is None).
     """
@@ -123,6 +125,7 @@ class ExperimentResult:
     comparison: StoreComparison | None = None
     diagnosis: object = None  # rolling_calib.analysis.diagnostics.StoreDiagnosis, when a report was written
     report: dict[str, Path] | None = None  # the report's files (name -> path), when written
+    race: object = None  # rolling_calib.analysis.race_record.RaceRecord, when the run raced (--until-decided, race)
 
 
 def track(scores: StoreScores, *, tracking_uri: str | None, experiment_name: str,
@@ -158,10 +161,18 @@ def describe_plan(plan: RunPlan, options: RunOptions) -> PlanSummary:
         rule = options.until_decided.rule
         first = min(rule.first, rule.max_seeds)
         units = len(plan.pipelines) * first * len(plan.windows)
-        summary = replace(summary, until_decided=(
-            f"the grid above ({rule.max_seeds} seeds) is the worst case; the first look needs seeds 0..{first - 1} "
-            f"of every pipeline ({units} unit(s)), then {rule.batch} more per look only for pipelines in an "
-            f"undecided pair, decided by {options.until_decided.decide_by.upper()}"))
+        if options.until_decided.stops == "race":
+            K = len(plan.pipelines)
+            words = (f"a race of the {K} configurations to a best set (each against the best, Hsu's MCB; one-sided "
+                     f"{options.until_decided.decide_by.upper()} bounds at (1 - confidence) / {K - 1} spent over "
+                     f"the looks): the grid above ({rule.max_seeds} seeds, {K * rule.max_seeds} seeds in all) is "
+                     f"the worst case; the first look needs seeds 0..{first - 1} of every configuration ({units} "
+                     f"unit(s)), then {rule.batch} more per look only for configurations still in an unsettled pair")
+        else:
+            words = (f"the grid above ({rule.max_seeds} seeds) is the worst case; the first look needs seeds "
+                     f"0..{first - 1} of every pipeline ({units} unit(s)), then {rule.batch} more per look only for "
+                     f"pipelines in an undecided pair, decided by {options.until_decided.decide_by.upper()}")
+        summary = replace(summary, until_decided=words)
     return summary
 
 
@@ -206,6 +217,7 @@ def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentR
         Units failed (completed ones stay in the store).
     """
     until = options.until_decided
+    race = None
     plan = _plan(config, options)
     if options.show_plan:
         print(format_plan(describe_plan(plan, options), notes=not options.progress), file=sys.stderr, flush=True)
@@ -216,8 +228,9 @@ def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentR
             summary = run_plan(plan, executor=executor, progress=options.progress)
         else:
             question = (options.compare or CompareOptions()).question
-            summary, _ = run_until_decided(config, plan, until=until, executor=executor, question=question,
-                                           progress=options.progress)
+            summary, record = run_until_decided(config, plan, until=until, executor=executor, question=question,
+                                                progress=options.progress)
+            race = record if until.stops == "race" else None
         scores = tracked = None
         if options.score or options.track:
             try:
@@ -235,7 +248,7 @@ def run_experiment(config: ExperimentConfig, options: RunOptions) -> ExperimentR
     return ExperimentResult(config=config, plan=plan, summary=summary, scores=scores,
                             tracking_uri=tracked.uri if tracked else None,
                             tracking_message=tracked.message if tracked else None,
-                            comparison=comparison, diagnosis=diagnosis, report=report)
+                            comparison=comparison, diagnosis=diagnosis, report=report, race=race)
 
 
 def _own_mlflow_files(store: Path, *, progress: bool) -> None:

@@ -48,6 +48,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from rolling_calib.analysis.race_record import RaceRecord
 from rolling_calib.analysis.seed_panels import GrowingPanels
 from rolling_calib.analysis.sequential_path import (BatchRecord, NumberedLook, SequentialPath, UnitCount, stop_phrase,
                                                     write_path)
@@ -63,7 +64,10 @@ from rolling_calib.execution.executors import Executor
 from rolling_calib.execution.runner import Batch, RunPlan, RunSummary, run_batches
 from rolling_calib.execution.units import UnitKey
 
-__all__ = ["DECIDE_BY", "StoppingRule", "UntilDecided", "run_until_decided"]
+__all__ = ["DECIDE_BY", "STOPS", "StoppingRule", "UntilDecided", "run_until_decided"]
+
+#: What stops a run ``--until-decided``: the pairs' sequential rule, or a race of the pipelines to a best set.
+STOPS = ("pairs", "race")
 
 @dataclass(frozen=True, kw_only=True)
 class UntilDecided:
@@ -76,6 +80,10 @@ class UntilDecided:
     decide_by : {"ql", "cql", "ic", "excess_return", "excess_return_cost"}
         The metric whose verdict stops a pair (the excess returns: the workflow's backtest, run after
         each batch of seeds completes).
+    stops : {"pairs", "race"}
+        ``pairs``: the pairs' sequential rule over the experiment's ``compare`` pairs (or all pairs),
+        :func:`run_until_decided`; ``race``: race the pipelines to a best set (each against the
+        best, :func:`rolling_calib.experiment.race_live.run_race`; ``sweep``'s default).
 
     Examples
     --------
@@ -85,10 +93,12 @@ class UntilDecided:
 
     rule: StoppingRule = DEFAULT_RULE
     decide_by: str = "ql"
+    stops: str = "pairs"
 
     #: Each field's declared constraint.
     CONSTRAINTS: ClassVar[dict[str, Constraint]] = {
-        "rule": STOPPING_RULE, "decide_by": Worded(Options(*DECIDE_BY), "'ql', 'cql' or 'ic'")}
+        "rule": STOPPING_RULE, "decide_by": Worded(Options(*DECIDE_BY), "'ql', 'cql' or 'ic'"),
+        "stops": Options(*STOPS)}
 
     def __post_init__(self) -> None:
         for name, constraint in self.CONSTRAINTS.items():
@@ -143,12 +153,14 @@ def _path(state: SequentialState, plan: RunPlan, until: UntilDecided, *, ran: in
 
 
 def run_until_decided(config: ExperimentConfig, plan: RunPlan, *, until: UntilDecided, executor: Executor,
-                      question: Question, progress: bool) -> tuple[RunSummary, SequentialPath]:
+                      question: Question, progress: bool) -> tuple[RunSummary, SequentialPath | RaceRecord]:
     """Train the seeds of ``plan`` (its full grid: ``until.rule.max_seeds`` seeds) look by look until every pair
-    has stopped; every look answers ``question``.
+    has stopped (``until.stops == "pairs"``) or the race has ended (``"race"``:
+    :func:`rolling_calib.experiment.race_live.run_race`); every look answers ``question``.
 
     The caller holds the store's lock. Returns the summary of everything this call trained
-    (``skipped``: units of the path that were already complete) and the path it recorded.
+    (``skipped``: units of the path that were already complete) and the path it recorded (the
+    race's :class:`~rolling_calib.analysis.race_record.RaceRecord` for a race).
 
     Raises
     ------
@@ -171,6 +183,11 @@ def run_until_decided(config: ExperimentConfig, plan: RunPlan, *, until: UntilDe
                           f"return decides, but {', '.join(unbacktested)} has no backtest (no PortAnaRecord in "
                           f"task.record, a minute store, or a strategy that holds the whole universe: see the plan's "
                           f"notes)")
+    if until.stops == "race":
+        from rolling_calib.experiment.race_live import run_race
+
+        return run_race(config, plan, rule=until.rule, metric=until.decide_by, executor=executor, question=question,
+                        progress=progress)
     t0 = time.perf_counter()
     driver = _Driver(config, plan, state, until, progress=progress)
     summary = run_batches(plan, executor=executor, next_batches=driver.next_batches, progress=progress)

@@ -87,15 +87,17 @@ def test_until_decided_refuses_seeds(experiment, tmp_path, capsys):
     assert "--seeds" in capsys.readouterr().err
 
 
-def test_sweep_until_decided_stops_every_pair_of_the_grid(experiment, tmp_path, capsys):
-    store = tmp_path / "sweep"
+def test_sweep_until_decided_stops_every_pair_of_the_grid_with_the_pairs_rule(experiment, tmp_path, capsys):
+    store = tmp_path / "sweep"   # --stops pairs: the pairs' rule (sweep races by default: tests/cli/test_sweep_race.py)
     argv = ["sweep", str(experiment), "--grid", "hidden_size=4,8", "--store", str(store), "--until-decided",
-            "--first", "2", "--max-seeds", "3", "--margin", "1e9", "--workers", "1", "--no-tracking", "--json"]
+            "--stops", "pairs", "--first", "2", "--max-seeds", "3", "--margin", "1e9", "--workers", "1",
+            "--no-tracking", "--json"]
     assert main(argv) == 0
     capsys.readouterr()
     path = read_path(store)
     assert path.done and set(path.outcomes.values()) == {"equivalent"}
     assert set(path.seeds_used.values()) == {2} and path.units.used == 2 * 2 * 2
+    assert not (store / "race.json").exists()
 
 
 def test_deciding_by_the_excess_return_needs_a_backtest_before_anything_trains(experiment, tmp_path, capsys):
