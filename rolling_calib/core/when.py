@@ -42,8 +42,8 @@ the seeds' row means ``R_s = mean_j X_{s,j}``; ``MS_e``: the table's residual me
 for a sum of variance estimates). The seeds' part is :func:`shared_seed_part`. What remains assumed
 is that the *market's* contribution to the windows is nearly independent: the drift's regimes must
 end within a window (with Markov-switching regimes of mean length ``R`` and windows of ``L`` days,
-the regimes' share of a window's difference carries to the next with correlation about ``R / (2L)``
-for ``L`` several times ``R``, 0.5 at ``L = R``). The lag-1 correlation of the windows' differences
+the regimes' part of adjacent windows' differences correlates ``R (1 - e^{-L/R})^2 / (2 (L - R (1 -
+e^{-L/R})))``: 0.54 at ``L = R``, 0.33 at ``2R``, 0.22 at ``3R``). The lag-1 correlation of the windows' differences
 is reported beside it (``adjacent_correlation``), a check too noisy at 4-8 windows to decide on. It
 is a claim about the population of windows (what to expect of a new window), not about these days;
 with fewer than :data:`MIN_WINDOWS` windows it is not made.
