@@ -416,8 +416,9 @@ class StoreComparison:
         return (f"When: per window, the verdict over seeds on that window's days, the family of {kind} decided at "
                 f"{self.confidence:.0%} together (Holm: the chance of any false decision across them is at most "
                 f"{1 - self.confidence:.0%}). Across windows: Ibragimov-Mueller's t test with each window's "
-                "difference one observation (q - 1 degrees of freedom, at least 4 windows); it claims what to "
-                "expect of a new window and assumes the drift's regimes are shorter than a window. Fluctuation: "
+                "difference one observation and the seeds' offsets that every window shares counted (q - 1 "
+                "degrees of freedom, fewer with fewer seeds; at least 4 windows); it claims what to expect of a "
+                "new window and assumes the drift's regimes end within a window. Fluctuation: "
                 "the rolling mean of the seed-averaged differential against a simultaneous band (Giacomini and "
                 "Rossi 2010, seed noise counted): a warning when the relative performance changed, never a verdict.")
 

@@ -17,9 +17,12 @@ offsets change at every refit, every ``window_days`` days; its drift switches re
     period difference is 0): the share of pairs with *any* window decided (the family-wise error Holm
     bounds), beside ``per_window_raw`` (any window decided at 95% alone, no Holm);
 ``across``
-    the Ibragimov-Mueller test over the windows' differences (:func:`rolling_calib.core.when.across_windows`)
-    under the future null (``delta = 0``): the share decided, where it is made (at least 4 windows), with
-    the regimes' length against the windows' (its assumption: regimes shorter than a window);
+    the across-windows test (:func:`rolling_calib.core.when.across_windows`, the seeds' shared offsets
+    counted from :func:`rolling_calib.core.when.window_tables`, as ``compare`` runs it) under the future
+    null (``delta = 0``): the share decided, where it is made (at least 4 windows), with the regimes'
+    length against the windows' (its assumption: regimes shorter than a window); beside it
+    ``across_plain``, the plain Ibragimov-Mueller test on the windows' differences (the seeds' shared
+    part left out, as the product did before);
 ``fluctuation``
     the fluctuation warning (:func:`rolling_calib.core.when.fluctuation_test`, as ``compare`` runs it: the
     rolling mean over a refit window's days, kept within 10-50% of the period, the refit windows as the
@@ -35,7 +38,7 @@ Examples
 >>> m = PanelModel(seed_sd=0.3, noise_sd=1.0, interaction_sd=0.5, window_days=20)
 >>> rows = calibrate_when(m, cells=[WhenCell(5, 80)], n_rep=6, n_sim=200)
 >>> sorted(k for k in rows[0] if k.endswith("_mc_se"))[:3]
-['across_mc_se', 'fluctuation_mc_se', 'future_mc_se']
+['across_mc_se', 'across_plain_mc_se', 'fluctuation_mc_se']
 >>> rows[0]["n_windows"], rows[0]["across_made"]
 (4, True)
 """
@@ -53,7 +56,14 @@ from rolling_calib.core.question import Question
 from rolling_calib.core.resampling import Resampling
 from rolling_calib.core.validation import CONFIDENCE, SEED, Interval, validate_params
 from rolling_calib.core.verdict import LossPanel
-from rolling_calib.core.when import MIN_WINDOWS, across_windows, difference, fluctuation_test, window_verdicts
+from rolling_calib.core.when import (
+    MIN_WINDOWS,
+    across_windows,
+    difference,
+    fluctuation_test,
+    window_tables,
+    window_verdicts,
+)
 from rolling_calib.simulation.verdict_sim import PanelModel, _simulate, estimator_sd
 
 __all__ = ["WhenCell", "calibrate_when"]
@@ -127,8 +137,8 @@ def calibrate_when(model: PanelModel, *, cells: Iterable[WhenCell], n_rep: int =
     list of dict
         Keys: the cell (``n_seeds, n_days, drift, regime_days, drift_ratio, window_days, n_windows,
         regimes_shorter``), ``n_rep``; ``headline``, ``future``, ``per_window``, ``per_window_raw``,
-        ``across`` (NaN where not made), ``fluctuation``, ``period_power_<e>``, ``reversal_power_<e>``,
-        each with ``_mc_se``; ``across_made``.
+        ``across`` and ``across_plain`` (NaN where not made), ``fluctuation``, ``period_power_<e>``,
+        ``reversal_power_<e>``, each with ``_mc_se``; ``across_made``.
     """
     cell_list = list(cells)
     question = Question(confidence=confidence)
@@ -147,7 +157,7 @@ def calibrate_when(model: PanelModel, *, cells: Iterable[WhenCell], n_rep: int =
         se_period = estimator_sd(m, n_seeds=k, n_days=T, target="period")
         se_half = estimator_sd(m, n_seeds=k, n_days=max(T // 2, 1), target="future")
         hits: dict[str, list[bool]] = {name: [] for name in ("headline", "future", "per_window", "per_window_raw",
-                                                              "across", "fluctuation")}
+                                                              "across", "across_plain", "fluctuation")}
         for e in effects_in_se:
             hits[f"period_power_{e:g}"] = []
             hits[f"reversal_power_{e:g}"] = []
@@ -168,7 +178,10 @@ def calibrate_when(model: PanelModel, *, cells: Iterable[WhenCell], n_rep: int =
             pa, pb = _panels(ar, br)
             if n_windows >= MIN_WINDOWS:
                 diffs = [w.difference for w in window_verdicts(pa, pb, starts=starts, question=question)]
-                hits["across"].append(across_windows(diffs, confidence=confidence).outcome != "undetermined")
+                tables = window_tables(pa, pb, starts=starts)
+                hits["across"].append(across_windows(diffs, seed_tables=tables, confidence=confidence).outcome
+                                      != "undetermined")
+                hits["across_plain"].append(across_windows(diffs, confidence=confidence).outcome != "undetermined")
             sims = Resampling(n_boot=n_sim, seed=int(rng.integers(2 ** 31)))
             hits["fluctuation"].append(fluctuation_test(pa, pb, window_days=W, starts=starts, question=question,
                                                         resampling=sims).fired)
