@@ -54,6 +54,7 @@ from rolling_calib.analysis.sequential_path import (BatchRecord, NumberedLook, S
                                                     write_path)
 from rolling_calib.analysis.verdicts import VERDICT_METRICS
 from rolling_calib.config.experiment import ExperimentConfig
+from rolling_calib.core.label import Label
 from rolling_calib.core.metric_table import BACKTEST_METRICS, DECIDE_BY, METRIC_TABLE
 from rolling_calib.core.question import Question
 from rolling_calib.core.sequential import SequentialState
@@ -222,14 +223,23 @@ class _Driver:
         self.ran = 0
         self.schedule: list[dict[str, Any]] = []   # per batch: when it was asked for and complete (UTC), in order
         self._panels: GrowingPanels | None = None   # made at the first look (the runner writes the manifest first)
-        #: the deciding metric's unit against the run's label (e.g. "bp²"; "" for the IC metrics)
-        self.unit = METRIC_TABLE[until.decide_by].unit(config.rolling.label)
+        self._unit: str | None = None
 
     def panels(self) -> GrowingPanels:
         if self._panels is None:
             self._panels = GrowingPanels(self.plan.store, pipelines=self.state.names, metric=self.until.decide_by,
                                          calibration=self.config.rolling.calibration, label=self.config.rolling.label)
         return self._panels
+
+    @property
+    def unit(self) -> str:
+        """The deciding metric's unit against the label the looks score (e.g. ``"bp²"``; ``""`` for the IC metrics),
+        read once the store's manifest is written, as ``compare`` reads it."""
+        if self._unit is None:
+            kind = self.panels().kind
+            label = st.Store.open(self.plan.store).labels(self.state.names[0])[0].get(kind, Label(kind=kind))
+            self._unit = METRIC_TABLE[self.until.decide_by].unit(label)
+        return self._unit
 
     def _batch_words(self, batch: Batch) -> str:
         """``"wd0 seed(s) 3..4 (2 of them already in the store)"``: what a batch asks for and what it will train."""

@@ -48,6 +48,7 @@ def test_stops_at_the_first_look_and_resumes_bit_identically(experiment, tmp_pat
     path = read_path(store)
     assert path.outcomes == {"wd0 vs wdbig": "equivalent"} and path.done and path.looks_done == 1
     assert path.seeds_used == {"wd0": 3, "wdbig": 3} and path.rule.margin == 1e9
+    assert path.unit == "bp²" and first["sequential"]["unit"] == "bp²"   # the raw label in bp: QL in bp²
     assert path.units.to_dict() == {"used": 12, "full_grid": 24, "trained_by_this_run": 12}
     assert first["units_ran"] == 12 and first["sequential"]["outcomes"] == path.outcomes
     assert first["sequential"]["settings"]["question"] == {"target": "period", "confidence": 0.95}   # the default
