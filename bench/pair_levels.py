@@ -164,14 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=300, help="pairs per cell and effect (default 300)")
     p.add_argument("--none-reps", type=int, default=300, help="pilots of the 'none suffices' check (0: skip)")
     p.add_argument("--days", type=int, default=125, help="trading days per pair (default 125)")
-    p.add_argument("--lambdas", default="1,10", help="ratios of run-mean variance to day noise (default 1,10)")
+    p.add_argument("--lambdas", default="1,10", help="ratios of run-mean variance to day noise (default 1,10; \"\": only the 'none suffices' check)")
     p.add_argument("--targets", default="future,period")
     p.add_argument("--seed", type=int, default=0, help="seed of every draw (recorded)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the Markdown table")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     cells = [cell(float(lam), t, reps=args.reps, n_days=args.days, seed=args.seed)
-             for lam in args.lambdas.split(",") for t in args.targets.split(",")]
+             for lam in filter(None, args.lambdas.split(",")) for t in args.targets.split(",")]
     none = none_check(reps=args.none_reps, n_days=args.days, seed=args.seed) if args.none_reps > 0 else None
     elapsed = time.perf_counter() - t0
     if args.json:
