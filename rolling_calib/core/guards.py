@@ -418,6 +418,21 @@ def same_rankings(times: Any, a: Any, b: Any) -> bool:
         return False
     tol_x = IDENTICAL_RTOL * float(np.abs(x).max())
     tol_y = IDENTICAL_RTOL * float(np.abs(y).max())
+    # A few whole timestamps first: two pipelines that rank differently almost always do so there, and the
+    # check on whole timestamps (with the full arrays' tolerances) is the same check, so a "no" is final.
+    few = np.isin(when, np.unique(when[:_PROBE_ROWS])[:_PROBE_TIMES])
+    if few.sum() < when.size and not _same_order(when[few], x[few], y[few], tol_x, tol_y):
+        return False
+    return _same_order(when, x, y, tol_x, tol_y)
+
+
+#: :func:`same_rankings` checks the first ``_PROBE_TIMES`` timestamps among the first ``_PROBE_ROWS`` rows first.
+_PROBE_ROWS, _PROBE_TIMES = 4096, 4
+
+
+def _same_order(when: np.ndarray, x: np.ndarray, y: np.ndarray, tol_x: float, tol_y: float) -> bool:
+    """Within each timestamp, every step between neighbours (sorted by ``x``, then ``y``) is a tie in both or a
+    rise in both (:func:`same_rankings`)."""
     order = np.lexsort((y, x, when))
     same_time = when[order][1:] == when[order][:-1]
     dx, dy = np.diff(x[order])[same_time], np.diff(y[order])[same_time]
