@@ -8,7 +8,10 @@ on sweeps simulated from a pair's variance components
 ``--from-store DIR``) with the configurations' true gaps to the best in standard errors of a pair's
 difference at the full grid (``--max-seeds`` seeds). Beside it, the baseline: the same race with
 Bonferroni over every pair (``comparisons="all-pairs"``: two-sided alpha / m, m = K (K - 1) / 2, the
-pairs' rule's correction).
+pairs' rule's correction), and the step-down form (``comparisons="step-down"``: closed testing of "i is
+a best", alpha / (r (K - 1)) with r configurations not eliminated); ``--methods`` picks among them.
+``--futility`` is the race's threshold: a configuration stops receiving seeds once its chance to be
+eliminated by ``--max-seeds`` is below it.
 
 Sweep shapes (``--sweeps``; gaps in SE):
 
@@ -24,6 +27,7 @@ Per shape and method it prints, each with its Monte Carlo standard error (over s
   (the family-wise error the issue asks to hold at 5%; with ties MCB guarantees the next one);
 * **every best eliminated**: the share that eliminated all of them (Hsu's MCB guarantee: <= alpha);
 * **eliminated by gap**: the share of the configurations 0-2, 2-4 and >= 4 SE worse that were eliminated;
+* **seeds to**: the share of the seeds spent that went to the best ones and to each gap class;
 * **seeds / grid**: seeds trained over the grid's (every configuration at ``--max-seeds``), and the
   CPU-hours that saves on the paper grid (``--paper-cpu-hours`` for 10 seeds of its 24 pipelines,
   ``bench/estimate_paper_compute.py``; scaled to the grid's seeds).
@@ -36,7 +40,8 @@ seed-averaged daily losses, :func:`rolling_calib.core.verdict.seed_averaged_conf
 
 Usage (from the repository root; the tables in docs/racing.md)::
 
-    nice -n 19 python bench/racing_replay.py --reps 100 --mcs-reps 200 --target period
+    nice -n 19 python bench/racing_replay.py --reps 60 --mcs-reps 0 --target period
+    nice -n 19 python bench/racing_replay.py --reps 60 --mcs-reps 0 --methods best --futility 0.1
     python bench/racing_replay.py --from-store runs/store --metric ql --sweeps tied4 --reps 50 --json
 """
 
