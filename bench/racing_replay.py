@@ -296,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out, default=str))
         return 0
     print(f"Races on {source}: {args.reps} sweeps per shape, {args.days} days, first {args.first}, batch "
-          f"{args.batch}, max {args.max_seeds} seeds, futility {args.futility:g}, target {args.target}, 95% (MC SE after ±)")
+          f"{args.batch}, max {args.max_seeds} seeds, futility {args.futility:g}, target {args.target}, 95% "
+          "(MC SE after ±)")
     for shape, block in out["races"].items():
         print(f"\n{shape}: {len(block['gaps_se'])} configurations, gaps {block['gaps_se']} SE "
               f"({block['seconds']:.0f} s)")

@@ -228,7 +228,8 @@ class RaceLook:
     fraction, boundary : float
         Planned information fraction ``seeds / max_seeds`` and the z boundary of the look.
     level : float
-        One-sided confidence of this look's bounds (``1 - p_L``).
+        One-sided confidence of this look's bounds (``1 - p_L``; step-down: of its last pass, after the look's
+        eliminations relaxed the share; each elimination's ``why`` names the level it was decided at).
     best : str
         The best configuration by mean among those compared.
     compared : tuple of str
@@ -341,8 +342,8 @@ def _final_level(rule: StoppingRule, alpha_pair: float) -> float:
 
 
 def _elimination_chance(gap: float, cv: CrossedVariance, *, k: int, n: int, two_sided_level: float) -> float:
-    """Predictive chance that a pair ``gap`` apart (> 0: the first configuration worse) eliminates the first one by ``n``
-    seeds per configuration, at the last planned look's level: one side of
+    """Predictive chance that a pair ``gap`` apart (> 0: the first configuration worse) eliminates the first one by
+    ``n`` seeds per configuration, at the last planned look's level: one side of
     :func:`rolling_calib.core.verdict.predictive_probability` (the same flat prior on the gap)::
 
         D_n | look ~ N(D_k, S (n - k) / (k n)),      P = P(D_n > t_nu(n) sqrt(S / n + v_time))
@@ -525,7 +526,8 @@ def race(panels: Mapping[str, LossPanel], *, rule: StoppingRule = DEFAULT_RULE,
                       full_grid=max_seeds, stop=stop,
                       settings={"rule": rule.to_dict(), "question": question.to_dict(), "orientation": orientation,
                                 "configurations": K, "comparisons": comparisons,
-                                "comparison_alpha": _share(question.alpha, K, K, comparisons), "order_seed": int(order_seed)})
+                                "comparison_alpha": _share(question.alpha, K, K, comparisons),
+                                "order_seed": int(order_seed)})
 
 
 # --------------------------------------------------------------------------- the model confidence set
