@@ -36,7 +36,7 @@ one of them with probability ``>= 1 - alpha`` (each tied one alone is eliminated
 
 **Step-down** (``comparisons="step-down"``). MCB's guarantee is about *one* best: with ``T`` tied
 for the best, each is eliminated with chance ``<= alpha`` but some one of them with chance up to
-``T alpha`` (with 12 identical configurations, about a third of the races eliminated one of them,
+``T alpha`` (with 12 identical configurations, 27% of the races eliminated one of them,
 ``docs/racing.md``). Closed testing of the hypotheses ``H_i`` "``i`` is a best" (the intersection
 ``H_J``, every one of ``J`` tied for the best, tested by Bonferroni over its ``|J| (K - 1)``
 one-sided comparisons) gives Holm's shortcut: with ``r`` configurations not yet eliminated each
