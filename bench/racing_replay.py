@@ -8,7 +8,10 @@ on sweeps simulated from a pair's variance components
 ``--from-store DIR``) with the configurations' true gaps to the best in standard errors of a pair's
 difference at the full grid (``--max-seeds`` seeds). Beside it, the baseline: the same race with
 Bonferroni over every pair (``comparisons="all-pairs"``: two-sided alpha / m, m = K (K - 1) / 2, the
-pairs' rule's correction).
+pairs' rule's correction), and the step-down form (``comparisons="step-down"``: closed testing of "i is
+a best", alpha / (r (K - 1)) with r configurations not eliminated); ``--methods`` picks among them.
+``--futility`` is the race's threshold: a configuration stops receiving seeds once its chance to be
+eliminated by ``--max-seeds`` is below it.
 
 Sweep shapes (``--sweeps``; gaps in SE):
 
@@ -24,6 +27,7 @@ Per shape and method it prints, each with its Monte Carlo standard error (over s
   (the family-wise error the issue asks to hold at 5%; with ties MCB guarantees the next one);
 * **every best eliminated**: the share that eliminated all of them (Hsu's MCB guarantee: <= alpha);
 * **eliminated by gap**: the share of the configurations 0-2, 2-4 and >= 4 SE worse that were eliminated;
+* **seeds to**: the share of the seeds spent that went to the best ones and to each gap class;
 * **seeds / grid**: seeds trained over the grid's (every configuration at ``--max-seeds``), and the
   CPU-hours that saves on the paper grid (``--paper-cpu-hours`` for 10 seeds of its 24 pipelines,
   ``bench/estimate_paper_compute.py``; scaled to the grid's seeds).
@@ -36,7 +40,8 @@ seed-averaged daily losses, :func:`rolling_calib.core.verdict.seed_averaged_conf
 
 Usage (from the repository root; the tables in docs/racing.md)::
 
-    nice -n 19 python bench/racing_replay.py --reps 100 --mcs-reps 200 --target period
+    nice -n 19 python bench/racing_replay.py --reps 60 --mcs-reps 0 --target period
+    nice -n 19 python bench/racing_replay.py --reps 60 --mcs-reps 0 --methods best --futility 0.1
     python bench/racing_replay.py --from-store runs/store --metric ql --sweeps tied4 --reps 50 --json
 """
 
@@ -71,11 +76,18 @@ SWEEPS: dict[str, list[float]] = {
     "null": [0] * 12,
     "paper24": [0, 0, 0.5, 1, 1, 1.5, 2, 2, 2.5, 3, 3, 3.5, 4, 4, 4.5, 5, 5, 6, 6, 7, 8, 9, 10, 12],
 }
-METHODS = ("best", "all-pairs")
+METHODS = ("best", "all-pairs", "step-down")
 GAP_CLASSES = (("0-2 SE", 0.0, 2.0), ("2-4 SE", 2.0, 4.0), (">= 4 SE", 4.0, math.inf))
+#: Classes of the seeds' destination: the best ones, then the gap classes.
+SPENT_CLASSES = ("best",) + tuple(c for c, _, _ in GAP_CLASSES)
 #: The paper grid's CPU-hours at 10 seeds per pipeline (docs/gpu.md, bench/estimate_paper_compute.py).
 PAPER_CPU_HOURS = 844.0
 PAPER_SEEDS = 10
+
+
+def _spent_class(gap: float) -> str:
+    """Which of :data:`SPENT_CLASSES` a configuration ``gap`` SE from the best is in."""
+    return "best" if gap == 0 else next(c for c, lo, hi in GAP_CLASSES if lo <= gap < hi)
 
 
 def _rate(x: list[float]) -> tuple[float, float]:
@@ -87,7 +99,8 @@ def _rate(x: list[float]) -> tuple[float, float]:
 
 
 def replay_sweeps(model: PanelModel, gaps: list[float], *, reps: int, n_days: int, rule: StoppingRule,
-                  target: str, seed: int, progress: str = "") -> list[dict[str, Any]]:
+                  target: str, seed: int, progress: str = "",
+                  methods: tuple[str, ...] = METHODS) -> list[dict[str, Any]]:
     """``reps`` simulated sweeps, each raced by every method: per sweep and method, what was eliminated and the seeds."""
     se = estimator_sd(model, n_seeds=rule.max_seeds, n_days=n_days, target=target)
     rng = np.random.default_rng(seed)
@@ -102,10 +115,10 @@ def replay_sweeps(model: PanelModel, gaps: list[float], *, reps: int, n_days: in
                                    rng=rng, centre_period=target == "period")
         names = list(panels)
         rec: dict[str, Any] = {"gaps": dict(zip(names, gaps))}
-        for method in METHODS:
+        for method in methods:
             r = race(panels, rule=rule, question=question, orientation="lower", order_seed=i, comparisons=method)
             rec[method] = {"eliminated": sorted(r.eliminated), "fraction": r.fraction_of_grid,
-                           "looks": len(r.looks), "stop": r.stop}
+                           "looks": len(r.looks), "stop": r.stop, "seeds": dict(r.seeds_used)}
         records.append(rec)
         if bar is not None:
             bar.update()
@@ -114,12 +127,14 @@ def replay_sweeps(model: PanelModel, gaps: list[float], *, reps: int, n_days: in
     return records
 
 
-def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per method: a best eliminated, every best eliminated, eliminated by gap class, seeds over the grid."""
+def summarise(records: list[dict[str, Any]], methods: tuple[str, ...] = METHODS) -> list[dict[str, Any]]:
+    """Per method: a best eliminated, every best eliminated, eliminated by gap class, seeds over the grid, and the
+    share of the seeds spent that went to each gap class (the best ones as ``0 SE``)."""
     rows = []
-    for method in METHODS:
+    for method in methods:
         any_best, all_best, fraction = [], [], []
         by_class: dict[str, list[float]] = {c: [] for c, _, _ in GAP_CLASSES}
+        spent: dict[str, float] = {c: 0.0 for c in SPENT_CLASSES}
         stops: dict[str, int] = {}
         for rec in records:
             gaps, out = rec["gaps"], set(rec[method]["eliminated"])
@@ -132,6 +147,8 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 if names:
                     by_class[c].append(sum(n in out for n in names) / len(names))
             stops[rec[method]["stop"]] = stops.get(rec[method]["stop"], 0) + 1
+            for n, k in rec[method]["seeds"].items():
+                spent[_spent_class(gaps[n])] += k
         row: dict[str, Any] = {"method": method, "n": len(records)}
         row["a_best_eliminated"], row["a_best_mcse"] = _rate(any_best)
         row["every_best_eliminated"], row["every_best_mcse"] = _rate(all_best)
@@ -139,6 +156,8 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row[f"eliminated {c}"], row[f"eliminated {c} mcse"] = _rate(by_class[c])
         row["seeds_fraction"], row["seeds_fraction_mcse"] = _rate(fraction)
         row["stops"] = stops
+        total = sum(spent.values())
+        row["seeds_share"] = {c: v / total for c, v in spent.items()}
         rows.append(row)
     return rows
 
@@ -182,9 +201,11 @@ def race_table(rows: list[dict[str, Any]]) -> str:
              _pct(r["every_best_eliminated"], r["every_best_mcse"])]
             + [_pct(r[f"eliminated {c}"], r[f"eliminated {c} mcse"]) for c, _, _ in GAP_CLASSES]
             + [_pct(r["seeds_fraction"], r["seeds_fraction_mcse"]),
+               " / ".join(f"{v:.0%}" for v in r["seeds_share"].values()),
                ", ".join(f"{k} {v}" for k, v in sorted(r["stops"].items()))] for r in rows]
     return format_table(body, ["comparisons", "a best eliminated", "every best eliminated"]
-                        + [f"eliminated {c}" for c, _, _ in GAP_CLASSES] + ["seeds / grid", "stops"])
+                        + [f"eliminated {c}" for c, _, _ in GAP_CLASSES]
+                        + ["seeds / grid", "seeds to " + " / ".join(SPENT_CLASSES), "stops"])
 
 
 def mcs_table(rows: list[dict[str, Any]]) -> str:
@@ -208,6 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first", type=int, default=3, help="seeds per configuration at the first look (default 3)")
     parser.add_argument("--batch", type=int, default=2, help="seeds added per look (default 2)")
     parser.add_argument("--max-seeds", type=int, default=20, help="the grid's seeds per configuration (default 20)")
+    parser.add_argument("--futility", type=float, default=StoppingRule().futility,
+                        help="the race's futility threshold: a configuration stops receiving seeds once its chance "
+                             "to be eliminated by --max-seeds is below this (default %(default)s, the rule's)")
+    parser.add_argument("--methods", default=",".join(METHODS),
+                        help=f"error shares to race with, comma-separated (of {', '.join(METHODS)}; default all)")
     parser.add_argument("--target", default="period", choices=["future", "period"],
                         help="the question's target (default period)")
     parser.add_argument("--mcs-reps", type=int, default=200, help="sweeps per MCS cell (default 200; 0: none)")
@@ -232,6 +258,12 @@ def main(argv: list[str] | None = None) -> int:
             if args.preset not in PRESETS:
                 raise UsageError(f"--preset: expected one of {', '.join(sorted(PRESETS))}, found {args.preset!r}")
             model, source = PRESETS[args.preset], f"preset {args.preset}"
+        methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+        for m in methods:
+            if m not in METHODS:
+                raise UsageError(f"--methods: expected names of {', '.join(METHODS)}, found {m!r}")
+        if not 0.0 <= args.futility <= 1.0:
+            raise UsageError(f"--futility: expected a probability in [0, 1], found {args.futility}")
         shapes = [s.strip() for s in args.sweeps.split(",") if s.strip()]
         for s in shapes:
             if s not in SWEEPS:
@@ -239,14 +271,15 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"racing_replay: {exc}", file=sys.stderr)
         return 2
-    rule = StoppingRule(first=args.first, batch=args.batch, max_seeds=args.max_seeds)
+    rule = StoppingRule(first=args.first, batch=args.batch, max_seeds=args.max_seeds, futility=args.futility)
     out: dict[str, Any] = {"source": source, "model": model.to_dict(), "settings": vars(args),
                            "rule": rule.to_dict(), "races": {}, "mcs": []}
     for k, shape in enumerate(shapes):
         t = time.perf_counter()
         records = replay_sweeps(model, SWEEPS[shape], reps=args.reps, n_days=args.days, rule=rule,
-                                target=args.target, seed=args.seed + k, progress="" if args.json else shape)
-        rows = summarise(records)
+                                target=args.target, seed=args.seed + k, progress="" if args.json else shape,
+                                methods=methods)
+        rows = summarise(records, methods)
         paper_grid_h = PAPER_CPU_HOURS * args.max_seeds / PAPER_SEEDS
         for r in rows:
             r["paper_cpu_hours_saved"] = (1.0 - r["seeds_fraction"]) * paper_grid_h
@@ -263,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out, default=str))
         return 0
     print(f"Races on {source}: {args.reps} sweeps per shape, {args.days} days, first {args.first}, batch "
-          f"{args.batch}, max {args.max_seeds} seeds, target {args.target}, 95% (MC SE after ±)")
+          f"{args.batch}, max {args.max_seeds} seeds, futility {args.futility:g}, target {args.target}, 95% "
+          "(MC SE after ±)")
     for shape, block in out["races"].items():
         print(f"\n{shape}: {len(block['gaps_se'])} configurations, gaps {block['gaps_se']} SE "
               f"({block['seconds']:.0f} s)")

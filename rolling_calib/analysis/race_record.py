@@ -90,7 +90,8 @@ def race_from_dict(data: dict[str, Any]) -> RaceResult:
     """The :class:`RaceResult` of :meth:`RaceResult.to_dict` (a round trip)."""
     looks = tuple(RaceLook(**{**look, "compared": tuple(look["compared"]), "kept": tuple(look["kept"]),
                               "eliminated": tuple(Elimination(**e) for e in look["eliminated"]),
-                              "settled": tuple(tuple(s) for s in look["settled"])})
+                              "settled": tuple(tuple(s) for s in look["settled"]),
+                              "stopped": tuple(tuple(s) for s in look.get("stopped", ()))})
                   for look in data["looks"])
     return RaceResult(best_set=tuple(data["best_set"]), eliminated=dict(data["eliminated"]),
                       seeds_used=dict(data["seeds_used"]), looks=looks, full_grid=int(data["full_grid"]),
@@ -102,7 +103,8 @@ def _amount(value: float, *, metric: str, unit: str) -> str:
 
 
 def look_line(look: RaceLook, *, metric: str, unit: str, configurations: int, full_grid: int) -> str:
-    """One look in one line: seeds, level, kept, eliminated (by whom, the difference, the bound), settled, seeds spent.
+    """One look in one line: seeds, level, kept, eliminated (by whom, the difference, the bound), settled, the
+    configurations that get no more seeds (kept in the best set), seeds spent.
 
     (Example: the module docstring.)
     """
@@ -115,6 +117,8 @@ def look_line(look: RaceLook, *, metric: str, unit: str, configurations: int, fu
             for e in look.eliminated))
     if look.settled:
         parts.append("settled " + ", ".join(f"{a} ~ {b} ({why})" for a, b, why in look.settled))
+    if look.stopped:
+        parts.append("no more seeds for " + ", ".join(f"{n} ({why})" for n, why in look.stopped))
     parts.append(f"{look.seeds_spent} of the grid's {configurations * full_grid} seeds spent")
     if look.stop:
         parts.append(f"race over: {look.stop}")

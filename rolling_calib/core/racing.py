@@ -34,15 +34,34 @@ With several configurations tied for the best the guarantee is Hsu's: the best s
 one of them with probability ``>= 1 - alpha`` (each tied one alone is eliminated less often than
 ``alpha``; ``bench/racing_replay.py`` measures both rates).
 
+**Step-down** (``comparisons="step-down"``). MCB's guarantee is about *one* best: with ``T`` tied
+for the best, each is eliminated with chance ``<= alpha`` but some one of them with chance up to
+``T alpha`` (with 12 identical configurations, 27% of the races eliminated one of them,
+``docs/racing.md``). Closed testing of the hypotheses ``H_i`` "``i`` is a best" (the intersection
+``H_J``, every one of ``J`` tied for the best, tested by Bonferroni over its ``|J| (K - 1)``
+one-sided comparisons) gives Holm's shortcut: with ``r`` configurations not yet eliminated each
+comparison is one-sided at ``alpha / (r (K - 1))``, re-checked at the same look after every
+elimination. Then ``P(any truly best eliminated) <= alpha`` whatever the ties (strong control),
+spent over the looks as above (the shares only grow, Maurer and Bretz 2013); the first
+elimination needs the all-pairs share ``alpha / (K (K - 1))``, and the last ones ``alpha / (2 (K - 1))``.
+
 **Stops.** A pair of configurations still in the race is *settled* -- it can no longer eliminate
 either side -- when its two-sided interval at the look's level lies inside ``(-margin, margin)``
 (``rule.margin``: equivalent), when the market-time part alone keeps it over the gap even with
 every seed (undecidable, judged at the gap's optimistic end as the pairs' rule judges it), or when
 its predictive chance of a decision by ``max_seeds`` (at the last planned look's level) is below
-``rule.futility`` (futile). These
-stops never eliminate anything, so they cannot raise the error rate. Only configurations in an
-unsettled pair get the next batch; the race ends when one configuration is left, when every pair
-still in it is settled (the set cannot shrink), or when the budget is spent.
+``rule.futility`` (futile). A *configuration* stops receiving seeds when its own predictive chance
+to be eliminated by ``max_seeds`` -- one side of the pair's chance, against whichever configuration
+still compared with it through an unsettled pair is most likely to eliminate it -- is below
+``rule.futility``, unless it is the most likely eliminator of one that keeps running (a
+configuration that cannot be eliminated gets seeds only to eliminate others, and one eliminator
+per configuration is enough: MCB may eliminate ``i`` against any ``j``). A stopped configuration
+stays in the best set and is never compared again. These stops never eliminate anything: every
+elimination is a crossing that the same comparison at the same look would have made with every
+configuration given every seed, so withholding seeds only removes chances to eliminate and cannot
+raise the error rate (it lowers power). The race ends when one configuration is left, when no
+configuration still compared can be eliminated (the set cannot shrink), or when the budget is
+spent.
 
 :func:`model_confidence_set` -- *which configurations are not distinguishable from the best, at
 the seeds run?* Hansen, Lunde and Nason's (2011) elimination with the range statistic, on each
@@ -98,17 +117,18 @@ from rolling_calib.core.sequential import _time_alone_covers, boundaries, planne
 from rolling_calib.core.stopping import DEFAULT_RULE, STOPPING_RULE, StoppingRule
 from rolling_calib.core.validation import SEED, Options, validate_params
 from rolling_calib.core.variance import CrossedVariance, crossed_variance, influence
-from rolling_calib.core.verdict import LossPanel, predictive_probability
+from rolling_calib.core.verdict import LossPanel, _threshold, predictive_probability
 
 __all__ = ["COMPARISONS", "RACE_STOPS", "SETTLED", "Elimination", "ModelConfidenceSet", "RaceLook", "RaceResult",
            "model_confidence_set", "race"]
 
 _ORIENTATION = Options("lower", "higher")
-#: How a race shares its error rate: ``best`` (Hsu's MCB, ``alpha / (K - 1)`` one-sided per comparison) or
+#: How a race shares its error rate: ``best`` (Hsu's MCB, ``alpha / (K - 1)`` one-sided per comparison),
 #: ``all-pairs`` (Bonferroni over every pair, two-sided ``alpha / m``, ``m = K (K - 1) / 2``: the pairs' rule's
-#: correction, ``alpha / (K (K - 1))`` per side; the baseline ``bench/racing_replay.py`` measures MCB against).
-COMPARISONS = Options("best", "all-pairs")
-#: Why a race ended.
+#: correction, ``alpha / (K (K - 1))`` per side; the baseline ``bench/racing_replay.py`` measures MCB against) or
+#: ``step-down`` (closed testing of "i is a best": ``alpha / (r (K - 1))`` with ``r`` configurations not eliminated).
+COMPARISONS = Options("best", "all-pairs", "step-down")
+#: Why a race ended ("settled": no configuration still compared can be eliminated).
 RACE_STOPS = ("one left", "settled", "budget")
 #: Why a pair still in the race was settled (it can no longer eliminate either side).
 SETTLED = ("equivalent", "undecidable", "futile")
@@ -208,7 +228,8 @@ class RaceLook:
     fraction, boundary : float
         Planned information fraction ``seeds / max_seeds`` and the z boundary of the look.
     level : float
-        One-sided confidence of this look's bounds (``1 - p_L``).
+        One-sided confidence of this look's bounds (``1 - p_L``; step-down: of its last pass, after the look's
+        eliminations relaxed the share; each elimination's ``why`` names the level it was decided at).
     best : str
         The best configuration by mean among those compared.
     compared : tuple of str
@@ -222,6 +243,9 @@ class RaceLook:
         Seeds trained so far over all configurations (one seed: one configuration's model per window).
     stop : str
         ``""``, or why the race ended here (:data:`RACE_STOPS`).
+    stopped : tuple of (str, str)
+        Configurations still in the race that get no more seeds from this look on: ``(name, why)`` (futile: their
+        chance to be eliminated by ``max_seeds`` is below ``rule.futility``; or every pair they are in settled).
     """
 
     look: int
@@ -236,6 +260,7 @@ class RaceLook:
     settled: tuple[tuple[str, str, str], ...]
     seeds_spent: int
     stop: str = ""
+    stopped: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out = fields_dict(self, exclude=("eliminated",))
@@ -322,6 +347,90 @@ def _final_level(rule: StoppingRule, alpha_pair: float) -> float:
     return 1.0 - 2.0 * float(stats.norm.sf(c)) if math.isfinite(c) else 1.0 - 1e-12
 
 
+def _elimination_chance(gap: float, cv: CrossedVariance, *, k: int, n: int, two_sided_level: float) -> float:
+    """Predictive chance that a pair ``gap`` apart (> 0: the first configuration worse) eliminates the first one by
+    ``n`` seeds per configuration, at the last planned look's level: one side of
+    :func:`rolling_calib.core.verdict.predictive_probability` (the same flat prior on the gap)::
+
+        D_n | look ~ N(D_k, S (n - k) / (k n)),      P = P(D_n > t_nu(n) sqrt(S / n + v_time))
+
+    >>> cv = crossed_variance(np.random.default_rng(0).normal(0.0, 1.0, (5, 30)), target="period")
+    >>> [round(_elimination_chance(g, cv, k=5, n=20, two_sided_level=0.99), 2) for g in (0.0, 0.1, 0.2)]
+    [0.05, 0.49, 0.94]
+    >>> _elimination_chance(0.2, cv, k=20, n=20, two_sided_level=0.99)   # nothing left to learn
+    1.0
+    """
+    if math.isinf(cv.var):
+        return 0.0
+    limits = _threshold(n=n, per_seed_var=cv.per_seed_var, time_variance=cv.var_time, time_df=cv.df_time,
+                        confidence=two_sided_level)
+    if limits is None:
+        return float(gap > 0)
+    spread = math.sqrt(max(cv.per_seed_var * (n - k) / (k * n), 0.0)) if 0 < k < n else 0.0
+    if spread == 0.0:
+        return float(gap > limits[0])
+    return float(stats.norm.sf((limits[0] - gap) / spread))
+
+
+def _share(alpha: float, K: int, kept: int, comparisons: str) -> float:
+    """One-sided error share of one comparison (:data:`COMPARISONS`) with ``kept`` of ``K`` configurations not
+    eliminated: ``alpha / (K - 1)`` (best), ``alpha / (K (K - 1))`` (all-pairs), ``alpha / (kept (K - 1))`` (step-down).
+
+    >>> _share(0.05, 12, 12, "best"), _share(0.05, 12, 12, "step-down") == _share(0.05, 12, 12, "all-pairs")
+    (0.004545454545454546, True)
+    >>> _share(0.05, 12, 1, "step-down") == _share(0.05, 12, 12, "best")
+    True
+    """
+    return alpha / ((K - 1) if comparisons == "best" else K * (K - 1) if comparisons == "all-pairs"
+                    else max(kept, 1) * (K - 1))
+
+
+def _eliminations(pairs: Mapping[tuple[str, str], tuple[float, CrossedVariance]], kept: list[str], *, tail: float,
+                  sign: float) -> dict[str, tuple[float, str, float]]:
+    """MCB at one-sided nominal ``tail``: each configuration of ``kept`` whose one-sided bound against some other one
+    of ``kept`` exceeds 0, with its largest bound, that other one and the gap (``sign``: 1 lower is better)."""
+    worst: dict[str, tuple[float, str, float]] = {}
+    for (a, b), (d, cv) in pairs.items():
+        if a not in kept or b not in kept:
+            continue
+        margin = _t_bound(cv, tail)
+        for loser, winner, gap in ((a, b, sign * d), (b, a, -sign * d)):
+            bound = gap - margin
+            if bound > 0 and bound > worst.get(loser, (0.0, "", 0.0))[0]:
+                worst[loser] = (bound, winner, gap)
+    return worst
+
+
+def _next_active(pairs: Mapping[tuple[str, str], tuple[float, CrossedVariance]],
+                 settled: Mapping[tuple[str, str], str], kept: list[str], compared: list[str], *, k: int,
+                 rule: StoppingRule, sign: float,
+                 two_sided_level: float) -> tuple[list[str], list[str], tuple[tuple[str, str], ...]]:
+    """Who gets the next look's seeds: ``(live, active, stopped)``.
+
+    A configuration is *live* while its predictive chance to be eliminated by ``max_seeds``
+    (:func:`_elimination_chance`, against the configuration still compared most likely to eliminate it, through a
+    pair not settled) is at least ``rule.futility``; the next look gives seeds to the live ones and to each one's
+    most likely eliminator. Every other configuration still in the race stops receiving seeds (``stopped``: name and
+    why) and is never eliminated afterwards: withholding seeds only removes chances to eliminate, so it cannot raise
+    the error rate.
+    """
+    chance: dict[str, tuple[float, str]] = {}
+    for (a, b), (d, cv) in pairs.items():
+        if a not in kept or b not in kept or (a, b) in settled:
+            continue
+        for loser, winner, gap in ((a, b, sign * d), (b, a, -sign * d)):
+            p = _elimination_chance(gap, cv, k=k, n=rule.max_seeds, two_sided_level=two_sided_level)
+            if p > chance.get(loser, (-1.0, ""))[0]:
+                chance[loser] = (p, winner)
+    live = [n for n in compared if n in chance and chance[n][0] >= rule.futility]
+    need = set(live) | {chance[n][1] for n in live}
+    active = [n for n in compared if n in need]
+    stopped = tuple((n, f"futile: {chance[n][0]:.0%} chance to be eliminated by {rule.max_seeds} seeds "
+                        f"(against {chance[n][1]})" if n in chance else "every pair it is in settled")
+                    for n in compared if n in kept and n not in need)
+    return live, active, stopped
+
+
 @validate_params({"rule": STOPPING_RULE, "question": QUESTION, "orientation": _ORIENTATION, "order_seed": SEED,
                   "comparisons": COMPARISONS})
 def race(panels: Mapping[str, LossPanel], *, rule: StoppingRule = DEFAULT_RULE,
@@ -336,17 +445,21 @@ def race(panels: Mapping[str, LossPanel], *, rule: StoppingRule = DEFAULT_RULE,
         ``rule.max_seeds`` seeds that every configuration ran (compared seed for seed).
     rule : StoppingRule
         Seeds at the first look, per look and at most; the spending function over the looks; the
-        futility threshold and the equivalence margin of the stops.
+        futility threshold (of a pair's chance of a decision and of a configuration's chance to be
+        eliminated, by ``max_seeds``) and the equivalence margin of the stops.
     question : Question
-        The target of every comparison's variance; ``1 - confidence`` is the chance of eliminating
-        the (or, with ties, every) best configuration, over all configurations and looks.
+        The target of every comparison's variance; ``1 - confidence`` bounds the chance of eliminating
+        the best configuration over all configurations and looks (with ties: every one of them for
+        ``best``; any one of them for ``all-pairs`` and ``step-down``).
     orientation : {"lower", "higher"}
         Lower is better (a loss) or higher (a score such as IC).
     order_seed : int
         Seed of the random order in which seeds are revealed (the same order for every configuration).
-    comparisons : {"best", "all-pairs"}
+    comparisons : {"best", "all-pairs", "step-down"}
         ``best``: each comparison one-sided at ``alpha / (K - 1)`` (MCB); ``all-pairs``: at
-        ``alpha / (K (K - 1))`` (Bonferroni over every pair, two-sided ``alpha / m``), the baseline.
+        ``alpha / (K (K - 1))`` (Bonferroni over every pair, two-sided ``alpha / m``), the baseline;
+        ``step-down``: at ``alpha / (r (K - 1))`` with ``r`` configurations not yet eliminated (closed
+        testing: no truly best one eliminated with chance ``> alpha``, whatever the ties).
     seed_order : sequence of int, optional
         Reveal the seeds in this order instead of a random one (``order_seed`` unused): a race run
         live (:mod:`rolling_calib.experiment.race_live`). Each configuration then reads the longest
@@ -373,10 +486,9 @@ def race(panels: Mapping[str, LossPanel], *, rule: StoppingRule = DEFAULT_RULE,
         have = {n: max_seeds for n in names}
     pending: dict[str, int] = {}
     n_days = panels[names[0]].n_times
-    alpha_pair = question.alpha / ((K - 1) if comparisons == "best" else K * (K - 1))
     sign = 1.0 if orientation == "lower" else -1.0
-    final_two_sided = _final_level(rule, alpha_pair)
     kept = list(names)
+    active = list(names)      # the configurations given the next look's seeds
     settled: dict[tuple[str, str], str] = {}
     eliminated: dict[str, int] = {}
     used = {n: 0 for n in names}
@@ -386,38 +498,34 @@ def race(panels: Mapping[str, LossPanel], *, rule: StoppingRule = DEFAULT_RULE,
     while True:
         number += 1
         k = rule.seeds_at(number)
-        open_pairs = [(a, b) for i, a in enumerate(kept) for b in kept[i + 1:] if (a, b) not in settled]
-        compared = [n for n in kept if any(n in p for p in open_pairs)]
+        compared = [n for n in kept if n in active]
+        open_pairs = [(a, b) for i, a in enumerate(compared) for b in compared[i + 1:] if (a, b) not in settled]
         if any(have[n] < k for n in compared):   # live: the look's seeds are not all trained yet
             pending, stop = {n: k for n in compared}, ""
             break
         for n in compared:
             used[n] = k
         fractions += (planned_fraction(k, max_seeds),)
-        c = float(boundaries(fractions, alpha=2.0 * alpha_pair, spending=rule.spending)[-1])
-        tail = float(stats.norm.sf(c)) if math.isfinite(c) else 0.0
         parts = {n: _parts(ordered[n], k) for n in compared}
         means = {n: float(parts[n].means.mean()) for n in compared}
         best = min(compared, key=lambda n: sign * means[n])
         pairs = {p: _pair(parts[p[0]], parts[p[1]], question.target) for p in open_pairs}
-        # MCB: i is out once its one-sided bound against some j still compared exceeds 0 (the largest one named)
-        worst_bound: dict[str, tuple[float, str, float]] = {}
-        for (a, b), (d, cv) in pairs.items():
-            margin = _t_bound(cv, tail)
-            for loser, winner, gap in ((a, b, sign * d), (b, a, -sign * d)):
-                bound = gap - margin
-                if bound > 0 and bound > worst_bound.get(loser, (0.0, "", 0.0))[0]:
-                    worst_bound[loser] = (bound, winner, gap)
-        level = 1.0 - tail
-        out = []
-        for n in compared:
-            if n in worst_bound:
-                bound, by, gap = worst_bound[n]
+        out: list[Elimination] = []
+        while True:     # step-down: each elimination relaxes the others' share (Holm); otherwise one pass
+            share = _share(question.alpha, K, len(kept), comparisons)
+            c = float(boundaries(fractions, alpha=2.0 * share, spending=rule.spending)[-1])
+            tail = float(stats.norm.sf(c)) if math.isfinite(c) else 0.0
+            level = 1.0 - tail
+            new = _eliminations(pairs, kept, tail=tail, sign=sign)
+            for n, (bound, by, gap) in new.items():
                 eliminated[n] = number
                 out.append(Elimination(n, by, sign * gap, bound, (
                     f"worse than {by}{' (the best by mean)' if by == best else ''} by {abs(gap):.4g}: the "
                     f"one-sided {level:.4%} bound on the gap is {bound:.4g} > 0")))
-        kept = [n for n in kept if n not in eliminated]
+            kept = [n for n in kept if n not in eliminated]
+            if not new or comparisons != "step-down" or len(kept) == 1:
+                break
+        final_two_sided = _final_level(rule, _share(question.alpha, K, len(kept), comparisons))
         new_settled = []
         half_level = 1.0 - 2.0 * tail
         for (a, b), (d, cv) in pairs.items():
@@ -428,18 +536,20 @@ def race(panels: Mapping[str, LossPanel], *, rule: StoppingRule = DEFAULT_RULE,
             if why:
                 settled[(a, b)] = why
                 new_settled.append((a, b, why))
-        still_open = [(a, b) for i, a in enumerate(kept) for b in kept[i + 1:] if (a, b) not in settled]
-        stop = ("one left" if len(kept) == 1 else "settled" if not still_open
+        live, active, stopped = _next_active(pairs, settled, kept, compared, k=k, rule=rule, sign=sign,
+                                             two_sided_level=final_two_sided)
+        stop = ("one left" if len(kept) == 1 else "settled" if not live
                 else "budget" if k >= max_seeds else "")
         looks.append(RaceLook(number, k, fractions[-1], c, level, best, tuple(compared), tuple(kept), tuple(out),
-                              tuple(new_settled), int(sum(used.values())), stop))
+                              tuple(new_settled), int(sum(used.values())), stop, () if stop else stopped))
         if stop:
             break
     return RaceResult(best_set=tuple(kept), eliminated=eliminated, seeds_used=dict(used), looks=tuple(looks),
                       full_grid=max_seeds, stop=stop,
                       settings={"rule": rule.to_dict(), "question": question.to_dict(), "orientation": orientation,
                                 "configurations": K, "comparisons": comparisons,
-                                "comparison_alpha": alpha_pair, "order_seed": int(order_seed),
+                                "comparison_alpha": _share(question.alpha, K, K, comparisons),
+                                "order_seed": int(order_seed),
                                 **({"seed_order": [int(s) for s in order]} if seed_order is not None else {})},
                       pending=pending)
 

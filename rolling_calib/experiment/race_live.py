@@ -63,7 +63,7 @@ def next_look(panels: Mapping[str, LossPanel], *, rule: StoppingRule, question: 
     >>> result, need = next_look({"a": panel(0.0, 3), "b": panel(0.0, 3), "c": panel(0.0, 3)}, rule=rule,
     ...                          question=Question(), orientation="lower", seed_order=range(7))
     >>> len(result.looks), result.stop, sorted(need.values())
-    (1, '', [(3, 4), (3, 4), (3, 4)])
+    (1, '', [(3, 4), (3, 4)])
     """
     result = race(panels, rule=rule, question=question, orientation=orientation, seed_order=list(seed_order))
     order = list(seed_order)

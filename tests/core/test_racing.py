@@ -44,6 +44,9 @@ def test_a_race_accounts_for_every_configuration_and_never_empties_the_best_set(
     assert spent == sorted(spent) and spent[-1] == sum(r.seeds_used.values())
     assert r.looks[-1].stop == r.stop and all(not look.stop for look in r.looks[:-1])
     assert 0 < r.fraction_of_grid <= 1
+    for before, after in zip(r.looks, r.looks[1:]):     # a configuration that stopped never gets seeds again
+        assert not {n for n, _ in before.stopped} & set(after.compared)
+        assert set(after.compared) <= set(before.compared) & set(before.kept)
     json.dumps(r.to_dict())
 
 
@@ -56,6 +59,27 @@ def test_identical_copies_eliminate_nobody_and_settle_at_once(k, seed):
              order_seed=seed)
     assert r.best_set == tuple(panels) and r.eliminated == {}
     assert len(r.looks) == 1 and r.stop == "settled"      # no pair can ever be decided: futile at look 1
+
+
+@pytest.mark.parametrize("shift", [1.0, 2.0])
+def test_a_configuration_that_cannot_be_eliminated_stops_while_the_others_race_on(shift):
+    """``m`` is a copy of the best ``a`` (their pair settles at once): it can only eliminate ``z``, which ``a`` does as
+    well, so it gets no seeds after the first look (before issue 35's change its open pair with ``z`` kept it running
+    as long as ``z``), is never eliminated, and ``a`` runs on as ``z``'s eliminator."""
+    p = _panels([0.0, shift], seeds=12, seed=0)
+    r = race({"a": p["c0"], "m": p["c0"], "z": p["c1"]}, rule=StoppingRule(first=3, batch=2, max_seeds=12),
+             question=PERIOD, orientation="lower", order_seed=0)
+    assert r.seeds_used["m"] == 3 and [n for n, _ in r.looks[0].stopped] == ["m"]
+    assert "futile" in r.looks[0].stopped[0][1] and "m" in r.best_set
+    assert "z" in r.eliminated and r.seeds_used["z"] > 3 and r.seeds_used["a"] == r.seeds_used["z"]
+
+
+def test_futility_zero_gives_seeds_to_every_configuration_in_an_open_pair():
+    """No futility: nothing stops until eliminated or its pairs settle, so every kept configuration runs the budget."""
+    panels = _panels([0.0, 0.05, 0.1], seeds=8, seed=4)
+    r = race(panels, rule=StoppingRule(first=3, batch=2, max_seeds=8, futility=0.0), question=PERIOD,
+             orientation="lower", order_seed=0)
+    assert all(r.seeds_used[n] == 8 for n in r.best_set) and r.stop == "budget"
 
 
 def test_a_copy_made_worse_by_a_constant_is_eliminated_at_the_first_look():
@@ -89,14 +113,36 @@ def test_higher_is_better_mirrors_lower_is_better():
     assert (a.best_set, a.eliminated, a.seeds_used) == (b.best_set, b.eliminated, b.seeds_used)
 
 
-def test_all_pairs_eliminates_no_more_than_the_best_comparisons():
+def test_all_pairs_eliminates_no_more_than_step_down_and_step_down_no_more_than_the_best_comparisons():
     panels = _panels([0.0, 0.6, 0.9, 1.2, 3.0], seeds=12, seed=2)
     rule = StoppingRule(first=3, batch=3, max_seeds=12, futility=0.0)
     best = race(panels, rule=rule, question=PERIOD, orientation="lower", order_seed=0)
     pairs = race(panels, rule=rule, question=PERIOD, orientation="lower", order_seed=0, comparisons="all-pairs")
+    step = race(panels, rule=rule, question=PERIOD, orientation="lower", order_seed=0, comparisons="step-down")
     assert best.settings["comparison_alpha"] == pytest.approx(0.05 / 4)
     assert pairs.settings["comparison_alpha"] == pytest.approx(0.05 / 20)
-    assert set(pairs.eliminated) <= set(best.eliminated)
+    assert step.settings["comparison_alpha"] == pytest.approx(0.05 / 20)     # starts at all pairs' share
+    assert set(pairs.eliminated) <= set(step.eliminated) <= set(best.eliminated)
+
+
+def test_step_down_relaxes_the_share_after_each_elimination():
+    """Holm's step-down over "i is a best": with r configurations left each comparison is one-sided at
+    alpha / (r (K - 1)). ``b``'s paired t against ``a`` (per-seed offsets 1.5 +- 1, t_5 = 3.35) is between
+    t_5(1 - 0.05 / 6) = 3.53 and t_5(1 - 0.05 / 4) = 3.16: all pairs keep it; step-down eliminates the far worse ``c``
+    at alpha / (3 * 2), then ``b`` at alpha / (2 * 2) at the same look."""
+    base = _panels([0.0], seeds=6, seed=5)["c0"]
+    offsets = 1.5 + np.array([1.0, -1.0, 1.0, -1.0, 1.0, -1.0])[:, None]
+    near = LossPanel.from_arrays(seeds=base.seeds, total=base.total + offsets)
+    far = LossPanel.from_arrays(seeds=base.seeds, total=base.total + 20.0 + offsets)
+    rule = StoppingRule(first=6, max_seeds=6)
+    step = race({"a": base, "b": near, "c": far}, rule=rule, question=PERIOD, orientation="lower", order_seed=0,
+                comparisons="step-down")
+    levels = [float(e.why.split("one-sided ")[1].split("%")[0]) for e in step.looks[0].eliminated]
+    assert [e.name for e in step.looks[0].eliminated] == ["c", "b"] and levels[0] > levels[1]
+    assert levels == pytest.approx([100 * (1 - 0.05 / 6), 100 * (1 - 0.05 / 4)], abs=1e-4)
+    pairs = race({"a": base, "b": near, "c": far}, rule=rule, question=PERIOD, orientation="lower", order_seed=0,
+                 comparisons="all-pairs")
+    assert pairs.eliminated == {"c": 1}
 
 
 def test_a_race_refuses_panels_it_cannot_compare():
