@@ -108,7 +108,8 @@ def look_line(look: RaceLook, *, metric: str, unit: str, configurations: int, fu
 
     (Example: the module docstring.)
     """
-    head = f"look {look.look}: {look.seeds} seeds each (one-sided {look.level:.1%} bounds)"
+    among = "" if set(look.compared) >= set(look.kept) else f" of {', '.join(look.compared)}"
+    head = f"look {look.look}: {look.seeds} seeds each{among} (one-sided {look.level:.1%} bounds)"
     parts = [f"kept {', '.join(look.kept)}"]
     if look.eliminated:
         parts.append("eliminated " + ", ".join(

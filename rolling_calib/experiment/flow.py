@@ -167,7 +167,8 @@ def describe_plan(plan: RunPlan, options: RunOptions) -> PlanSummary:
                      f"{options.until_decided.decide_by.upper()} bounds at (1 - confidence) / {K - 1} spent over "
                      f"the looks): the grid above ({rule.max_seeds} seeds, {K * rule.max_seeds} seeds in all) is "
                      f"the worst case; the first look needs seeds 0..{first - 1} of every configuration ({units} "
-                     f"unit(s)), then {rule.batch} more per look only for configurations still in an unsettled pair")
+                     f"unit(s)), then {rule.batch} more per look only for configurations that can still be eliminated "
+                     f"and the ones most likely to eliminate them")
         else:
             words = (f"the grid above ({rule.max_seeds} seeds) is the worst case; the first look needs seeds "
                      f"0..{first - 1} of every pipeline ({units} unit(s)), then {rule.batch} more per look only for "

@@ -109,3 +109,17 @@ def test_the_record_round_trips_through_json_and_says_each_look_in_one_line():
     assert "bp² QL" in text[1] and "of the grid's 27 seeds spent" in text[1]
     assert any(line.startswith("  best set: c0, c1") for line in text)
     assert record.units_used == 2 * sum(live.seeds_used.values()) and record.units_full_grid == 54
+
+
+def test_a_look_that_compares_fewer_than_are_kept_names_them():
+    """A configuration that gets no more seeds stays kept; the look's "seeds each" names who had them."""
+    from rolling_calib.analysis.race_record import look_line
+    from rolling_calib.core.racing import RaceLook
+
+    look = RaceLook(look=2, seeds=3, fraction=0.6, boundary=2.5, level=0.994, best="b", compared=("b", "c"),
+                    kept=("a", "b", "c"), eliminated=(), settled=(), seeds_spent=8, stop="")
+    line = look_line(look, metric="ql", unit="bp²", configurations=3, full_grid=5)
+    assert line.startswith("look 2: 3 seeds each of b, c (one-sided 99.4% bounds): kept a, b, c;")
+    full = look_line(RaceLook(**{**look.__dict__, "compared": ("a", "b", "c")}), metric="ql", unit="bp²",
+                     configurations=3, full_grid=5)
+    assert full.startswith("look 2: 3 seeds each (one-sided")
