@@ -137,13 +137,16 @@ class _StopState:
 
     ``units_running``: an executor runs units (:func:`units_running`); it reads :func:`stop_now_requested` and
     ends its running units at once. ``continued``: SIGCONT came after a stop signal (what GNU ``timeout`` sends
-    after the signal it forwards).
+    after the signal it forwards). ``polled``: inside :func:`stops_polled`, the first stop signal is recorded, not
+    raised; ``raised``: its :class:`RunStopped` was raised (by the handler or by :func:`raise_pending_stop`).
     """
 
     def __init__(self) -> None:
         self.received: list[tuple[int, float]] = []   # (signal, time.monotonic())
         self.units_running = False
         self.continued = False
+        self.polled = False    # an executor's loop looks for the first stop itself (:func:`stops_polled`)
+        self.raised = False    # the first stop signal's RunStopped has been raised
 
 
 _STOP = _StopState()
@@ -157,7 +160,8 @@ FORWARDED_WITHIN_S = 1.0
 def stop_signals() -> Iterator[None]:
     """SIGTERM and SIGINT stop the command in this (main) thread while inside; restored after.
 
-    The first stop signal raises :class:`RunStopped` where the main thread is. A later one, while an executor
+    The first stop signal raises :class:`RunStopped` where the main thread is (inside :func:`stops_polled`, where
+    the executor's loop next looks). A later one, while an executor
     runs units (:func:`units_running`), is only counted: the executor ends its running units at once
     (:func:`stop_now_requested`), leaving no half-written unit. Outside the units a later one raises again,
     unless it came within :data:`FORWARDED_WITHIN_S` of the first (a forwarded copy of the same stop must not
@@ -176,6 +180,9 @@ def stop_signals() -> Iterator[None]:
         now = time.monotonic()
         _STOP.received.append((signum, now))
         if len(_STOP.received) == 1:
+            if _STOP.polled:   # the executor's loop raises it where it looks (raise_pending_stop)
+                return
+            _STOP.raised = True
             raise RunStopped(signum, units=False)
         if not _STOP.units_running and now - _STOP.received[0][1] > FORWARDED_WITHIN_S:
             raise RunStopped(signum, units=False)
@@ -206,6 +213,32 @@ def units_running() -> Iterator[None]:
         yield
     finally:
         _STOP.units_running = before
+
+
+@contextlib.contextmanager
+def stops_polled() -> Iterator[None]:
+    """Inside, the first stop signal is recorded, not raised where the main thread happens to be.
+
+    An exception raised from a signal handler inside ``concurrent.futures`` or ``threading`` can leave one of
+    their locks held (between a lock's ``__enter__`` and the ``with`` block that releases it): the pool's manager
+    thread then waits on it for ever and the run never ends (seen once in CI under ``timeout``, where three
+    signals come at once). Inside, the executor's loop calls :func:`raise_pending_stop` between its waits;
+    on leaving normally a stop recorded since the last look is raised.
+    """
+    before = _STOP.polled
+    _STOP.polled = True
+    try:
+        yield
+    finally:
+        _STOP.polled = before
+    raise_pending_stop()
+
+
+def raise_pending_stop() -> None:
+    """Raise the first stop signal's :class:`RunStopped` if it came and was only recorded (:func:`stops_polled`)."""
+    if _STOP.received and not _STOP.raised:
+        _STOP.raised = True
+        raise RunStopped(_STOP.received[0][0], units=False)
 
 
 def stop_now_requested() -> bool:
@@ -418,7 +451,8 @@ def check_tasks(tasks: Sequence[UnitTask], *, known: set | frozenset = frozenset
             raise ValueError(f"tasks: {task.key} waits for {task.after}, which is not scheduled")
 
 
-#: Seconds between two looks for a second stop signal while the running units finish.
+#: Seconds between two looks of the pool's loop for a stop signal (the first, and a second while the running units
+#: finish).
 STOP_POLL_S = 0.2
 
 
@@ -495,6 +529,7 @@ class LocalExecutor:
         running: dict[cf.Future, UnitKey] = {}
         clock = _UnitClock()
         with (units_running(),   # outermost: a second stop signal is counted until the pool is shut down
+              stops_polled(),    # no signal raises inside the pool's locks: the loop looks every STOP_POLL_S
               relay(channel, on_progress) if channel is not None else contextlib.nullcontext(),
               cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=_POOL_CONTEXT, initializer=_worker_init,
                                      initargs=(channel,)) as pool):
@@ -508,7 +543,8 @@ class LocalExecutor:
                         clock.start(future)
                     if not running:
                         break
-                    done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
+                    done, _ = cf.wait(running, timeout=STOP_POLL_S, return_when=cf.FIRST_COMPLETED)
+                    raise_pending_stop()
                     for future in done:
                         key = running.pop(future)
                         clock.stop(future)
