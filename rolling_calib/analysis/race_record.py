@@ -85,6 +85,117 @@ class RaceRecord:
         """The race in words: one line a look, then the best set and the compute against the grid."""
         return "\n".join(format_race(self.race, metric=self.metric, unit=self.unit, windows=self.windows))
 
+    def identity(self) -> dict[str, Any]:
+        """What the race is, without what the run that wrote it trained (a re-run of a finished race trains
+        nothing and writes the same race with ``trained_by_this_run`` 0): :meth:`to_dict` less that count.
+
+        >>> from rolling_calib.core.racing import RaceResult
+        >>> result = RaceResult(best_set=("a", "b"), eliminated={}, seeds_used={"a": 3, "b": 3}, looks=(),
+        ...                     full_grid=9, stop="settled")
+        >>> first, again = (RaceRecord(race=result, metric="ql", unit="", windows=2, trained_by_this_run=n)
+        ...                 for n in (12, 0))
+        >>> first.identity() == again.identity(), first.to_dict() == again.to_dict(), first.identity()["units"]
+        (True, False, {'used': 12, 'full_grid': 36})
+        """
+        data = self.to_dict()
+        data["units"].pop("trained_by_this_run")
+        return data
+
+    def params(self) -> dict[str, str]:
+        """MLflow params: the question the race answered, its stopping rule and how it compares.
+
+        ``race.question.target``, ``race.question.confidence``, ``race.rule.<field>`` (``first``, ``batch``,
+        ``max_seeds``, ``spending``, ``futility``, ``margin``), ``race.metric``, ``race.orientation``,
+        ``race.comparisons`` (best, all-pairs or step-down), ``race.comparison_alpha`` (one comparison's share of
+        ``1 - confidence``, before the looks spend it) and ``race.configurations``.
+
+        Examples
+        --------
+        >>> from rolling_calib.core.racing import RaceResult
+        >>> result = RaceResult(best_set=("a",), eliminated={"b": 1}, seeds_used={"a": 3, "b": 3}, looks=(),
+        ...                     full_grid=9, stop="one left",
+        ...                     settings={"rule": {"first": 3, "margin": None}, "question": {"target": "period",
+        ...                               "confidence": 0.95}, "comparisons": "best", "configurations": 2})
+        >>> RaceRecord(race=result, metric="ql", unit="", windows=2).params()
+        {'race.metric': 'ql', 'race.question.target': 'period', 'race.question.confidence': '0.95', 'race.rule.first': '3', 'race.rule.margin': 'None', 'race.comparisons': 'best', 'race.configurations': '2'}
+        """
+        settings = self.race.settings
+        out = {"race.metric": self.metric}
+        out.update({f"race.question.{k}": str(v) for k, v in settings.get("question", {}).items()})
+        out.update({f"race.rule.{k}": str(v) for k, v in settings.get("rule", {}).items()})
+        out.update({f"race.{k}": str(settings[k]) for k in ("orientation", "comparisons", "comparison_alpha",
+                                                             "configurations") if k in settings})
+        return out
+
+    def standing(self, name: str) -> str:
+        """Where the race left configuration ``name``: ``"kept"`` (in the best set) or ``"eliminated at look k"``;
+        ``""`` while the race waits for seeds, or for a name it did not race.
+
+        >>> from rolling_calib.core.racing import RaceResult
+        >>> record = RaceRecord(race=RaceResult(best_set=("a",), eliminated={"b": 2}, seeds_used={"a": 5, "b": 5},
+        ...                                     looks=(), full_grid=9, stop="one left"), metric="ql", unit="", windows=2)
+        >>> record.standing("a"), record.standing("b"), record.standing("z")
+        ('kept', 'eliminated at look 2', '')
+        """
+        if not self.race.stop:
+            return ""
+        if name in self.race.eliminated:
+            return f"eliminated at look {int(self.race.eliminated[name])}"
+        return "kept" if name in self.race.best_set else ""
+
+    def tags(self) -> dict[str, str]:
+        """MLflow tags: how the race ended, the best set, and each eliminated configuration with its look.
+
+        ``race.stop`` (:data:`~rolling_calib.core.racing.RACE_STOPS`, ``"waiting"`` while it waits for seeds),
+        ``race.best_set`` (the names kept, comma-separated), ``race.eliminated.<name>`` = the look that eliminated
+        it (``1``, ``2``, ...) and ``race.eliminated_by.<name>`` = the configuration it was decided worse than.
+
+        >>> from rolling_calib.core.racing import Elimination, RaceLook, RaceResult
+        >>> look = RaceLook(look=1, seeds=3, fraction=0.3, boundary=3.0, level=0.996, best="a", compared=("a", "b"),
+        ...                 kept=("a",), eliminated=(Elimination("b", "a", 6.0, 4.9, ""),), settled=(), seeds_spent=6,
+        ...                 stop="one left")
+        >>> result = RaceResult(best_set=("a",), eliminated={"b": 1}, seeds_used={"a": 3, "b": 3}, looks=(look,),
+        ...                     full_grid=9, stop="one left")
+        >>> RaceRecord(race=result, metric="ql", unit="", windows=2).tags()
+        {'race.stop': 'one left', 'race.best_set': 'a', 'race.eliminated.b': '1', 'race.eliminated_by.b': 'a'}
+        """
+        out = {"race.stop": self.race.stop or "waiting", "race.best_set": ", ".join(self.race.best_set)}
+        by = {e.name: e.by for look in self.race.looks for e in look.eliminated}
+        for name, look in self.race.eliminated.items():
+            out[f"race.eliminated.{name}"] = str(int(look))
+            if name in by:
+                out[f"race.eliminated_by.{name}"] = by[name]
+        return out
+
+    def metrics(self) -> list[tuple[str, float, int]]:
+        """MLflow metrics as ``(key, value, step)``: per look (step = the look's number, 1, 2, ...) ``race_kept``
+        (configurations still in the race after it), ``race_eliminated`` (eliminated at it), ``race_seeds_spent``
+        (seeds trained so far over all configurations), ``race_seeds`` (seeds per configuration it read) and
+        ``race_level`` (its one-sided confidence); at step 0 ``race_looks``, ``race_seeds_used.<name>``,
+        ``race_fraction_of_grid``, ``race_units_used`` and ``race_units_full_grid``.
+
+        >>> from rolling_calib.core.racing import Elimination, RaceLook, RaceResult
+        >>> look = RaceLook(look=1, seeds=3, fraction=0.3, boundary=3.0, level=0.996, best="a", compared=("a", "b"),
+        ...                 kept=("a",), eliminated=(Elimination("b", "a", 6.0, 4.9, ""),), settled=(), seeds_spent=6,
+        ...                 stop="one left")
+        >>> result = RaceResult(best_set=("a",), eliminated={"b": 1}, seeds_used={"a": 3, "b": 3}, looks=(look,),
+        ...                     full_grid=9, stop="one left")
+        >>> RaceRecord(race=result, metric="ql", unit="", windows=2).metrics()[:3]
+        [('race_kept', 1.0, 1), ('race_eliminated', 1.0, 1), ('race_seeds_spent', 6.0, 1)]
+        """
+        out: list[tuple[str, float, int]] = []
+        for look in self.race.looks:
+            step = int(look.look)
+            out += [("race_kept", float(len(look.kept)), step), ("race_eliminated", float(len(look.eliminated)), step),
+                    ("race_seeds_spent", float(look.seeds_spent), step), ("race_seeds", float(look.seeds), step),
+                    ("race_level", float(look.level), step)]
+        out.append(("race_looks", float(len(self.race.looks)), 0))
+        out += [(f"race_seeds_used.{name}", float(k), 0) for name, k in self.race.seeds_used.items()]
+        if self.race.seeds_used and self.race.full_grid:
+            out.append(("race_fraction_of_grid", float(self.race.fraction_of_grid), 0))
+        out += [("race_units_used", float(self.units_used), 0), ("race_units_full_grid", float(self.units_full_grid), 0)]
+        return out
+
 
 def race_from_dict(data: dict[str, Any]) -> RaceResult:
     """The :class:`RaceResult` of :meth:`RaceResult.to_dict` (a round trip)."""

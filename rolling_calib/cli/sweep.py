@@ -49,7 +49,8 @@ With --until-decided the seeds train look by look and the configurations race to
 best set (each against the best; --stops pairs: the pairs' rule instead): the output
 starts with the race, one line a look (kept, eliminated by whom and by how much, pairs
 settled and why, seeds spent of the grid's), and the ranking rests on the seeds the race
-used; the race is in STORE/race.json and sweep.json.
+used; the race is in STORE/race.json, sweep.json and MLflow (on the comparison run:
+params race.*, metrics per look, rc.race on each configuration's run).
 
 Completed units are kept in --store (without it: runs/<CONFIG name without .yaml>-sweep):
 an interrupted sweep resumes where it stopped with the same numbers."""

@@ -5,7 +5,10 @@ Layout in MLflow (experiment = the store's ``experiment_name`` unless given)::
     comparison: <pipelines>          run         what ``compare`` computed (when a comparison is given):
     │                                            params: bootstrap settings, pairs; artifacts:
     │                                            comparison.json (``compare --json``), report/ (HTML,
-    │                                            Markdown, PNGs, CSVs) when a report is given
+    │                                            Markdown, PNGs, CSVs) when a report is given; a run
+    │                                            --until-decided adds its sequential path (tags
+    │                                            sequential.*, metrics sequential_*), a raced sweep its
+    │                                            race (``STORE/race.json``, below)
     <pipeline>                       parent run  params: the resolved configuration (``task.*``,
     │                                            ``rolling.*``, ``data.*``: dotted keys; window dates and
     │                                            the seed say "per window" / "per seed");
@@ -28,7 +31,9 @@ Layout in MLflow (experiment = the store's ``experiment_name`` unless given)::
     │                                            other question, shown beside it), when.OTHER.M (better
     │                                            in n of q windows ...), across_windows.OTHER.M,
     │                                            fluctuation.OTHER.M (stable | changed at DATE),
-    │                                            warning.KIND (the guard's message), config hash, store
+    │                                            warning.KIND (the guard's message), config hash, store;
+    │                                            in a raced sweep rc.race (kept | eliminated at look k)
+    │                                            and rc.race_seeds (the seeds the race read of it)
     ├── <pipeline> seed<k>           nested run  params: the resolved configuration with this seed;
     │   │                                        metrics: ql, ql_scored, cql, ic, icir, rank_ic,
     │   │                                        excess_return[_cost] (mean daily, with a backtest), n_all,
@@ -40,6 +45,18 @@ Layout in MLflow (experiment = the store's ``experiment_name`` unless given)::
     │                                            the store); metrics: rows, ql, seconds and the periods
     │                                            this window predicted; the unit's Qlib recorder linked
     │                                            (below)
+
+**A raced sweep** (``sweep --until-decided``, ``STORE/race.json``:
+:mod:`rolling_calib.analysis.race_record`) is logged on the comparison run: params
+``race.question.target``, ``race.question.confidence``, ``race.rule.*`` (the stopping rule),
+``race.metric``, ``race.comparisons``, ``race.comparison_alpha``; per look (step = the look's
+number, 1, 2, ...) metrics ``race_kept``, ``race_eliminated`` (at that look), ``race_seeds_spent``,
+``race_seeds``, ``race_level``, and at step 0 ``race_seeds_used.NAME``, ``race_fraction_of_grid``,
+``race_units_used``; tags ``race.stop``, ``race.best_set``, ``race.eliminated.NAME`` (the look) and
+``race.eliminated_by.NAME``; the artifact ``race.json``. A name's characters that MLflow refuses in a
+key (``lr=0.1``) become ``_``. When the race changed, the comparison run is deleted and logged
+again (tag ``rc.history``): MLflow appends a metric's history, and the old looks would stay beside
+the new ones.
 
 ``ql`` is the plain quadratic loss over all periods, ``ql_scored`` over periods 2..K (the rows
 CQL scores), ``cql`` the rolling calibrated quadratic loss (docs/method.md §2.2). A period's CQL
@@ -142,6 +159,7 @@ from typing import Any
 import pandas as pd
 
 from rolling_calib.analysis.comparison import StoreComparison, verdict_columns
+from rolling_calib.analysis.race_record import RACE_FILE, RaceRecord, read_race
 from rolling_calib.analysis.scoring import StoreScores
 from rolling_calib.analysis.sequential_path import read_path
 from rolling_calib.core.fingerprint import stable_hash
@@ -329,6 +347,10 @@ class _Spec:
     artifacts: Callable[[Any, str], None] | None = None   # (client, run id), before the run is marked complete
     #: (start, end) in ms since the epoch of the work the run stands for (the units' training); None: logging time
     span: tuple[int, int] | None = None
+    #: What the run's step series are (tag ``rc.history``; None: no such check): a run whose series changed is
+    #: deleted and logged again, since MLflow appends a metric's history (an update in place would keep the old
+    #: looks' values beside the new ones at the same steps)
+    history: str | None = None
 
 
 class _Logger:
@@ -365,7 +387,8 @@ class _Logger:
         run = self.existing.get(spec.key)
         version = f"{spec.version}|L{LAYOUT}"
         if run is not None and ("rc.version" not in run.data.tags   # the process died before the run was complete
-                                or spec.span is not None and run.info.start_time != spec.span[0]):  # logging time
+                                or spec.span is not None and run.info.start_time != spec.span[0]   # logging time
+                                or spec.history is not None and run.data.tags.get("rc.history") != spec.history):
             self.client.delete_run(run.info.run_id)
             self.summary.relogged += 1
             run = None
@@ -377,6 +400,8 @@ class _Logger:
             return run.info.run_id
         all_tags = {"rc.key": spec.key, "rc.store_id": self.store_id, "rc.store": self.store_tag,
                     "rc.level": spec.level, "mlflow.runName": spec.name, **spec.tags}
+        if spec.history is not None:
+            all_tags["rc.history"] = spec.history
         if spec.parent_id is not None:
             all_tags["mlflow.parentRunId"] = spec.parent_id
         if run is None:
@@ -569,8 +594,11 @@ def _summary_metrics(scores: StoreScores, comparison: StoreComparison | None, pi
 
 
 def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | None,
-                     scoring: tuple[dict[str, str], str], comparison_store: Path | None = None) -> _Spec:
-    """The experiment-level run of the comparison: its settings, ``comparison.json`` and the report files."""
+                     scoring: tuple[dict[str, str], str], comparison_store: Path | None = None,
+                     race: RaceRecord | None = None) -> _Spec:
+    """The experiment-level run of the comparison: its settings, ``comparison.json`` and the report files; with a
+    raced sweep (``race``, from ``comparison_store``'s ``race.json``), the race: its question and rule as params,
+    its looks as metrics (step = look), its best set and eliminations as tags, ``race.json``."""
     names = list(comparison.summary["pipeline"])
     data = comparison.to_dict()
     files = sorted({Path(p) for p in (report or {}).values() if Path(p).is_file()})
@@ -585,23 +613,35 @@ def _comparison_spec(comparison: StoreComparison, report: Mapping[str, Path] | N
             client.log_artifact(run_id, str(path))
         for f in files:
             client.log_artifact(run_id, str(f), artifact_path="report")
+        if race is not None and comparison_store is not None and (comparison_store / RACE_FILE).is_file():
+            client.log_artifact(run_id, str(comparison_store / RACE_FILE))
 
     tags, key = scoring
     path = read_path(comparison_store) if comparison_store is not None else None
+    metrics = [(k, v, 0) for k, v in (path.metrics() if path else {}).items()]
     if path:   # a run --until-decided: where and why each pair stopped, compute against the full grid
         tags = {**tags, **path.tags()}
         content = stable_hash({"content": content, "sequential": path.to_dict()})
     pairs = [f"{p.better} vs {p.worse}" for p in comparison.pairs]
+    params = {**{f"compare.{k}": _param_text(v) for k, v in settings.items()},
+              "compare.pipelines": _param_text(names), "compare.pairs": _param_text(pairs)}
+    history = None
+    if race is not None:   # a sweep --until-decided raced: the race look by look
+        identity = race.identity()
+        history = stable_hash(identity)[:16]
+        content = stable_hash({"content": content, "race": identity})
+        params.update({k: _param_text(v) for k, v in race.params().items()})
+        tags = {**tags, **race.tags()}
+        metrics += race.metrics()
     return _Spec(
         key=f"comparison|{stable_hash({'pipelines': names, **settings})[:12]}|{key}",
         name=f"comparison: {', '.join(names)}" if len(names) <= 4 else f"comparison: {len(names)} pipelines",
-        level="comparison", parent_id=None,
-        params={**{f"compare.{k}": _param_text(v) for k, v in settings.items()},
-                "compare.pipelines": _param_text(names), "compare.pairs": _param_text(pairs)},
-        metrics=[(k, v, 0) for k, v in (path.metrics() if path else {}).items() if _finite(v)], version=content,
-        tags={**tags, "rc.warnings": ",".join(dict.fromkeys(w.kind for w in comparison.warnings)) or "none",
+        level="comparison", parent_id=None, params=params,
+        metrics=[(_key_part(k), v, step) for k, v, step in metrics if _finite(v)], version=content,
+        tags={**{_key_part(k): v[:TAG_VALUE_LIMIT] for k, v in tags.items()},
+              "rc.warnings": ",".join(dict.fromkeys(w.kind for w in comparison.warnings)) or "none",
               NOTE_TAG: _verdict_note(comparison)[:TAG_VALUE_LIMIT]},
-        artifacts=artifacts)
+        artifacts=artifacts, history=history)
 
 
 # --------------------------------------------------------------------------- units
@@ -691,6 +731,7 @@ class _Context:
     periods: pd.DataFrame
     scoring_tags: dict[str, str]
     scoring_key: str
+    race: RaceRecord | None = None   # the store's race.json (a sweep --until-decided raced), read once
 
 
 def _pipeline_spec(ctx: _Context, pipeline: str, entry: PipelineRecord, p_runs: pd.DataFrame,
@@ -699,6 +740,10 @@ def _pipeline_spec(ctx: _Context, pipeline: str, entry: PipelineRecord, p_runs: 
     tags = {"rc.pipeline": pipeline, "rc.config_hash": config_hash, **ctx.scoring_tags}
     metrics = _summary_metrics(ctx.scores, ctx.comparison, pipeline, p_runs)
     judged = ""
+    standing = ctx.race.standing(pipeline) if ctx.race is not None else ""
+    if standing:   # the race's word on this configuration (kept, or the look that eliminated it)
+        tags.update({"rc.race": standing, "rc.race_seeds": str(int(ctx.race.race.seeds_used[pipeline]))})
+        judged = stable_hash({"tags": tags, "metrics": metrics})[:8]
     if ctx.comparison is not None:
         verdict_tags, verdict_metrics = _verdict_entries(ctx.comparison, pipeline)
         tags.update({**verdict_tags, **_warning_tags(ctx.comparison, pipeline)})
@@ -790,7 +835,8 @@ def _log_scores(ctx: _Context, report: Mapping[str, Path] | None, path_root: str
                               repair=repair)
     logger = _Logger(client, summary.experiment_id, ctx.store.root, summary, _store_tag(ctx.store.root, path_root))
     if ctx.comparison is not None and len(ctx.comparison.summary):
-        logger.ensure(_comparison_spec(ctx.comparison, report, (ctx.scoring_tags, ctx.scoring_key), ctx.store.root))
+        logger.ensure(_comparison_spec(ctx.comparison, report, (ctx.scoring_tags, ctx.scoring_key), ctx.store.root,
+                                       race=ctx.race))
     for pipeline, entry in ctx.store.pipelines.items():
         _log_pipeline(ctx, logger, pipeline, entry)
     own_db = sqlite_path(ctx.uri) is not None and sqlite_path(ctx.uri).resolve() == ctx.store.layout.tracking_db.resolve()
@@ -854,7 +900,7 @@ def _track(scores: StoreScores, *, comparison: StoreComparison | None, report: M
     periods["step"] = periods.groupby(["pipeline", "seed"]).cumcount()
     tags, key = _scoring_tags(scores)
     ctx = _Context(store=store, uri=uri, experiment=name, scores=scores, comparison=comparison,
-                   periods=periods, scoring_tags=tags, scoring_key=key)
+                   periods=periods, scoring_tags=tags, scoring_key=key, race=read_race(store.root))
     for name in ("mlflow", "alembic"):   # their INFO lines (creating tables, migrations) are not the user's business
         logging.getLogger(name).setLevel(max(logging.getLogger(name).getEffectiveLevel(), logging.WARNING))
     db = sqlite_path(uri)
