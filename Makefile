@@ -20,9 +20,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/rolling-calib demo
 
-# The suite on up to 4 cores (pytest-xdist; a test file stays on one worker, so its fixtures are built once).
+# The suite on up to 4 cores (pytest-xdist; a test file stays on one worker, so its fixtures are built once);
+# the 30 slowest tests are listed at the end (CI must stay well under 30 min).
 test: $(STAMP)
-	$(PY) -m pytest -q --numprocesses=auto --maxprocesses=4 --dist=loadfile
+	$(PY) -m pytest -q --numprocesses=auto --maxprocesses=4 --dist=loadfile --durations=30
 
 clean:
 	rm -rf $(VENV) demo_out site .pytest_cache .hypothesis
