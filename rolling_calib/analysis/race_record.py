@@ -18,12 +18,11 @@ look 2: 5 seeds each (one-sided 99.9% bounds): kept a, b; eliminated c (worse th
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from data_prep.atomic import atomic_write_text
+from rolling_calib.analysis.json_record import read_record, write_record
 from rolling_calib.core.jsonable import jsonable
 from rolling_calib.core.racing import Elimination, RaceLook, RaceResult
 
@@ -264,7 +263,7 @@ def format_race(result: RaceResult, *, metric: str, unit: str, windows: int | No
 
 def write_race(store: str | Path, record: RaceRecord) -> Path:
     """Write the record into ``STORE/race.json`` (atomically: a reader sees the old record or the new one)."""
-    return atomic_write_text(Path(store) / RACE_FILE, json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n")
+    return write_record(Path(store) / RACE_FILE, record)
 
 
 def read_race(store: str | Path) -> RaceRecord | None:
@@ -275,15 +274,6 @@ def read_race(store: str | Path) -> RaceRecord | None:
     ValueError
         The file is not JSON, or not a race record (named, with the fix).
     """
-    file = Path(store) / RACE_FILE
-    if not file.is_file():
-        return None
-    fix = "re-run the same `rolling-calib sweep --until-decided` command to write it again (it reuses every trained unit)"
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{file}: not a JSON race record ({exc}); {fix}") from exc
-    try:
-        return RaceRecord.from_dict(data)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{file}: not a race record ({type(exc).__name__}: {exc}); {fix}") from exc
+    return read_record(Path(store) / RACE_FILE, RaceRecord.from_dict, what="race record",
+                       fix="re-run the same `rolling-calib sweep --until-decided` command to write it again (it reuses "
+                           "every trained unit)")

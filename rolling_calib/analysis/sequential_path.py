@@ -29,15 +29,14 @@ True
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
-from data_prep.atomic import atomic_write_text
 from rolling_calib.core import store_layout
+from rolling_calib.analysis.json_record import read_record, write_record
 from rolling_calib.core.jsonable import jsonable
 from rolling_calib.core.question import Question
 from rolling_calib.core.sequential import Look
@@ -355,7 +354,7 @@ class SequentialPath:
 
 def write_path(store: str | Path, path: SequentialPath) -> Path:
     """Write the path into ``STORE/sequential.json`` (atomically: a reader sees the old path or the new one)."""
-    return atomic_write_text(Path(store) / SEQUENTIAL_FILE, json.dumps(path.to_dict(), indent=2, sort_keys=True) + "\n")
+    return write_record(Path(store) / SEQUENTIAL_FILE, path)
 
 
 def read_path(store: str | Path) -> SequentialPath | None:
@@ -366,16 +365,6 @@ def read_path(store: str | Path) -> SequentialPath | None:
     ValueError
         The file is not JSON, or not a sequential path (named, with the fix).
     """
-    file = Path(store) / SEQUENTIAL_FILE
-    if not file.is_file():
-        return None
-    fix = ("re-run the same `rolling-calib run --until-decided` command to write it again (it reuses every trained "
-           "unit)")
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{file}: not a JSON sequential path ({exc}); {fix}") from exc
-    try:
-        return SequentialPath.from_dict(data)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ValueError(f"{file}: not a sequential path ({type(exc).__name__}: {exc}); {fix}") from exc
+    return read_record(Path(store) / SEQUENTIAL_FILE, SequentialPath.from_dict, what="sequential path",
+                       fix="re-run the same `rolling-calib run --until-decided` command to write it again (it reuses "
+                           "every trained unit)")
