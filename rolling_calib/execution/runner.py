@@ -92,6 +92,11 @@ class RunSummary:
     notes: tuple[str, ...] = ()  # the plan's notes (:attr:`RunPlan.notes`)
     backtests: BacktestSummary = field(default_factory=BacktestSummary)  # the per-seed backtests run and skipped
 
+    def until_decided(self, *, units_used: int, seconds: float, note: str) -> RunSummary:
+        """This batch run's summary as an until-decided run's: ``units_used`` units the rule read (those not
+        trained by this run ``skipped``), its total ``seconds``, and ``note`` after the plan's notes."""
+        return dataclasses.replace(self, skipped=units_used - self.ran, seconds=seconds, notes=self.notes + (note,))
+
     @property
     def other_data(self) -> list[UnitKey]:
         """Units of this run that read other data than the plan's (the data changed during the run)."""

@@ -94,12 +94,9 @@ def run_race(config: ExperimentConfig, plan: RunPlan, *, rule: StoppingRule, met
     record = RaceRecord(race=record.race, metric=metric, unit=record.unit, windows=record.windows,
                         trained_by_this_run=driver.ran)
     write_race(plan.store, record)
-    used = record.units_used
-    summary = RunSummary(store=plan.store, ran=summary.ran, skipped=used - summary.ran,
-                         stale_moved=summary.stale_moved, seconds=time.perf_counter() - t0,
-                         results=summary.results, corrupt_moved=summary.corrupt_moved, backtests=summary.backtests,
-                         notes=plan.notes + (f"until-decided (race): {used} of the full grid's "
-                                             f"{record.units_full_grid} units", ))
+    summary = summary.until_decided(units_used=record.units_used, seconds=time.perf_counter() - t0,
+                                    note=f"until-decided (race): {record.units_used} of the full grid's "
+                                         f"{record.units_full_grid} units")
     return summary, record
 
 

@@ -197,12 +197,9 @@ def run_until_decided(config: ExperimentConfig, plan: RunPlan, *, until: UntilDe
                            f"{', '.join(' vs '.join(p) for p in state.open_pairs)}")
     path = _path(state, plan, until, ran=summary.ran, schedule=driver.schedule, unit=driver.unit)
     write_path(plan.store, path)
-    units_used = path.units.used
-    summary = RunSummary(store=plan.store, ran=summary.ran, skipped=units_used - summary.ran,
-                         stale_moved=summary.stale_moved, seconds=time.perf_counter() - t0,
-                         results=summary.results, corrupt_moved=summary.corrupt_moved, backtests=summary.backtests,
-                         notes=plan.notes + (f"until-decided: {units_used} of the full grid's "
-                                             f"{path.units.full_grid} units", ))
+    summary = summary.until_decided(units_used=path.units.used, seconds=time.perf_counter() - t0,
+                                    note=f"until-decided: {path.units.used} of the full grid's "
+                                         f"{path.units.full_grid} units")
     return summary, path
 
 
