@@ -21,6 +21,12 @@ liberal). Per ``lambda`` x target it measures, each with its Monte Carlo standar
   5-seed pilots of a pair 2 standard errors apart (of the pilot's difference), future target, on a
   model whose market-time part equals the seeds' part at 5 seeds: among pilots that say "no number
   of seeds can decide it", the share that 60 seeds decide in the right direction (the word was wrong).
+* the "none" scan (``--none-scan-reps``): the same pilots (same seed, same draws), the rule re-applied at
+  several one-sided levels of the gap's optimistic end (the product's is ``(1 - confidence) / 2``, checked
+  against what the product said), each with how often "none" is said, the share of those that 60 seeds and
+  that unlimited seeds decide (the truth at infinity: the verdict on the seed-free differential of these
+  days), "none" among the pilots that unlimited seeds decide (the claim's own error rate) and the power of
+  "none" (said among the pilots no number of seeds decides).
 
 For the period target the days' common part is removed from the truth (the pair is identical on
 these days). Everything is seeded (``--seed``); the command that regenerates docs/pair_levels.md::
@@ -50,8 +56,11 @@ if str(ROOT) not in sys.path:
 from rolling_calib.core.question import Question  # noqa: E402
 from rolling_calib.core.sequential import replay  # noqa: E402
 from rolling_calib.core.stopping import StoppingRule  # noqa: E402
-from rolling_calib.core.verdict import LossPanel, decide  # noqa: E402
-from rolling_calib.simulation.verdict_sim import PanelModel, check_seeds_needed, estimator_sd, simulate_pair  # noqa: E402
+from rolling_calib.core.variance import crossed_variance  # noqa: E402
+from rolling_calib.core.verdict import LossPanel, decide, time_part_low  # noqa: E402
+from rolling_calib.simulation.verdict_sim import (PanelModel, _simulate, check_seeds_needed,  # noqa: E402
+                                                  estimator_sd, simulate_pair)
+from scipy import stats  # noqa: E402
 
 MAX_SEEDS = 20
 BATCH = 2
@@ -138,6 +147,78 @@ def none_check(*, reps: int, n_days: int, seed: int) -> dict[str, Any]:
             "none_wrong": r.none_decided, "none_wrong_mcse": r.none_decided_mc_se}
 
 
+SCAN_LEVELS = (0.1, 0.05, 0.025, 0.01, 0.005)
+
+
+def none_scan(*, reps: int, n_days: int, seed: int, levels: tuple[float, ...] = SCAN_LEVELS,
+              pilot: int = 5, follow: int = 60) -> dict[str, Any]:
+    """The "none" rule at several one-sided levels ``a`` of the gap's optimistic end, on ``none_check``'s pilots.
+
+    A pilot (undecided at ``pilot`` seeds) says "none" at level ``a`` when
+    ``t_nu_time(1 - alpha/2) sqrt(v_low) >= |gap| + t_{k-1}(1 - a) sqrt(S / k)`` (the product's rule is
+    ``a = alpha / 2``; ``v_low`` as :func:`rolling_calib.core.verdict.time_part_low`). The truth at
+    infinity: the verdict's interval on the seed-free differential of the same days (``delta + c_t``)
+    excludes 0.
+    """
+    model = model_for(10.0, n_days=n_days, time_like_seeds=pilot)
+    question = Question(target="future")
+    conf = float(question.confidence)
+    truth = 2.0 * estimator_sd(model, n_seeds=pilot, n_days=n_days, target="future")
+    rng = np.random.default_rng(int(seed))     # the draws of check_seeds_needed(seed=seed): the same pilots
+    seeds = np.arange(follow)
+    z_min = float(stats.t.ppf(1 - max(levels), pilot - 1))
+    recs: list[tuple[float, bool, bool | None]] = []     # (z, decidable at infinity, decided by `follow` seeds)
+    decidable_all = mismatch = 0
+    for _ in range(reps):
+        a, b, common = _simulate(model, 1, follow, n_days, rng)
+        inf = crossed_variance(np.vstack([common[0] + truth] * 2), target="future")
+        decidable = abs(truth + float(common[0].mean())) > inf.half_width(conf)
+        decidable_all += decidable
+        pa = LossPanel.from_arrays(seeds=seeds, total=a[0] + truth)
+        pb = LossPanel.from_arrays(seeds=seeds, total=b[0])
+        idx = np.arange(pilot)
+        v = decide(pa.select(seeds=idx), pb.select(seeds=idx), question=question)
+        if v.outcome != "undetermined":
+            continue
+        cv = v.variance
+        t_time = float(stats.t.ppf(0.5 + conf / 2, cv.df_time)) if cv.var_time > 0 else 0.0
+        half = t_time * math.sqrt(max(time_part_low(cv.var_time, cv.df_time), 0.0))
+        z = (half - abs(v.difference)) / math.sqrt(cv.per_seed_var / pilot) if cv.per_seed_var > 0 else math.inf
+        product_none = v.seeds_needed.reason.startswith("no number of seeds")
+        mismatch += product_none != (z >= float(stats.t.ppf(0.5 + conf / 2, pilot - 1)))
+        later = decide(pa, pb, question=question).outcome == "worse" if z >= z_min else None
+        recs.append((z, bool(decidable), later))
+    undecidable_all = reps - decidable_all
+    rows = []
+    for lev in levels:
+        m = float(stats.t.ppf(1 - lev, pilot - 1))
+        said = [r for r in recs if r[0] >= m]
+        n = len(said)
+        w60, winf = _rate([bool(r[2]) for r in said]), _rate([r[1] for r in said])
+        rows.append({"level": lev, "multiplier": m, "said": n, "said_share": n / reps,
+                     "wrong60": w60[0], "wrong60_mcse": w60[1], "wrong_inf": winf[0], "wrong_inf_mcse": winf[1],
+                     "error_given_decidable": sum(r[1] for r in said) / max(decidable_all, 1),
+                     "power": (n - sum(r[1] for r in said)) / max(undecidable_all, 1),
+                     "product": abs(lev - (1 - conf) / 2) < 1e-12})
+    return {"reps": reps, "seed": seed, "undecided": len(recs), "decidable_inf": decidable_all,
+            "undecidable_inf": undecidable_all, "product_mismatches": mismatch, "rows": rows}
+
+
+def scan_markdown(scan: dict[str, Any]) -> str:
+    lines = [f"\"None\" scan: {scan['reps']} pilots (seed {scan['seed']}), {scan['undecided']} undecided at 5 seeds; "
+             f"unlimited seeds decide {scan['decidable_inf']}, decide none of {scan['undecidable_inf']}; the scan's "
+             f"rule at the product's level disagreed with the product on {scan['product_mismatches']} pilots.", "",
+             "| gap's end: one-sided level (t_4 multiplier) | \"none\" said | wrong: 60 seeds decide | "
+             "wrong: unlimited seeds decide | \"none\" among pilots unlimited seeds decide | power of \"none\" |",
+             "|---|---|---|---|---|---|"]
+    for r in scan["rows"]:
+        tag = " (product)" if r["product"] else ""
+        lines.append(f"| {r['level']:g} ({r['multiplier']:.2f}){tag} | {r['said']} ({r['said_share']:.2%}) | "
+                     f"{_pct(r['wrong60'], r['wrong60_mcse'])} | {_pct(r['wrong_inf'], r['wrong_inf_mcse'])} | "
+                     f"{r['error_given_decidable']:.2%} | {r['power']:.1%} |")
+    return "\n".join(lines)
+
+
 def _pct(x: float, se: float) -> str:
     return "n/a" if not math.isfinite(x) else f"{x:.1%} ± {se:.1%}"
 
@@ -163,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--reps", type=int, default=300, help="pairs per cell and effect (default 300)")
     p.add_argument("--none-reps", type=int, default=300, help="pilots of the 'none suffices' check (0: skip)")
+    p.add_argument("--none-scan-reps", type=int, default=0,
+                   help="pilots of the 'none' scan over the gap bound's level (0: skip; the same pilots as --none-reps)")
     p.add_argument("--days", type=int, default=125, help="trading days per pair (default 125)")
     p.add_argument("--lambdas", default="1,10", help="ratios of run-mean variance to day noise (default 1,10; \"\": only the 'none suffices' check)")
     p.add_argument("--targets", default="future,period")
@@ -173,11 +256,14 @@ def main(argv: list[str] | None = None) -> int:
     cells = [cell(float(lam), t, reps=args.reps, n_days=args.days, seed=args.seed)
              for lam in filter(None, args.lambdas.split(",")) for t in args.targets.split(",")]
     none = none_check(reps=args.none_reps, n_days=args.days, seed=args.seed) if args.none_reps > 0 else None
+    scan = none_scan(reps=args.none_scan_reps, n_days=args.days, seed=args.seed) if args.none_scan_reps > 0 else None
     elapsed = time.perf_counter() - t0
     if args.json:
-        print(json.dumps({"cells": cells, "none": none, "seconds": elapsed, "seed": args.seed}, indent=1))
+        print(json.dumps({"cells": cells, "none": none, "scan": scan, "seconds": elapsed, "seed": args.seed}, indent=1))
     else:
         print(markdown(cells, none))
+        if scan is not None:
+            print("\n" + scan_markdown(scan))
         print(f"\n({elapsed:.0f} s; seed {args.seed}; {args.reps} pairs per cell and effect)")
     return 0
 

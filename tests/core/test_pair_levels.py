@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from rolling_calib.core.question import Question
@@ -94,3 +96,60 @@ def test_none_suffices_only_when_the_optimistic_gap_is_covered() -> None:
     # far inside the time part's reach even at the optimistic end: still "none"
     tiny = seeds_needed(gap=0.01, per_seed_var=0.0005, time_variance=0.01, time_df=30.0, k_pilot=5)
     assert tiny.n is None and tiny.reason.startswith("no number of seeds")
+
+
+def test_none_suffices_by_hand() -> None:
+    # k = 5 seeds, market-time part 0.01 on 30 df, confidence 0.95. Its half-width at the 90% lower bound:
+    #   t_30(0.975) sqrt(0.01 * 30 / chi2_30(0.90)) = 2.0423 * sqrt(0.3 / 40.256) = 2.0423 * 0.086327 = 0.17630.
+    # The gap's optimistic end, 0.05 + t_4(0.975) sqrt(S / 5), t_4(0.975) = 2.7764:
+    #   S = 0.005: 0.05 + 2.7764 * 0.031623 = 0.13780 <= 0.17630 -> "none";
+    #   S = 0.020: 0.05 + 2.7764 * 0.063246 = 0.22559 >  0.17630 -> not "none".
+    args = dict(gap=0.05, time_variance=0.01, time_df=30.0, k_pilot=5)
+    assert optimistic_gap(0.05, per_seed_var=0.005, k_pilot=5, confidence=0.95) == pytest.approx(0.13780, abs=1e-5)
+    assert optimistic_gap(0.05, per_seed_var=0.02, k_pilot=5, confidence=0.95) == pytest.approx(0.22559, abs=1e-5)
+    assert 2.0423 * math.sqrt(time_part_low(0.01, 30.0)) == pytest.approx(0.17630, abs=1e-4)
+    none = seeds_needed(per_seed_var=0.005, **args)
+    assert none.n is None and none.reason.startswith("no number of seeds") and "±0.176" in none.reason
+    beyond = seeds_needed(per_seed_var=0.02, **args)
+    assert beyond.n is None and beyond.reason.startswith("more than 1000 seeds")
+
+
+_COMPONENTS = dict(
+    gap=st.floats(-0.3, 0.3).filter(lambda g: abs(g) > 1e-6),
+    per_seed_var=st.floats(1e-4, 1.0),
+    time_variance=st.floats(1e-4, 0.1),
+    time_df=st.floats(2.0, 200.0),
+    k_pilot=st.integers(2, 20),
+)
+
+
+def _none(r: object) -> bool:
+    return str(getattr(r, "reason")).startswith("no number of seeds")
+
+
+@settings(max_examples=150, deadline=None)
+@given(**_COMPONENTS)
+def test_none_is_said_exactly_when_the_time_part_covers_the_optimistic_end(gap: float, per_seed_var: float,
+                                                                        time_variance: float, time_df: float,
+                                                                        k_pilot: int) -> None:
+    # independent of verdict.py's helpers: the rule's formula written out with scipy
+    half = stats.t.ppf(0.975, time_df) * math.sqrt(time_variance * time_df / stats.chi2.ppf(0.90, time_df))
+    end = abs(gap) + stats.t.ppf(0.975, k_pilot - 1) * math.sqrt(per_seed_var / k_pilot)
+    r = seeds_needed(gap=gap, per_seed_var=per_seed_var, time_variance=time_variance, time_df=time_df, k_pilot=k_pilot)
+    if _none(r):
+        assert r.n is None and half >= end * (1 - 1e-9)
+    elif r.n is None and half > end * (1 + 1e-9):
+        pytest.fail(f"the time part ({half:.4g}) covers the optimistic end ({end:.4g}) but 'none' was not said")
+
+
+@settings(max_examples=150, deadline=None)
+@given(**_COMPONENTS, shrink=st.floats(0.0, 1.0))
+def test_none_holds_for_a_smaller_gap_and_more_pilot_seeds(gap: float, per_seed_var: float, time_variance: float,
+                                                           time_df: float, k_pilot: int, shrink: float) -> None:
+    args = dict(per_seed_var=per_seed_var, time_variance=time_variance, time_df=time_df)
+    if not _none(seeds_needed(gap=gap, k_pilot=k_pilot, **args)):
+        return
+    smaller = gap * shrink
+    if smaller != 0:
+        assert _none(seeds_needed(gap=smaller, k_pilot=k_pilot, **args))
+    assert _none(seeds_needed(gap=gap, k_pilot=k_pilot + 1, **args))   # the same S measured on more seeds
