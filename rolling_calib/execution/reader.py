@@ -297,9 +297,29 @@ def _read_test(store: Store, pipeline: str, seed: int, *, kind: str) -> RunArray
     return _merged(parts, names, window_ids)
 
 
+def _concatenated_columns(parts: list[tuple[np.ndarray, ...]]) -> list[np.ndarray]:
+    """``[np.concatenate([p[i] for p in parts]) for i in ...]`` (the same values), the columns side by side in one
+    allocation (each 8-byte aligned).
+
+    One block of a run's size instead of one per column: the allocator keeps a freed block that
+    large for the next run rather than returning each column's few MiB to the system (whose pages
+    the next run's copy would map afresh, a page fault each).
+    """
+    width = len(parts[0]) if parts else 4
+    dtypes = [np.result_type(*[p[i] for p in parts]) for i in range(width)] if parts else []
+    if not parts or any(d.hasobject for d in dtypes):
+        return [np.concatenate([p[i] for p in parts]) for i in range(width)]
+    n = sum(len(p[0]) for p in parts)
+    sizes = [-(-n * d.itemsize // 8) * 8 for d in dtypes]
+    block = np.empty(sum(sizes), dtype=np.uint8)
+    offsets = np.cumsum([0, *sizes])
+    return [np.concatenate([p[i] for p in parts], out=block[offsets[i]:offsets[i] + n * d.itemsize].view(d))
+            for i, d in enumerate(dtypes)]
+
+
 def _merged(parts: list[tuple[np.ndarray, ...]], names: dict[Any, int], window_ids: list[int]) -> RunArrays:
     """One run's arrays from its units' (datetime, prediction, label, codes), in window order, labelled rows only."""
-    columns = [np.concatenate([p[i] for p in parts]) for i in range(4)]
+    columns = _concatenated_columns(parts)
     window = np.empty(len(columns[0]), dtype=np.int64)   # each unit's window id over its rows (a fill, not a repeat)
     at = 0
     for index, part in zip(window_ids, parts):
