@@ -506,7 +506,7 @@ def read_backtest(store: Store | str | Path, pipeline: str, seed: int) -> pd.Dat
     if not status.complete:
         raise ValueError(status.why)
     path = store.layout.backtest_paths(pipeline, seed)[0]
-    table = _open_parquet(store.root, path, expected=(status.sidecar or {}).get("sha256"), columns=None,
+    table = _open_parquet(store.root, path, expected=status.sidecar.sha256 if status.sidecar else None, columns=None,
                           dictionary=False, what="backtest file", required=("date", "excess_return",
                                                                             "excess_return_cost"))
     return table.to_pandas()
