@@ -92,15 +92,16 @@ SEED_HINTS = {
 def loss_panel(days: pd.DataFrame, pipeline: str, metric: str) -> LossPanel | None:
     """The :class:`LossPanel` of one pipeline and metric from per-day summaries (None: no usable days)."""
     total_col, weight_col = VERDICT_METRICS[metric]
-    rows = days[days["pipeline"] == pipeline]
-    rows = rows[np.isfinite(rows[total_col].to_numpy(dtype=float)) & (rows[weight_col].to_numpy(dtype=float) > 0)]
-    if rows.empty:
+    totals, weights = days[total_col].to_numpy(dtype=float), days[weight_col].to_numpy(dtype=float)
+    # the pipeline's usable rows, in the frame's order (a mask on the columns used: no copy of the frame)
+    keep = np.flatnonzero((days["pipeline"].to_numpy() == pipeline) & np.isfinite(totals) & (weights > 0))
+    if not keep.size:
         return None
-    seeds, seed_idx = np.unique(rows["seed"].to_numpy(), return_inverse=True)   # a seed x date table of sums
-    dates, date_idx = np.unique(rows["date"].to_numpy(), return_inverse=True)
+    seeds, seed_idx = np.unique(days["seed"].to_numpy()[keep], return_inverse=True)   # a seed x date table of sums
+    dates, date_idx = np.unique(days["date"].to_numpy()[keep], return_inverse=True)
     cell, shape = seed_idx * len(dates) + date_idx, (len(seeds), len(dates))
-    total = np.bincount(cell, weights=rows[total_col].to_numpy(dtype=float), minlength=shape[0] * shape[1])
-    weight = np.bincount(cell, weights=rows[weight_col].to_numpy(dtype=float), minlength=shape[0] * shape[1])
+    total = np.bincount(cell, weights=totals[keep], minlength=shape[0] * shape[1])
+    weight = np.bincount(cell, weights=weights[keep], minlength=shape[0] * shape[1])
     if (weight.reshape(shape).sum(axis=1) <= 0).any():
         return None
     return LossPanel.from_arrays(seeds=seeds, total=total.reshape(shape), weight=weight.reshape(shape), times=dates)

@@ -83,7 +83,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from rolling_calib.core.jsonable import fields_dict
 from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
@@ -323,7 +323,30 @@ def _threshold(*, n: int, per_seed_var: float, time_variance: float, time_df: fl
         return None
     nu = welch_df([(per_seed_var / n, n - 1.0), (time_variance, time_df)])
     sd = math.sqrt(v)
-    return float(stats.t.ppf(0.5 + confidence / 2, nu)) * sd, sd
+    return _t_quantile(0.5 + confidence / 2, nu) * sd, sd
+
+
+def _t_quantile(q: float, df: float) -> float:
+    """``stats.t.ppf(q, df)`` for ``0 < q < 1`` through :func:`scipy.special.stdtrit`, the function it evaluates
+    (the same number; NaN for ``df <= 0`` or NaN as there), without the distribution object's argument handling:
+    :func:`seeds_needed` asks for it a few hundred times a comparison.
+
+    >>> _t_quantile(0.975, 9.0) == float(stats.t.ppf(0.975, 9.0))
+    True
+    """
+    return float(special.stdtrit(df, q)) if df > 0 else math.nan
+
+
+def _decide_probability(gap: float, n: int, per_seed_var: float, time_variance: float, time_df: float,
+                        confidence: float) -> float:
+    """:func:`decide_probability` without its argument checks (for the bisection of :func:`seeds_needed`);
+    ``Phi`` is :func:`scipy.special.ndtr`, what ``stats.norm.cdf`` evaluates (the same number)."""
+    thr = _threshold(n=n, per_seed_var=per_seed_var, time_variance=time_variance, time_df=time_df,
+                     confidence=confidence)
+    if thr is None:
+        return 1.0 if gap != 0 else 0.0
+    sd = thr[1]
+    return float(special.ndtr((abs(gap) - thr[0]) / sd) + special.ndtr((-abs(gap) - thr[0]) / sd))
 
 
 @validate_params({"confidence": CONFIDENCE})
@@ -340,12 +363,7 @@ def decide_probability(*, gap: float, n: int, per_seed_var: float, time_variance
     ...                          confidence=0.95), 3)
     0.816
     """
-    thr = _threshold(n=n, per_seed_var=per_seed_var, time_variance=time_variance, time_df=time_df,
-                     confidence=confidence)
-    if thr is None:
-        return 1.0 if gap != 0 else 0.0
-    sd = thr[1]
-    return float(stats.norm.cdf((abs(gap) - thr[0]) / sd) + stats.norm.cdf((-abs(gap) - thr[0]) / sd))
+    return _decide_probability(gap, n, per_seed_var, time_variance, time_df, confidence)
 
 
 @validate_params({"confidence": CONFIDENCE})
@@ -477,12 +495,12 @@ def seeds_needed(*, gap: float, per_seed_var: float, time_variance: float = 0.0,
     def smallest(g: float) -> int | None:
         if g == 0 or not math.isfinite(g):
             return None
-        if decide_probability(gap=g, n=MAX_SEEDS, **args) < power:
+        if _decide_probability(g, MAX_SEEDS, **args) < power:
             return None
-        lo, hi = 2, MAX_SEEDS           # decide_probability grows with n: bisect
+        lo, hi = 2, MAX_SEEDS           # decide_probability grows with n: bisect (the checks done once)
         while lo < hi:
             mid = (lo + hi) // 2
-            if decide_probability(gap=g, n=mid, **args) >= power:
+            if _decide_probability(g, mid, **args) >= power:
                 hi = mid
             else:
                 lo = mid + 1
@@ -492,7 +510,7 @@ def seeds_needed(*, gap: float, per_seed_var: float, time_variance: float = 0.0,
     n = smallest(g)
     n_half = smallest(g / 2)
     if n is not None:
-        prob = decide_probability(gap=g, n=n, **args)
+        prob = _decide_probability(g, n, **args)
         assur = predictive_probability(gap=g, n=max(n, k_pilot), k=k_pilot, **args) if k_pilot else math.nan
         reason = (f"{n} seeds per pipeline give a {prob:.0%} chance to decide a gap of {_g(abs(g))}{unit_txt}"
                   + (f" ({assur:.0%} allowing for this run's own uncertainty about the gap)" if k_pilot else "")
@@ -509,7 +527,7 @@ def seeds_needed(*, gap: float, per_seed_var: float, time_variance: float = 0.0,
             reason = (f"no number of seeds can decide it: the market-time part alone (seed noise removed) moves "
                       f"the gap by ±{_g(half)}{unit_txt}, more than the gap of {_g(abs(g))}{unit_txt}")
         else:
-            p_max = decide_probability(gap=g, n=MAX_SEEDS, **args)
+            p_max = _decide_probability(g, MAX_SEEDS, **args)
             reason = (f"more than {MAX_SEEDS} seeds per pipeline: even {MAX_SEEDS} give a {p_max:.0%} chance to "
                       f"decide a gap of {_g(abs(g))}{unit_txt}")
     return SeedsNeeded(None, reason, math.nan, math.nan, power, float(per_seed_var), float(time_variance),

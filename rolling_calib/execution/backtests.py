@@ -33,9 +33,10 @@ import pandas as pd
 
 from rolling_calib.core.fingerprint import stable_hash
 from rolling_calib.execution import store as st
+from rolling_calib.execution.manifest import ManifestFieldError
 from rolling_calib.execution.units import UnitKey
 
-__all__ = ["BACKTEST_FORMAT", "BacktestError", "BacktestStatus", "BacktestSummary", "backtest_hash",
+__all__ = ["BACKTEST_FORMAT", "BacktestError", "BacktestSidecar", "BacktestStatus", "BacktestSummary", "backtest_hash",
            "backtest_inputs", "backtest_status", "run_backtests"]
 
 #: Version of what a backtest file holds; part of the backtest hash (a new layout re-runs the backtests only).
@@ -63,10 +64,52 @@ def backtest_inputs(store: str | Path, pipeline: str, seed: int, windows: Sequen
     """What a seed's backtest reads: the pipeline's config hash and each window's unit checksum (None: no unit)."""
     units = {}
     for w in windows:
-        side = st.read_sidecar(store, UnitKey(pipeline, int(seed), int(w))) or {}
-        units[f"w{int(w):02d}"] = side.get("sha256") or (f"{side.get('config_hash')}/{side.get('rows')}"
-                                                         if side else None)
+        side = st.sidecar(store, UnitKey(pipeline, int(seed), int(w)))   # typed: the unit's Sidecar, None if absent
+        units[f"w{int(w):02d}"] = (None if side is None or not side.raw else
+                                   side.sha256 or f"{side.config_hash}/{side.rows}")
     return {"config_hash": config_hash, "units": units}
+
+
+def _optional_text(data: Mapping[str, Any], key: str, source: Path) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ManifestFieldError(f"{source}: {key}: expected a string, found {repr(value)[:80]}")
+    return value
+
+
+@dataclass(frozen=True)
+class BacktestSidecar:
+    """A seed's backtest sidecar (``seed<k>.json``, written by :func:`_write`), typed.
+
+    ``backtest_hash``: the settings it ran with (:func:`backtest_hash`); ``inputs``: the hash of what it ran on
+    (:func:`backtest_inputs`); ``sha256``: its Parquet file's checksum; ``rows``: days reported. ``raw`` keeps the
+    JSON object (its other fields: units, dates, the strategy in words, seconds).
+    """
+
+    backtest_hash: str | None = None
+    inputs: str | None = None
+    sha256: str | None = None
+    rows: int | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: Path) -> BacktestSidecar:
+        """The typed sidecar; ``ManifestFieldError`` naming the file, field, expected and found for a wrong type.
+
+        >>> BacktestSidecar.from_dict({"backtest_hash": "h", "inputs": "i", "sha256": "s", "rows": 3},
+        ...                           source=Path("seed0.json")).rows
+        3
+        >>> BacktestSidecar.from_dict({"sha256": 7}, source=Path("seed0.json"))
+        Traceback (most recent call last):
+        ...
+        rolling_calib.execution.manifest.ManifestFieldError: seed0.json: sha256: expected a string, found 7
+        """
+        rows = data.get("rows")
+        if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int)):
+            raise ManifestFieldError(f"{source}: rows: expected an integer, found {repr(rows)[:80]}")
+        return cls(backtest_hash=_optional_text(data, "backtest_hash", source),
+                   inputs=_optional_text(data, "inputs", source), sha256=_optional_text(data, "sha256", source),
+                   rows=rows, raw=data)
 
 
 @dataclass(frozen=True)
@@ -77,7 +120,7 @@ class BacktestStatus:
     pipeline: str
     seed: int
     state: str
-    sidecar: dict | None
+    sidecar: BacktestSidecar | None
     why: str = ""
 
     @property
@@ -85,7 +128,8 @@ class BacktestStatus:
         return self.state == "complete"
 
 
-def _read_sidecar(path: Path) -> dict | None:
+def _read_sidecar(path: Path) -> BacktestSidecar | None:
+    """The typed backtest sidecar at ``path`` (None: none written); damage raises naming the file and the fix."""
     if not path.is_file():
         return None
     try:
@@ -95,7 +139,7 @@ def _read_sidecar(path: Path) -> dict | None:
                                        f"{path.with_suffix('.*')} and re-run 'rolling-calib run' to redo it") from exc
     if not isinstance(data, dict):
         raise st.CorruptStoreFileError(f"{path}: corrupt backtest sidecar (expected a JSON object)")
-    return data
+    return BacktestSidecar.from_dict(data, source=path)
 
 
 def backtest_status(store: str | Path, pipeline: str, seed: int, *, expected_hash: str,
@@ -110,18 +154,18 @@ def backtest_status(store: str | Path, pipeline: str, seed: int, *, expected_has
     if side is None or not parquet.is_file():
         return BacktestStatus(pipeline, seed, "missing", side, f"{where} is missing (run 'rolling-calib run' to "
                                                                 "backtest the seeds whose windows are complete)")
-    if side.get("backtest_hash") != expected_hash:
+    if side.backtest_hash != expected_hash:
         return BacktestStatus(pipeline, seed, "stale", side, f"{where} is stale (backtest hash "
-                              f"{side.get('backtest_hash')}, expected {expected_hash}: a backtest setting changed)")
-    if side.get("inputs") != stable_hash(dict(inputs)):
+                              f"{side.backtest_hash}, expected {expected_hash}: a backtest setting changed)")
+    if side.inputs != stable_hash(dict(inputs)):
         return BacktestStatus(pipeline, seed, "outdated", side, f"{where} is outdated (its units were retrained "
                                                                 "since it ran)")
     if verify:
         found = st.file_sha256(parquet)
-        if found != side.get("sha256"):
+        if found != side.sha256:
             return BacktestStatus(pipeline, seed, "corrupt", side,
                                   f"{parquet}: corrupt backtest file: its SHA-256 is {found[:16]}..., the sidecar "
-                                  f"records {str(side.get('sha256'))[:16]}...; re-run 'rolling-calib run' to redo it")
+                                  f"records {str(side.sha256)[:16]}...; re-run 'rolling-calib run' to redo it")
     return BacktestStatus(pipeline, seed, "complete", side)
 
 
