@@ -25,7 +25,8 @@ liberal). Per ``lambda`` x target it measures, each with its Monte Carlo standar
   several one-sided levels of the gap's optimistic end (the product's is ``(1 - confidence) / 2``, checked
   against what the product said), each with how often "none" is said, the share of those that 60 seeds and
   that unlimited seeds decide (the truth at infinity: the verdict on the seed-free differential of these
-  days), "none" among the pilots that unlimited seeds decide (the claim's own error rate) and the power of
+  days), "none" among the pilots that 60 seeds decide (the issue's own measure: its audit found 36.7%),
+  "none" among the pilots that unlimited seeds decide (the claim's own error rate) and the power of
   "none" (said among the pilots no number of seeds decides).
 
 For the period target the days' common part is removed from the truth (the pair is identical on
@@ -166,9 +167,8 @@ def none_scan(*, reps: int, n_days: int, seed: int, levels: tuple[float, ...] = 
     truth = 2.0 * estimator_sd(model, n_seeds=pilot, n_days=n_days, target="future")
     rng = np.random.default_rng(int(seed))     # the draws of check_seeds_needed(seed=seed): the same pilots
     seeds = np.arange(follow)
-    z_min = float(stats.t.ppf(1 - max(levels), pilot - 1))
-    recs: list[tuple[float, bool, bool | None]] = []     # (z, decidable at infinity, decided by `follow` seeds)
-    decidable_all = mismatch = 0
+    recs: list[tuple[float, bool, bool]] = []     # (z, decidable at infinity, decided by `follow` seeds)
+    decidable_all = mismatch = decided_follow_all = 0
     for _ in range(reps):
         a, b, common = _simulate(model, 1, follow, n_days, rng)
         inf = crossed_variance(np.vstack([common[0] + truth] * 2), target="future")
@@ -178,6 +178,8 @@ def none_scan(*, reps: int, n_days: int, seed: int, levels: tuple[float, ...] = 
         pb = LossPanel.from_arrays(seeds=seeds, total=b[0])
         idx = np.arange(pilot)
         v = decide(pa.select(seeds=idx), pb.select(seeds=idx), question=question)
+        later = decide(pa, pb, question=question).outcome == "worse"    # every pilot: the issue's denominator
+        decided_follow_all += later
         if v.outcome != "undetermined":
             continue
         cv = v.variance
@@ -186,35 +188,41 @@ def none_scan(*, reps: int, n_days: int, seed: int, levels: tuple[float, ...] = 
         z = (half - abs(v.difference)) / math.sqrt(cv.per_seed_var / pilot) if cv.per_seed_var > 0 else math.inf
         product_none = v.seeds_needed.reason.startswith("no number of seeds")
         mismatch += product_none != (z >= float(stats.t.ppf(0.5 + conf / 2, pilot - 1)))
-        later = decide(pa, pb, question=question).outcome == "worse" if z >= z_min else None
-        recs.append((z, bool(decidable), later))
+        recs.append((z, bool(decidable), bool(later)))
     undecidable_all = reps - decidable_all
     rows = []
     for lev in levels:
         m = float(stats.t.ppf(1 - lev, pilot - 1))
         said = [r for r in recs if r[0] >= m]
         n = len(said)
-        w60, winf = _rate([bool(r[2]) for r in said]), _rate([r[1] for r in said])
+        w60, winf = _rate([r[2] for r in said]), _rate([r[1] for r in said])
+        given = sum(r[2] for r in said) / max(decided_follow_all, 1)
         rows.append({"level": lev, "multiplier": m, "said": n, "said_share": n / reps,
                      "wrong60": w60[0], "wrong60_mcse": w60[1], "wrong_inf": winf[0], "wrong_inf_mcse": winf[1],
                      "error_given_decidable": sum(r[1] for r in said) / max(decidable_all, 1),
+                     "none_given_follow": given,
+                     "none_given_follow_mcse": math.sqrt(given * (1 - given) / max(decided_follow_all, 1)),
                      "power": (n - sum(r[1] for r in said)) / max(undecidable_all, 1),
                      "product": abs(lev - (1 - conf) / 2) < 1e-12})
     return {"reps": reps, "seed": seed, "undecided": len(recs), "decidable_inf": decidable_all,
+            "decided_follow": decided_follow_all,
             "undecidable_inf": undecidable_all, "product_mismatches": mismatch, "rows": rows}
 
 
 def scan_markdown(scan: dict[str, Any]) -> str:
     lines = [f"\"None\" scan: {scan['reps']} pilots (seed {scan['seed']}), {scan['undecided']} undecided at 5 seeds; "
-             f"unlimited seeds decide {scan['decidable_inf']}, decide none of {scan['undecidable_inf']}; the scan's "
-             f"rule at the product's level disagreed with the product on {scan['product_mismatches']} pilots.", "",
+             f"unlimited seeds decide {scan['decidable_inf']}, decide none of {scan['undecidable_inf']}; 60 seeds "
+             f"decide {scan['decided_follow']} (right direction); the scan's rule at the product's level disagreed "
+             f"with the product on {scan['product_mismatches']} pilots.", "",
              "| gap's end: one-sided level (t_4 multiplier) | \"none\" said | wrong: 60 seeds decide | "
-             "wrong: unlimited seeds decide | \"none\" among pilots unlimited seeds decide | power of \"none\" |",
-             "|---|---|---|---|---|---|"]
+             "wrong: unlimited seeds decide | \"none\" among pilots 60 seeds decide (the issue's measure) | "
+             "\"none\" among pilots unlimited seeds decide | power of \"none\" |",
+             "|---|---|---|---|---|---|---|"]
     for r in scan["rows"]:
         tag = " (product)" if r["product"] else ""
         lines.append(f"| {r['level']:g} ({r['multiplier']:.2f}){tag} | {r['said']} ({r['said_share']:.2%}) | "
                      f"{_pct(r['wrong60'], r['wrong60_mcse'])} | {_pct(r['wrong_inf'], r['wrong_inf_mcse'])} | "
+                     f"{r['none_given_follow']:.2%} ± {r['none_given_follow_mcse']:.2%} | "
                      f"{r['error_given_decidable']:.2%} | {r['power']:.1%} |")
     return "\n".join(lines)
 

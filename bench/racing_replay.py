@@ -246,18 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
-    from bench.verdict_calibration import PRESETS, UsageError, load_model, model_from_store
+    from bench.verdict_calibration import UsageError, model_of_args
 
     try:
-        if args.model:
-            model, source = load_model(args.model), args.model
-        elif args.from_store:
-            model = model_from_store(args.from_store, metric=args.metric)[0]
-            source = f"store {args.from_store} ({args.metric}: {model})"
-        else:
-            if args.preset not in PRESETS:
-                raise UsageError(f"--preset: expected one of {', '.join(sorted(PRESETS))}, found {args.preset!r}")
-            model, source = PRESETS[args.preset], f"preset {args.preset}"
+        model, source = model_of_args(args)
         methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
         for m in methods:
             if m not in METHODS:

@@ -57,12 +57,6 @@ except ImportError:  # pragma: no cover - `pip install adastop` adds it
 METHODS = ("sequential", "naive", "bonferroni", "full_grid") + (("adastop",) if MultipleAgentsComparator else ())
 
 
-def _presets() -> dict[str, PanelModel]:
-    from bench.verdict_calibration import PRESETS   # one definition of the presets
-
-    return PRESETS
-
-
 def _sub(panel: LossPanel, order: np.ndarray, n: int) -> LossPanel:
     return panel.select(seeds=order[:n])
 
@@ -248,17 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
-    from bench.verdict_calibration import UsageError, load_model, model_from_store
+    from bench.verdict_calibration import UsageError, model_of_args
 
     try:
-        if args.model:
-            model, source = load_model(args.model), args.model
-        elif args.from_store:
-            model = model_from_store(args.from_store, metric=args.metric)[0]
-            source = f"store {args.from_store} ({args.metric}: {model})"
-        else:
-            model = _presets()[args.preset]
-            source = f"preset {args.preset}"
+        model, source = model_of_args(args)
     except UsageError as exc:
         print(f"sequential_replay: {exc}", file=sys.stderr)
         return 2

@@ -126,6 +126,19 @@ def load_model(path: str) -> PanelModel:
         raise UsageError(f"{file}: {exc}") from exc
 
 
+def model_of_args(args: Any) -> tuple[PanelModel, str]:
+    """The model a replay bench simulates from (``--model FILE``, ``--from-store DIR`` with ``--metric``, else
+    ``--preset``) and the words that name its source; a bad choice is a :class:`UsageError`."""
+    if args.model:
+        return load_model(args.model), args.model
+    if args.from_store:
+        model = model_from_store(args.from_store, metric=args.metric)[0]
+        return model, f"store {args.from_store} ({args.metric}: {model})"
+    if args.preset not in PRESETS:
+        raise UsageError(f"--preset: expected one of {', '.join(sorted(PRESETS))}, found {args.preset!r}")
+    return PRESETS[args.preset], f"preset {args.preset}"
+
+
 def store_panels(store: str, metric: str, pair: list[str] | None) -> tuple[dict[str, Any], str, int, dict]:
     """The store's LossPanel per pipeline for ``metric`` (the analysis layer's), the orientation, the window."""
     from rolling_calib.analysis.scoring import score_store
