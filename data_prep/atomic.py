@@ -39,7 +39,6 @@ import os
 import re
 import shutil
 import signal
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -149,12 +148,6 @@ def describe_os_error(exc: BaseException, path: str | os.PathLike, *, nbytes: in
     return OSProblem(head, f"{fix or default_fix}, then re-run", code, free)
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 #: Temporary files being written by this process (removed by the signal handler and at exit).
 _IN_FLIGHT: set[str] = set()
 _INSTALLED: list[bool] = []
@@ -229,10 +222,18 @@ def atomic_file(path: str | os.PathLike, *, nbytes: int | None = None) -> Iterat
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         _install_cleanup()
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        # The name is held and counted in flight before the file exists: an exception raised asynchronously at any
+        # point after (a Ray cancel's KeyboardInterrupt, a signal handler's) finds it and removes the file.
+        # tempfile.mkstemp creates the file before it returns the name: an exception in between left the file behind.
+        tmp = str(target.parent / f".{target.name}.{os.urandom(8).hex()}.tmp")
         _IN_FLIGHT.add(tmp)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)   # the umask applies, as for open()
+        except FileExistsError:   # another writer's file (a 64-bit random name): never removed by this one
+            _IN_FLIGHT.discard(tmp)
+            tmp = None
+            raise
         os.close(fd)
-        os.chmod(tmp, 0o666 & ~_umask())
         yield tmp
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
