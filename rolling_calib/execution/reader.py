@@ -17,7 +17,7 @@ by :func:`read_backtest`, checked against its sidecar's hashes and checksum the 
 :func:`read_predictions` gives the joined predictions it runs on (every row, labelled or not).
 
 Every unit file is opened by :func:`_open_parquet` (one place, so a check of the file's
-content applies to every read): it reads the file once, checks its bytes against the SHA-256
+content applies to every read): it maps the file into memory, checks its bytes against the SHA-256
 the unit's sidecar records and parses that buffer; a mismatch or an undecodable file raises
 :class:`~rolling_calib.execution.store.CorruptUnitError` naming the file and the fix (a unit
 written before the checksums is read unchecked). Units are read with column projection, instrument ids as
@@ -128,10 +128,13 @@ def _open_parquet(store: Path, path: Path, *, expected: str | None, columns: lis
                   what: str = "unit file", required: tuple[str, ...] | None = None):
     """The one place a unit's Parquet file is opened: the pyarrow table of ``columns`` (all when None).
 
-    The file is read once into memory, checked against the SHA-256 its sidecar records
-    (``expected``; None for a unit written before the checksums) and parsed from that buffer.
-    ``dictionary``: read ``instrument`` as dictionary codes. Refuses a file without the unit columns
-    (``required``: other columns, for another kind of file).
+    The file is mapped into memory (its pages in the page cache, not copied), its bytes checked
+    against the SHA-256 its sidecar records (``expected``; None for a unit written before the
+    checksums) and that same buffer parsed: one pass over the file's bytes, and the bytes hashed
+    are the bytes parsed (the store replaces a file by renaming a new one over it, never in place,
+    so a mapped file does not change while it is read). ``dictionary``: read ``instrument`` as
+    dictionary codes. Refuses a file without the unit columns (``required``: other columns, for
+    another kind of file).
 
     Raises
     ------
@@ -142,20 +145,24 @@ def _open_parquet(store: Path, path: Path, *, expected: str | None, columns: lis
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    data = st.read_unit_bytes(store, path, expected, what=what)
-    try:
-        source = pq.ParquetFile(pa.BufferReader(data), read_dictionary=["instrument"] if dictionary else None)
-        names = source.schema_arrow.names
-    except Exception as exc:  # ArrowInvalid, OSError ("Corrupt snappy compressed data"), ...: name the file
-        raise st.unreadable_parquet(store, path, exc) from exc
-    wanted = list(required) if required is not None else list(st.UNIT_COLUMNS) if columns is None else columns
-    missing = [c for c in wanted if c not in names]
-    if missing:
-        raise ValueError(f"{path}: expected columns {', '.join(wanted)}, missing {', '.join(missing)}")
-    try:
-        return source.read(columns=columns)
-    except Exception as exc:
-        raise st.unreadable_parquet(store, path, exc) from exc
+    # mapped, not read: a read copies every byte into a fresh bytes object first. Closing the map leaves any
+    # buffer pyarrow still holds valid (each holds the mapping until it is freed).
+    with pa.memory_map(str(path)) as mapped:
+        data = mapped.read_buffer()
+        st.verify_unit_bytes(store, path, data, expected, what=what)
+        try:
+            source = pq.ParquetFile(pa.BufferReader(data), read_dictionary=["instrument"] if dictionary else None)
+            names = source.schema_arrow.names
+        except Exception as exc:  # ArrowInvalid, OSError ("Corrupt snappy compressed data"), ...: name the file
+            raise st.unreadable_parquet(store, path, exc) from exc
+        wanted = list(required) if required is not None else list(st.UNIT_COLUMNS) if columns is None else columns
+        missing = [c for c in wanted if c not in names]
+        if missing:
+            raise ValueError(f"{path}: expected columns {', '.join(wanted)}, missing {', '.join(missing)}")
+        try:
+            return source.read(columns=columns)
+        except Exception as exc:
+            raise st.unreadable_parquet(store, path, exc) from exc
 
 
 def read_unit(store: Store | str | Path, key: UnitKey, *, column: str = "label", sidecar: Sidecar | None = None

@@ -94,7 +94,7 @@ __all__ = [
     "CorruptUnitError",
     "sha256_bytes",
     "file_sha256",
-    "read_unit_bytes",
+    "verify_unit_bytes",
     "unit_damage",
     "checkpoint_damage",
     "move_corrupt",
@@ -174,7 +174,7 @@ def write_unit_parquet(path: str | os.PathLike, frame: pd.DataFrame) -> str:
     """Write a unit's table as Parquet atomically; the SHA-256 of the bytes written (for the sidecar).
 
     The checksum is of the bytes handed to the file system, so damage done on the way to
-    the disk or later is caught by every reader (:func:`read_unit_bytes`).
+    the disk or later is caught by every reader (:func:`verify_unit_bytes`).
     """
     data = parquet_bytes(frame)
     atomic_write_bytes(path, data)
@@ -372,8 +372,8 @@ def corrupt_fix(store: str | os.PathLike) -> str:
             f"{StoreLayout(Path(store)).corrupt}/ first)")
 
 
-def _checked(store: str | os.PathLike, path: Path, data: bytes, expected: str, what: str) -> str | None:
-    """Why ``data`` (the bytes of ``path``) is damage against the recorded SHA-256 ``expected`` (None: it matches)."""
+def _checked(store: str | os.PathLike, path: Path, data: Any, expected: str, what: str) -> str | None:
+    """Why ``data`` (the bytes of ``path``: ``bytes`` or any buffer) is damage against the recorded SHA-256 ``expected`` (None: it matches)."""
     found = sha256_bytes(data)
     if found == expected:
         return None
@@ -381,24 +381,32 @@ def _checked(store: str | os.PathLike, path: Path, data: bytes, expected: str, w
             f"({len(data)} bytes now; the file changed after it was written); {corrupt_fix(store)}")
 
 
-def read_unit_bytes(store: str | os.PathLike, path: Path, expected: str | None, *, what: str = "unit file") -> bytes:
-    """The bytes of a unit's Parquet file, checked against the SHA-256 its sidecar records.
+def verify_unit_bytes(store: str | os.PathLike, path: Path, data: Any, expected: str | None, *,
+                      what: str = "unit file") -> None:
+    """Check ``data`` (the bytes of ``path``: ``bytes`` or any buffer, e.g. the file mapped) against the SHA-256 its
+    sidecar records.
 
-    ``expected`` None (a unit written before the checksums): the bytes unchecked. One pass
-    over the file: the bytes read are the bytes hashed and then parsed.
+    ``expected`` None (a unit written before the checksums): nothing to check. The reader
+    (:mod:`rolling_calib.execution.reader`) parses the same buffer it passes here: the bytes
+    hashed are the bytes parsed.
 
     Raises
     ------
     CorruptUnitError
         The bytes do not match (naming the file, the two checksums and the fix).
+
+    Examples
+    --------
+    >>> verify_unit_bytes("store", Path("w00.parquet"), b"", sha256_bytes(b""))   # matches: nothing raised
+    >>> verify_unit_bytes("store", Path("w00.parquet"), b"x", sha256_bytes(b""))
+    Traceback (most recent call last):
+    ...
+    rolling_calib.execution.store.CorruptUnitError: w00.parquet: corrupt unit file: its SHA-256 is 2d711642b726b044..., ...
     """
-    with open(path, "rb", buffering=0) as f:   # unbuffered: the file read straight into one bytes object
-        data = f.readall()                     # (Path.read_bytes copies it through a buffer: ~4x the CPU)
     if expected:
         damage = _checked(store, Path(path), data, str(expected), what)
         if damage:
             raise CorruptUnitError(damage)
-    return data
 
 
 def unreadable_parquet(store: str | os.PathLike, path: Path, exc: BaseException) -> CorruptUnitError:
@@ -509,7 +517,7 @@ def unit_status(store: str | os.PathLike, key: UnitKey, config_hash: str, *, ver
 
     ``verify``: check the unit's files against their recorded checksums (:func:`unit_damage`,
     one read of each file). The store reader passes ``False`` because it checks the same
-    bytes as it reads them (:func:`read_unit_bytes`); every other caller verifies.
+    bytes as it reads them (:func:`verify_unit_bytes`); every other caller verifies.
     ``checksums``: whether the store was created with checksums (read from its manifest when None).
 
     Raises :class:`CorruptStoreFileError` for a sidecar that exists but cannot be read.
