@@ -51,6 +51,22 @@ class RaceRecord:
         Rolling windows per seed (one seed of one configuration: ``windows`` units).
     trained_by_this_run : int
         Units the run that wrote the record trained (the rest were in the store already).
+
+    Examples
+    --------
+    A race of two configurations that eliminated ``b`` at its first look; its MLflow tags (:meth:`tags`) and its
+    first metrics (:meth:`metrics`):
+
+    >>> look = RaceLook(look=1, seeds=3, fraction=0.3, boundary=3.0, level=0.996, best="a", compared=("a", "b"),
+    ...                 kept=("a",), eliminated=(Elimination("b", "a", 6.0, 4.9, ""),), settled=(), seeds_spent=6,
+    ...                 stop="one left")
+    >>> result = RaceResult(best_set=("a",), eliminated={"b": 1}, seeds_used={"a": 3, "b": 3}, looks=(look,),
+    ...                     full_grid=9, stop="one left")
+    >>> record = RaceRecord(race=result, metric="ql", unit="", windows=2)
+    >>> record.tags()
+    {'race.stop': 'one left', 'race.best_set': 'a', 'race.eliminated.b': '1', 'race.eliminated_by.b': 'a'}
+    >>> record.metrics()[:3]
+    [('race_kept', 1.0, 1), ('race_eliminated', 1.0, 1), ('race_seeds_spent', 6.0, 1)]
     """
 
     race: RaceResult
@@ -148,15 +164,7 @@ class RaceRecord:
         ``race.stop`` (:data:`~rolling_calib.core.racing.RACE_STOPS`, ``"waiting"`` while it waits for seeds),
         ``race.best_set`` (the names kept, comma-separated), ``race.eliminated.<name>`` = the look that eliminated
         it (``1``, ``2``, ...) and ``race.eliminated_by.<name>`` = the configuration it was decided worse than.
-
-        >>> from rolling_calib.core.racing import Elimination, RaceLook, RaceResult
-        >>> look = RaceLook(look=1, seeds=3, fraction=0.3, boundary=3.0, level=0.996, best="a", compared=("a", "b"),
-        ...                 kept=("a",), eliminated=(Elimination("b", "a", 6.0, 4.9, ""),), settled=(), seeds_spent=6,
-        ...                 stop="one left")
-        >>> result = RaceResult(best_set=("a",), eliminated={"b": 1}, seeds_used={"a": 3, "b": 3}, looks=(look,),
-        ...                     full_grid=9, stop="one left")
-        >>> RaceRecord(race=result, metric="ql", unit="", windows=2).tags()
-        {'race.stop': 'one left', 'race.best_set': 'a', 'race.eliminated.b': '1', 'race.eliminated_by.b': 'a'}
+        The class's example shows them.
         """
         out = {"race.stop": self.race.stop or "waiting", "race.best_set": ", ".join(self.race.best_set)}
         by = {e.name: e.by for look in self.race.looks for e in look.eliminated}
@@ -171,16 +179,7 @@ class RaceRecord:
         (configurations still in the race after it), ``race_eliminated`` (eliminated at it), ``race_seeds_spent``
         (seeds trained so far over all configurations), ``race_seeds`` (seeds per configuration it read) and
         ``race_level`` (its one-sided confidence); at step 0 ``race_looks``, ``race_seeds_used.<name>``,
-        ``race_fraction_of_grid``, ``race_units_used`` and ``race_units_full_grid``.
-
-        >>> from rolling_calib.core.racing import Elimination, RaceLook, RaceResult
-        >>> look = RaceLook(look=1, seeds=3, fraction=0.3, boundary=3.0, level=0.996, best="a", compared=("a", "b"),
-        ...                 kept=("a",), eliminated=(Elimination("b", "a", 6.0, 4.9, ""),), settled=(), seeds_spent=6,
-        ...                 stop="one left")
-        >>> result = RaceResult(best_set=("a",), eliminated={"b": 1}, seeds_used={"a": 3, "b": 3}, looks=(look,),
-        ...                     full_grid=9, stop="one left")
-        >>> RaceRecord(race=result, metric="ql", unit="", windows=2).metrics()[:3]
-        [('race_kept', 1.0, 1), ('race_eliminated', 1.0, 1), ('race_seeds_spent', 6.0, 1)]
+        ``race_fraction_of_grid``, ``race_units_used`` and ``race_units_full_grid``. The class's example shows them.
         """
         out: list[tuple[str, float, int]] = []
         for look in self.race.looks:
