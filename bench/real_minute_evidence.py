@@ -757,9 +757,10 @@ def main(argv: list[str] | None = None) -> int:
     p_sp.add_argument("--n-boot", type=int, default=500, help="bootstrap replicates (default 500)")
     p_sp.add_argument("--seed", type=int, default=SPIKE_SEED, help=f"seed of the offsets (default {SPIKE_SEED})")
     p_sp.add_argument("--doc", type=Path, default=None, help="write the tables into this Markdown file's markers")
+    p_sp.add_argument("--saved", action="store_true", help="write the tables from the saved spike.json (no scoring)")
     args = parser.parse_args(argv)
     if args.command == "spike":
-        return spike_main(n_boot=args.n_boot, seed=args.seed, doc=args.doc)
+        return spike_main(n_boot=args.n_boot, seed=args.seed, doc=args.doc, saved=args.saved)
     cells = [c for c in CELLS if not args.only or c.name in args.only]
     if args.command == "run":
         for name, s in run(cells, workers=args.workers).items():
@@ -790,16 +791,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def spike_main(*, n_boot: int, seed: int, doc: Path | None) -> int:
-    """``spike``: the control on the lstm store, the persistence of both stores; ``spike.json``, the tables."""
+def spike_main(*, n_boot: int, seed: int, doc: Path | None, saved: bool = False) -> int:
+    """``spike``: the control on the lstm store, the persistence of both stores; ``spike.json``, the tables
+    (``saved``: the tables from the last ``spike.json``, nothing scored)."""
     cells = {c.name: c for c in CELLS}
     OUT.mkdir(parents=True, exist_ok=True)
-    print(f"[{time.strftime('%H:%M:%S')}] spiking lstm", flush=True)
-    result = spike_cell(cells["lstm"], n_boot=n_boot, seed=seed)
-    control = (control_persistence(cells["control"]) if (REPO / cells["control"].store / "manifest.json").is_file()
-               else None)
-    saved = {"spike": result, "control_persistence": control}
-    (OUT / "spike.json").write_text(json.dumps(saved, indent=2, default=str) + "\n")
+    path = OUT / "spike.json"
+    if saved:
+        if not path.is_file():
+            raise SystemExit(f"{path}: no saved spike-in control; run 'spike' without --saved first")
+        kept = json.loads(path.read_text())
+        result, control = kept["spike"], kept["control_persistence"]
+    else:
+        print(f"[{time.strftime('%H:%M:%S')}] spiking lstm", flush=True)
+        result = spike_cell(cells["lstm"], n_boot=n_boot, seed=seed)
+        control = (control_persistence(cells["control"]) if (REPO / cells["control"].store / "manifest.json").is_file()
+                   else None)
+        path.write_text(json.dumps({"spike": result, "control_persistence": control}, indent=2, default=str) + "\n")
     tables = {"spike": spike_table(result),
               "persistence": persistence_table([result] + ([control] if control else []))}
     (OUT / "spike_tables.md").write_text("\n\n".join(f"## {k}\n\n{v}" for k, v in tables.items()) + "\n")
