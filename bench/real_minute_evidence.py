@@ -22,6 +22,13 @@ counts only when both pipelines' intervals lie above 0). Per pair:
   seeds, and for CQL - QL (``rolling_calib.core.heldout``). The truth is QL, or for the control the true excess
   risk ``mean (oracle - prediction)^2`` from the store's ``$oracle`` field.
 
+``spike`` is the spike-in control, a control of the analysis: the ``lstm`` store's predictions with one output offset
+per (pipeline, seed, refit window) added (:func:`spike`; sized against QL's seed variance, :func:`offset_scale`),
+with and without a known true difference between each pair's pipelines (:func:`with_analyte`), scored against the
+runs without offsets, held out in seeds and in time; and how the seeds' offsets persist in the ``lstm`` and
+``control`` stores (:func:`offset_persistence_table`). It shows whether the analysis sees a gain where the mechanism
+is present by construction, not that the mechanism occurs in real training.
+
 Usage (from the repository root; ``run`` trains what is missing, at nice 19 from the caller)::
 
     rolling-calib data ingest ../shared/data/us-equities-1min-2018 --out qlib_data/real1min --repair
@@ -30,9 +37,11 @@ Usage (from the repository root; ``run`` trains what is missing, at nice 19 from
         --out qlib_data/synth_control
     python bench/real_minute_evidence.py run --workers 2              # every store, staged (hours on 2 cores)
     python bench/real_minute_evidence.py analyse --doc docs/evidence.md
+    python bench/real_minute_evidence.py spike --doc docs/evidence.md   # the spike-in control (minutes)
 
-Writes ``bench_out/real_minute/evidence.json`` and ``tables.md``; with ``--doc`` the tables between the
-``<!-- real-minute-...:begin/end -->`` markers of that file.
+``analyse`` writes ``bench_out/real_minute/evidence.json`` and ``tables.md``, ``spike`` writes ``spike.json`` and
+``spike_tables.md`` there; with ``--doc`` the tables between the ``<!-- real-minute-...:begin/end -->`` markers of
+that file.
 """
 
 from __future__ import annotations
@@ -313,6 +322,316 @@ def _train_seconds(store: Path) -> float:
                      for p in (store / "units").rglob("w*.json")), 1)
 
 
+# --------------------------------------------------------------------------- the spike-in control
+# A control of the analysis, in the sense of a lab assay's spike-in: the real store's predictions with a known
+# amount of the mechanism CQL relies on added (the interferent: one output offset per pipeline, seed and refit
+# window, which a refit resets and which persists inside a window), optionally with a known true difference between
+# the pipelines of each pair (the analyte: a loss added to every row of the pair's second pipeline, the same for
+# every seed and week). It asks whether the analysis can see a gain where the mechanism is present by construction;
+# it is not evidence that the mechanism occurs in real training.
+SPIKE_SEED = 38                  # the seed of every offset drawn (recorded with the results)
+SPIKES = (0.0, 1.0, 3.0)         # offsets' size: Var(offset^2) over seeds, in multiples of QL's seed variance
+ANALYTES = (0.0, 1.0, 2.0)       # the true loss difference added to each pair, in multiples of QL's seed std
+KEY = ["pipeline", "seed", "window"]
+
+
+def offset_scale(ql_seed_variance: float, multiple: float) -> float:
+    """The std ``s`` of offsets ``N(0, s^2)`` whose square, the part of QL an offset adds (``QL + d^2 - 2 d m``, ``m``
+    the run's mean residual), varies over seeds ``multiple`` times as much as QL does: ``2 s^4 = multiple * V``.
+
+    >>> offset_scale(8.0, 1.0), offset_scale(8.0, 0.0)
+    (1.4142135623730951, 0.0)
+    """
+    if not (ql_seed_variance >= 0 and multiple >= 0):
+        raise ValueError(f"ql_seed_variance, multiple: expected >= 0, found {ql_seed_variance}, {multiple}")
+    return float((multiple * ql_seed_variance / 2.0) ** 0.25)
+
+
+def spike_offsets(keys: pd.DataFrame, *, scale: float, seed: int) -> pd.DataFrame:
+    """One offset per distinct ``(pipeline, seed, window)`` of ``keys``: ``scale * z``, ``z ~ N(0, 1)`` drawn from its
+    own stream ``numpy.random.default_rng([seed, crc32(pipeline), run seed, window])``, so a key's offset does not
+    depend on which other keys are present or in what order.
+
+    >>> k = pd.DataFrame({"pipeline": ["a", "a", "b"], "seed": [0, 0, 0], "window": [0, 1, 0]})
+    >>> o = spike_offsets(k, scale=2.0, seed=38)
+    >>> o.columns.tolist(), len(o), bool(o["offset"].ne(0).all())
+    (['pipeline', 'seed', 'window', 'offset'], 3, True)
+    >>> spike_offsets(k, scale=0.0, seed=38)["offset"].tolist()
+    [0.0, 0.0, 0.0]
+    """
+    import zlib
+
+    if not scale >= 0:
+        raise ValueError(f"scale: expected >= 0, found {scale}")
+    out = keys[KEY].drop_duplicates().reset_index(drop=True)
+    z = [np.random.default_rng([int(seed), zlib.crc32(str(p).encode()), int(s), int(w)]).standard_normal()
+         for p, s, w in out[KEY].itertuples(index=False)]
+    return out.assign(offset=float(scale) * np.asarray(z, dtype=float) + 0.0)   # + 0.0: no -0.0 at scale 0
+
+
+def spike(predictions: pd.DataFrame, *, scale: float, seed: int) -> pd.DataFrame:
+    """``predictions`` (columns ``pipeline, seed, window, prediction``, any others kept) with the offset of each row's
+    ``(pipeline, seed, window)`` from :func:`spike_offsets` added to its prediction; rows in the same order.
+
+    ``prediction' = prediction + o[pipeline, seed, window]``: constant inside a window of a run, a new draw after a
+    refit (the next window) and for every seed and pipeline. ``scale=0`` leaves the predictions unchanged.
+
+    >>> f = pd.DataFrame({"pipeline": ["a"] * 4, "seed": [0] * 4, "window": [0, 0, 1, 1],
+    ...                   "prediction": [0.0] * 4})
+    >>> p = spike(f, scale=1.0, seed=38)["prediction"]      # the offsets themselves: one per window
+    >>> bool(p[0] == p[1] and p[2] == p[3] and p[0] != p[2])
+    True
+    >>> spike(f.assign(prediction=[0.1, 0.2, 0.3, 0.4]), scale=0.0, seed=38)["prediction"].tolist()
+    [0.1, 0.2, 0.3, 0.4]
+    """
+    offsets = spike_offsets(predictions, scale=scale, seed=seed)
+    joined = predictions[KEY].merge(offsets, on=KEY, how="left", validate="many_to_one")
+    return predictions.assign(prediction=predictions["prediction"].to_numpy(dtype=float)
+                              + joined["offset"].to_numpy(dtype=float))
+
+
+def with_analyte(runs: pd.DataFrame, days: pd.DataFrame, pipelines, size: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Runs and per-day sums with a true loss difference ``size`` added to every row of ``pipelines``.
+
+    ``ql, ql_scored, cql += size`` per run and ``sse_ql, sse_cql += size * rows`` per day (a missing CQL stays
+    missing): the losses of a pipeline whose error is larger by ``size`` on every row, the same for every seed and
+    week, independent of its residual (the limit of independent row noise of variance ``size``). It is not an
+    offset, so CQL keeps it.
+
+    >>> r = pd.DataFrame({"pipeline": ["a", "b"], "ql": [1.0, 1.0], "ql_scored": [1.0, 1.0], "cql": [0.9, 0.9]})
+    >>> d = pd.DataFrame({"pipeline": ["a", "b"], "rows": [10, 10], "sse_ql": [10.0, 10.0], "sse_cql": [9.0, np.nan]})
+    >>> r2, d2 = with_analyte(r, d, ["b"], 0.5)
+    >>> r2["cql"].tolist(), d2["sse_ql"].tolist(), d2["sse_cql"].tolist()
+    ([0.9, 1.4], [10.0, 15.0], [9.0, nan])
+    """
+    hit_r, hit_d = runs["pipeline"].isin(list(pipelines)), days["pipeline"].isin(list(pipelines))
+    runs = runs.copy()
+    for c in ("ql", "ql_scored", "cql"):
+        runs.loc[hit_r, c] = runs.loc[hit_r, c] + size
+    days = days.copy()
+    for c in ("sse_ql", "sse_cql"):
+        days.loc[hit_d, c] = days.loc[hit_d, c] + size * days.loc[hit_d, "rows"]
+    return runs, days
+
+
+def spiked_scores(store: Path, pipelines: dict[str, list[int]], scales: dict[float, float], *, seed: int,
+                  progress: bool = True) -> dict[float, dict[str, pd.DataFrame]]:
+    """Per spike multiple: ``runs`` (``pipeline, seed, ql, ql_scored, cql``), ``periods`` and ``days`` of every run of
+    ``pipelines`` (``{name: seeds}``) re-scored with :func:`spike` at ``scales[multiple]`` (each run read once; the
+    store's calibration and label; the library's own metric: ``rolling_cql``, ``run_days``)."""
+    from tqdm.auto import tqdm
+
+    from rolling_calib.analysis.panels import run_days
+    from rolling_calib.analysis.scoring import daily_ic, rolling_cql
+    from rolling_calib.execution import store as st
+    from rolling_calib.execution.reader import RunData, read_run
+
+    handle = st.Store.of(store)
+    calibration, kind = handle.manifest.calibration, handle.label_kind(list(pipelines), None)
+    parts: dict[float, dict[str, list]] = {m: {"runs": [], "periods": [], "days": []} for m in scales}
+    todo = [(n, s) for n, seeds in pipelines.items() for s in seeds]
+    for name, s in tqdm(todo, desc="spiking runs", unit="run", disable=not progress, leave=False):
+        data = read_run(handle, name, s, label=kind)
+        t = data.test
+        daily = daily_ic(t.prediction, t.label, t.datetime)   # unchanged by an offset constant over each day
+        frame = pd.DataFrame({"pipeline": name, "seed": s, "window": t.window, "prediction": t.prediction})
+        for multiple, scale in scales.items():
+            arrays = replace(t, prediction=spike(frame, scale=scale, seed=seed)["prediction"].to_numpy())
+            result = rolling_cql(RunData(test=arrays, label=data.label), calibration)
+            parts[multiple]["runs"].append({"pipeline": name, "seed": s, "ql": result.ql_all,
+                                            "ql_scored": result.ql_scored, "cql": result.cql})
+            parts[multiple]["periods"].append(result.table.assign(pipeline=name, seed=s))
+            parts[multiple]["days"].append(run_days(name, s, result, arrays, daily))
+    return {m: {"runs": pd.DataFrame(p["runs"]), "periods": pd.concat(p["periods"], ignore_index=True),
+                "days": pd.concat(p["days"], ignore_index=True)} for m, p in parts.items()}
+
+
+def offset_persistence_table(periods: pd.DataFrame, march, april) -> pd.DataFrame:
+    """Per pipeline, how its seeds' offsets (mean residual minus the mean over seeds) persist: week to week inside a
+    training window and across the refit (``core.diagnostics.offset_persistence``), and month to month (the
+    correlation over seeds of each seed's March and April offset, rows-weighted over the month's weeks).
+
+    >>> p = pd.DataFrame({"pipeline": "a", "seed": np.repeat([0, 1], 4), "period": ["w1", "w2", "w3", "w4"] * 2,
+    ...                   "start": pd.to_datetime(["2018-03-05", "2018-03-12", "2018-04-02", "2018-04-09"] * 2),
+    ...                   "rows": 10, "mean_residual": [1.0, 1.0, -1.0, -1.0, -1.0, -1.0, 1.0, 1.0],
+    ...                   "refit_first": [True, False, True, False] * 2})
+    >>> offset_persistence_table(p, ["w1", "w2"], ["w3", "w4"])[["within", "across", "month"]].values.tolist()
+    [[1.0, -1.0, -1.0]]
+    """
+    from rolling_calib.core import diagnostics as dg
+
+    out = []
+    for name, t in periods.groupby("pipeline", sort=False):
+        b = t.pivot(index="seed", columns="period", values="mean_residual")
+        order = t.groupby("period")["start"].min().sort_values().index
+        b = b[order].dropna()
+        refit = t.groupby("period")["refit_first"].any().reindex(order).to_numpy()
+        refit[0] = False
+        p = dg.offset_persistence(dg.seed_offsets(b.to_numpy(dtype=float)), refit)
+        rows = t.pivot(index="seed", columns="period", values="rows").loc[b.index]
+
+        def month(periods_):
+            cols = [c for c in order if c in set(periods_)]
+            m = (b[cols] * rows[cols]).sum(axis=1) / rows[cols].sum(axis=1)
+            return (m - m.mean()).to_numpy()
+
+        mar, apr = month(march), month(april)
+        out.append({"pipeline": name, "seeds": len(b), "within": p.corr_within, "across": p.corr_across,
+                    "month": float(np.sum(mar * apr) / np.sqrt(np.sum(mar ** 2) * np.sum(apr ** 2)))})
+    return pd.DataFrame(out)
+
+
+def spike_cell(cell: Cell, *, n_boot: int, spikes=SPIKES, analytes=ANALYTES, seed: int = SPIKE_SEED,
+               progress: bool = True) -> dict:
+    """The spike-in control on one store's runs (the pairs of its ``compare:``, the base's seeds 0..19).
+
+    For every analyte ``a`` and spike multiple ``k``: the predictions with :func:`spike` offsets of std
+    ``offset_scale(V, k)`` (``V``: QL's seed variance, the mean over the pipelines of the clean store) and the true
+    difference ``a * sqrt(V)`` added by :func:`with_analyte` to each pair's second pipeline. The metrics (QL, CQL)
+    are scored on the spiked runs; the truth is QL of the runs without offsets (analyte included), held out in seeds
+    (the same weeks, other seeds) and in seeds and time (metrics on March's weeks, truth on April's). Per cell: the
+    held-out accuracies QL -> CQL with their cluster-bootstrap intervals (the same draws in every cell), the QL and
+    CQL verdicts over these weeks with the seeds each needs, CQL's seed std over QL's, and how much the offsets
+    inflate QL's seed variance (measured).
+    """
+    from rolling_calib.analysis.diagnostics import time_split_scores
+    from rolling_calib.analysis.scoring import StoreScores
+    from rolling_calib.analysis.verdicts import decide_pair
+    from rolling_calib.core.diagnostics import std_ratio_interval
+    from rolling_calib.core.label import Label
+    from rolling_calib.core.resampling import Resampling
+    from rolling_calib.execution import store as st
+
+    t0, w0 = time.process_time(), time.perf_counter()
+    store = REPO / cell.store
+    handle = st.Store.of(store)
+    pairs = [tuple(p) for p in handle.pairs(handle.select(None))]
+    names = list(dict.fromkeys(n for p in pairs for n in p))
+    seeds = {n: sorted(s for s in handle.pipeline(n).seeds if s < AA_SEEDS) for n in names}
+    kind = handle.label_kind(names, None)
+    label = handle.labels(names[0])[0].get(kind, Label(kind=kind))
+    clean = spiked_scores(store, seeds, {0.0: 0.0}, seed=seed, progress=progress)[0.0]
+    variance = float(clean["runs"].groupby("pipeline")["ql"].var(ddof=1).mean())
+    scales = {float(k): offset_scale(variance, float(k)) for k in spikes}
+    frames = {0.0: clean, **spiked_scores(store, seeds, {k: s for k, s in scales.items() if k}, seed=seed,
+                                          progress=progress)}
+
+    def scores(frame, runs, days):
+        return StoreScores(store=store, runs=runs, periods=frame["periods"], days=days,
+                           calibration=handle.manifest.calibration, label=label)
+
+    march, april = _periods(scores(clean, clean["runs"], clean["days"]))
+    second = sorted({b for _, b in pairs})
+    resampling = Resampling(n_boot=n_boot)
+
+    def of(runs, name, column):
+        return runs[runs["pipeline"] == name].sort_values("seed")[column].to_numpy(dtype=float)
+
+    base_march = time_split_scores(scores(clean, clean["runs"], clean["days"]), metric_periods=march,
+                                   truth_periods=april)
+    cells = []
+    for k in map(float, spikes):
+        f = frames[k]
+        ratios = {n: std_ratio_interval(of(f["runs"], n, "ql_scored"), of(f["runs"], n, "cql"),
+                                        resampling=resampling).ratio for n in names}
+        split = time_split_scores(scores(f, f["runs"], f["days"]), metric_periods=march, truth_periods=april)
+        inflation = {"seeds": float(np.mean([np.var(of(f["runs"], n, "ql_scored"), ddof=1)
+                                             / np.var(of(clean["runs"], n, "ql_scored"), ddof=1) for n in names])),
+                     "march": float(np.mean([np.var(split[n]["ql"], ddof=1) / np.var(base_march[n]["ql"], ddof=1)
+                                             for n in names]))}
+        cql_change = float(max(np.max(np.abs(split[n]["cql"] - base_march[n]["cql"])) for n in names))
+        for a in map(float, analytes):
+            size = a * math.sqrt(variance)
+            truth_runs, truth_days = with_analyte(clean["runs"], clean["days"], second, size)
+            truth = time_split_scores(scores(clean, truth_runs, truth_days), metric_periods=march,
+                                      truth_periods=april)
+            runs, days = with_analyte(f["runs"], f["days"], second, size)
+            metric = time_split_scores(scores(f, runs, days), metric_periods=march, truth_periods=april)
+            values = {
+                "seeds": {n: {"ql": of(runs, n, "ql_scored"), "cql": of(runs, n, "cql"), "truth": of(truth_runs, n, "ql")}
+                          for n in names},
+                "seeds and time": {n: {"ql": metric[n]["ql"], "cql": metric[n]["cql"], "truth": truth[n]["truth"]}
+                                   for n in names},
+            }
+            held = {}
+            for i, (kind_, v) in enumerate(values.items()):   # the draws of analyse_cell's: seed 0, then 1
+                t = _held(v, pairs, n_boot=n_boot, seed=i)
+                held[kind_] = {row_pair: {m: _ci(r) for m, r in t[t["pair"] == row_pair].set_index("metric").iterrows()}
+                               for row_pair in t["pair"].unique()}
+            verdicts = {}
+            for x, y in pairs:
+                pv = decide_pair(days, x, y, label=label, question=PERIOD, metrics=("ql", "cql"))
+                verdicts[f"{x} vs {y}"] = {m: {"winner": v.winner, "seeds_needed": v.seeds_needed.n,
+                                               "seeds_reason": v.seeds_needed.reason} for m, v in pv.verdicts.items()}
+            cells.append({"analyte": a, "spike": k, "offset_std": scales[k], "analyte_loss": size,
+                          "ql_variance_inflation": inflation, "cql_march_change": cql_change,
+                          "std_ratio": ratios, "held_out": held, "verdicts": verdicts})
+    return {"cell": cell.name, "store": cell.store, "seed": seed, "ql_seed_variance": variance,
+            "pairs": [list(p) for p in pairs], "periods": {"march": march, "april": april},
+            "cells": cells, "persistence": offset_persistence_table(clean["periods"], march, april).to_dict("records"),
+            "analysis_cpu_seconds": round(time.process_time() - t0, 1),
+            "wall_seconds": round(time.perf_counter() - w0, 1)}
+
+
+def control_persistence(cell: Cell) -> dict:
+    """:func:`offset_persistence_table` of a store's clean runs (the synthetic control: why it is not positive)."""
+    from rolling_calib.analysis.scoring import score_store
+
+    scores = score_store(REPO / cell.store)
+    march, april = _periods(scores)
+    return {"cell": cell.name, "persistence": offset_persistence_table(scores.periods, march, april).to_dict("records")}
+
+
+def _needed(v: dict) -> float:
+    """Seeds to decide as a number (none suffices / over 1000: infinite)."""
+    return math.inf if v.get("seeds_needed") is None else float(v["seeds_needed"])
+
+
+def spike_table(result: dict) -> str:
+    """One row per (analyte, spike): sizes, measured inflation, CQL/QL seed std, held-out accuracies over the pairs
+    (mean over the pairs with its interval) and the verdicts."""
+    from rolling_calib.core.tables import format_table
+
+    body = []
+    mean = "mean over pairs"
+    for c in result["cells"]:
+        hs, ht = c["held_out"]["seeds"][mean], c["held_out"]["seeds and time"][mean]
+        ratios = list(c["std_ratio"].values())
+        v = list(c["verdicts"].values())
+        need = {m: [_needed(x[m]) for x in v] for m in ("ql", "cql")}
+        med = {m: float(np.median(need[m])) for m in need}
+        body.append([
+            f"{c['analyte']:g} ({c['analyte_loss']:.2g})", f"{c['spike']:g} ({c['offset_std']:.2g})",
+            f"{c['ql_variance_inflation']['seeds']:.2f}; {c['ql_variance_inflation']['march']:.2f}",
+            f"{min(ratios):.2f}-{max(ratios):.2f}",
+            f"{_acc(ht['ql'])} -> {_acc(ht['cql'])}", _diff(ht["cql - ql"]),
+            f"{_acc(hs['ql'])} -> {_acc(hs['cql'])}", _diff(hs["cql - ql"]),
+            f"{sum(x['ql']['winner'] is not None for x in v)} / {sum(x['cql']['winner'] is not None for x in v)}",
+            " / ".join("> 1000" if not math.isfinite(med[m]) else f"{med[m]:.0f}" for m in ("ql", "cql"))
+            + f"; CQL fewer in {sum(c_ < q for q, c_ in zip(need['ql'], need['cql']))} of {len(v)}"])
+    return format_table(body, ["true difference (x QL seed std; loss)", "offset spike (x QL seed variance; offset std)",
+                               "QL seed variance, spiked / clean (weeks; March)", "CQL/QL seed std (pipelines)",
+                               "held out in seeds and time (Mar -> Apr): Acc QL -> CQL", "CQL - QL",
+                               "held out in seeds: Acc QL -> CQL", "CQL - QL",
+                               "pairs decided, these weeks (QL / CQL)",
+                               "seeds to decide, median over pairs (QL / CQL)"], style="markdown")
+
+
+def persistence_table(results: list[dict]) -> str:
+    """Per store: the range over pipelines of the offsets' persistence (week to week inside a window, across the
+    refit, March to April)."""
+    from rolling_calib.core.tables import format_table
+
+    body = []
+    for r in results:
+        p = pd.DataFrame(r["persistence"])
+        body.append([r["cell"], len(p), int(p["seeds"].min())]
+                    + [f"{p[c].min():+.2f} to {p[c].max():+.2f}" for c in ("within", "across", "month")])
+    return format_table(body, ["store", "pipelines", "seeds", "week to week, inside a window",
+                               "week to week, across the refit", "March to April (each seed's monthly offset)"],
+                        style="markdown")
+
+
 # --------------------------------------------------------------------------- tables
 def _f(x, d: int = 2) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.{d}f}"
@@ -433,7 +752,15 @@ def main(argv: list[str] | None = None) -> int:
     p_an.add_argument("--doc", type=Path, default=None, help="write the tables into this Markdown file's markers")
     for p in (p_run, p_an):
         p.add_argument("--only", nargs="+", choices=[c.name for c in CELLS], help="only these stores")
+    p_sp = sub.add_parser("spike", help="the spike-in control on the lstm store's runs, and the offsets' persistence "
+                                        "in the lstm and control stores")
+    p_sp.add_argument("--n-boot", type=int, default=500, help="bootstrap replicates (default 500)")
+    p_sp.add_argument("--seed", type=int, default=SPIKE_SEED, help=f"seed of the offsets (default {SPIKE_SEED})")
+    p_sp.add_argument("--doc", type=Path, default=None, help="write the tables into this Markdown file's markers")
+    p_sp.add_argument("--saved", action="store_true", help="write the tables from the saved spike.json (no scoring)")
     args = parser.parse_args(argv)
+    if args.command == "spike":
+        return spike_main(n_boot=args.n_boot, seed=args.seed, doc=args.doc, saved=args.saved)
     cells = [c for c in CELLS if not args.only or c.name in args.only]
     if args.command == "run":
         for name, s in run(cells, workers=args.workers).items():
@@ -461,6 +788,35 @@ def main(argv: list[str] | None = None) -> int:
         for name, table in tables.items():
             _write_doc(args.doc, name, table)
     print("\n\n".join(tables.values()))
+    return 0
+
+
+def spike_main(*, n_boot: int, seed: int, doc: Path | None, saved: bool = False) -> int:
+    """``spike``: the control on the lstm store, the persistence of both stores; ``spike.json``, the tables
+    (``saved``: the tables from the last ``spike.json``, nothing scored)."""
+    cells = {c.name: c for c in CELLS}
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / "spike.json"
+    if saved:
+        if not path.is_file():
+            raise SystemExit(f"{path}: no saved spike-in control; run 'spike' without --saved first")
+        kept = json.loads(path.read_text())
+        result, control = kept["spike"], kept["control_persistence"]
+    else:
+        print(f"[{time.strftime('%H:%M:%S')}] spiking lstm", flush=True)
+        result = spike_cell(cells["lstm"], n_boot=n_boot, seed=seed)
+        control = (control_persistence(cells["control"]) if (REPO / cells["control"].store / "manifest.json").is_file()
+                   else None)
+        path.write_text(json.dumps({"spike": result, "control_persistence": control}, indent=2, default=str) + "\n")
+    tables = {"spike": spike_table(result),
+              "persistence": persistence_table([result] + ([control] if control else []))}
+    (OUT / "spike_tables.md").write_text("\n\n".join(f"## {k}\n\n{v}" for k, v in tables.items()) + "\n")
+    if doc is not None:
+        for name, table in tables.items():
+            _write_doc(doc, name, table)
+    print("\n\n".join(tables.values()))
+    print(f"cpu {result['analysis_cpu_seconds']} s, wall {result['wall_seconds']} s; "
+          f"CQL on March changed by at most {max(c['cql_march_change'] for c in result['cells']):.2e}")
     return 0
 
 
