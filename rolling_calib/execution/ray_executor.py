@@ -58,6 +58,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -249,7 +250,8 @@ class RayExecutor:
 
         A locally started runtime gets ``num_cpus`` CPUs, no dashboard and a small
         object store; joining a cluster (``address`` or ``RAY_ADDRESS``) takes the
-        cluster as it is.
+        cluster as it is. A local start-up that times out (Ray waits a fixed 30 s for its raylet, too
+        little on a loaded machine) is tried again, up to :data:`START_ATTEMPTS` times, with a warning.
         """
         import ray
 
@@ -266,6 +268,8 @@ class RayExecutor:
             options["object_store_memory"] = self.object_store_memory
             # No runtime_env: it costs seconds per worker; _run_unit caps the threads itself.
             self._started_runtime = True
+            _start_local_runtime(ray.init, ray.shutdown, options)
+            return
         with _signal_handlers_kept():
             ray.init(**options)
 
@@ -383,6 +387,74 @@ class RayExecutor:
             retries = f" after {self.max_retries} retr{'y' if self.max_retries == 1 else 'ies'}"
             raise failure_error(failures, results, detail=retries) from failures[0][1]
         return results
+
+
+START_ATTEMPTS = 3
+"""How often a fresh local runtime is started before its start-up failure is raised."""
+
+
+def _is_startup_timeout(exc: BaseException) -> bool:
+    """Whether ``exc`` is Ray's local start-up giving up on a slow machine (worth one more try).
+
+    Ray waits a fixed 30 s for its raylet to register (``ray/_private/node.py``); on a machine under
+    load the GCS or the raylet's metrics agent can take longer, and ``ray.init`` raises
+    "The current node timed out during startup". Nothing else is retried.
+
+    >>> _is_startup_timeout(Exception("The current node timed out during startup. ..."))
+    True
+    >>> _is_startup_timeout(ValueError("num_cpus must be positive"))
+    False
+    """
+    return isinstance(exc, TimeoutError) or "timed out" in str(exc).lower()
+
+
+def _descendants(pid: int) -> set[int]:
+    """The pids below ``pid`` in the process tree (Linux ``/proc``; empty where there is none)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as fh:
+                    kids = {int(k) for k in fh.read().split()}
+            except (OSError, ValueError):
+                continue
+            todo.extend(kids - found)
+            found |= kids
+    return found
+
+
+def _start_local_runtime(init: Callable[..., Any], shutdown: Callable[[], None], options: dict[str, Any]) -> None:
+    """``init(**options)``, started again (up to :data:`START_ATTEMPTS` times) when Ray's start-up times out.
+
+    Between tries the failed runtime is shut down and the processes it left (its GCS server and raylet,
+    children of this process that did not exist before the try) are killed, so that a retry does not
+    compete with them. Each retry is a ``RuntimeWarning`` that says why.
+    """
+    for attempt in range(1, START_ATTEMPTS + 1):
+        before = _descendants(os.getpid())
+        try:
+            with _signal_handlers_kept():
+                init(**options)
+            return
+        except Exception as exc:
+            if attempt == START_ATTEMPTS or not _is_startup_timeout(exc):
+                raise
+            shutdown()
+            for pid in _descendants(os.getpid()) - before:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            warnings.warn(
+                f"Ray's local runtime did not start (try {attempt} of {START_ATTEMPTS}: {exc}); the machine may "
+                "be overloaded; starting it again",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
 
 @contextlib.contextmanager

@@ -29,6 +29,7 @@ from rolling_calib.core.sequential import SequentialState  # noqa: E402
 from rolling_calib.core.stopping import StoppingRule  # noqa: E402
 from rolling_calib.execution.executors import LocalExecutor  # noqa: E402
 from rolling_calib.execution.factory import ExecutorOptions  # noqa: E402
+from rolling_calib.execution.ray_executor import _start_local_runtime  # noqa: E402
 from rolling_calib.execution.runner import plan_run, run_plan  # noqa: E402
 from rolling_calib.experiment.flow import RunOptions, run_experiment  # noqa: E402
 from rolling_calib.experiment.until_decided import UntilDecided  # noqa: E402
@@ -50,7 +51,9 @@ def ray_runtime():
     """A real local Ray runtime with 2 CPUs."""
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024, log_to_driver=False)
+    # The product's start path: a start-up that times out on a loaded machine is tried again.
+    _start_local_runtime(ray.init, ray.shutdown, {"num_cpus": 2, "include_dashboard": False,
+                                                  "object_store_memory": 100 * 1024 * 1024, "log_to_driver": False})
     yield
     ray.shutdown()
 
