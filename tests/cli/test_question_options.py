@@ -51,9 +51,9 @@ def test_the_options_build_the_values_with_their_defaults():
     assert until_decided_from_args(args).rule == DEFAULT_RULE and until_decided_from_args(args).decide_by == "ql"
     args = parser.parse_args(["workflows/demo.yaml", "--store", "s", "--until-decided", "--first", "2", "--batch", "1",
                               "--max-seeds", "4", "--spending", "obrien-fleming", "--futility", "0", "--margin", "0.5",
-                              "--target", "period", "--confidence", "0.9"])
+                              "--target", "period", "--confidence", "0.9", "--seed-variance", "pooled"])
     assert until_decided_from_args(args).rule == StoppingRule(first=2, batch=1, max_seeds=4, spending="obrien-fleming",
-                                                              futility=0.0, margin=0.5)
+                                                              futility=0.0, margin=0.5, seed_variance="pooled")
     assert question_from_args(args) == Question(target="period", confidence=0.9)
     assert until_decided_from_args(parser.parse_args(["workflows/demo.yaml", "--store", "s"])) is None
     sweep = COMMANDS[("sweep",)].parse_args(["workflows/demo.yaml", "--n-boot", "300", "--boot-seed", "2"])
@@ -68,7 +68,8 @@ def test_the_options_build_the_values_with_their_defaults():
     (["--futility", "1.5"], "argument --futility: expected a probability in [0, 1], found 1.5"),
     (["--first", "5", "--max-seeds", "4"], "--max-seeds: expected an integer >= first (5), found 4"),
     (["--spending", "pocock"], "argument --spending: invalid choice: 'pocock'"),
-], ids=["margin-inf", "margin-0", "first-1", "futility", "max-below-first", "spending"])
+    (["--seed-variance", "welch"], "argument --seed-variance: invalid choice: 'welch'"),
+], ids=["margin-inf", "margin-0", "first-1", "futility", "max-below-first", "spending", "seed-variance"])
 def test_a_bad_stopping_rule_is_refused_at_parse_time_in_the_options_words(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["run", "workflows/demo.yaml", "--store", "s", "--until-decided", *argv])
