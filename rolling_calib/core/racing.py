@@ -34,6 +34,17 @@ With several configurations tied for the best the guarantee is Hsu's: the best s
 one of them with probability ``>= 1 - alpha`` (each tied one alone is eliminated less often than
 ``alpha``; ``bench/racing_replay.py`` measures both rates).
 
+**Seed variance** (``rule.seed_variance``). ``pair`` (the default): ``V_ij`` and ``nu_ij`` are the pair's own,
+``k - 1`` degrees of freedom at ``k`` seeds, so at 3-7 seeds a comparison's t has 2-6 and nothing closer than
+about 10 standard errors (of the 20-seed difference) can be eliminated. ``pooled``: the seed part of every
+comparison at a look is ``S / k`` with ``S`` twice the two-way residual mean square of the configurations x
+seeds table of run means of the ``K'`` configurations the look compares (:func:`_pooled_seed_variance`),
+on ``(K' - 1)(k - 1)`` degrees of freedom; the market-time part (future target) stays the pair's. ``S`` is
+the mean of the pairs' own per-seed variances, so each t is exact when they are alike (the configurations'
+seed variances equal, seeds paired alike across them) and liberal for the pairs of a configuration whose
+seed variance is larger than the others' (measured in ``docs/racing.md``); with two configurations it is
+the pair's own. The futility chances then read the pooled degrees of freedom at ``max_seeds``.
+
 **Step-down** (``comparisons="step-down"``). MCB's guarantee is about *one* best: with ``T`` tied
 for the best, each is eliminated with chance ``<= alpha`` but some one of them with chance up to
 ``T alpha`` (with 12 identical configurations, 27% of the races eliminated one of them,

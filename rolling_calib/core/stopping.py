@@ -36,8 +36,9 @@ and in which direction is the comparison's.
 Examples
 --------
 >>> rule = StoppingRule(first=3, batch=2, max_seeds=10)
->>> rule.to_dict()
-{'first': 3, 'batch': 2, 'max_seeds': 10, 'spending': 'hwang-shih-decani', 'futility': 0.2, 'margin': None, 'seed_variance': 'pair'}
+>>> rule.to_dict()     # doctest: +NORMALIZE_WHITESPACE
+{'first': 3, 'batch': 2, 'max_seeds': 10, 'spending': 'hwang-shih-decani', 'futility': 0.2, 'margin': None,
+ 'seed_variance': 'pair'}
 >>> rule.seeds_at(look=4)
 9
 >>> StoppingRule(first=5, max_seeds=4)

@@ -58,7 +58,8 @@ def _shared(rng: np.random.Generator, shape: tuple[int, ...], n_configs: int, sd
 @validate_params({"n_seeds": Interval(int, 1, None), "n_days": Interval(int, 2, None)})
 def simulate_sweep(model: PanelModel, *, deltas: Sequence[float], n_seeds: int, n_days: int,
                    rng: np.random.Generator, names: Sequence[str] | None = None,
-                   centre_period: bool = False, seed_scales: Sequence[float] | None = None) -> tuple[dict[str, LossPanel], dict[str, dict[str, float]]]:
+                   centre_period: bool = False, seed_scales: Sequence[float] | None = None
+                   ) -> tuple[dict[str, LossPanel], dict[str, dict[str, float]]]:
     """One simulated sweep: a panel per configuration (seeds ``0..n_seeds-1``, the same days) and its truths.
 
     Parameters
