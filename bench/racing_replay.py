@@ -11,7 +11,9 @@ Bonferroni over every pair (``comparisons="all-pairs"``: two-sided alpha / m, m 
 pairs' rule's correction), and the step-down form (``comparisons="step-down"``: closed testing of "i is
 a best", alpha / (r (K - 1)) with r configurations not eliminated); ``--methods`` picks among them.
 ``--futility`` is the race's threshold: a configuration stops receiving seeds once its chance to be
-eliminated by ``--max-seeds`` is below it.
+eliminated by ``--max-seeds`` is below it. ``--seed-variance pooled`` pools each look's seed variance over
+the configurations it compares (``StoppingRule.seed_variance``); ``--best-scale R`` gives the truly best
+configurations ``R`` times the others' seed sd (the pooled variance's level when seed variances differ).
 
 Sweep shapes (``--sweeps``; gaps in SE):
 
@@ -43,6 +45,9 @@ Usage (from the repository root; the tables in docs/racing.md)::
 
     nice -n 19 python bench/racing_replay.py --reps 60 --mcs-reps 0 --target period
     nice -n 19 python bench/racing_replay.py --reps 60 --mcs-reps 0 --methods best --futility 0.1
+    nice -n 15 python bench/racing_replay.py --reps 150 --mcs-reps 0 --methods best --seed-variance pooled
+    nice -n 15 python bench/racing_replay.py --reps 150 --mcs-reps 0 --methods best --seed-variance pooled \
+        --best-scale 1.7 --sweeps tied4
     python bench/racing_replay.py --from-store runs/store --metric ql --sweeps tied4 --reps 50 --json
 """
 

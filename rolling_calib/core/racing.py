@@ -43,7 +43,8 @@ on ``(K' - 1)(k - 1)`` degrees of freedom; the market-time part (future target) 
 the mean of the pairs' own per-seed variances, so each t is exact when they are alike (the configurations'
 seed variances equal, seeds paired alike across them) and liberal for the pairs of a configuration whose
 seed variance is larger than the others' (measured in ``docs/racing.md``); with two configurations it is
-the pair's own. The futility chances then read the pooled degrees of freedom at ``max_seeds``.
+the pair's own. The futility chances then read the pooled degrees of freedom at ``max_seeds``
+(``(K' - 1)(max_seeds - 1)``, with the look's ``K'``).
 
 **Step-down** (``comparisons="step-down"``). MCB's guarantee is about *one* best: with ``T`` tied
 for the best, each is eliminated with chance ``<= alpha`` but some one of them with chance up to
