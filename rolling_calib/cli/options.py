@@ -549,6 +549,8 @@ _STOPPING: dict[str, tuple[str, str | None, Any, str]] = {
                                                    "seeds) or pooled (over the configurations a look compares; "
                                                    "valid when their seed variances are alike, docs/racing.md)"),
 }
+#: The rule's options only a race reads (``sweep``; ``run --until-decided`` runs the pairs' rule, which ignores them).
+_RACE_ONLY = ("seed_variance",)
 #: The rule's options that take one of a few names.
 _STOPPING_CHOICES: dict[str, tuple[str, ...]] = {"spending": SPENDINGS, "seed_variance": SEED_VARIANCES}
 
@@ -580,6 +582,8 @@ def add_until_decided_arguments(parser: argparse.ArgumentParser, *, race: bool =
                            help="race: race the configurations to a best set (default); pairs: the pairs' "
                                 "sequential rule over the experiment's compare pairs (all pairs without them)")
     for name, (flag, metavar, convert, what) in _STOPPING.items():
+        if name in _RACE_ONLY and not race:
+            continue
         default = getattr(DEFAULT_RULE, name)
         shown = ": no equivalence stop" if name == "margin" and default is None else f" {default}"
         kwargs: dict[str, Any] = dict(default=default, help=f"{what} (default{shown})")
@@ -596,7 +600,7 @@ def add_until_decided_arguments(parser: argparse.ArgumentParser, *, race: bool =
 
 
 def _stopping_rule(args: argparse.Namespace) -> StoppingRule:
-    return StoppingRule(**{name: getattr(args, name) for name in _STOPPING})
+    return StoppingRule(**{name: getattr(args, name) for name in _STOPPING if hasattr(args, name)})
 
 
 def _stopping_rule_problem(args: argparse.Namespace) -> str | None:
