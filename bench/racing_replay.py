@@ -11,7 +11,9 @@ Bonferroni over every pair (``comparisons="all-pairs"``: two-sided alpha / m, m 
 pairs' rule's correction), and the step-down form (``comparisons="step-down"``: closed testing of "i is
 a best", alpha / (r (K - 1)) with r configurations not eliminated); ``--methods`` picks among them.
 ``--futility`` is the race's threshold: a configuration stops receiving seeds once its chance to be
-eliminated by ``--max-seeds`` is below it.
+eliminated by ``--max-seeds`` is below it. ``--seed-variance pooled`` pools each look's seed variance over
+the configurations it compares (``StoppingRule.seed_variance``); ``--best-scale R`` gives the truly best
+configurations ``R`` times the others' seed sd (the pooled variance's level when seed variances differ).
 
 Sweep shapes (``--sweeps``; gaps in SE):
 
@@ -27,7 +29,8 @@ Per shape and method it prints, each with its Monte Carlo standard error (over s
   (the family-wise error the issue asks to hold at 5%; with ties MCB guarantees the next one);
 * **every best eliminated**: the share that eliminated all of them (Hsu's MCB guarantee: <= alpha);
 * **eliminated by gap**: the share of the configurations 0-2, 2-4 and >= 4 SE worse that were eliminated;
-* **seeds to**: the share of the seeds spent that went to the best ones and to each gap class;
+* **seeds to**: the share of the seeds spent that went to the best ones and to each gap class, and the
+  mean seeds per configuration of each gap;
 * **seeds / grid**: seeds trained over the grid's (every configuration at ``--max-seeds``), and the
   CPU-hours that saves on the paper grid (``--paper-cpu-hours`` for 10 seeds of its 24 pipelines,
   ``bench/estimate_paper_compute.py``; scaled to the grid's seeds).
@@ -42,6 +45,9 @@ Usage (from the repository root; the tables in docs/racing.md)::
 
     nice -n 19 python bench/racing_replay.py --reps 60 --mcs-reps 0 --target period
     nice -n 19 python bench/racing_replay.py --reps 60 --mcs-reps 0 --methods best --futility 0.1
+    nice -n 15 python bench/racing_replay.py --reps 150 --mcs-reps 0 --methods best --seed-variance pooled
+    nice -n 15 python bench/racing_replay.py --reps 150 --mcs-reps 0 --methods best --seed-variance pooled \
+        --best-scale 1.7 --sweeps tied4
     python bench/racing_replay.py --from-store runs/store --metric ql --sweeps tied4 --reps 50 --json
 """
 
@@ -99,9 +105,13 @@ def _rate(x: list[float]) -> tuple[float, float]:
 
 
 def replay_sweeps(model: PanelModel, gaps: list[float], *, reps: int, n_days: int, rule: StoppingRule,
-                  target: str, seed: int, progress: str = "",
-                  methods: tuple[str, ...] = METHODS) -> list[dict[str, Any]]:
-    """``reps`` simulated sweeps, each raced by every method: per sweep and method, what was eliminated and the seeds."""
+                  target: str, seed: int, progress: str = "", methods: tuple[str, ...] = METHODS,
+                  best_scale: float = 1.0) -> list[dict[str, Any]]:
+    """``reps`` simulated sweeps, each raced by every method: per sweep and method, what was eliminated and the seeds.
+
+    ``best_scale``: the truly best configurations' seed parts scaled by it (their seed variance ``best_scale^2``
+    times the others'): unlike seed variances, where a pooled seed variance is too small for the best's pairs.
+    Gaps stay in SE of a pair of the model's (scale 1) configurations."""
     se = estimator_sd(model, n_seeds=rule.max_seeds, n_days=n_days, target=target)
     rng = np.random.default_rng(seed)
     question = Question(target=target)
@@ -112,7 +122,8 @@ def replay_sweeps(model: PanelModel, gaps: list[float], *, reps: int, n_days: in
         bar = tqdm(total=reps, desc=progress, unit="sweep", file=sys.stderr)
     for i in range(reps):
         panels, _ = simulate_sweep(model, deltas=[g * se for g in gaps], n_seeds=rule.max_seeds, n_days=n_days,
-                                   rng=rng, centre_period=target == "period")
+                                   rng=rng, centre_period=target == "period",
+                                   seed_scales=[best_scale if g == 0 else 1.0 for g in gaps])
         names = list(panels)
         rec: dict[str, Any] = {"gaps": dict(zip(names, gaps))}
         for method in methods:
@@ -136,7 +147,10 @@ def summarise(records: list[dict[str, Any]], methods: tuple[str, ...] = METHODS)
         by_class: dict[str, list[float]] = {c: [] for c, _, _ in GAP_CLASSES}
         spent: dict[str, float] = {c: 0.0 for c in SPENT_CLASSES}
         stops: dict[str, int] = {}
+        by_gap: dict[float, list[float]] = {}
         for rec in records:
+            for n, k in rec[method]["seeds"].items():
+                by_gap.setdefault(rec["gaps"][n], []).append(k)
             gaps, out = rec["gaps"], set(rec[method]["eliminated"])
             best = [n for n, g in gaps.items() if g == 0]
             any_best.append(float(any(n in out for n in best)))
@@ -158,6 +172,7 @@ def summarise(records: list[dict[str, Any]], methods: tuple[str, ...] = METHODS)
         row["stops"] = stops
         total = sum(spent.values())
         row["seeds_share"] = {c: v / total for c, v in spent.items()}
+        row["seeds_by_gap"] = {g: float(np.mean(v)) for g, v in sorted(by_gap.items())}
         rows.append(row)
     return rows
 
@@ -232,6 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--futility", type=float, default=StoppingRule().futility,
                         help="the race's futility threshold: a configuration stops receiving seeds once its chance "
                              "to be eliminated by --max-seeds is below this (default %(default)s, the rule's)")
+    parser.add_argument("--seed-variance", default=StoppingRule().seed_variance, choices=["pair", "pooled"],
+                        help="each comparison's seed variance: the pair's own seeds, or pooled over the configurations "
+                             "a look compares (default %(default)s, the rule's)")
+    parser.add_argument("--best-scale", type=float, default=1.0,
+                        help="scale of the truly best configurations' seed parts (their seed variance this squared "
+                             "times the others'; default 1: alike)")
     parser.add_argument("--methods", default=",".join(METHODS),
                         help=f"error shares to race with, comma-separated (of {', '.join(METHODS)}; default all)")
     parser.add_argument("--target", default="period", choices=["future", "period"],
@@ -263,14 +284,18 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"racing_replay: {exc}", file=sys.stderr)
         return 2
-    rule = StoppingRule(first=args.first, batch=args.batch, max_seeds=args.max_seeds, futility=args.futility)
+    if not (math.isfinite(args.best_scale) and args.best_scale > 0):
+        print(f"racing_replay: --best-scale: expected a finite number > 0, found {args.best_scale}", file=sys.stderr)
+        return 2
+    rule = StoppingRule(first=args.first, batch=args.batch, max_seeds=args.max_seeds, futility=args.futility,
+                        seed_variance=args.seed_variance)
     out: dict[str, Any] = {"source": source, "model": model.to_dict(), "settings": vars(args),
                            "rule": rule.to_dict(), "races": {}, "mcs": []}
     for k, shape in enumerate(shapes):
         t = time.perf_counter()
         records = replay_sweeps(model, SWEEPS[shape], reps=args.reps, n_days=args.days, rule=rule,
                                 target=args.target, seed=args.seed + k, progress="" if args.json else shape,
-                                methods=methods)
+                                methods=methods, best_scale=args.best_scale)
         rows = summarise(records, methods)
         paper_grid_h = PAPER_CPU_HOURS * args.max_seeds / PAPER_SEEDS
         for r in rows:
@@ -288,13 +313,15 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out, default=str))
         return 0
     print(f"Races on {source}: {args.reps} sweeps per shape, {args.days} days, first {args.first}, batch "
-          f"{args.batch}, max {args.max_seeds} seeds, futility {args.futility:g}, target {args.target}, 95% "
-          "(MC SE after ±)")
+          f"{args.batch}, max {args.max_seeds} seeds, futility {args.futility:g}, seed variance {args.seed_variance}, "
+          f"best's seed scale {args.best_scale:g}, target {args.target}, 95% (MC SE after ±)")
     for shape, block in out["races"].items():
         print(f"\n{shape}: {len(block['gaps_se'])} configurations, gaps {block['gaps_se']} SE "
               f"({block['seconds']:.0f} s)")
         print(race_table(block["rows"]))
         for r in block["rows"]:
+            print(f"  {r['method']}: mean seeds per configuration by gap (SE): "
+                  + ", ".join(f"{g:g}: {v:.1f}" for g, v in r["seeds_by_gap"].items()))
             print(f"  {r['method']}: {r['seeds_fraction']:.1%} of the grid's seeds; on the paper grid at "
                   f"{args.max_seeds} seeds ({PAPER_CPU_HOURS * args.max_seeds / PAPER_SEEDS:.0f} CPU-h) that saves "
                   f"about {r['paper_cpu_hours_saved']:.0f} CPU-h")

@@ -120,7 +120,8 @@ class RaceRecord:
         """MLflow params: the question the race answered, its stopping rule and how it compares.
 
         ``race.question.target``, ``race.question.confidence``, ``race.rule.<field>`` (``first``, ``batch``,
-        ``max_seeds``, ``spending``, ``futility``, ``margin``), ``race.metric``, ``race.orientation``,
+        ``max_seeds``, ``spending``, ``futility``, ``margin``, ``seed_variance``), ``race.metric``,
+        ``race.orientation``,
         ``race.comparisons`` (best, all-pairs or step-down), ``race.comparison_alpha`` (one comparison's share of
         ``1 - confidence``, before the looks spend it) and ``race.configurations``.
 

@@ -38,7 +38,7 @@ from rolling_calib.core.question import DEFAULT_QUESTION, Question
 from rolling_calib.core.portfolio import ACCUMULATION
 from rolling_calib.core.resampling import DEFAULT as RESAMPLING_DEFAULTS
 from rolling_calib.core.resampling import Resampling
-from rolling_calib.core.stopping import DEFAULT_RULE, SPENDINGS, StoppingRule
+from rolling_calib.core.stopping import DEFAULT_RULE, SEED_VARIANCES, SPENDINGS, StoppingRule
 from rolling_calib.core.validation import (
     TARGETS,
     WHEN_BLOCKS,
@@ -545,7 +545,14 @@ _STOPPING: dict[str, tuple[str, str | None, Any, str]] = {
                                            "--max-seeds is below P (0: never)"),
     "margin": ("--margin", "X", float, "equivalence margin in the metric's unit: a pair whose interval lies inside "
                                        "(-X, X) stops as equivalent"),
+    "seed_variance": ("--seed-variance", None, str, "a race's seed variance per comparison: pair (the pair's own "
+                                                   "seeds) or pooled (over the configurations a look compares; "
+                                                   "valid when their seed variances are alike, docs/racing.md)"),
 }
+#: The rule's options only a race reads (``sweep``; ``run --until-decided`` runs the pairs' rule, which ignores them).
+_RACE_ONLY = ("seed_variance",)
+#: The rule's options that take one of a few names.
+_STOPPING_CHOICES: dict[str, tuple[str, ...]] = {"spending": SPENDINGS, "seed_variance": SEED_VARIANCES}
 
 
 def add_until_decided_arguments(parser: argparse.ArgumentParser, *, race: bool = False) -> None:
@@ -575,11 +582,13 @@ def add_until_decided_arguments(parser: argparse.ArgumentParser, *, race: bool =
                            help="race: race the configurations to a best set (default); pairs: the pairs' "
                                 "sequential rule over the experiment's compare pairs (all pairs without them)")
     for name, (flag, metavar, convert, what) in _STOPPING.items():
+        if name in _RACE_ONLY and not race:
+            continue
         default = getattr(DEFAULT_RULE, name)
         shown = ": no equivalence stop" if name == "margin" and default is None else f" {default}"
         kwargs: dict[str, Any] = dict(default=default, help=f"{what} (default{shown})")
-        if name == "spending":
-            kwargs["choices"] = SPENDINGS
+        if name in _STOPPING_CHOICES:
+            kwargs["choices"] = _STOPPING_CHOICES[name]
         else:
             kwargs.update(type=checked(StoppingRule.CONSTRAINTS[name], convert), metavar=metavar)
         group.add_argument(flag, **kwargs)
@@ -591,14 +600,14 @@ def add_until_decided_arguments(parser: argparse.ArgumentParser, *, race: bool =
 
 
 def _stopping_rule(args: argparse.Namespace) -> StoppingRule:
-    return StoppingRule(**{name: getattr(args, name) for name in _STOPPING})
+    return StoppingRule(**{name: getattr(args, name) for name in _STOPPING if hasattr(args, name)})
 
 
 def _stopping_rule_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with the rule the options make, in the options' words (None: nothing).
 
     >>> ns = argparse.Namespace(until_decided=True, first=5, batch=2, max_seeds=4, spending="hwang-shih-decani",
-    ...                         futility=0.2, margin=None)
+    ...                         futility=0.2, margin=None, seed_variance="pair")
     >>> _stopping_rule_problem(ns)
     '--max-seeds: expected an integer >= first (5), found 4'
     """

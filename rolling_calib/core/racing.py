@@ -34,6 +34,18 @@ With several configurations tied for the best the guarantee is Hsu's: the best s
 one of them with probability ``>= 1 - alpha`` (each tied one alone is eliminated less often than
 ``alpha``; ``bench/racing_replay.py`` measures both rates).
 
+**Seed variance** (``rule.seed_variance``). ``pair`` (the default): ``V_ij`` and ``nu_ij`` are the pair's own,
+``k - 1`` degrees of freedom at ``k`` seeds, so at 3-7 seeds a comparison's t has 2-6 and nothing closer than
+about 10 standard errors (of the 20-seed difference) can be eliminated. ``pooled``: the seed part of every
+comparison at a look is ``S / k`` with ``S`` twice the two-way residual mean square of the configurations x
+seeds table of run means of the ``K'`` configurations the look compares (:func:`_pooled_seed_variance`),
+on ``(K' - 1)(k - 1)`` degrees of freedom; the market-time part (future target) stays the pair's. ``S`` is
+the mean of the pairs' own per-seed variances, so each t is exact when they are alike (the configurations'
+seed variances equal, seeds paired alike across them) and liberal for the pairs of a configuration whose
+seed variance is larger than the others' (measured in ``docs/racing.md``); with two configurations it is
+the pair's own. The futility chances then read the pooled degrees of freedom at ``max_seeds``
+(``(K' - 1)(max_seeds - 1)``, with the look's ``K'``).
+
 **Step-down** (``comparisons="step-down"``). MCB's guarantee is about *one* best: with ``T`` tied
 for the best, each is eliminated with chance ``<= alpha`` but some one of them with chance up to
 ``T alpha`` (with 12 identical configurations, 27% of the races eliminated one of them,
@@ -103,6 +115,7 @@ Six configurations, 20 seeds, 60 days; two are best, the others 1 to 4 run sprea
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -116,8 +129,8 @@ from rolling_calib.core.question import DEFAULT_QUESTION, QUESTION, Question
 from rolling_calib.core.sequential import _time_alone_covers, boundaries, planned_fraction
 from rolling_calib.core.stopping import DEFAULT_RULE, STOPPING_RULE, StoppingRule
 from rolling_calib.core.validation import SEED, Options, validate_params
-from rolling_calib.core.variance import CrossedVariance, crossed_variance, influence
-from rolling_calib.core.verdict import LossPanel, _threshold, predictive_probability
+from rolling_calib.core.variance import CrossedVariance, crossed_variance, influence, min_df, welch_df
+from rolling_calib.core.verdict import LossPanel, _t_quantile
 
 __all__ = ["COMPARISONS", "RACE_STOPS", "SETTLED", "Elimination", "ModelConfidenceSet", "RaceLook", "RaceResult",
            "model_confidence_set", "race"]
@@ -172,11 +185,47 @@ def _parts(panel: LossPanel, k: int) -> _Parts:
     return _Parts(m, z)
 
 
-def _pair(a: _Parts, b: _Parts, target: str) -> tuple[float, CrossedVariance]:
+def _pair(a: _Parts, b: _Parts, target: str,
+          pooled: tuple[float, float] | None = None) -> tuple[float, CrossedVariance]:
     """``mean(a) - mean(b)`` and the verdict's variance of it: the paired differential of
-    :func:`rolling_calib.core.verdict.decide` (``d_s + z^a - z^b``) through ``crossed_variance``."""
+    :func:`rolling_calib.core.verdict.decide` (``d_s + z^a - z^b``) through ``crossed_variance``; with
+    ``pooled`` (``(S, nu)`` of :func:`_pooled_seed_variance`) its seed part is ``S / k`` on ``nu`` degrees of
+    freedom instead of the pair's own (the market-time part stays the pair's)."""
     d_s = a.means - b.means
-    return float(d_s.mean()), crossed_variance(d_s[:, None] + (a.z - b.z), target=target)
+    cv = crossed_variance(d_s[:, None] + (a.z - b.z), target=target)
+    if pooled is None or math.isinf(cv.var):
+        return float(d_s.mean()), cv
+    per_seed, nu = pooled
+    k = d_s.size
+    var_seeds = per_seed / k
+    df = nu if target == "period" else min_df([(var_seeds, nu), (cv.var_time, cv.df_time)])
+    return float(d_s.mean()), dataclasses.replace(cv, var=var_seeds + cv.var_time, df=df, var_seeds=var_seeds,
+                                                  df_seeds=nu, per_seed_var=per_seed)
+
+
+def _pooled_seed_variance(means: np.ndarray) -> tuple[float, float]:
+    """A pair's per-seed variance pooled over a configurations x seeds table of run means ``M`` (``K x k``), and its
+    degrees of freedom: the two-way residual mean square (seeds paired across configurations)::
+
+        e_cs = M_cs - M_c. - M_.s + M_..,     S = 2 sum e_cs^2 / ((K - 1)(k - 1)),     nu = (K - 1)(k - 1)
+
+    ``S`` is the mean over the ``K (K - 1) / 2`` pairs of their own per-seed variances ``s^2(M_a - M_b)``, so it is
+    unbiased for each pair's when their variances are alike (sphericity; exact t then), and with two
+    configurations it is the pair's own.
+
+    >>> M = np.array([[1.0, 2.0, 4.0], [0.0, 0.0, 0.0]])
+    >>> S, nu = _pooled_seed_variance(M)
+    >>> round(S, 6), nu, round(float(np.var(M[0] - M[1], ddof=1)), 6)
+    (2.333333, 2.0, 2.333333)
+    >>> M = np.random.default_rng(0).normal(size=(4, 5))
+    >>> own = [np.var(M[a] - M[b], ddof=1) for a in range(4) for b in range(a + 1, 4)]
+    >>> round(_pooled_seed_variance(M)[0] - float(np.mean(own)), 12), _pooled_seed_variance(M)[1]
+    (0.0, 12.0)
+    """
+    K, k = means.shape
+    e = means - means.mean(axis=1, keepdims=True) - means.mean(axis=0, keepdims=True) + means.mean()
+    nu = float((K - 1) * (k - 1))
+    return (2.0 * float((e * e).sum()) / nu if nu > 0 else math.inf), nu
 
 
 def _t_bound(cv: CrossedVariance, tail: float) -> float:
@@ -317,8 +366,11 @@ class RaceResult:
 
 
 def _settle(d: float, cv: CrossedVariance, *, k: int, rule: StoppingRule, two_sided_level: float,
-            half: float, n_days: int) -> str:
-    """Why an undecided pair can no longer eliminate either side (one of :data:`SETTLED`), or ``""``."""
+            half: float, n_days: int, df_scale: float = 1.0) -> str:
+    """Why an undecided pair can no longer eliminate either side (one of :data:`SETTLED`), or ``""``; futile: its
+    predictive chance of a decision either way by ``max_seeds`` (the two sides of :func:`_elimination_chance`, what
+    :func:`rolling_calib.core.verdict.predictive_probability` computes for the pair's own variance) is below
+    ``rule.futility``."""
     if rule.margin is not None and -rule.margin < d - half and d + half < rule.margin:
         return "equivalent"
     if k >= rule.max_seeds or math.isinf(cv.var):
@@ -326,8 +378,9 @@ def _settle(d: float, cv: CrossedVariance, *, k: int, rule: StoppingRule, two_si
     optimistic = abs(d) + math.sqrt(max(cv.var_seeds, 0.0))
     if _time_alone_covers(cv, n_days=n_days, level=two_sided_level, gap=optimistic):
         return "undecidable"
-    chance = predictive_probability(gap=d, n=rule.max_seeds, k=k, per_seed_var=cv.per_seed_var,
-                                    time_variance=cv.var_time, time_df=cv.df_time, confidence=two_sided_level)
+    chance = (_elimination_chance(d, cv, k=k, n=rule.max_seeds, two_sided_level=two_sided_level, df_scale=df_scale)
+              + _elimination_chance(-d, cv, k=k, n=rule.max_seeds, two_sided_level=two_sided_level,
+                                    df_scale=df_scale))
     return "futile" if chance < rule.futility else ""
 
 
@@ -347,12 +400,16 @@ def _final_level(rule: StoppingRule, alpha_pair: float) -> float:
     return 1.0 - 2.0 * float(stats.norm.sf(c)) if math.isfinite(c) else 1.0 - 1e-12
 
 
-def _elimination_chance(gap: float, cv: CrossedVariance, *, k: int, n: int, two_sided_level: float) -> float:
+def _elimination_chance(gap: float, cv: CrossedVariance, *, k: int, n: int, two_sided_level: float,
+                        df_scale: float = 1.0) -> float:
     """Predictive chance that a pair ``gap`` apart (> 0: the first configuration worse) eliminates the first one by
     ``n`` seeds per configuration, at the last planned look's level: one side of
     :func:`rolling_calib.core.verdict.predictive_probability` (the same flat prior on the gap)::
 
         D_n | look ~ N(D_k, S (n - k) / (k n)),      P = P(D_n > t_nu(n) sqrt(S / n + v_time))
+
+    with ``nu(n)`` Welch-Satterthwaite of ``(S / n, df_scale (n - 1))`` and ``(v_time, nu_time)`` (``df_scale``:
+    ``K - 1`` when the seed variance is pooled over ``K`` configurations, 1 for the pair's own).
 
     >>> cv = crossed_variance(np.random.default_rng(0).normal(0.0, 1.0, (5, 30)), target="period")
     >>> [round(_elimination_chance(g, cv, k=5, n=20, two_sided_level=0.99), 2) for g in (0.0, 0.1, 0.2)]
@@ -362,10 +419,11 @@ def _elimination_chance(gap: float, cv: CrossedVariance, *, k: int, n: int, two_
     """
     if math.isinf(cv.var):
         return 0.0
-    limits = _threshold(n=n, per_seed_var=cv.per_seed_var, time_variance=cv.var_time, time_df=cv.df_time,
-                        confidence=two_sided_level)
-    if limits is None:
+    v = cv.per_seed_var / n + cv.var_time
+    if not v > 0:
         return float(gap > 0)
+    nu = welch_df([(cv.per_seed_var / n, df_scale * (n - 1.0)), (cv.var_time, cv.df_time)])
+    limits = (_t_quantile(0.5 + two_sided_level / 2, nu) * math.sqrt(v), math.sqrt(v))
     spread = math.sqrt(max(cv.per_seed_var * (n - k) / (k * n), 0.0)) if 0 < k < n else 0.0
     if spread == 0.0:
         return float(gap > limits[0])
@@ -403,8 +461,8 @@ def _eliminations(pairs: Mapping[tuple[str, str], tuple[float, CrossedVariance]]
 
 def _next_active(pairs: Mapping[tuple[str, str], tuple[float, CrossedVariance]],
                  settled: Mapping[tuple[str, str], str], kept: list[str], compared: list[str], *, k: int,
-                 rule: StoppingRule, sign: float,
-                 two_sided_level: float) -> tuple[list[str], list[str], tuple[tuple[str, str], ...]]:
+                 rule: StoppingRule, sign: float, two_sided_level: float,
+                 df_scale: float = 1.0) -> tuple[list[str], list[str], tuple[tuple[str, str], ...]]:
     """Who gets the next look's seeds: ``(live, active, stopped)``.
 
     A configuration is *live* while its predictive chance to be eliminated by ``max_seeds``
@@ -419,7 +477,8 @@ def _next_active(pairs: Mapping[tuple[str, str], tuple[float, CrossedVariance]],
         if a not in kept or b not in kept or (a, b) in settled:
             continue
         for loser, winner, gap in ((a, b, sign * d), (b, a, -sign * d)):
-            p = _elimination_chance(gap, cv, k=k, n=rule.max_seeds, two_sided_level=two_sided_level)
+            p = _elimination_chance(gap, cv, k=k, n=rule.max_seeds, two_sided_level=two_sided_level,
+                                    df_scale=df_scale)
             if p > chance.get(loser, (-1.0, ""))[0]:
                 chance[loser] = (p, winner)
     live = [n for n in compared if n in chance and chance[n][0] >= rule.futility]
@@ -509,7 +568,10 @@ def race(panels: Mapping[str, LossPanel], *, rule: StoppingRule = DEFAULT_RULE,
         parts = {n: _parts(ordered[n], k) for n in compared}
         means = {n: float(parts[n].means.mean()) for n in compared}
         best = min(compared, key=lambda n: sign * means[n])
-        pairs = {p: _pair(parts[p[0]], parts[p[1]], question.target) for p in open_pairs}
+        pooled = (_pooled_seed_variance(np.stack([parts[n].means for n in compared]))
+                  if rule.seed_variance == "pooled" else None)
+        df_scale = float(len(compared) - 1) if pooled is not None else 1.0
+        pairs = {p: _pair(parts[p[0]], parts[p[1]], question.target, pooled) for p in open_pairs}
         out: list[Elimination] = []
         while True:     # step-down: each elimination relaxes the others' share (Holm); otherwise one pass
             share = _share(question.alpha, K, len(kept), comparisons)
@@ -532,12 +594,13 @@ def race(panels: Mapping[str, LossPanel], *, rule: StoppingRule = DEFAULT_RULE,
             if a in eliminated or b in eliminated:
                 continue
             half = math.inf if tail <= 0 else (cv.half_width(half_level) if cv.var > 0 else 0.0)
-            why = _settle(d, cv, k=k, rule=rule, two_sided_level=final_two_sided, half=half, n_days=n_days)
+            why = _settle(d, cv, k=k, rule=rule, two_sided_level=final_two_sided, half=half, n_days=n_days,
+                          df_scale=df_scale)
             if why:
                 settled[(a, b)] = why
                 new_settled.append((a, b, why))
         live, active, stopped = _next_active(pairs, settled, kept, compared, k=k, rule=rule, sign=sign,
-                                             two_sided_level=final_two_sided)
+                                             two_sided_level=final_two_sided, df_scale=df_scale)
         stop = ("one left" if len(kept) == 1 else "settled" if not live
                 else "budget" if k >= max_seeds else "")
         looks.append(RaceLook(number, k, fractions[-1], c, level, best, tuple(compared), tuple(kept), tuple(out),

@@ -20,7 +20,14 @@ checked when the value is made:
     this (0: never);
 ``margin``
     equivalence margin in the metric's unit: a pair whose interval lies inside ``(-margin,
-    margin)`` stops as equivalent (None: no equivalence stop); finite and > 0.
+    margin)`` stops as equivalent (None: no equivalence stop); finite and > 0;
+``seed_variance``
+    where a race (:func:`rolling_calib.core.racing.race`) takes each comparison's seed variance from
+    (:data:`SEED_VARIANCES`): ``pair``, the pair's own ``k`` per-seed differences (``k - 1`` degrees of
+    freedom); ``pooled``, the configurations x seeds table of run means of every configuration the
+    look compares (two-way residual mean square, ``(K - 1)(k - 1)`` degrees of freedom), valid when
+    the configurations' seed variances are alike (its level under unlike ones: ``docs/racing.md``).
+    With two configurations the two are the same number; a pair's rule reads only the pair's own.
 
 What the stops answer -- the target population and the confidence level spent over the looks --
 is the :class:`~rolling_calib.core.question.Question` taken beside the rule; which metric decides
@@ -29,8 +36,9 @@ and in which direction is the comparison's.
 Examples
 --------
 >>> rule = StoppingRule(first=3, batch=2, max_seeds=10)
->>> rule.to_dict()
-{'first': 3, 'batch': 2, 'max_seeds': 10, 'spending': 'hwang-shih-decani', 'futility': 0.2, 'margin': None}
+>>> rule.to_dict()     # doctest: +NORMALIZE_WHITESPACE
+{'first': 3, 'batch': 2, 'max_seeds': 10, 'spending': 'hwang-shih-decani', 'futility': 0.2, 'margin': None,
+ 'seed_variance': 'pair'}
 >>> rule.seeds_at(look=4)
 9
 >>> StoppingRule(first=5, max_seeds=4)
@@ -61,12 +69,15 @@ from rolling_calib.core.validation import (
     check,
 )
 
-__all__ = ["DEFAULT_RULE", "FIRST_SEEDS", "FUTILITY", "MARGIN", "PROBABILITY", "SPENDINGS", "SPENDING_NAME",
-           "STOPPING_RULE", "StoppingRule"]
+__all__ = ["DEFAULT_RULE", "FIRST_SEEDS", "FUTILITY", "MARGIN", "PROBABILITY", "SEED_VARIANCES", "SEED_VARIANCE_NAME",
+           "SPENDINGS", "SPENDING_NAME", "STOPPING_RULE", "StoppingRule"]
 
 #: The alpha-spending functions a rule may name (their formulas: :mod:`rolling_calib.core.sequential`).
 SPENDINGS = ("hwang-shih-decani", "obrien-fleming")
 SPENDING_NAME = Worded(Options(*SPENDINGS), "'hwang-shih-decani' or 'obrien-fleming'")
+#: Where a race's comparisons take their seed variance from: the pair's own seeds, or pooled over the look's table.
+SEED_VARIANCES = ("pair", "pooled")
+SEED_VARIANCE_NAME = Worded(Options(*SEED_VARIANCES), "'pair' or 'pooled'")
 #: Seeds per pipeline at the first look: a verdict needs two.
 FIRST_SEEDS = at_most(2, 10_000, "seeds, each a trained model per window; a verdict needs 2")
 #: A probability (the futility threshold).
@@ -92,6 +103,8 @@ class StoppingRule:
         Stop undetermined when the predictive chance to decide by ``max_seeds`` is below this.
     margin : float or None
         Equivalence margin in the metric's unit (None: no equivalence stop).
+    seed_variance : {"pair", "pooled"}
+        A race's seed variance per comparison: the pair's own, or pooled over the configurations compared.
     """
 
     first: int = 3
@@ -100,11 +113,12 @@ class StoppingRule:
     spending: str = "hwang-shih-decani"
     futility: float = FUTILITY
     margin: float | None = None
+    seed_variance: str = "pair"
 
     #: Each field's declared constraint; beside them, ``max_seeds >= first``.
     CONSTRAINTS: ClassVar[dict[str, Constraint]] = {
         "first": FIRST_SEEDS, "batch": SEED_COUNT, "max_seeds": SEED_COUNT, "spending": SPENDING_NAME,
-        "futility": PROBABILITY, "margin": MARGIN,
+        "futility": PROBABILITY, "margin": MARGIN, "seed_variance": SEED_VARIANCE_NAME,
     }
 
     def __post_init__(self) -> None:
@@ -129,7 +143,7 @@ class StoppingRule:
         """The rule as recorded with every result (``sequential.json``, MLflow, the bench's output)."""
         return {"first": int(self.first), "batch": int(self.batch), "max_seeds": int(self.max_seeds),
                 "spending": self.spending, "futility": float(self.futility),
-                "margin": None if self.margin is None else float(self.margin)}
+                "margin": None if self.margin is None else float(self.margin), "seed_variance": self.seed_variance}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StoppingRule:
@@ -147,8 +161,9 @@ class StoppingRule:
         '3 seeds per pipeline first, then 2 per look up to 20; hwang-shih-decani spending; futility 20%; equivalence margin ±0.5'
         """
         margin = "no equivalence stop" if self.margin is None else f"equivalence margin ±{self.margin:g}"
+        pooled = "; seed variance pooled over the configurations" if self.seed_variance == "pooled" else ""
         return (f"{self.first} seeds per pipeline first, then {self.batch} per look up to {self.max_seeds}; "
-                f"{self.spending} spending; futility {self.futility:.0%}; {margin}")
+                f"{self.spending} spending; futility {self.futility:.0%}; {margin}{pooled}")
 
 
 #: The defaults, for functions that are given no :class:`StoppingRule`.

@@ -58,7 +58,8 @@ def _shared(rng: np.random.Generator, shape: tuple[int, ...], n_configs: int, sd
 @validate_params({"n_seeds": Interval(int, 1, None), "n_days": Interval(int, 2, None)})
 def simulate_sweep(model: PanelModel, *, deltas: Sequence[float], n_seeds: int, n_days: int,
                    rng: np.random.Generator, names: Sequence[str] | None = None,
-                   centre_period: bool = False) -> tuple[dict[str, LossPanel], dict[str, dict[str, float]]]:
+                   centre_period: bool = False, seed_scales: Sequence[float] | None = None
+                   ) -> tuple[dict[str, LossPanel], dict[str, dict[str, float]]]:
     """One simulated sweep: a panel per configuration (seeds ``0..n_seeds-1``, the same days) and its truths.
 
     Parameters
@@ -73,6 +74,10 @@ def simulate_sweep(model: PanelModel, *, deltas: Sequence[float], n_seeds: int, 
         Default ``c0, c1, ...``.
     centre_period : bool
         Remove each configuration's realized daily part ``mean_t c^k_t``, so the period truth is ``delta_k``.
+    seed_scales : sequence of float, optional
+        Each configuration's multiplier of its seed parts ``u``, ``w``, ``e`` (default all 1: every
+        configuration the model's): configurations whose seed variances differ (scale ``r``: ``r^2`` times
+        the variance; the correlations ``crn_*`` kept).
 
     Returns
     -------
@@ -96,8 +101,13 @@ def simulate_sweep(model: PanelModel, *, deltas: Sequence[float], n_seeds: int, 
     n_win = -(-n_days // model.window_days)
     w = _shared(rng, (n_seeds, n_win), K, model.window_sd, model.crn_window)
     day_window = np.arange(n_days) // model.window_days
-    losses = market[None, None, :] + own[:, None, :] + e + u + w[:, :, day_window] \
-        + np.asarray(deltas, dtype=np.float64)[:, None, None]
+    seed_parts = e + u + w[:, :, day_window]
+    if seed_scales is not None:
+        scales = np.asarray(seed_scales, dtype=np.float64)
+        if scales.shape != (K,) or not np.all(np.isfinite(scales) & (scales >= 0)):
+            raise ValueError(f"seed_scales: expected {K} finite numbers >= 0 (one per delta), found {list(scales)}")
+        seed_parts = seed_parts * scales[:, None, None]
+    losses = market[None, None, :] + own[:, None, :] + seed_parts + np.asarray(deltas, dtype=np.float64)[:, None, None]
     seeds = np.arange(n_seeds)
     panels = {n: LossPanel.from_arrays(seeds=seeds, total=losses[i]) for i, n in enumerate(names)}
     truth: dict[str, Any] = {"future": {n: float(d) for n, d in zip(names, deltas)},

@@ -54,6 +54,9 @@ def test_the_options_build_the_values_with_their_defaults():
                               "--target", "period", "--confidence", "0.9"])
     assert until_decided_from_args(args).rule == StoppingRule(first=2, batch=1, max_seeds=4, spending="obrien-fleming",
                                                               futility=0.0, margin=0.5)
+    race = COMMANDS[("sweep",)].parse_args(["workflows/demo.yaml", "--until-decided", "--seed-variance", "pooled"])
+    assert until_decided_from_args(race).rule == StoppingRule(seed_variance="pooled")
+    assert "--seed-variance" not in _options(("run",))      # the pairs' rule reads only a pair's own variance
     assert question_from_args(args) == Question(target="period", confidence=0.9)
     assert until_decided_from_args(parser.parse_args(["workflows/demo.yaml", "--store", "s"])) is None
     sweep = COMMANDS[("sweep",)].parse_args(["workflows/demo.yaml", "--n-boot", "300", "--boot-seed", "2"])
@@ -87,3 +90,10 @@ def test_compare_records_the_question_and_the_bootstrap_it_was_given(tmp_path, c
     verdict = data["pairs"][0]["verdicts"]["ql"]
     assert verdict["question"] == {"target": "period", "confidence": 0.9} and verdict["variance"]["target"] == "period"
     assert data["pairs"][0]["accuracies"]["ql"]["confidence"] == 0.9
+
+
+def test_a_bad_seed_variance_is_refused_by_sweep(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sweep", "workflows/demo.yaml", "--until-decided", "--seed-variance", "welch"])
+    assert exit_info.value.code == 2
+    assert "argument --seed-variance: invalid choice: 'welch'" in capsys.readouterr().err

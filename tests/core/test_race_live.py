@@ -56,11 +56,12 @@ def _live(full, *, rule=RULE, start=None, orientation="lower"):
 
 @settings(max_examples=30, deadline=None)
 @given(shifts=st.lists(st.floats(-2, 2), min_size=2, max_size=5), seed=st.integers(0, 10_000),
-       orientation=st.sampled_from(["lower", "higher"]))
-def test_the_live_race_is_the_race_replayed_on_the_finished_panels(shifts, seed, orientation):
+       orientation=st.sampled_from(["lower", "higher"]), seed_variance=st.sampled_from(["pair", "pooled"]))
+def test_the_live_race_is_the_race_replayed_on_the_finished_panels(shifts, seed, orientation, seed_variance):
     full = _panels(shifts, seed=seed)
-    live, held = _live(full, orientation=orientation)
-    whole = race(full, rule=RULE, question=PERIOD, orientation=orientation, seed_order=range(RULE.max_seeds))
+    rule = RULE.replace(seed_variance=seed_variance)
+    live, held = _live(full, rule=rule, orientation=orientation)
+    whole = race(full, rule=rule, question=PERIOD, orientation=orientation, seed_order=range(RULE.max_seeds))
     assert live.looks == whole.looks and live.best_set == whole.best_set and live.eliminated == whole.eliminated
     assert live.seeds_used == whole.seeds_used and live.stop == whole.stop and not live.pending
     assert held == live.seeds_used            # trained exactly the seeds the race read, nothing more

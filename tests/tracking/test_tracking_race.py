@@ -79,7 +79,7 @@ def _check(store: Path, record: RaceRecord) -> str:
     rule, question = record.race.settings["rule"], record.race.settings["question"]
     assert params["race.question.target"] == question["target"] == "period"
     assert float(params["race.question.confidence"]) == question["confidence"] == 0.9
-    for field in ("first", "batch", "max_seeds", "spending", "futility", "margin"):
+    for field in ("first", "batch", "max_seeds", "spending", "futility", "margin", "seed_variance"):
         assert params[f"race.rule.{field}"] == str(rule[field])
     assert params["race.metric"] == "ql" and params["race.comparisons"] == record.race.settings["comparisons"]
     looks = record.race.looks
