@@ -7,7 +7,7 @@ import math
 import pytest
 
 from rolling_calib.simulation.verdict_sim import PanelModel
-from rolling_calib.simulation.when_sim import WhenCell, calibrate_when
+from rolling_calib.simulation.when_sim import ACROSS_METHODS, WhenCell, calibrate_across, calibrate_when
 
 MODEL = PanelModel(market_sd=5.0, seed_sd=0.03, window_sd=0.05, window_days=62, noise_sd=2.45, interaction_sd=1.0,
                    interaction_phi=0.1)
@@ -20,8 +20,8 @@ def test_rows_name_the_cell_and_every_rate_has_its_monte_carlo_error():
                                                                                                  31, 4)
     assert row["regime_days"] == 40.0 and row["drift_ratio"] == 4.0 and not row["regimes_shorter"]
     assert row["across_made"] and row["n_rep"] == 8
-    for name in ("headline", "future", "per_window", "per_window_raw", "across", "fluctuation", "period_power_2",
-                 "reversal_power_3"):
+    for name in ("headline", "future", "per_window", "per_window_raw", "across", "across_all", "across_plain",
+                 "fluctuation", "period_power_2", "reversal_power_3"):
         p, se = row[name], row[f"{name}_mc_se"]
         assert 0 <= p <= 1 and se == pytest.approx(math.sqrt(p * (1 - p) / 8))
     assert row["per_window_raw"] >= row["per_window"]            # Holm decides no window the raw tests leave
@@ -30,6 +30,7 @@ def test_rows_name_the_cell_and_every_rate_has_its_monte_carlo_error():
 def test_too_few_windows_leave_the_across_windows_rate_unmade():
     (row,) = calibrate_when(MODEL, cells=[WhenCell(3, 60)], n_rep=4, n_sim=200)
     assert row["n_windows"] == 1 and not row["across_made"] and math.isnan(row["across"])
+    assert math.isnan(row["across_all"])
     assert row["drift"] == "none" and row["regime_days"] is None
 
 
@@ -44,3 +45,25 @@ def test_under_long_regimes_the_old_default_decides_identical_pairs_the_headline
     assert drift["future"] >= 0.10 and drift["future"] > drift["headline"]
     assert drift["per_window"] <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 60)
     assert stable["reversal_power_3"] > stable["fluctuation"]
+
+
+def test_the_across_harness_counts_level_power_and_the_draws_that_meet_the_assumption():
+    """Regimes of 10 days in windows of 60 (4 windows, 10 seeds, 200 tables): most draws have every regime within a
+    window; a larger effect is decided at least as often as a smaller one on the same tables (a shift moves each
+    half's mean, not its variance), and the test over all windows decides at least as often as the halves at 3 SE."""
+    (row,) = calibrate_across(MODEL, cells=[WhenCell(10, 240, 10.0, 4.0, 60)], n_rep=200, effects_in_se=(1.0, 3.0))
+    assert (row["n_windows"], row["window_days"], row["n_days"], row["drift"]) == (4, 60, 240, "10d x4")
+    assert row["share_within"] > 0.5 and row["n_within"] == round(row["share_within"] * 200)
+    assert row["se_future"] > 0
+    for m in ACROSS_METHODS:
+        assert 0 <= row[m] <= 1 and row[f"{m}_mc_se"] == pytest.approx(math.sqrt(row[m] * (1 - row[m]) / 200))
+        assert 0 <= row[f"{m}_within"] <= 1
+        assert row[f"{m}_power_3"] >= row[f"{m}_power_1"]
+    assert row["all_power_3"] > row["halves_power_3"]
+
+
+def test_the_across_harness_wants_an_even_number_of_whole_windows():
+    with pytest.raises(ValueError, match="even number"):
+        calibrate_across(MODEL, cells=[WhenCell(5, 250, None, 0.0, 62)], n_rep=4)
+    with pytest.raises(ValueError, match="methods"):
+        calibrate_across(MODEL, cells=[WhenCell(5, 248, None, 0.0, 62)], n_rep=4, methods=("halves", "magic"))
