@@ -15,7 +15,8 @@ ratio; Markov switching, so a regime's length is geometric with that mean), ``--
   correlation (1/2) a sequence that is independent beyond adjacent windows can have;
 
 false decisions under the future null (all draws, and among the draws whose regimes were all at most one
-window long: the halves' assumption met), and power at a true difference of 2 and 3 standard errors of the
+window long: the halves' assumption met; ``--fixed`` adds cells whose regimes are all exactly one window long,
+at a uniform phase, where it is met by every draw), and power at a true difference of 2 and 3 standard errors of the
 mean difference (future target, the regimes included). Then the done-when check: each test within
 5% + 2 MC SE in the cells whose windows are longer than the regimes' mean length.
 
@@ -74,7 +75,8 @@ def table(rows: list[dict[str, Any]], methods: list[str], style: str) -> str:
     """One line per cell and test: false decisions (all draws; draws whose regimes all fit in a window), power."""
     body = []
     for r in rows:
-        shorter = "n/a" if not r["regime_days"] else "yes" if r["regime_days"] < r["window_days"] else "no"
+        shorter = ("n/a" if not r["regime_days"] else "every regime = window" if r["drift"].endswith("fixed")
+                   else "yes" if r["regime_days"] < r["window_days"] else "no")
         for m in methods:
             body.append([r["n_seeds"], r["window_days"], r["n_windows"], r["drift"], shorter, NAMES[m],
                          _pct(r[m], r[f"{m}_mc_se"]),
@@ -88,12 +90,13 @@ def table(rows: list[dict[str, Any]], methods: list[str], style: str) -> str:
 def checks(rows: list[dict[str, Any]], methods: list[str]) -> list[str]:
     """Each test's level where the windows are longer than the regimes' mean (or no drift), and elsewhere."""
     out = []
-    shorter = [r for r in rows if not r["regime_days"] or r["regime_days"] < r["window_days"]]
-    longer = [r for r in rows if r["regime_days"] and r["regime_days"] >= r["window_days"]]
+    shorter = [r for r in rows if not r["regime_days"] or r["regime_days"] < r["window_days"]
+               or r["drift"].endswith("fixed")]
+    longer = [r for r in rows if r not in shorter]
     for m in methods:
         bad = [r for r in shorter if r[m] > _limit(r["n_rep"])]
         out.append(f"{NAMES[m]}: within 5% + 2 MC SE in {len(shorter) - len(bad)} of {len(shorter)} cells whose "
-                   f"windows are longer than the regimes' mean (or no drift; max "
+                   f"regimes' mean is shorter than a window (or every regime one window long, or no drift; max "
                    f"{_pct(max((r[m] for r in shorter), default=math.nan))})"
                    + (": FAIL in " + ", ".join(f"{r['window_days']}d x{r['n_windows']} {r['drift']} "
                                                f"({_pct(r[m], r[f'{m}_mc_se'])})" for r in bad) if bad else "")
@@ -118,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="numbers of whole windows, even and >= 4 (default 4,8)")
     p.add_argument("--drift", default="none,40:1,40:4,110:1,110:4", metavar="SPEC,...",
                    help="none or REGIME_DAYS:DRIFT_RATIO items (default none,40:1,40:4,110:1,110:4)")
+    p.add_argument("--fixed", default="1,4", metavar="RATIO,...",
+                   help="also cells whose regimes are exactly one window long (the halves' assumption at its "
+                        "edge), at these drift ratios ('' for none; default 1,4)")
     p.add_argument("--methods", default=",".join(ACROSS_METHODS), metavar="NAME,...",
                    help=f"tests to measure, of {', '.join(ACROSS_METHODS)} (default all four)")
     p.add_argument("--reps", type=int, default=2000, help="simulated pairs per cell (default 2000)")
@@ -137,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         if any(q % 2 for q in counts):
             raise UsageError(f"--windows: expected even numbers of windows, found {args.windows!r}")
         drifts = parse_drift(args.drift)
+        fixed = [r for _, r in parse_drift(",".join(f"2:{x.strip()}" for x in args.fixed.split(",") if x.strip()))
+                 if _ > 1] if args.fixed.strip() else []
         methods = [m.strip() for m in args.methods.split(",") if m.strip()]
         if not methods or set(methods) - set(ACROSS_METHODS):
             raise UsageError(f"--methods: expected some of {', '.join(ACROSS_METHODS)}, found {args.methods!r}")
@@ -151,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from tqdm import tqdm
 
-    grid = [WhenCell(args.seeds, L * q, d, r, L) for L in lengths for q in counts for d, r in drifts]
+    grid = [cell for L in lengths for q in counts
+            for cell in ([WhenCell(args.seeds, L * q, d, r, L) for d, r in drifts]
+                         + [WhenCell(args.seeds, L * q, float(L), r, L, regimes="fixed") for r in fixed])]
     started = time.perf_counter()
     rows = calibrate_across(model, cells=grid, n_rep=args.reps, seed=args.seed, effects_in_se=EFFECTS,
                             methods=methods, progress=lambda it: tqdm(it, desc="cells", file=sys.stderr, leave=False))

@@ -86,17 +86,25 @@ _N_SIM = Interval(int, 100, 100_000)
 
 @dataclass(frozen=True)
 class WhenCell:
-    """One cell: seeds per pipeline, days, drift (None: none) and the refit window (None: the model's)."""
+    """One cell: seeds per pipeline, days, drift (None: none) and the refit window (None: the model's).
+
+    ``regimes``: ``"markov"`` (the model's Markov switching: geometric lengths of mean ``regime_days``) or
+    ``"fixed"`` (every regime exactly ``regime_days`` long, the first cut at a uniform phase; only
+    :func:`calibrate_across` draws these).
+    """
 
     n_seeds: int
     n_days: int
     regime_days: float | None = None
     drift_ratio: float = 0.0
     window_days: int | None = None
+    regimes: str = "markov"
 
     @property
     def drift(self) -> str:
-        return "none" if not self.regime_days else f"{self.regime_days:g}d x{self.drift_ratio:g}"
+        if not self.regime_days:
+            return "none"
+        return f"{self.regime_days:g}d x{self.drift_ratio:g}" + (" fixed" if self.regimes == "fixed" else "")
 
 
 def _rate(hits: Sequence[bool] | np.ndarray) -> tuple[float, float]:
@@ -223,8 +231,19 @@ ACROSS_METHODS = ("halves", "all", "pairs", "bound")
 _EVEN = Interval(int, 4, None)
 
 
+def _fixed_regimes(rng: np.random.Generator, shape: tuple[int, int], sd: float,
+                   regime_days: int) -> tuple[np.ndarray, np.ndarray]:
+    """Regimes of exactly ``regime_days`` days (the first and last cut by the sample at a uniform phase), levels
+    ``N(0, sd^2)``: the path and each day's regime."""
+    n, T = shape
+    phase = rng.integers(0, regime_days, size=(n, 1))
+    segment = (np.arange(T)[None, :] + phase) // regime_days
+    levels = rng.normal(0.0, sd, (n, T // regime_days + 2))
+    return np.take_along_axis(levels, segment, axis=1), segment
+
+
 def _window_table_draws(model: PanelModel, n_rep: int, n_seeds: int, n_windows: int,
-                        rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+                        rng: np.random.Generator, regimes: str = "markov") -> tuple[np.ndarray, np.ndarray]:
     """``n_rep`` paired seeds x windows tables under the future null (``delta = 0``) and the longest regime of each.
 
     ``X_{s,j} = cbar_j + (u^A_s - u^B_s) + (w^A_{s,j} - w^B_{s,j}) + (ebar^A_{s,j} - ebar^B_{s,j})``: the window
@@ -233,16 +252,24 @@ def _window_table_draws(model: PanelModel, n_rep: int, n_seeds: int, n_windows: 
     day) over window ``j`` and the day noise's window mean drawn as one normal of variance ``noise_sd^2 / L``
     (the same distribution as the mean of ``L`` days, with the same common-random-number correlation).
     The longest regime is counted on the simulated days (a regime cut by the first or last day counts its days
-    inside). Returns ``X`` ``(n_rep, k, q)`` and the longest regimes ``(n_rep,)`` (0 without drift).
+    inside). ``regimes="fixed"``: every regime ``R = regime_days`` days long (:func:`_fixed_regimes`), its
+    level's sd ``sqrt(drift_ratio) interaction_sd / sqrt(R)`` so that its long-run variance, ``sd^2 R``, is
+    ``drift_ratio`` times the interaction's variance as for the Markov regimes. Returns ``X`` ``(n_rep, k, q)``
+    and the longest regimes ``(n_rep,)`` (0 without drift).
     """
     L = int(model.window_days)
     T = L * n_windows
     common = _ar1(rng, (n_rep, T), model.interaction_sd, model.interaction_phi)
     longest = np.zeros(n_rep, dtype=np.int64)
     if model.regime_sd > 0:
-        path, segment = _regime_paths(rng, (n_rep, T), model.regime_sd, float(model.regime_days))
+        if regimes == "fixed":
+            R = int(round(float(model.regime_days)))
+            sd = math.sqrt(model.drift_ratio) * model.interaction_sd / math.sqrt(R)
+            path, segment = _fixed_regimes(rng, (n_rep, T), sd, R)
+        else:
+            path, segment = _regime_paths(rng, (n_rep, T), model.regime_sd, float(model.regime_days))
         common = common + path
-        longest = np.array([np.bincount(row).max() for row in segment])
+        longest = np.array([np.bincount(row - row[0]).max() for row in segment])
     cbar = common.reshape(n_rep, n_windows, L).mean(axis=2)
     ua, ub = _paired(rng, (n_rep, n_seeds, 1), model.seed_sd, model.crn_seed)
     wa, wb = _paired(rng, (n_rep, n_seeds, n_windows), model.window_sd, model.crn_window)
@@ -283,8 +310,8 @@ def calibrate_across(model: PanelModel, *, cells: Iterable[WhenCell], n_rep: int
     Per cell (seeds ``k``, ``n_days = q L`` in ``q`` whole windows of ``L = window_days`` days, the cell's
     drift), ``n_rep`` seeds x windows tables of the paired differential (:func:`_window_table_draws`) under
     the future null (``delta = 0``), and the same tables with A worse by ``e`` standard errors of the mean
-    difference under the future target (:func:`~rolling_calib.simulation.verdict_sim.estimator_sd`, the
-    regimes included) for each ``e`` of ``effects_in_se``. Each of ``methods`` (:func:`_across_outcome`:
+    difference under the future target (``se_future``: the sd of the null tables' grand means over the cell's
+    draws, the regimes included) for each ``e`` of ``effects_in_se``. Each of ``methods`` (:func:`_across_outcome`:
     ``halves``, the product's; ``all``, the test before it; ``pairs``; ``bound``) gives per cell:
 
     ``<method>``
@@ -318,14 +345,16 @@ def calibrate_across(model: PanelModel, *, cells: Iterable[WhenCell], n_rep: int
         m = model.with_drift(cell.regime_days, cell.drift_ratio) if cell.regime_days else model.with_drift(None, 0)
         L = int(cell.window_days or m.window_days)
         q, rem = divmod(cell.n_days, L)
+        if cell.regimes not in ("markov", "fixed"):
+            raise ValueError(f"cell {cell}: regimes: expected 'markov' or 'fixed', found {cell.regimes!r}")
         if rem or not _EVEN.accepts(q) or q % 2:
             raise ValueError(f"cell {cell}: expected n_days an even number (>= 4) of whole {L}-day windows, "
                              f"found {cell.n_days} days")
         m = replace(m, window_days=L)
         k = cell.n_seeds
-        x, longest = _window_table_draws(m, n_rep, k, q, rng)
+        x, longest = _window_table_draws(m, n_rep, k, q, rng, regimes=cell.regimes)
         within = longest <= L
-        se = estimator_sd(m, n_seeds=k, n_days=cell.n_days, target="future")
+        se = float(x.mean(axis=(1, 2)).std(ddof=1))
         row: dict[str, Any] = {"n_seeds": k, "n_days": cell.n_days, "n_windows": q, "window_days": L,
                                "drift": cell.drift, "regime_days": m.regime_days, "drift_ratio": m.drift_ratio,
                                "n_rep": n_rep, "n_within": int(within.sum()), "share_within": float(within.mean()),

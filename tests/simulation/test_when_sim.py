@@ -67,3 +67,14 @@ def test_the_across_harness_wants_an_even_number_of_whole_windows():
         calibrate_across(MODEL, cells=[WhenCell(5, 250, None, 0.0, 62)], n_rep=4)
     with pytest.raises(ValueError, match="methods"):
         calibrate_across(MODEL, cells=[WhenCell(5, 248, None, 0.0, 62)], n_rep=4, methods=("halves", "magic"))
+
+
+def test_fixed_regimes_are_each_one_window_long_and_meet_the_halves_assumption_in_every_draw():
+    """Regimes of exactly 30 days in 30-day windows (4 windows, 60 tables): every draw has every regime within a
+    window, and the halves' level among them is the level."""
+    (row,) = calibrate_across(MODEL, cells=[WhenCell(6, 120, 30.0, 4.0, 30, regimes="fixed")], n_rep=60,
+                              methods=("halves",), effects_in_se=(3.0,))
+    assert row["drift"] == "30d x4 fixed" and row["n_within"] == 60 and row["share_within"] == 1.0
+    assert row["halves_within"] == row["halves"] and "all" not in row
+    with pytest.raises(ValueError, match="regimes"):
+        calibrate_across(MODEL, cells=[WhenCell(6, 120, 30.0, 4.0, 30, regimes="weekly")], n_rep=4)
