@@ -107,7 +107,8 @@ def checks(rows: list[dict[str, Any]], methods: list[str]) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="across_calibration.py", description=__doc__.split("\n\n")[0],
-                                epilog="Example: --preset time_dominated --window-days 62,125 --windows 4,8 --reps 2000")
+                                epilog="Example: --preset time_dominated --window-days 62,125 --windows 4,8 "
+                                       "--reps 2000")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--preset", choices=sorted(PRESETS), default="time_dominated",
                      help="a hand-built model (default time_dominated)")
