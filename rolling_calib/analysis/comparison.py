@@ -392,8 +392,9 @@ class StoreComparison:
                 a = w.across
                 across = ("not enough windows" if a.outcome == "not enough windows" else
                           f"{a.winner} better" if a.winner else "undetermined")
-                if a.outcome != "not enough windows":
-                    across += f", {sig(a.mean)} [{sig(a.ci_low)}, {sig(a.ci_high)}]"
+                if a.outcome != "not enough windows":   # halves whose intervals do not overlap have none together
+                    across += (f", {sig(a.mean)} [{sig(a.ci_low)}, {sig(a.ci_high)}]" if math.isfinite(a.ci_low) else
+                               f", {sig(a.mean)} (the odd and even windows' intervals do not overlap)")
                 rows.append({"pair": f"{pw.better} vs {pw.worse}", "first": k == 0, "metric": title(metric),
                              "windows": w.consistency(), "across": across, "fluctuation": flux})
         return rows
