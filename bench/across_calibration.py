@@ -16,9 +16,11 @@ ratio; Markov switching, so a regime's length is geometric with that mean), ``--
 
 false decisions under the future null (all draws, and among the draws whose regimes were all at most one
 window long: the halves' assumption met; ``--fixed`` adds cells whose regimes are all exactly one window long,
-at a uniform phase, where it is met by every draw), and power at a true difference of 2 and 3 standard errors of the
-mean difference (future target, the regimes included). Then the done-when check: each test within
-5% + 2 MC SE in the cells whose windows are longer than the regimes' mean length.
+at a uniform phase, where it is met by every draw; ``--straddle`` the same with every window cut in half by a
+regime's end, the most adjacent windows can share under it), and power at a true difference of 2 and 3
+standard errors of the mean difference (future target, the regimes included). Then the done-when check: each
+test within 5% + 2 MC SE in the cells whose regimes' mean length is shorter than a window (or every regime
+one window long, or no drift).
 
 Usage (from the repository root)::
 
@@ -75,7 +77,8 @@ def table(rows: list[dict[str, Any]], methods: list[str], style: str) -> str:
     """One line per cell and test: false decisions (all draws; draws whose regimes all fit in a window), power."""
     body = []
     for r in rows:
-        shorter = ("n/a" if not r["regime_days"] else "every regime = window" if r["drift"].endswith("fixed")
+        shorter = ("n/a" if not r["regime_days"] else
+                   "every regime = window" if r["drift"].endswith(("fixed", "straddle"))
                    else "yes" if r["regime_days"] < r["window_days"] else "no")
         for m in methods:
             body.append([r["n_seeds"], r["window_days"], r["n_windows"], r["drift"], shorter, NAMES[m],
@@ -91,7 +94,7 @@ def checks(rows: list[dict[str, Any]], methods: list[str]) -> list[str]:
     """Each test's level where the windows are longer than the regimes' mean (or no drift), and elsewhere."""
     out = []
     shorter = [r for r in rows if not r["regime_days"] or r["regime_days"] < r["window_days"]
-               or r["drift"].endswith("fixed")]
+               or r["drift"].endswith(("fixed", "straddle"))]
     longer = [r for r in rows if r not in shorter]
     for m in methods:
         bad = [r for r in shorter if r[m] > _limit(r["n_rep"])]
@@ -125,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fixed", default="1,4", metavar="RATIO,...",
                    help="also cells whose regimes are exactly one window long (the halves' assumption at its "
                         "edge), at these drift ratios ('' for none; default 1,4)")
+    p.add_argument("--straddle", default="", metavar="RATIO,...",
+                   help="also cells whose regimes are exactly one window long and cut every window in half (the "
+                        "worst case the halves' assumption allows), at these drift ratios (default none)")
     p.add_argument("--methods", default=",".join(ACROSS_METHODS), metavar="NAME,...",
                    help=f"tests to measure, of {', '.join(ACROSS_METHODS)} (default all four)")
     p.add_argument("--reps", type=int, default=2000, help="simulated pairs per cell (default 2000)")
@@ -144,8 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         if any(q % 2 for q in counts):
             raise UsageError(f"--windows: expected even numbers of windows, found {args.windows!r}")
         drifts = parse_drift(args.drift)
-        fixed = [r for _, r in parse_drift(",".join(f"2:{x.strip()}" for x in args.fixed.split(",") if x.strip()))
-                 if _ > 1] if args.fixed.strip() else []
+        fixed, straddle = ([r for _, r in parse_drift(",".join(f"2:{x.strip()}" for x in text.split(",")
+                                                                if x.strip()))] if text.strip() else []
+                           for text in (args.fixed, args.straddle))
         methods = [m.strip() for m in args.methods.split(",") if m.strip()]
         if not methods or set(methods) - set(ACROSS_METHODS):
             raise UsageError(f"--methods: expected some of {', '.join(ACROSS_METHODS)}, found {args.methods!r}")
@@ -162,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
 
     grid = [cell for L in lengths for q in counts
             for cell in ([WhenCell(args.seeds, L * q, d, r, L) for d, r in drifts]
-                         + [WhenCell(args.seeds, L * q, float(L), r, L, regimes="fixed") for r in fixed])]
+                         + [WhenCell(args.seeds, L * q, float(L), r, L, regimes="fixed") for r in fixed]
+                         + [WhenCell(args.seeds, L * q, float(L), r, L, regimes="straddle") for r in straddle])]
     started = time.perf_counter()
     rows = calibrate_across(model, cells=grid, n_rep=args.reps, seed=args.seed, effects_in_se=EFFECTS,
                             methods=methods, progress=lambda it: tqdm(it, desc="cells", file=sys.stderr, leave=False))

@@ -88,9 +88,11 @@ _N_SIM = Interval(int, 100, 100_000)
 class WhenCell:
     """One cell: seeds per pipeline, days, drift (None: none) and the refit window (None: the model's).
 
-    ``regimes``: ``"markov"`` (the model's Markov switching: geometric lengths of mean ``regime_days``) or
-    ``"fixed"`` (every regime exactly ``regime_days`` long, the first cut at a uniform phase; only
-    :func:`calibrate_across` draws these).
+    ``regimes``: ``"markov"`` (the model's Markov switching: geometric lengths of mean ``regime_days``),
+    ``"fixed"`` (every regime exactly ``regime_days`` long, the first cut at a uniform phase) or
+    ``"straddle"`` (the same, each cut at the middle of a refit window when ``regime_days`` is the
+    window's length: every window half one regime and half the next, the most adjacent windows can share
+    where every regime fits in a window); only :func:`calibrate_across` draws the last two.
     """
 
     n_seeds: int
@@ -104,7 +106,7 @@ class WhenCell:
     def drift(self) -> str:
         if not self.regime_days:
             return "none"
-        return f"{self.regime_days:g}d x{self.drift_ratio:g}" + (" fixed" if self.regimes == "fixed" else "")
+        return f"{self.regime_days:g}d x{self.drift_ratio:g}" + ("" if self.regimes == "markov" else f" {self.regimes}")
 
 
 def _rate(hits: Sequence[bool] | np.ndarray) -> tuple[float, float]:
@@ -231,12 +233,12 @@ ACROSS_METHODS = ("halves", "all", "pairs", "bound")
 _EVEN = Interval(int, 4, None)
 
 
-def _fixed_regimes(rng: np.random.Generator, shape: tuple[int, int], sd: float,
-                   regime_days: int) -> tuple[np.ndarray, np.ndarray]:
-    """Regimes of exactly ``regime_days`` days (the first and last cut by the sample at a uniform phase), levels
-    ``N(0, sd^2)``: the path and each day's regime."""
+def _fixed_regimes(rng: np.random.Generator, shape: tuple[int, int], sd: float, regime_days: int,
+                   phase: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Regimes of exactly ``regime_days`` days (the first and last cut by the sample at a uniform phase, or
+    ``regime_days - phase`` days into the first), levels ``N(0, sd^2)``: the path and each day's regime."""
     n, T = shape
-    phase = rng.integers(0, regime_days, size=(n, 1))
+    phase = rng.integers(0, regime_days, size=(n, 1)) if phase is None else np.full((n, 1), int(phase))
     segment = (np.arange(T)[None, :] + phase) // regime_days
     levels = rng.normal(0.0, sd, (n, T // regime_days + 2))
     return np.take_along_axis(levels, segment, axis=1), segment
@@ -252,7 +254,8 @@ def _window_table_draws(model: PanelModel, n_rep: int, n_seeds: int, n_windows: 
     day) over window ``j`` and the day noise's window mean drawn as one normal of variance ``noise_sd^2 / L``
     (the same distribution as the mean of ``L`` days, with the same common-random-number correlation).
     The longest regime is counted on the simulated days (a regime cut by the first or last day counts its days
-    inside). ``regimes="fixed"``: every regime ``R = regime_days`` days long (:func:`_fixed_regimes`), its
+    inside). ``regimes="fixed"`` / ``"straddle"``: every regime ``R = regime_days`` days long
+    (:func:`_fixed_regimes`; at a uniform phase, or cut in the middle of the first ``R`` days), its
     level's sd ``sqrt(drift_ratio) interaction_sd / sqrt(R)`` so that its long-run variance, ``sd^2 R``, is
     ``drift_ratio`` times the interaction's variance as for the Markov regimes. Returns ``X`` ``(n_rep, k, q)``
     and the longest regimes ``(n_rep,)`` (0 without drift).
@@ -262,10 +265,10 @@ def _window_table_draws(model: PanelModel, n_rep: int, n_seeds: int, n_windows: 
     common = _ar1(rng, (n_rep, T), model.interaction_sd, model.interaction_phi)
     longest = np.zeros(n_rep, dtype=np.int64)
     if model.regime_sd > 0:
-        if regimes == "fixed":
+        if regimes in ("fixed", "straddle"):
             R = int(round(float(model.regime_days)))
             sd = math.sqrt(model.drift_ratio) * model.interaction_sd / math.sqrt(R)
-            path, segment = _fixed_regimes(rng, (n_rep, T), sd, R)
+            path, segment = _fixed_regimes(rng, (n_rep, T), sd, R, phase=R // 2 if regimes == "straddle" else None)
         else:
             path, segment = _regime_paths(rng, (n_rep, T), model.regime_sd, float(model.regime_days))
         common = common + path
@@ -345,8 +348,9 @@ def calibrate_across(model: PanelModel, *, cells: Iterable[WhenCell], n_rep: int
         m = model.with_drift(cell.regime_days, cell.drift_ratio) if cell.regime_days else model.with_drift(None, 0)
         L = int(cell.window_days or m.window_days)
         q, rem = divmod(cell.n_days, L)
-        if cell.regimes not in ("markov", "fixed"):
-            raise ValueError(f"cell {cell}: regimes: expected 'markov' or 'fixed', found {cell.regimes!r}")
+        if cell.regimes not in ("markov", "fixed", "straddle"):
+            raise ValueError(f"cell {cell}: regimes: expected 'markov', 'fixed' or 'straddle', found "
+                             f"{cell.regimes!r}")
         if rem or not _EVEN.accepts(q) or q % 2:
             raise ValueError(f"cell {cell}: expected n_days an even number (>= 4) of whole {L}-day windows, "
                              f"found {cell.n_days} days")

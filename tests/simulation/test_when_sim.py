@@ -88,6 +88,24 @@ def test_fixed_regimes_are_each_one_window_long_and_meet_the_halves_assumption_i
         calibrate_across(MODEL, cells=[WhenCell(6, 120, 30.0, 4.0, 30, regimes="weekly")], n_rep=4)
 
 
+def test_straddling_regimes_cut_every_window_in_half():
+    """Regimes of exactly one window (40 days) cut at its middle, level variance 4 / 40 (drift ratio 4, interaction
+    variance 1): each window's regime part is the mean of two levels (variance 1/20), sharing one with each
+    neighbour (covariance 1/40); with the interaction's window mean (variance 1/40, independent days) and no seed
+    parts, adjacent windows correlate (1/40) / (1/20 + 1/40) = 1/3 and windows two apart not at all."""
+    m = PanelModel(seed_sd=0.0, window_sd=0.0, noise_sd=0.0, interaction_sd=1.0, interaction_phi=0.0,
+                   window_days=40).with_drift(40.0, 4.0)
+    x, longest = _window_table_draws(m, 3000, 2, 4, np.random.default_rng(0), regimes="straddle")
+    cols = x.mean(axis=1)
+    assert (longest <= 40).all() and x[:, 0, :] == pytest.approx(x[:, 1, :])
+    assert cols.var(axis=0) == pytest.approx(np.full(4, 1 / 20 + 1 / 40), rel=0.1)
+    assert np.corrcoef(cols[:, 1], cols[:, 2])[0, 1] == pytest.approx(1 / 3, abs=0.05)
+    assert np.corrcoef(cols[:, 0], cols[:, 2])[0, 1] == pytest.approx(0.0, abs=0.05)
+    (row,) = calibrate_across(m, cells=[WhenCell(4, 160, 40.0, 4.0, 40, regimes="straddle")], n_rep=20,
+                              methods=("halves",), effects_in_se=(3.0,))
+    assert row["drift"] == "40d x4 straddle" and row["share_within"] == 1.0
+
+
 def test_the_table_draws_have_the_distribution_of_the_panels_window_means():
     """The across harness draws each seed x window mean directly; the panels' route (:func:`_simulate`, then the
     paired difference's mean over each window's days, what :func:`window_tables` computes) must give the same
