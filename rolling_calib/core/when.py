@@ -47,7 +47,7 @@ refit boundary is in both windows' differences, so adjacent windows correlate (w
 regimes of mean length ``R`` and windows of ``L`` days, the regimes' part of adjacent windows'
 differences correlates ``R (1 - e^{-L/R})^2 / (2 (L - R (1 - e^{-L/R})))``: 0.54 at ``L = R``, 0.33 at
 ``2R``, 0.22 at ``3R``), and one t over all ``q`` windows (``method="all"``) is liberal even where the
-regimes' mean length is shorter than a window (measured: 8% of null pairs decided at 4 windows of 125
+regimes' mean length is shorter than a window (measured: 8.6% of null pairs decided at 4 windows of 125
 days on regimes of mean 110 days). **If every regime is shorter than one window**, windows ``j`` and
 ``j + 2`` share no regime, so the odd-numbered windows (1st, 3rd, ...) are independent groups, and so
 are the even-numbered ones. The test (``method="halves"``, the default) runs the t above on each half
