@@ -15,7 +15,8 @@
   Diebold-Mariano test is kept as a time-series detail) (:mod:`rolling_calib.analysis.verdicts`,
   :mod:`rolling_calib.core.verdict`);
 * per pair and metric, **when**: the period verdict inside each refit window (or month), Holm
-  across them, the Ibragimov-Mueller test across windows and the fluctuation warning
+  across them, the Ibragimov-Mueller test across windows (odd- and even-numbered windows apart) and the
+  fluctuation warning
   (:mod:`rolling_calib.analysis.when`, :mod:`rolling_calib.core.when`);
 * the **warnings** of the guards (scale mismatch, degenerate seeds, no skill, an undetermined
   ground truth), each measured and each with what to do;
@@ -391,8 +392,9 @@ class StoreComparison:
                 a = w.across
                 across = ("not enough windows" if a.outcome == "not enough windows" else
                           f"{a.winner} better" if a.winner else "undetermined")
-                if a.outcome != "not enough windows":
-                    across += f", {sig(a.mean)} [{sig(a.ci_low)}, {sig(a.ci_high)}]"
+                if a.outcome != "not enough windows":   # halves whose intervals do not overlap have none together
+                    across += (f", {sig(a.mean)} [{sig(a.ci_low)}, {sig(a.ci_high)}]" if math.isfinite(a.ci_low) else
+                               f", {sig(a.mean)} (the odd and even windows' intervals do not overlap)")
                 rows.append({"pair": f"{pw.better} vs {pw.worse}", "first": k == 0, "metric": title(metric),
                              "windows": w.consistency(), "across": across, "fluctuation": flux})
         return rows
@@ -416,9 +418,10 @@ class StoreComparison:
         return (f"When: per window, the verdict over seeds on that window's days, the family of {kind} decided at "
                 f"{self.confidence:.0%} together (Holm: the chance of any false decision across them is at most "
                 f"{1 - self.confidence:.0%}). Across windows: Ibragimov-Mueller's t test with each window's "
-                "difference one observation and the seeds' offsets that every window shares counted (q - 1 "
-                "degrees of freedom, fewer with fewer seeds; at least 4 windows); it claims what to expect of a "
-                "new window and assumes the drift's regimes end within a window. Fluctuation: "
+                "difference one observation and the seeds' offsets that every window shares counted, run on the "
+                "odd- and on the even-numbered windows apart at half the error each (Bonferroni; at least 4 "
+                "windows); it claims what to expect of a new window and assumes that every regime of the drift is "
+                "shorter than one window (so windows two apart share none). Fluctuation: "
                 "the rolling mean of the seed-averaged differential against a simultaneous band (Giacomini and "
                 "Rossi 2010, seed noise counted): a warning when the relative performance changed, never a verdict.")
 

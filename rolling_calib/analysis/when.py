@@ -3,8 +3,8 @@
 For a pair of a scored store, :func:`when_pair` builds each metric's two
 :class:`~rolling_calib.core.verdict.LossPanel` (:func:`~rolling_calib.analysis.verdicts.loss_panel`) and
 asks :func:`rolling_calib.core.when.when` for the period verdict inside each block (Holm across the
-blocks), the Ibragimov-Mueller test across them (the seeds' shared offsets counted) and the
-fluctuation warning. A block is
+blocks), the Ibragimov-Mueller test across them (on the odd- and the even-numbered blocks apart,
+Bonferroni; the seeds' shared offsets counted) and the fluctuation warning. A block is
 
 * ``"windows"`` (default): a refit window of the schedule, from its test segment's first day in the
   store's manifest (:func:`refit_starts`; where the manifest does not name the pipeline, as for the

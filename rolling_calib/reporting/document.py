@@ -358,8 +358,9 @@ def _definitions(scores: StoreScores, comparison: StoreComparison) -> list[str]:
         "of identical pairs at 95% (docs/verdict_calibration.md).",
         "When: the verdict over seeds inside each refit window (or month), the windows decided together under "
         "Holm's family-wise control; across windows, Ibragimov-Mueller's t over the windows' differences with the "
-        "seeds' offsets that every window shares counted (a claim about a new window, assuming the drift's regimes "
-        "end within a window; not made with fewer than 4 windows); fluctuation, the rolling mean of the seed-averaged differential against a simultaneous band "
+        "seeds' offsets that every window shares counted, on the odd- and the even-numbered windows apart at half "
+        "the error each (a claim about a new window, assuming every regime of the drift is shorter than one window; "
+        "not made with fewer than 4 windows); fluctuation, the rolling mean of the seed-averaged differential against a simultaneous band "
         "(Giacomini and Rossi 2010, the seeds' noise counted): a warning with the date it left the band, never a "
         "verdict.",
         "Uncertainty: the source that dominates the interval's variance (its share). Pairing: how much comparing "

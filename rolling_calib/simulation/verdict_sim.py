@@ -228,13 +228,20 @@ def _ar1(rng: np.random.Generator, shape: tuple[int, int], sd: float, phi: float
     return signal.lfilter([1.0], [1.0, -phi], x, axis=-1)
 
 
-def _regimes(rng: np.random.Generator, shape: tuple[int, int], sd: float, regime_days: float) -> np.ndarray:
-    """Markov-switching levels: switch with probability ``1/regime_days`` per day, new level ``N(0, sd^2)``."""
+def _regime_paths(rng: np.random.Generator, shape: tuple[int, int], sd: float,
+                  regime_days: float) -> tuple[np.ndarray, np.ndarray]:
+    """Markov-switching levels and each day's regime (0, 1, ... along the last axis): switch with probability
+    ``1/regime_days`` per day, new level ``N(0, sd^2)``."""
     switch = rng.random(shape) < 1.0 / regime_days
     switch[:, 0] = True
     segment = np.cumsum(switch, axis=1) - 1
     levels = rng.normal(0.0, sd, shape)
-    return np.take_along_axis(levels, segment, axis=1)
+    return np.take_along_axis(levels, segment, axis=1), segment
+
+
+def _regimes(rng: np.random.Generator, shape: tuple[int, int], sd: float, regime_days: float) -> np.ndarray:
+    """Markov-switching levels (:func:`_regime_paths`)."""
+    return _regime_paths(rng, shape, sd, regime_days)[0]
 
 
 def _paired(rng: np.random.Generator, shape: tuple[int, ...], sd: float, rho: float) -> tuple[np.ndarray, np.ndarray]:

@@ -192,4 +192,8 @@ def test_compare_json_says_when_each_pipeline_was_better_for_every_pair_and_metr
     ql = months["when"][0]["metrics"]["ql"]
     assert [x["label"] for x in ql["windows"]] == ["2018-01", "2018-02", "2018-03", "2018-04"]
     assert ql["across_windows"]["outcome"] in ("better", "worse", "undetermined")   # 4 months: the test is made
+    # on the odd- and the even-numbered months apart (Bonferroni), each half's test in the JSON
+    assert ql["across_windows"]["method"] == "halves"
+    assert [h["windows"] for h in ql["across_windows"]["halves"]] == [[0, 2], [1, 3]]
+    assert [h["level"] for h in ql["across_windows"]["halves"]] == pytest.approx([0.975, 0.975])
     assert "of 4 months" in ql["consistency"]

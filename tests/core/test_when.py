@@ -93,14 +93,14 @@ def test_the_family_holds_its_level_across_windows_under_the_null():
 
 def test_across_windows_is_the_one_sample_t_test_of_the_windows_differences():
     d = np.array([-0.3, -0.1, -0.25, 0.05, -0.2])
-    r = across_windows(d, names=("A", "B"))
+    r = across_windows(d, names=("A", "B"), method="all")
     ref = stats.ttest_1samp(d, 0.0)
     assert r.statistic == pytest.approx(ref.statistic) and r.p_value == pytest.approx(ref.pvalue)
     assert r.degrees_of_freedom == 4 and r.n_windows == 5
     half = stats.t.ppf(0.975, 4) * d.std(ddof=1) / math.sqrt(5)
     assert (r.ci_low, r.ci_high) == pytest.approx((d.mean() - half, d.mean() + half))
     assert r.outcome == ("better" if r.ci_high < 0 else "undetermined")
-    scores = across_windows(-d, names=("A", "B"), orientation="higher")
+    scores = across_windows(-d, names=("A", "B"), orientation="higher", method="all")
     assert scores.outcome == r.outcome and scores.winner == r.winner
 
 
