@@ -42,7 +42,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.verdict_calibration import PRESETS, UsageError, load_model, model_from_store, parse_drift  # noqa: E402
+from bench.verdict_calibration import (  # noqa: E402
+    PRESETS,
+    UsageError,
+    add_simulation_output_args,
+    load_model,
+    model_from_store,
+    parse_drift,
+)
 from rolling_calib.core.tables import format_table  # noqa: E402
 from rolling_calib.simulation.when_sim import ACROSS_METHODS, WhenCell, calibrate_across  # noqa: E402
 
@@ -133,10 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "worst case the halves' assumption allows), at these drift ratios (default none)")
     p.add_argument("--methods", default=",".join(ACROSS_METHODS), metavar="NAME,...",
                    help=f"tests to measure, of {', '.join(ACROSS_METHODS)} (default all four)")
-    p.add_argument("--reps", type=int, default=2000, help="simulated pairs per cell (default 2000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every draw (default 0)")
-    p.add_argument("--out", metavar="FILE", help="also write the table as Markdown")
-    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    add_simulation_output_args(p, reps=2000)
     return p
 
 

@@ -88,6 +88,20 @@ def parse_cells(text: str) -> list[tuple[int, int]]:
     return out
 
 
+def add_simulation_output_args(p: argparse.ArgumentParser, *, reps: int) -> None:
+    """``--reps`` (simulated pairs per cell), ``--seed``, ``--out`` and ``--json``: the options every calibration
+    script of the per-window verdicts shares (``when_calibration.py``, ``across_calibration.py``).
+
+    >>> p = argparse.ArgumentParser(); add_simulation_output_args(p, reps=7)
+    >>> a = p.parse_args([]); (a.reps, a.seed, a.out, a.json)
+    (7, 0, None, False)
+    """
+    p.add_argument("--reps", type=int, default=reps, help=f"simulated pairs per cell (default {reps})")
+    p.add_argument("--seed", type=int, default=0, help="seed of every draw (default 0)")
+    p.add_argument("--out", metavar="FILE", help="also write the tables as Markdown")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+
+
 def parse_drift(text: str) -> list[tuple[float | None, float]]:
     """``"none,40:4"`` -> ``[(None, 0.0), (40.0, 4.0)]`` (regime days : drift ratio)."""
     out: list[tuple[float | None, float]] = []

@@ -44,6 +44,7 @@ if str(ROOT) not in sys.path:
 from bench.verdict_calibration import (  # noqa: E402
     PRESETS,
     UsageError,
+    add_simulation_output_args,
     load_model,
     model_from_store,
     parse_cells,
@@ -149,11 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="none or REGIME_DAYS:DRIFT_RATIO items (default none,40:1,40:4,110:1,110:4)")
     p.add_argument("--windows", default="62", metavar="DAYS,...",
                    help="refit window lengths in days, or 'model' (default 62: the demo's 3-month step)")
-    p.add_argument("--reps", type=int, default=200, help="simulated pairs per cell (default 200)")
     p.add_argument("--n-sim", type=int, default=500, help="null paths of each fluctuation test (default 500)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every draw (default 0)")
-    p.add_argument("--out", metavar="FILE", help="also write the tables as Markdown")
-    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    add_simulation_output_args(p, reps=200)
     return p
 
 

@@ -131,6 +131,17 @@ def _decided(a: np.ndarray, b: np.ndarray, target: str, confidence: float) -> tu
     return outcome != "undetermined", outcome
 
 
+def _cell_draws(model: PanelModel, cells: Sequence[WhenCell], *, seed: int,
+                progress: Callable | None) -> Iterable[tuple[WhenCell, np.random.Generator, PanelModel]]:
+    """Each cell with its own generator (one child of ``SeedSequence(seed)`` per cell, in order) and the model with
+    the cell's drift (none where ``regime_days`` is unset); ``progress`` wraps the cells when given."""
+    root = np.random.SeedSequence(int(seed))
+    iterator = progress(cells) if progress is not None else cells
+    for cell, child in zip(iterator, root.spawn(len(cells))):
+        m = model.with_drift(cell.regime_days, cell.drift_ratio) if cell.regime_days else model.with_drift(None, 0)
+        yield cell, np.random.default_rng(child), m
+
+
 @validate_params({"n_rep": _N_REP, "seed": SEED, "confidence": CONFIDENCE, "n_sim": _N_SIM})
 def calibrate_when(model: PanelModel, *, cells: Iterable[WhenCell], n_rep: int = 200, seed: int = 0,
                    confidence: float = 0.95, n_sim: int = 500, effects_in_se: Sequence[float] = (2.0, 3.0),
@@ -165,11 +176,7 @@ def calibrate_when(model: PanelModel, *, cells: Iterable[WhenCell], n_rep: int =
     cell_list = list(cells)
     question = Question(confidence=confidence)
     rows = []
-    root = np.random.SeedSequence(int(seed))
-    iterator = progress(cell_list) if progress is not None else cell_list
-    for cell, child in zip(iterator, root.spawn(len(cell_list))):
-        rng = np.random.default_rng(child)
-        m = model.with_drift(cell.regime_days, cell.drift_ratio) if cell.regime_days else model.with_drift(None, 0)
+    for cell, rng, m in _cell_draws(model, cell_list, seed=seed, progress=progress):
         if cell.window_days is not None:
             m = replace(m, window_days=int(cell.window_days))
         k, T, W = cell.n_seeds, cell.n_days, m.window_days
@@ -341,11 +348,7 @@ def calibrate_across(model: PanelModel, *, cells: Iterable[WhenCell], n_rep: int
     if unknown:
         raise ValueError(f"methods: expected some of {', '.join(ACROSS_METHODS)}, found {', '.join(unknown)}")
     rows = []
-    root = np.random.SeedSequence(int(seed))
-    iterator = progress(cell_list) if progress is not None else cell_list
-    for cell, child in zip(iterator, root.spawn(len(cell_list))):
-        rng = np.random.default_rng(child)
-        m = model.with_drift(cell.regime_days, cell.drift_ratio) if cell.regime_days else model.with_drift(None, 0)
+    for cell, rng, m in _cell_draws(model, cell_list, seed=seed, progress=progress):
         L = int(cell.window_days or m.window_days)
         q, rem = divmod(cell.n_days, L)
         if cell.regimes not in ("markov", "fixed", "straddle"):
