@@ -156,10 +156,13 @@ def run_days(pipeline: str, seed: int, result: RollingCQL, arrays: RunArrays, da
     }
     ic = _daily_ic_sums(daily, days) if daily is not None else {k: np.zeros(m) for k in
                                                                  ("ic_sum", "ic_n", "rank_ic_sum", "rank_ic_n")}
-    out = pd.DataFrame({"pipeline": pipeline, "seed": int(seed), "date": days, "period": frame["period"].to_numpy(),
-                        "rows": frame["rows"].to_numpy(), "sse_ql": frame["sse_ql"].to_numpy(),
-                        "sse_cql": frame["sse_cql"].to_numpy(), **ic, **moments})
-    return with_backtest(out, backtest, pipeline=pipeline, seed=seed)[list(DAY_COLUMNS)]
+    columns = {"pipeline": pipeline, "seed": int(seed), "date": days, "period": frame["period"].to_numpy(),
+               "rows": frame["rows"].to_numpy(), "sse_ql": frame["sse_ql"].to_numpy(),
+               "sse_cql": frame["sse_cql"].to_numpy(), **ic, **moments}
+    if backtest is None or backtest.empty:   # what with_backtest gives without one, built in one step
+        columns.update({c: np.full(m, np.nan) if c != "bt_days" else np.zeros(m) for c in BACKTEST_DAY_COLUMNS})
+        return pd.DataFrame(columns, columns=list(DAY_COLUMNS))
+    return with_backtest(pd.DataFrame(columns), backtest, pipeline=pipeline, seed=seed)[list(DAY_COLUMNS)]
 
 
 def with_backtest(days: pd.DataFrame, backtest: pd.DataFrame | None, *, pipeline: str, seed: int) -> pd.DataFrame:
