@@ -160,9 +160,13 @@ def run_days(pipeline: str, seed: int, result: RollingCQL, arrays: RunArrays, da
                "rows": frame["rows"].to_numpy(), "sse_ql": frame["sse_ql"].to_numpy(),
                "sse_cql": frame["sse_cql"].to_numpy(), **ic, **moments}
     if backtest is None or backtest.empty:   # what with_backtest gives without one, built in one step
-        columns.update({c: np.full(m, np.nan) if c != "bt_days" else np.zeros(m) for c in BACKTEST_DAY_COLUMNS})
-        return pd.DataFrame(columns, columns=list(DAY_COLUMNS))
+        return pd.DataFrame({**columns, **_no_backtest(m)}, columns=list(DAY_COLUMNS))
     return with_backtest(pd.DataFrame(columns), backtest, pipeline=pipeline, seed=seed)[list(DAY_COLUMNS)]
+
+
+def _no_backtest(n: int) -> dict[str, np.ndarray]:
+    """The backtest columns of ``n`` days without a backtest: no excess returns (NaN), no backtest day (0)."""
+    return {c: np.full(n, np.nan) if c != "bt_days" else np.zeros(n) for c in BACKTEST_DAY_COLUMNS}
 
 
 def with_backtest(days: pd.DataFrame, backtest: pd.DataFrame | None, *, pipeline: str, seed: int) -> pd.DataFrame:
@@ -174,11 +178,9 @@ def with_backtest(days: pd.DataFrame, backtest: pd.DataFrame | None, *, pipeline
     >>> with_backtest(days, bt, pipeline="a", seed=0)[["rows", "excess_return", "bt_days"]].values.tolist()
     [[25.0, nan, 0.0], [25.0, 0.01, 1.0], [0.0, 0.02, 1.0]]
     """
-    out = days.copy()
     if backtest is None or backtest.empty:
-        for col in BACKTEST_DAY_COLUMNS:
-            out[col] = np.nan if col != "bt_days" else 0.0
-        return out
+        return days.assign(**_no_backtest(len(days)))
+    out = days.copy()
     key = pd.to_datetime(out["date"]).dt.normalize().to_numpy()
     bt = backtest.assign(_key=pd.to_datetime(backtest["date"]).dt.normalize())
     extra = bt[~bt["_key"].isin(key)]
