@@ -227,6 +227,14 @@ def _welford_update(mean: np.ndarray, m2: np.ndarray, first: np.ndarray, p: np.n
     return widest
 
 
+def _same_times(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two runs' timestamps are the same, row by row: ``np.array_equal`` of datetime64 arrays of one unit
+    compared as their int64 ticks (3-4x faster; NaT, one tick value, equals NaT: the same rows)."""
+    if a.dtype != b.dtype or a.dtype.kind != "M":
+        return bool(np.array_equal(a, b))
+    return bool(np.array_equal(a.view(np.int64), b.view(np.int64)))
+
+
 def _same_ids(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> bool:
     """Whether two runs' rows name the same instruments: ``names_a[codes_a] == names_b[codes_b]`` row by row.
 
@@ -296,7 +304,7 @@ class SeedSpreadCollector:
             return
         if not state.aligned:
             return
-        if len(p) != len(state.mean) or not (np.array_equal(arrays.datetime, state.times)
+        if len(p) != len(state.mean) or not (_same_times(arrays.datetime, state.times)
                                               and np.array_equal(arrays.codes, state.codes)):
             state.aligned = False
             return
@@ -323,7 +331,7 @@ class SeedSpreadCollector:
         for i, a in enumerate(names):
             for b in names[i + 1:]:
                 (sa, ta, ia, pa), (sb, tb, ib, pb) = self._first[a], self._first[b]
-                if not (sa == sb and len(pa) == len(pb) and np.array_equal(ta, tb) and _same_ids(ia, ib)):
+                if not (sa == sb and len(pa) == len(pb) and _same_times(ta, tb) and _same_ids(ia, ib)):
                     continue
                 if same_predictions(pa, pb):
                     rankings.append((a, b))

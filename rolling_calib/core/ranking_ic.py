@@ -178,22 +178,30 @@ def _pearson(x: np.ndarray, labels: PreparedLabels) -> np.ndarray:
     When every date has as many rows, ``x`` and the labels are centred a block of dates at a time
     (:data:`_RANK_BLOCK` values) and each block's sums of squares and products taken there: the
     same per-date operations in the same order, on cache-sized scratch. The labels' per-date
-    means, sums of squares and constant dates are computed once (:attr:`PreparedLabels.moments`).
+    means, sums of squares and constant dates are computed once (:attr:`PreparedLabels.moments`),
+    in the first run's pass over the blocks.
     """
     g = labels.groups
     if not g.width:
         return _correlation(_side(x, g), labels.value, g)
     rows, width = len(g), g.width
-    y_mean, y_ss, y_constant = labels.moments
+    known = labels._moments   # None: the labels' first run takes their moments in the same pass
+    y = labels.grouped
+    y_mean, y_ss = (g.sum(y) / g.counts, np.empty(rows)) if known is None else known[:2]
     mean = g.sum(x) / g.counts
-    xm, ym = x.reshape(rows, width), labels.grouped.reshape(rows, width)
+    xm, ym = x.reshape(rows, width), y.reshape(rows, width)
     ss, dot, step = np.empty(rows), np.empty(rows), _block_rows(g)
     for lo in range(0, rows, step):
         hi = min(lo + step, rows)
         d = xm[lo:hi] - mean[lo:hi, None]
         ss[lo:hi] = np.einsum("ij,ij->i", d, d)
-        dot[lo:hi] = np.einsum("ij,ij->i", d, ym[lo:hi] - y_mean[lo:hi, None])
-    return _clipped(dot, ss, _constant_dates(x, g, ss), y_ss, y_constant)
+        dy = ym[lo:hi] - y_mean[lo:hi, None]
+        if known is None:
+            y_ss[lo:hi] = np.einsum("ij,ij->i", dy, dy)   # what _block_ss computes, on the same blocks
+        dot[lo:hi] = np.einsum("ij,ij->i", d, dy)
+    if known is None:
+        known = labels._moments = (y_mean, y_ss, _constant_dates(y, g, y_ss))
+    return _clipped(dot, ss, _constant_dates(x, g, ss), known[1], known[2])
 
 
 def _tie_average(tie: np.ndarray) -> np.ndarray:

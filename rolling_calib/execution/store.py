@@ -59,6 +59,7 @@ typed (:class:`~rolling_calib.execution.manifest.Manifest`; each sidecar a
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import io
 import json
@@ -234,6 +235,13 @@ def unit_paths(store: str | os.PathLike, key: UnitKey) -> UnitPaths:
     >>> unit_paths("S", UnitKey("wd0", 3, 1)).parquet.as_posix()
     'S/units/wd0/seed3/w01.parquet'
     """
+    return _unit_paths(os.fspath(store), key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _unit_paths(store: str, key: UnitKey) -> UnitPaths:
+    """:func:`unit_paths`, kept for the store's units: a pure function of its arguments (no file is looked at),
+    and the reader and the integrity notes ask for each unit's paths several times in one scoring."""
     layout = StoreLayout(Path(store))
     units, stem = layout.unit_dir(key.pipeline, key.seed), f"w{key.window:02d}"
     return UnitPaths(
@@ -337,7 +345,11 @@ def read_sidecar(store: str | os.PathLike, key: UnitKey) -> dict | None:
     Sidecars are written atomically and last, so a broken one is damage, not a half-written
     unit: it raises ``ValueError`` naming the file instead of being taken for an absent unit.
     """
-    path = unit_paths(store, key).sidecar
+    return _read_sidecar_at(unit_paths(store, key).sidecar)
+
+
+def _read_sidecar_at(path: Path) -> dict | None:
+    """:func:`read_sidecar` of the sidecar file ``path``."""
     if not path.is_file():
         return None
     try:
@@ -354,8 +366,9 @@ def read_sidecar(store: str | os.PathLike, key: UnitKey) -> dict | None:
 
 def sidecar(store: str | os.PathLike, key: UnitKey) -> Sidecar | None:
     """The unit's :class:`~rolling_calib.execution.manifest.Sidecar`, or ``None`` when it does not exist."""
-    data = read_sidecar(store, key)
-    return None if data is None else Sidecar.from_dict(data, source=str(unit_paths(store, key).sidecar))
+    path = unit_paths(store, key).sidecar
+    data = _read_sidecar_at(path)
+    return None if data is None else Sidecar.from_dict(data, source=str(path))
 
 
 class CorruptUnitError(CorruptStoreFileError):
