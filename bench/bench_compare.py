@@ -182,9 +182,11 @@ def child(impl: str, store: Path, args) -> dict:
 
     import pyarrow.parquet as pq
 
-    # import costs are not the work's (arch, imported by the verdicts, imports statsmodels and matplotlib: ~1.5 CPU-s)
+    # import costs are not the work's (arch, imported by the verdicts, imports statsmodels and matplotlib: ~1.5 CPU-s;
+    # the qlib adapter, whose package imports gym, ~0.1 CPU-s: the compare command has it imported at start, and the
+    # scoring describes this synthetic store's labels through it, the store having no recorded labels)
     for module in {"compare": ["rolling_calib.analysis.scoring", "rolling_calib.analysis.comparison", "arch.bootstrap",
-                               "arch.covariance.kernel"],
+                               "arch.covariance.kernel", "rolling_calib.qlib_adapter.labels"],
                    "pandas-read": ["rolling_calib.analysis.scoring"],
                    "polars": ["polars", "rolling_calib.execution.store"]}.get(impl, []):
         importlib.import_module(module)
