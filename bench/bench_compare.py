@@ -22,10 +22,13 @@ seconds of all threads, wall seconds, peak ``ru_maxrss``):
 Usage::
 
     .venv/bin/python bench/bench_compare.py [--store bench_out/compare_store] [--pipelines 4]
-        [--seeds 8] [--months 3] [--n-boot 2000] [--skip polars] [--json]
+        [--seeds 8] [--months 3] [--n-boot 2000] [--skip polars] [--repeat 5] [--json]
 
 ``BENCH_CODE=DIR`` measures the code of another checkout (e.g. the one before a change) with this script.
 The last line before the JSON is ``compare / read-once``, the ratio of CPU seconds (``x_read`` in ``--json``).
+``--repeat N`` runs every variant N times, interleaved, each in a fresh process, and reports each variant's median
+run (the ratio of the medians; each repeat's ratio beside it): one process's CPU seconds vary by 10-20% on an idle
+machine, more than a change worth measuring.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -183,8 +187,8 @@ def child(impl: str, store: Path, args) -> dict:
     import pyarrow.parquet as pq
 
     # import costs are not the work's (arch, imported by the verdicts, imports statsmodels and matplotlib: ~1.5 CPU-s;
-    # the qlib adapter, whose package imports gym, ~0.1 CPU-s: the compare command has it imported at start, and the
-    # scoring describes this synthetic store's labels through it, the store having no recorded labels)
+    # the qlib adapter, ~0.05 CPU-s here, most of it gym: `rolling-calib` has gym imported at start, and importing the
+    # adapter there costs 0.007 CPU-s; the scoring describes this synthetic store's labels through it)
     for module in {"compare": ["rolling_calib.analysis.scoring", "rolling_calib.analysis.comparison", "arch.bootstrap",
                                "arch.covariance.kernel", "rolling_calib.qlib_adapter.labels"],
                    "pandas-read": ["rolling_calib.analysis.scoring"],
@@ -199,6 +203,22 @@ def child(impl: str, store: Path, args) -> dict:
             "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, **out}
 
 
+def median_run(runs: list[dict]) -> dict:
+    """One variant's figures over its repeats: the run of median CPU seconds (an odd count: a real run; even: the
+    upper middle one), with every repeat's CPU seconds beside it (``cpu_s_repeats``); the first error if any failed."""
+    bad = [r for r in runs if "error" in r]
+    if bad:
+        return bad[0]
+    ordered = sorted(runs, key=lambda r: r["cpu_s"])
+    return {**ordered[len(ordered) // 2], "cpu_s_repeats": [r["cpu_s"] for r in runs]}
+
+
+def ratio_per_repeat(runs_of: dict[str, list[dict]]) -> list[float]:
+    """``compare`` over ``read-once`` CPU seconds in each repeat (the two measured next to each other)."""
+    pairs = zip(runs_of.get("compare", []), runs_of.get("read-once", []))
+    return [c["cpu_s"] / r["cpu_s"] for c, r in pairs if "error" not in c and "error" not in r]
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", default=str(ROOT / "bench_out" / "compare_store"),
@@ -208,6 +228,8 @@ def parse_args(argv):
     parser.add_argument("--months", type=int, default=3, help="evaluation months per run (one unit each)")
     parser.add_argument("--n-boot", type=int, default=2000)
     parser.add_argument("--skip", action="append", default=[], choices=IMPLS)
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="fresh processes per variant, interleaved; each figure is the median of them")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -231,18 +253,19 @@ def main(argv=None) -> int:
         path.read_bytes()
     code = Path(os.environ.get("BENCH_CODE", ROOT))   # the checkout whose code is measured (default: this one)
     env = dict(os.environ, PYTHONPATH=str(code) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    results = []
-    for impl in IMPLS:
-        if impl in args.skip:
-            continue
-        cmd = [sys.executable, __file__, *argv, "--child", impl]
-        out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-        if out.returncode != 0:
-            results.append({"impl": impl, "error": (out.stderr.strip().splitlines() or ["?"])[-1]})
-        else:
-            results.append(json.loads(out.stdout.strip().splitlines()[-1]))
-        print(f"  {impl:<12}" + (f"{results[-1]['cpu_s']:.2f} CPU-s" if "error" not in results[-1] else "failed"),
-              file=sys.stderr)
+    runs_of: dict[str, list[dict]] = {impl: [] for impl in IMPLS if impl not in args.skip}
+    for rep in range(args.repeat):   # interleaved, so a slow spell of the machine touches every variant alike
+        for impl in runs_of:
+            cmd = [sys.executable, __file__, *argv, "--child", impl]
+            out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+            if out.returncode != 0:
+                runs_of[impl].append({"impl": impl, "error": (out.stderr.strip().splitlines() or ["?"])[-1]})
+            else:
+                runs_of[impl].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            last = runs_of[impl][-1]
+            print(f"  {rep + 1}/{args.repeat} {impl:<12}" + (f"{last['cpu_s']:.2f} CPU-s" if "error" not in last
+                                                              else "failed"), file=sys.stderr)
+    results = [median_run(runs) for runs in runs_of.values()]
     limit = next((r["cpu_s"] for r in results if r["impl"] == "read-once" and "error" not in r), float("nan"))
     rows = next((r["rows"] for r in results if "rows" in r), 0)
     runs = args.pipelines * args.seeds
@@ -263,7 +286,10 @@ def main(argv=None) -> int:
             r["x_read"] = r["cpu_s"] / limit
     compare = next((r for r in results if r["impl"] == "compare" and "error" not in r), None)
     if compare is not None:
-        print(f"\ncompare / read-once: {compare['x_read']:.2f}x (CPU seconds)")
+        ratios = ratio_per_repeat(runs_of)
+        spread = (f"; per repeat {', '.join(f'{x:.2f}' for x in ratios)}, median {statistics.median(ratios):.2f}x"
+                  if len(ratios) > 1 else "")
+        print(f"\ncompare / read-once: {compare['x_read']:.2f}x (CPU seconds{', medians of ' + str(args.repeat) + ' fresh processes each' if args.repeat > 1 else ''}{spread})")
     if args.json:
         print(json.dumps(results, indent=1))
     return 0

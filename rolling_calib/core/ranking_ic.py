@@ -217,21 +217,74 @@ def _tie_average(tie: np.ndarray) -> np.ndarray:
     return (first + last) / 2.0 + 1.0
 
 
+#: Low bits of a packed sort key that carry the column (:func:`_row_order`): rows up to 32 wide.
+_COLUMN_BITS = 5
+_POSITIVE_BITS = np.int64(0x7FFF_FFFF_FFFF_FFFF)
+
+
+def _row_order(block: np.ndarray, *, scratch: tuple[np.ndarray, np.ndarray] | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ascending order and its sorted values: ``(at, s)``, ``at`` flat positions in ``block``.
+
+    ``np.argsort`` along short rows sorts them one at a time; ``np.sort`` of int64 rows runs vectorised
+    (2.8 against 7.5 ms for 24,000 rows of 25 here). So each value becomes an int64 key that orders
+    as the value does -- its IEEE bits, the non-sign bits flipped when negative -- and the key's low
+    :data:`_COLUMN_BITS` bits are replaced by the column, so that one integer sort yields the order. Dropping those bits can only put values that differ in their last 5 bits
+    (a relative 7e-15 apart) in the order of their columns: every row is checked ascending on the
+    values themselves and the rows that are not are argsorted. The result is a sorted order of every
+    row, as ``np.argsort`` gives (the same average ranks; among equal values the order may differ).
+    Finite values and +inf (padding), as the rankers hold. ``scratch``: two int64 arrays of at least
+    ``block``'s shape that ``at`` and ``s`` are written into (fresh memory costs its page faults, as
+    much as the sort).
+
+    >>> b = np.array([[3.0, -0.0, 0.0, -1.5], [2.0, np.nextafter(2.0, 3.0), 2.0, 1.0]])
+    >>> at, s = _row_order(b)      # the second row: one ulp apart, put right by the check
+    >>> s.tolist()
+    [[-1.5, -0.0, 0.0, 3.0], [1.0, 2.0, 2.0, 2.0000000000000004]]
+    >>> bool((np.take(b, at) == s).all())
+    True
+    """
+    rows, width = block.shape
+    offsets = (np.arange(rows) * width)[:, None]
+    if width > 1 << _COLUMN_BITS:
+        at = np.argsort(block, axis=1) + offsets
+        return at, np.take(block, at)
+    if scratch is None:
+        scratch = (np.empty(block.shape, np.int64), np.empty(block.shape, np.int64))
+    key, tmp = (a.reshape(-1)[:block.size].reshape(block.shape) for a in scratch)
+    np.copyto(key.view(np.float64), block)      # (-0.0 keys below +0.0: an order of equal values, which is fine)
+    np.right_shift(key, 63, out=tmp)
+    np.bitwise_and(tmp, _POSITIVE_BITS, out=tmp)
+    np.bitwise_xor(key, tmp, out=key)                   # negatives: every bit but the sign flipped
+    np.bitwise_and(key, ~np.int64((1 << _COLUMN_BITS) - 1), out=key)
+    np.bitwise_or(key, np.arange(width, dtype=np.int64), out=key)
+    key.sort(axis=1)
+    np.bitwise_and(key, (1 << _COLUMN_BITS) - 1, out=key)
+    np.add(key, offsets, out=key)
+    s = np.take(block, key, out=tmp.view(np.float64), mode="clip")   # (in range: "clip" only skips a copy)
+    descending = s[:, 1:] < s[:, :-1]
+    if descending.any():
+        bad = np.flatnonzero(descending.any(axis=1))
+        key[bad] = np.argsort(block[bad], axis=1) + offsets[bad]
+        s[bad] = np.take(block, key[bad])
+    return key, s
+
+
 def _sorted_blocks(m: np.ndarray, counts: np.ndarray | None):
     """Per block of rows of ``m``: ``(lo, hi, at, s, tie)``.
 
-    ``at`` holds the block's flat positions of each row's values in ascending order, ``s`` those
-    values, ``tie[:, j]`` whether entry ``j + 1`` of a sorted row equals entry ``j`` (padding, past
-    ``counts``, ties nothing).
+    ``at`` holds the block's flat positions of each row's values in ascending order
+    (:func:`_row_order`), ``s`` those values, ``tie[:, j]`` whether entry ``j + 1`` of a sorted row
+    equals entry ``j`` (padding, past ``counts``, ties nothing). ``at`` and ``s`` are scratch that the
+    next block overwrites.
     """
     rows, width = m.shape
     step = max(1, _RANK_BLOCK // max(width, 1))
+    scratch = (np.empty((min(step, rows), width), np.int64), np.empty((min(step, rows), width), np.int64))
     for lo in range(0, rows, step):
         hi = min(lo + step, rows)
         block = m[lo:hi]
-        at = np.argsort(block, axis=1)
-        at += (np.arange(hi - lo) * width)[:, None]
-        s = np.take(block, at)
+        at, s = _row_order(block, scratch=scratch)   # (written into scratch: used before the next block)
         tie = s[:, 1:] == s[:, :-1]
         if counts is not None:
             tie &= np.arange(1, width) < counts[lo:hi, None]
