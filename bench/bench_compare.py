@@ -232,7 +232,10 @@ def parse_args(argv):
                         help="fresh processes per variant, interleaved; each figure is the median of them")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error(f"--repeat: expected an integer >= 1, found {args.repeat}")
+    return args
 
 
 def main(argv=None) -> int:
