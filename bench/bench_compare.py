@@ -1,7 +1,8 @@
 """Scoring and comparing a store of many runs vs the time to read its Parquet files.
 
 Builds (once, under ``--store``) a synthetic result store through the real store API (each
-unit's sidecar records the SHA-256 of its Parquet file, which ``compare`` checks as it reads):
+unit's sidecar records the checksums of its Parquet file, as the runner's do; ``compare`` checks
+the XXH3-128 as it reads):
 ``--pipelines`` x ``--seeds`` runs, each of ``--months`` monthly windows (one unit each) of
 every NYSE session minute for 25 instruments, rows in (datetime, instrument) order as the
 runner writes them. Then, with the files in the page cache, each in a fresh subprocess (CPU
@@ -11,9 +12,13 @@ seconds of all threads, wall seconds, peak ``ru_maxrss``):
 * ``compare``: what the ``compare`` command does, ``compare_store(score_store(store))``
   (monthly pooled rolling CQL; QL; IC, ICIR and Rank IC per run; bootstrap of every pair),
   with its CPU time split into reading the units (``rolling_calib.execution.reader``: projection, checks, merge),
-  the rolling metric, the IC metrics and ``compare_store``. Every synthetic run draws labels
-  of its own, so the IC metrics rank and centre the labels for every run: the worst case (the
-  runs of a real store share their labels, which are then prepared once);
+  the rolling metric, the IC metrics and ``compare_store``. ``--labels`` says which runs share
+  their labels: ``per-pipeline`` (the default) draws one label series per pipeline, which its
+  seeds share, as the seeds of every store the runner writes do (a pipeline's labels come from
+  its data handler, whatever the seed); ``shared``: every run the same labels (pipelines with one
+  handler and label, the common case); ``per-run``: every run labels of its own, so the IC metrics
+  rank and centre the labels for every run (no real store has this: the worst case, the bench's
+  only store before 2026-11-29);
 * ``pandas-read``: the previous reading path per run, ``load_run`` (``pandas.read_parquet``
   per unit, concatenation, ``duplicated``) then the rolling metric on its frame (QL and CQL only);
 * ``polars``: a plain polars version of the scores (``scan_parquet`` of a run's units, month
@@ -22,7 +27,7 @@ seconds of all threads, wall seconds, peak ``ru_maxrss``):
 Usage::
 
     .venv/bin/python bench/bench_compare.py [--store bench_out/compare_store] [--pipelines 4]
-        [--seeds 8] [--months 3] [--n-boot 2000] [--skip polars] [--repeat 5] [--json]
+        [--seeds 8] [--months 3] [--labels per-pipeline] [--n-boot 2000] [--skip polars] [--repeat 5] [--json]
 
 ``BENCH_CODE=DIR`` measures the code of another checkout (e.g. the one before a change) with this script.
 The last line before the JSON is ``compare / read-once``, the ratio of CPU seconds (``x_read`` in ``--json``).
@@ -42,15 +47,22 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTRUMENTS = tuple(f"S{i:02d}" for i in range(25))
 IMPLS = ("read-once", "compare", "pandas-read", "polars")
+#: Which runs share their labels (``--labels``): every run, each pipeline's seeds, or none.
+LABEL_SHARING = ("per-pipeline", "shared", "per-run")
 
 
 # --------------------------------------------------------------------------- the store
-def build_store(store: Path, *, pipelines: int, seeds: int, months: int) -> None:
-    """Synthetic units (``prediction = 0.5 label + seed bias + noise``) written through the store API."""
+def build_store(store: Path, *, pipelines: int, seeds: int, months: int, labels: str = "per-run") -> None:
+    """Synthetic units (``prediction = 0.5 label + seed bias + noise``) written through the store API.
+
+    ``labels``: which runs share their label draws (:data:`LABEL_SHARING`); ``per-run`` draws the
+    same random numbers in the same order as the bench's store before ``--labels``.
+    """
     import numpy as np
     import pandas as pd
 
@@ -65,6 +77,16 @@ def build_store(store: Path, *, pipelines: int, seeds: int, months: int) -> None
     windows = rolling_windows(calendar, initial_train_start="2017-10", start=str(start), end=str(end), step_months=1)
     rng = np.random.default_rng(0)
     entries = {}
+    drawn: dict[Any, np.ndarray] = {}
+
+    def label_of(pipeline: int, window: int, n: int) -> np.ndarray:
+        key = {"shared": window, "per-pipeline": (pipeline, window)}.get(labels)
+        if key is None:
+            return rng.normal(0.0, 3.0, n)
+        if key not in drawn:
+            drawn[key] = rng.normal(0.0, 3.0, n)
+        return drawn[key]
+
     for p in range(pipelines):
         name = f"p{p}"
         entries[name] = {"config_hash": f"hash-{name}", "task": {}, "windows": [w.to_dict() for w in windows],
@@ -74,7 +96,7 @@ def build_store(store: Path, *, pipelines: int, seeds: int, months: int) -> None
             for w in windows:
                 times = calendar[(calendar >= w.test.start) & (calendar <= w.test.end)]
                 n = len(times) * len(INSTRUMENTS)
-                label = rng.normal(0.0, 3.0, n)
+                label = label_of(p, w.index, n)
                 frame = pd.DataFrame({
                     "datetime": np.repeat(times.values, len(INSTRUMENTS)),
                     "instrument": np.tile(np.array(INSTRUMENTS, dtype=object), len(times)),
@@ -83,8 +105,8 @@ def build_store(store: Path, *, pipelines: int, seeds: int, months: int) -> None
                 })
                 key = UnitKey(name, seed, w.index)
                 paths = st.unit_paths(store, key)
-                sha256 = st.write_unit_parquet(paths.parquet, frame[list(st.UNIT_COLUMNS)])
-                st.atomic_write_json(paths.sidecar, {"config_hash": f"hash-{name}", "rows": n, "sha256": sha256})
+                checksums = st.write_unit_parquet(paths.parquet, frame[list(st.UNIT_COLUMNS)])
+                st.atomic_write_json(paths.sidecar, {"config_hash": f"hash-{name}", "rows": n, **checksums.fields()})
     st.write_manifest(store, pipelines=entries, extra={"compare": [[f"p{i}", f"p{i + 1}"] for i in range(pipelines - 1)]})
 
 
@@ -226,6 +248,9 @@ def parse_args(argv):
     parser.add_argument("--pipelines", type=int, default=4)
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--months", type=int, default=3, help="evaluation months per run (one unit each)")
+    parser.add_argument("--labels", default="per-pipeline", choices=LABEL_SHARING,
+                        help="which runs share their labels: each pipeline's seeds (as in every store the runner "
+                             "writes), every run, or none (the worst case)")
     parser.add_argument("--n-boot", type=int, default=2000)
     parser.add_argument("--skip", action="append", default=[], choices=IMPLS)
     parser.add_argument("--repeat", type=int, default=1,
@@ -241,14 +266,15 @@ def parse_args(argv):
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    store = Path(f"{args.store}_{args.pipelines}x{args.seeds}x{args.months}m")
+    suffix = "" if args.labels == "per-run" else f"_{args.labels}-labels"   # (per-run: the name the store had before)
+    store = Path(f"{args.store}_{args.pipelines}x{args.seeds}x{args.months}m{suffix}")
     if args.child:
         print(json.dumps(child(args.child, store, args)))
         return 0
     if not (store / "manifest.json").is_file():
         t0 = time.perf_counter()
         print(f"building {store} ...", file=sys.stderr, flush=True)
-        build_store(store, pipelines=args.pipelines, seeds=args.seeds, months=args.months)
+        build_store(store, pipelines=args.pipelines, seeds=args.seeds, months=args.months, labels=args.labels)
         print(f"  built in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     files = unit_files(store)
     size = sum(p.stat().st_size for p in files)
@@ -273,7 +299,7 @@ def main(argv=None) -> int:
     rows = next((r["rows"] for r in results if "rows" in r), 0)
     runs = args.pipelines * args.seeds
     print(f"\nstore: {runs} runs ({args.pipelines} pipelines x {args.seeds} seeds), {len(files)} unit files, "
-          f"{rows:,} rows, {size / 2**20:.0f} MiB of Parquet")
+          f"{rows:,} rows, {size / 2**20:.0f} MiB of Parquet; labels {args.labels}")
     head = f"{'variant':<14}{'CPU-s':>8}{'wall-s':>8}{'x read':>8}{'peak GiB':>10}"
     print(head)
     print("-" * len(head))

@@ -78,14 +78,15 @@ def write_fake_store(
                 key = UnitKey(name, seed, w.index)
                 paths = st.unit_paths(store, key)
                 side = {"config_hash": chash, "rows": len(frame),
-                        "sha256": st.write_unit_parquet(paths.parquet, frame[list(st.UNIT_COLUMNS)])}
+                        **st.write_unit_parquet(paths.parquet, frame[list(st.UNIT_COLUMNS)]).fields()}
                 if valid and w.valid is not None:
                     vt = cal[(cal >= w.valid.start) & (cal <= w.valid.end)]
                     vidx = pd.MultiIndex.from_product([vt, list(instruments)], names=["datetime", "instrument"])
                     vlabel = rng.normal(0.0, 3.0, len(vidx))
                     vpred = 0.5 * vlabel + bias + rng.normal(0.0, spec.get("noise", 1.0), len(vidx))
                     vframe = pd.DataFrame({"prediction": vpred, "label": vlabel}, index=vidx).reset_index()
-                    side["valid_sha256"] = st.write_unit_parquet(paths.valid_parquet, vframe[list(st.UNIT_COLUMNS)])
+                    side.update(st.write_unit_parquet(paths.valid_parquet, vframe[list(st.UNIT_COLUMNS)])
+                                .fields(prefix="valid_"))
                     side["valid_rows"] = len(vframe)
                 st.atomic_write_json(paths.sidecar, side)
                 parts.append(frame)
@@ -95,10 +96,10 @@ def write_fake_store(
 
 
 def rewrite_unit(store: Path, key: UnitKey, frame: pd.DataFrame) -> None:
-    """Replace a unit's predictions as a run writes them: the Parquet file, then its checksum in the sidecar."""
+    """Replace a unit's predictions as a run writes them: the Parquet file, then its checksums in the sidecar."""
     paths = st.unit_paths(store, key)
     side = st.read_sidecar(store, key)
-    side["sha256"] = st.write_unit_parquet(paths.parquet, frame)
+    side.update(st.write_unit_parquet(paths.parquet, frame).fields())
     st.atomic_write_json(paths.sidecar, side)
 
 

@@ -1,10 +1,11 @@
 """What a reader of a store must be told about the store itself: unchecked units, the data the units read.
 
 ``compare``, ``report``, ``diagnose`` and ``metaeval`` read a store's units through the one reader,
-which checks every unit's bytes against the SHA-256 its sidecar records (a mismatch stops them,
+which checks every unit's bytes against the checksum its sidecar records (XXH3-128; SHA-256 for units
+written before XXH3 was recorded; a mismatch stops them,
 naming the file). What it cannot stop on is said here, once per store:
 
-* units written before the checksums were recorded (sidecars without ``sha256``) are read
+* units written before the checksums were recorded (sidecars without ``xxh3`` or ``sha256``) are read
   unchecked: :func:`checksum_note` counts them;
 * the data the units read. Each unit's sidecar records the content fingerprint of the data it read
   (``data``: :func:`rolling_calib.execution.store.data_identity` of the provider directory, over
@@ -174,7 +175,7 @@ def checksum_note(store: st.Store, pipelines: Sequence[str],
     if not n:
         return None
     return (f"{n} unit(s) of {store.root} were written before checksums were recorded (their sidecars hold no "
-            f"sha256): they are read without a check of their bytes (a truncated file is still caught). Recompute "
+            f"checksum): they are read without a check of their bytes (a truncated file is still caught). Recompute "
             f"them to record checksums: move {store.layout.units} aside and re-run 'rolling-calib run' on this store")
 
 

@@ -248,6 +248,8 @@ def _same_ids(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
         return bool(np.array_equal(ia, ib))
     if len(ca) != len(cb):
         return False
+    if len(na) == len(nb) and na.tolist() == nb.tolist() and np.array_equal(ca, cb):
+        return True   # the same names under the same codes (the usual case: one pass, no lookups)
     where: dict[Any, int] = {}
     for i, name in enumerate(na.tolist()):
         where.setdefault(name, i)

@@ -236,7 +236,7 @@ def _write(store: Path, pipeline: str, seed: int, report: pd.DataFrame, *, spec:
            inputs: Mapping[str, Any], seconds: float) -> None:
     """The report's Parquet file, then its sidecar (last: the commit marker)."""
     parquet, sidecar = st.backtest_paths(store, pipeline, seed)
-    sha = st.write_unit_parquet(parquet, report)
+    sha = st.write_unit_parquet(parquet, report).sha256   # (a backtest's sidecar records the SHA-256 only)
     st.atomic_write_json(sidecar, {
         "pipeline": pipeline, "seed": int(seed), "backtest_hash": expected_hash, "inputs": stable_hash(dict(inputs)),
         "units": dict(inputs["units"]), "config_hash": inputs["config_hash"], "sha256": sha, "rows": int(len(report)),

@@ -36,7 +36,8 @@ from rolling_calib.core.label import LABEL_KINDS, Label, storage_kind
 from rolling_calib.core.schedule import Window
 from rolling_calib.execution.units import UnitKey
 
-__all__ = ["CorruptStoreFileError", "DataRecord", "Manifest", "ManifestFieldError", "PipelineRecord", "Sidecar"]
+__all__ = ["CHECKSUM_KINDS", "Checksum", "CorruptStoreFileError", "DataRecord", "Manifest", "ManifestFieldError",
+           "PipelineRecord", "Sidecar"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -303,6 +304,28 @@ class Manifest:
 
 
 # --------------------------------------------------------------------------- one unit's sidecar
+#: The checksums a sidecar records of a file's bytes, the one a reader checks first: ``xxh3`` (XXH3-128, about 25
+#: GB/s: what every read verifies) and ``sha256`` (SHA-256, about 1.7 GB/s: the content's identity, which backtests
+#: and provenance key on). Units written before ``xxh3`` was recorded are read against their ``sha256``.
+CHECKSUM_KINDS = ("xxh3", "sha256")
+
+
+@dataclass(frozen=True)
+class Checksum:
+    """One recorded checksum of a file's bytes: ``kind`` (one of :data:`CHECKSUM_KINDS`) and its hex ``digest``.
+
+    >>> Checksum("xxh3", "00ff").kind
+    'xxh3'
+    """
+
+    kind: str
+    digest: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in CHECKSUM_KINDS:
+            raise ValueError(f"kind: expected one of {', '.join(CHECKSUM_KINDS)}, found {self.kind!r}")
+
+
 @dataclass(frozen=True)
 class Sidecar:
     """A unit's sidecar (``wNN.json``): what the unit is (config hash), its files' checksums, how it was trained.
@@ -315,6 +338,8 @@ class Sidecar:
     config_hash: str | None = None
     sha256: str | None = None
     valid_sha256: str | None = None
+    xxh3: str | None = None
+    valid_xxh3: str | None = None
     valid_rows: int | None = None
     label: str | None = None
     label_columns: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
@@ -345,6 +370,7 @@ class Sidecar:
         return cls(
             config_hash=_text(data, "config_hash", source, "config_hash"), sha256=_text(data, "sha256", source, "sha256"),
             valid_sha256=_text(data, "valid_sha256", source, "valid_sha256"),
+            xxh3=_text(data, "xxh3", source, "xxh3"), valid_xxh3=_text(data, "valid_xxh3", source, "valid_xxh3"),
             valid_rows=None if valid_rows is None else _int(valid_rows, source, "valid_rows"),
             label=_text(data, "label", source, "label"),
             label_columns=({str(k): str(v) for k, v in columns.items()} if isinstance(columns, Mapping) and columns
@@ -364,6 +390,23 @@ class Sidecar:
             stopped_at=_text(data, "stopped_at", source, "stopped_at"),
             data=DataRecord.from_dict(recorded, source=source) if isinstance(recorded, Mapping) else None,
             data_changed_while_training=bool(data.get("data_changed_while_training")), raw=data)
+
+    def checksums(self, *, valid: bool = False) -> tuple[Checksum, ...]:
+        """The recorded checksums of the unit's Parquet file (``valid``: of ``wNN.valid.parquet``), in
+        :data:`CHECKSUM_KINDS` order (the one a read verifies first); empty for a unit written before checksums.
+
+        >>> Sidecar(sha256="ab", xxh3="cd").checksums()
+        (Checksum(kind='xxh3', digest='cd'), Checksum(kind='sha256', digest='ab'))
+        >>> Sidecar(sha256="ab").checksums(valid=True)
+        ()
+        """
+        prefix = "valid_" if valid else ""
+        return tuple(Checksum(kind, digest) for kind in CHECKSUM_KINDS if (digest := getattr(self, prefix + kind)))
+
+    def read_checksum(self, *, valid: bool = False) -> Checksum | None:
+        """The checksum every read of the file verifies: the first of :meth:`checksums` (None: none recorded)."""
+        found = self.checksums(valid=valid)
+        return found[0] if found else None
 
     def columns(self, store_label_kind: str) -> dict[str, str]:
         """Which column of the unit holds which label kind (``{"raw": "label", "learn": "label_learn"}``).

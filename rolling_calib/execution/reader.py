@@ -49,7 +49,7 @@ import pandas as pd
 
 from rolling_calib.core.schedule import CoverageError, Window
 from rolling_calib.execution import store as st
-from rolling_calib.execution.manifest import Sidecar
+from rolling_calib.execution.manifest import Checksum, Sidecar
 from rolling_calib.execution.store import Store
 from rolling_calib.execution.units import UnitKey
 
@@ -124,12 +124,12 @@ def _column_of(store: Store, key: UnitKey, side: Sidecar, kind: str) -> str:
 
 
 # --------------------------------------------------------------------------- one unit file
-def _open_parquet(store: Path, path: Path, *, expected: str | None, columns: list[str] | None, dictionary: bool,
+def _open_parquet(store: Path, path: Path, *, expected: Checksum | None, columns: list[str] | None, dictionary: bool,
                   what: str = "unit file", required: tuple[str, ...] | None = None):
     """The one place a unit's Parquet file is opened: the pyarrow table of ``columns`` (all when None).
 
     The file is mapped into memory (its pages in the page cache, not copied), its bytes checked
-    against the SHA-256 its sidecar records (``expected``; None for a unit written before the
+    against the checksum its sidecar records (``expected``: XXH3-128, or SHA-256; None for a unit written before the
     checksums) and that same buffer parsed: one pass over the file's bytes, and the bytes hashed
     are the bytes parsed (the store replaces a file by renaming a new one over it, never in place,
     so a mapped file does not change while it is read). ``dictionary``: read ``instrument`` as
@@ -178,7 +178,7 @@ def read_unit(store: Store | str | Path, key: UnitKey, *, column: str = "label",
     if not path.is_file():
         raise ValueError(f"{path}: unit file missing (run 'rolling-calib run' to complete the store)")
     side = (st.sidecar(root, key) or Sidecar()) if sidecar is None else sidecar
-    frame = _open_parquet(root, path, expected=side.sha256, columns=None, dictionary=False).to_pandas()
+    frame = _open_parquet(root, path, expected=side.read_checksum(), columns=None, dictionary=False).to_pandas()
     if column not in frame.columns:
         raise ValueError(f"{path}: expected a column {column!r}, found {', '.join(frame.columns)}")
     if column != "label":
@@ -190,11 +190,11 @@ class _LegacyRead(Exception):
     """A unit whose columns the array reader does not take as they are (time zones, non-timestamp dates)."""
 
 
-def _read_unit_arrays(store: Path, path: Path, names: dict[Any, int], column: str, *, expected: str | None,
+def _read_unit_arrays(store: Path, path: Path, names: dict[Any, int], column: str, *, expected: Checksum | None,
                       what: str = "unit file") -> tuple[np.ndarray, ...]:
     """Datetime, prediction, label (from ``column``) and instrument codes of one unit file; ``names`` collects ids.
 
-    ``expected``: the file's recorded SHA-256 (:func:`_open_parquet` checks it).
+    ``expected``: the file's recorded checksum (:func:`_open_parquet` checks it).
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -216,31 +216,42 @@ def _read_unit_arrays(store: Path, path: Path, names: dict[Any, int], column: st
     return (when.to_numpy(), table.column("prediction").to_numpy(), label, codes)
 
 
-def _rows_outside(times: np.ndarray, window: Window) -> int:
-    """Rows of ``times`` outside the window's test segment (bounds first: one pass when all are inside)."""
+def _rows_outside(times: np.ndarray, window: Window, *, ordered: bool = False) -> int:
+    """Rows of ``times`` outside the window's test segment (bounds first: one pass when all are inside).
+
+    ``ordered``: the times are known to be ascending (:func:`_in_written_order`), so the bounds are the first
+    and last rows (no pass at all when every row is inside).
+    """
     ticks = times.view(np.int64)
     if not len(ticks):
         return 0
     unit = np.datetime_data(times.dtype)[0]
-    first, last = (pd.Timestamp(np.datetime64(int(v), unit)) for v in (ticks.min(), ticks.max()))
+    bounds = (ticks[0], ticks[-1]) if ordered else (ticks.min(), ticks.max())
+    first, last = (pd.Timestamp(np.datetime64(int(v), unit)) for v in bounds)
     if first >= window.test.start and last <= window.test.end:
         return 0
     return int((~window.test.contains(times)).sum())
 
 
-def _duplicate_rows(times: np.ndarray, codes: np.ndarray) -> int:
-    """Rows repeating an earlier (datetime, instrument) pair of the same unit.
-
-    Rows sorted by datetime, then instrument code (the order units are written in) are
-    recognised in a few passes; otherwise the pairs are sorted as one integer key.
-    """
+def _in_written_order(times: np.ndarray, codes: np.ndarray) -> bool:
+    """Whether every row is at a later time than the one before, or at the same time with a higher instrument code:
+    the order units are written in (then no (datetime, instrument) pair repeats, and the times ascend)."""
     t = times.view(np.int64)
     if len(t) < 2:
-        return 0
-    # in order: every row is at a later time, or at the same time with a higher code
+        return True
     in_order = (t[1:] == t[:-1]) & (codes[1:] > codes[:-1])
     in_order |= t[1:] > t[:-1]
-    if in_order.all():
+    return bool(in_order.all())
+
+
+def _duplicate_rows(times: np.ndarray, codes: np.ndarray, *, ordered: bool | None = None) -> int:
+    """Rows repeating an earlier (datetime, instrument) pair of the same unit.
+
+    Rows in the order units are written in (:func:`_in_written_order`; ``ordered``: that check's
+    result when already known) have none; otherwise the pairs are sorted as one integer key.
+    """
+    t = times.view(np.int64)
+    if len(t) < 2 or (_in_written_order(times, codes) if ordered is None else ordered):
         return 0
     lo, span, width = int(t.min()), int(t.max()) - int(t.min()), int(codes.max()) + 2
     if (span + 1) * width < 2**62:
@@ -288,12 +299,14 @@ def _read_test(store: Store, pipeline: str, seed: int, *, kind: str) -> RunArray
         key = UnitKey(pipeline, int(seed), w.index)
         side = _complete_sidecar(store, key)
         path = store.unit_paths(key).parquet
-        part = _read_unit_arrays(store.root, path, names, _column_of(store, key, side, kind), expected=side.sha256)
-        outside = _rows_outside(part[0], w)
+        part = _read_unit_arrays(store.root, path, names, _column_of(store, key, side, kind),
+                                 expected=side.read_checksum())
+        ordered = _in_written_order(part[0], part[3])
+        outside = _rows_outside(part[0], w, ordered=ordered)
         if outside:
             raise CoverageError(f"{path}: {outside} rows outside test segment {w.test.as_tuple()}")
         # windows do not overlap and rows lie in their window: duplicates can only be within a unit
-        duplicates += _duplicate_rows(part[0], part[3])
+        duplicates += _duplicate_rows(part[0], part[3], ordered=ordered)
         parts.append(part)
         window_ids.append(w.index)
     if duplicates:
@@ -410,7 +423,7 @@ def _read_valid(store: Store, pipeline: str, seed: int, *, kind: str) -> RunArra
                 f"{key.slug()} has none ({why}); use source 'previous' (compare --source previous), or re-run "
                 f"the store with a valid segment in rolling: to store them")
         column = _column_of(store, key, side, kind)
-        expected = side.valid_sha256
+        expected = side.read_checksum(valid=True)
         try:
             part = _read_unit_arrays(store.root, path, names, column, expected=expected, what="validation file")
         except _LegacyRead:
@@ -475,8 +488,8 @@ def read_predictions(store: Store | str | Path, pipeline: str, seed: int) -> pd.
         key = UnitKey(pipeline, int(seed), w.index)
         side = _complete_sidecar(store, key)
         path = store.unit_paths(key).parquet
-        frame = _open_parquet(store.root, path, expected=side.sha256, columns=["datetime", "instrument", "prediction"],
-                              dictionary=False).to_pandas()
+        frame = _open_parquet(store.root, path, expected=side.read_checksum(),
+                              columns=["datetime", "instrument", "prediction"], dictionary=False).to_pandas()
         outside = ~w.test.contains(frame["datetime"])
         if outside.any():
             raise CoverageError(f"{path}: {int(outside.sum())} rows outside test segment {w.test.as_tuple()}")
@@ -515,7 +528,9 @@ def read_backtest(store: Store | str | Path, pipeline: str, seed: int) -> pd.Dat
     if not status.complete:
         raise ValueError(status.why)
     path = store.layout.backtest_paths(pipeline, seed)[0]
-    table = _open_parquet(store.root, path, expected=status.sidecar.sha256 if status.sidecar else None, columns=None,
+    recorded_sha = status.sidecar.sha256 if status.sidecar else None
+    table = _open_parquet(store.root, path, expected=Checksum("sha256", recorded_sha) if recorded_sha else None,
+                          columns=None,
                           dictionary=False, what="backtest file", required=("date", "excess_return",
                                                                             "excess_return_cost"))
     return table.to_pandas()

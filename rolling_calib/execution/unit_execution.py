@@ -293,9 +293,9 @@ def _store_unit(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, start_
     frame, dropped = _unit_frame(trained.predictions, trained.labels, window, key)
     valid = _valid_frame(trained, window, key)
     frame, valid, label_columns = _with_other_label(plan.label, trained, frame, valid, key)
-    checksums = {"sha256": st.write_unit_parquet(paths.parquet, frame)}
+    checksums = st.write_unit_parquet(paths.parquet, frame).fields()
     if valid is not None:
-        checksums["valid_sha256"] = st.write_unit_parquet(paths.valid_parquet, valid)
+        checksums.update(st.write_unit_parquet(paths.valid_parquet, valid).fields(prefix="valid_"))
     elif paths.valid_parquet.exists():  # a former run's file: not this unit's
         paths.valid_parquet.unlink()
     residual = frame["label"].to_numpy() - frame["prediction"].to_numpy()

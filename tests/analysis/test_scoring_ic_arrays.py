@@ -61,9 +61,9 @@ def _store_with_shared_labels(store) -> dict:
                     frame["label"] = rng.normal(0.0, 2.0, len(frame))
                 frame["prediction"] = 0.5 * frame["label"] + rng.normal(0.0, 1.0 + seed, len(frame))
                 key = UnitKey(name, seed, w.index)
-                sha = st.write_unit_parquet(st.unit_paths(store, key).parquet, frame[list(st.UNIT_COLUMNS)])
+                sums = st.write_unit_parquet(st.unit_paths(store, key).parquet, frame[list(st.UNIT_COLUMNS)])
                 st.atomic_write_json(st.unit_paths(store, key).sidecar,
-                                     {"config_hash": f"h-{name}", "rows": len(frame), "sha256": sha})
+                                     {"config_hash": f"h-{name}", "rows": len(frame), **sums.fields()})
                 parts.append(frame)
             frames[(name, seed)] = pd.concat(parts, ignore_index=True)
     st.write_manifest(store, pipelines=entries, extra={"compare": [["a", "b"]]})
@@ -124,3 +124,29 @@ def test_duplicate_rows_counts_as_pandas(order):
             perm = rng.permutation(len(times))
             times, codes = times[perm], codes[perm]
         assert reader._duplicate_rows(times, codes) == _pandas_duplicates(times, codes), trial
+        ordered = reader._in_written_order(times, codes)
+        assert reader._duplicate_rows(times, codes, ordered=ordered) == _pandas_duplicates(times, codes), trial
+        assert not ordered or _pandas_duplicates(times, codes) == 0, trial
+
+
+@pytest.mark.parametrize("order", ["written", "shuffled"])
+def test_rows_outside_counts_the_rows_outside_the_test_segment(order):
+    """The bounds from the first and last row when the rows are in written order, from min and max otherwise: the
+    same count as testing every row against the segment."""
+    from rolling_calib.core.schedule import Segment, Window
+
+    rng = np.random.default_rng(7)
+    test = Segment(pd.Timestamp("2020-01-02 09:40"), pd.Timestamp("2020-01-02 10:10"))
+    window = Window(index=0, fit=test, train=test, valid=None, test=test)
+    for trial in range(60):
+        start = pd.Timestamp("2020-01-02 09:30") + pd.Timedelta(minutes=int(rng.integers(0, 40)))
+        n_times, n_codes = int(rng.integers(1, 40)), int(rng.integers(1, 4))
+        times = np.repeat(pd.date_range(start, periods=n_times, freq="min").values, n_codes)
+        codes = np.tile(np.arange(n_codes, dtype=np.int32), n_times)
+        if order == "shuffled":
+            perm = rng.permutation(len(times))
+            times, codes = times[perm], codes[perm]
+        expected = int((~test.contains(times)).sum())
+        ordered = reader._in_written_order(times, codes)
+        assert reader._rows_outside(times, window, ordered=ordered) == expected, trial
+        assert reader._rows_outside(times, window) == expected, trial

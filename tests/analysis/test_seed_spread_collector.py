@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rolling_calib.analysis import panels
 from rolling_calib.analysis.panels import SeedSpreadCollector
@@ -102,3 +104,23 @@ def test_identical_pairs_treat_a_missing_code_as_numpy_indexing_does():
     collector.add("b", _run(p, codes=last), 0)
     collector.add("c", _run(p, codes=np.where(codes < 0, 0, codes).astype(np.int32)), 0)
     assert collector.identical_pairs()[1] == [("a", "b")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["AAA", "BBB", "CCC", "DDD"]), min_size=0, max_size=4, unique=True),
+       st.lists(st.sampled_from(["AAA", "BBB", "CCC", "DDD"]), min_size=0, max_size=4, unique=True),
+       st.integers(0, 2**32 - 1), st.integers(0, 12), st.booleans())
+def test_same_ids_is_the_row_by_row_comparison_of_names(names_a, names_b, seed, n, same_codes):
+    """``_same_ids`` (codes compared directly when the names agree, else looked up) against the definition:
+    ``names_a[codes_a] == names_b[codes_b]`` row by row (a code of -1 indexes the last name, as NumPy does)."""
+    from rolling_calib.analysis.panels import _same_ids
+
+    rng = np.random.default_rng(seed)
+    na, nb = np.array(names_a, dtype=object), np.array(names_b, dtype=object)
+    ca = rng.integers(-1, max(len(na), 1), n).astype(np.int32)
+    cb = ca.copy() if same_codes and len(nb) >= len(na) else rng.integers(-1, max(len(nb), 1), n).astype(np.int32)
+    ia = na[ca] if len(na) else ca
+    ib = nb[cb] if len(nb) else cb
+    expected = bool(np.array_equal(ia, ib))
+    assert _same_ids((na, ca), (nb, cb)) == expected
+    assert _same_ids((na, ca), (na.copy(), ca.copy()))

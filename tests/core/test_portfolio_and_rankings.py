@@ -83,19 +83,27 @@ def test_same_rankings_property_any_increasing_affine_map(values, scale, shift):
     assert same_rankings(times, p, scale * p + shift)
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.integers(1, 12), st.integers(2, 30), st.integers(0, 2**32 - 1), st.sampled_from(["same", "swap", "noise"]))
-def test_same_rankings_probe_never_changes_the_answer(n_times, per_time, seed, kind):
-    """The probe of a few timestamps only ends early on a "no" that the full check gives too."""
+@settings(max_examples=120, deadline=None)
+@given(st.integers(1, 12), st.integers(2, 30), st.integers(0, 2**32 - 1), st.sampled_from(["same", "swap", "noise"]),
+       st.sampled_from(["shuffled", "ascending", "ascending datetimes", "datetimes with NaT"]))
+def test_same_rankings_probe_never_changes_the_answer(n_times, per_time, seed, kind, layout):
+    """The probe of a few timestamps only ends early on a "no" that the full check gives too (rows in any order;
+    in time order the probe's rows are the first ones)."""
     from rolling_calib.core.guards import IDENTICAL_RTOL, _same_order
 
     rng = np.random.default_rng(seed)
     times = np.repeat(np.arange(n_times), per_time)
-    rng.shuffle(times)
+    if layout == "shuffled":
+        rng.shuffle(times)
+    elif layout != "ascending":
+        times = times.astype("datetime64[m]")
+        if layout == "datetimes with NaT":
+            times[0] = np.datetime64("NaT")
     x = np.round(rng.normal(size=times.size), 1)                   # ties
     y = {"same": 3 * x + 1, "swap": 3 * x + 1, "noise": x + rng.normal(0, 0.3, times.size)}[kind]
     if kind == "swap":                                              # one swap in the last timestamp only
-        rows = np.flatnonzero(times == n_times - 1)
+        rows = np.flatnonzero(times == times.max()) if times.dtype.kind != "M" else np.flatnonzero(
+            times == np.datetime64(n_times - 1, "m"))
         y[rows[[0, -1]]] = y[rows[[-1, 0]]]
     full = _same_order(times, x, y, IDENTICAL_RTOL * np.abs(x).max(), IDENTICAL_RTOL * np.abs(y).max())
     assert same_rankings(times, x, y) == full

@@ -21,7 +21,7 @@ def seed_backtest(tmp_path):
     inputs = backtest_inputs(tmp_path, "p", 0, [0, 1], "cfg")
     parquet, sidecar = st.backtest_paths(tmp_path, "p", 0)
     sha = st.write_unit_parquet(parquet, pd.DataFrame({"date": pd.to_datetime(["2018-01-02"]),
-                                                       "excess_return": [0.01], "excess_return_cost": [0.009]}))
+                                                       "excess_return": [0.01], "excess_return_cost": [0.009]})).sha256
     st.atomic_write_json(sidecar, {"backtest_hash": "bt", "inputs": stable_hash(dict(inputs)), "sha256": sha,
                                    "rows": 1, "units": inputs["units"], "config_hash": "cfg"})
     return tmp_path, inputs, sidecar

@@ -78,10 +78,10 @@ def test_a_flipped_byte_stops_compare_and_run_recomputes_the_same_numbers(experi
     _flip(path, path.stat().st_size // 2)
     assert main(["compare", "--store", str(store), "--json", "--n-boot", "50"]) == 2
     err = capsys.readouterr().err
-    assert f"rolling-calib compare: error: {path}: corrupt unit file: its SHA-256 is " in err
+    assert f"rolling-calib compare: error: {path}: corrupt unit file: its XXH3-128 is " in err
     code, summary, err = _run(experiment, store, capsys)
     assert code == 0 and summary["corrupt_units_moved"] == ["base__seed1__w01"] and summary["units_ran"] == 1
-    assert f"rolling-calib run: {path}: corrupt unit file: its SHA-256 is " in err and "and recomputed" in err
+    assert f"rolling-calib run: {path}: corrupt unit file: its XXH3-128 is " in err and "and recomputed" in err
     assert _units(store) == _units(trained)                      # the same bytes: the same numbers
     moved = list((store / "corrupt" / "base").rglob("w01.*"))
     assert sorted(p.suffix for p in moved) == [".json", ".log", ".parquet", ".parquet", ".pt", ".txt"]   # + the unit's log

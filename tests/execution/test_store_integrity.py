@@ -1,6 +1,7 @@
 """Issue 19, the results side: damaged unit files, units without checksums, data changed after training.
 
-A unit's sidecar records the SHA-256 of its Parquet bytes; every reader checks it (``compare`` stops,
+A unit's sidecar records the XXH3-128 and the SHA-256 of its Parquet bytes; every reader checks the XXH3-128 (the
+SHA-256 of a unit written before XXH3 was recorded; ``compare`` stops,
 naming the file and the fix); ``unit_status`` calls such a unit *corrupt*, never complete and never
 missing. These tests work on stores of synthetic units written through the store API (no training);
 ``test_run_integrity.py`` has the ones that train.
@@ -63,7 +64,7 @@ def test_a_flipped_byte_anywhere_is_an_error_naming_the_file(fake, capsys, where
     code, out, err = _compare(fake, capsys)
     line = _one_error_line(err)
     assert code == 2 and out == ""
-    assert f"{path}: corrupt unit file: its SHA-256 is " in line
+    assert f"{path}: corrupt unit file: its XXH3-128 is " in line
     assert f"re-run 'rolling-calib run CONFIG --store {fake}' to recompute it" in line and f"{fake}/corrupt/" in line
     status = st.unit_status(fake, KEY, "hash-a")
     assert status.state == "corrupt" and not status.complete and str(path) in status.problem(fake)
@@ -103,11 +104,41 @@ def test_the_reader_reads_what_was_written(fake):
     frame = read_unit(fake, KEY)
     assert len(frame) == st.read_sidecar(fake, KEY)["rows"]
     assert st.read_sidecar(fake, KEY)["sha256"] == st.file_sha256(st.unit_paths(fake, KEY).parquet)
+    data = st.unit_paths(fake, KEY).parquet.read_bytes()
+    assert st.read_sidecar(fake, KEY)["xxh3"] == st.xxh3_bytes(data) and len(st.xxh3_bytes(data)) == 32  # 128 bits
+
+
+def test_a_unit_written_before_xxh3_is_read_against_its_sha256(fake, capsys):
+    """A sidecar with the SHA-256 only (units written before XXH3 was recorded): read as before, a flip still caught,
+    the message naming the SHA-256."""
+    for side in (fake / "units").rglob("w*.json"):
+        data = json.loads(side.read_text())
+        data.pop("xxh3"), data.pop("valid_xxh3", None)
+        side.write_text(json.dumps(data))
+    assert _compare(fake, capsys)[0] == 0
+    path = st.unit_paths(fake, KEY).parquet
+    _flip(path, path.stat().st_size // 2)
+    code, _, err = _compare(fake, capsys)
+    assert code == 2 and f"{path}: corrupt unit file: its SHA-256 is " in _one_error_line(err)
+    assert st.unit_status(fake, KEY, "hash-a").state == "corrupt"
+
+
+def test_the_status_check_verifies_every_recorded_checksum(fake):
+    """A read verifies the XXH3-128; ``unit_status`` (what ``run`` trusts before skipping a unit) checks the SHA-256
+    too: a sidecar whose SHA-256 no longer matches the bytes is damage even where the XXH3-128 does."""
+    side = st.unit_paths(fake, KEY).sidecar
+    data = json.loads(side.read_text())
+    data["sha256"] = "0" * 64
+    side.write_text(json.dumps(data))
+    status = st.unit_status(fake, KEY, "hash-a")
+    assert status.state == "corrupt" and "its SHA-256 is " in status.damage
+    assert "the unit's sidecar records 0000000000000000..." in status.damage
+    assert len(read_unit(fake, KEY)) == data["rows"]   # the read's own check (XXH3-128) passes: the bytes are sound
 
 
 # --------------------------------------------------------------------------- units written before the checksums
 def _drop_checksums(store: Path, *, old_store: bool = True) -> int:
-    """Sidecars without sha256: a store written before the checksums (``old_store``: its manifest has no
+    """Sidecars without checksums: a store written before the checksums (``old_store``: its manifest has no
     ``unit_checksums`` either), or the key removed from a store created with them (issue 30)."""
     if old_store:
         manifest = json.loads((store / "manifest.json").read_text())
@@ -116,7 +147,8 @@ def _drop_checksums(store: Path, *, old_store: bool = True) -> int:
     n = 0
     for side in (store / "units").rglob("w*.json"):
         data = json.loads(side.read_text())
-        data.pop("sha256"), data.pop("valid_sha256", None)
+        for field in ("sha256", "valid_sha256", "xxh3", "valid_xxh3"):
+            data.pop(field, None)
         side.write_text(json.dumps(data))
         n += 1
     return n
@@ -127,14 +159,15 @@ def test_a_checksum_key_removed_from_a_store_created_with_checksums_is_an_error(
     checksums (its manifest says unit_checksums), a sidecar without one is corrupt: one line, exit 2."""
     side = st.unit_paths(fake, KEY).sidecar
     data = json.loads(side.read_text())
-    data.pop("sha256")
+    data.pop("sha256"), data.pop("xxh3")
     side.write_text(json.dumps(data))
     code, out, err = _compare(fake, capsys)
     line = _one_error_line(err)
-    assert code == 2 and f"{side}: expected a sha256 of the unit's bytes (this store was created with checksums" in line
+    assert code == 2 and (f"{side}: expected a checksum of the unit's bytes (xxh3 or sha256; this store was created "
+                          f"with checksums") in line
     assert "the key was removed or the sidecar replaced, so the unit is not read unchecked" in line
     status = st.unit_status(fake, KEY, st.read_manifest(fake)["pipelines"]["a"]["config_hash"])
-    assert status.state == "corrupt" and "expected a sha256" in status.damage   # run recomputes it
+    assert status.state == "corrupt" and "expected a checksum" in status.damage   # run recomputes it
 
 
 def test_units_without_checksums_are_read_with_one_note_per_store(fake, capsys):
@@ -143,7 +176,7 @@ def test_units_without_checksums_are_read_with_one_note_per_store(fake, capsys):
     notes = json.loads(out)["notes"]
     assert code == 0
     assert [x for x in notes if "before checksums" in x] == [
-        f"{n} unit(s) of {fake} were written before checksums were recorded (their sidecars hold no sha256): they "
+        f"{n} unit(s) of {fake} were written before checksums were recorded (their sidecars hold no checksum): they "
         f"are read without a check of their bytes (a truncated file is still caught). Recompute them to record "
         f"checksums: move {fake / 'units'} aside and re-run 'rolling-calib run' on this store"]
     for command in (["diagnose", "--store", str(fake), "--json"], ["metaeval", "--store", str(fake), "--json", "--n-boot", "50"]):

@@ -65,7 +65,7 @@ def _add_learn_column(store, key, *, nan_rows: int = 0, valid: bool = False):
     learn = frame["label"].rank(pct=True).to_numpy() - 0.5
     learn[:nan_rows] = np.nan
     side = st.read_sidecar(store, key)
-    side["sha256"] = st.write_unit_parquet(paths.parquet, frame.assign(label_learn=learn))
+    side.update(st.write_unit_parquet(paths.parquet, frame.assign(label_learn=learn)).fields())
     side["label_columns"] = {"raw": "label", "learn": "label_learn"}
     st.atomic_write_json(paths.sidecar, side)
     return frame.assign(label_learn=learn)

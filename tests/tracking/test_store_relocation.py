@@ -191,7 +191,7 @@ def test_a_relocated_copy_reads_and_verifies_its_own_files(logged, tmp_path):
     data = bytearray(unit.read_bytes())
     data[len(data) // 2] ^= 0xFF
     unit.write_bytes(bytes(data))                                 # damage in the copy: the copy's file is named
-    with pytest.raises(CorruptUnitError, match=f"^{unit}: corrupt unit file: its SHA-256 is "):
+    with pytest.raises(CorruptUnitError, match=f"^{unit}: corrupt unit file: its XXH3-128 is "):
         score_store(copy)
     pd.testing.assert_frame_equal(score_store(logged).runs, original.runs)   # the original is untouched
 
