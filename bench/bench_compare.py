@@ -57,7 +57,7 @@ LABEL_SHARING = ("per-pipeline", "shared", "per-run")
 
 
 # --------------------------------------------------------------------------- the store
-def build_store(store: Path, *, pipelines: int, seeds: int, months: int, labels: str = "per-run") -> None:
+def build_store(store: Path, *, pipelines: int, seeds: int, months: int, labels: str) -> None:
     """Synthetic units (``prediction = 0.5 label + seed bias + noise``) written through the store API.
 
     ``labels``: which runs share their label draws (:data:`LABEL_SHARING`); ``per-run`` draws the
@@ -271,6 +271,11 @@ def main(argv=None) -> int:
     if args.child:
         print(json.dumps(child(args.child, store, args)))
         return 0
+    first_sidecar = next(iter(sorted((store / "units").rglob("w*.json"))), None) if store.is_dir() else None
+    if first_sidecar is not None and "xxh3" not in json.loads(first_sidecar.read_text()):
+        print(f"bench_compare: {store} was built before units recorded their XXH3-128 (its reads would verify the "
+              f"SHA-256, as units written then are): remove it, or name another --store", file=sys.stderr)
+        return 2
     if not (store / "manifest.json").is_file():
         t0 = time.perf_counter()
         print(f"building {store} ...", file=sys.stderr, flush=True)

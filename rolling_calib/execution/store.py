@@ -14,8 +14,8 @@ Layout of a store directory ``STORE`` (the file names are written once, in
     STORE/units/<pipeline>/seed<k>/w<NN>.json    sidecar: config hash, seed, window, rows, rows dropped,
                                                  timings, checkpoint path, checkpoint it started from,
                                                  label_columns (label kind -> column) and labels
-                                                 (the description of each label kind); sha256 (and
-                                                 valid_sha256) of the unit's Parquet files
+                                                 (the description of each label kind); xxh3 and sha256
+                                                 (valid_xxh3, valid_sha256) of the unit's Parquet files
     STORE/checkpoints/<pipeline>/seed<k>/w<NN>.pt model state after the unit (fine-tuning starts here)
     STORE/backtests/<pipeline>/seed<k>.parquet   the workflow's backtest of one seed over its joined windows: per
                                                  day return, bench, cost, turnover, excess returns without and
@@ -75,6 +75,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import xxhash
 
 from data_prep.atomic import WriteFailed, atomic_write_bytes, atomic_write_text, describe_os_error
 from rolling_calib.core import store_layout
@@ -197,8 +198,9 @@ def write_unit_parquet(path: str | os.PathLike, frame: pd.DataFrame) -> UnitFile
     the disk or later is caught by every reader (:func:`verify_unit_bytes`).
     """
     data = parquet_bytes(frame)
+    checksums = UnitFileChecksums(sha256=sha256_bytes(data), xxh3=xxh3_bytes(data))   # (before the file exists)
     atomic_write_bytes(path, data)
-    return UnitFileChecksums(sha256=sha256_bytes(data), xxh3=xxh3_bytes(data))
+    return checksums
 
 
 # --------------------------------------------------------------------------- checksums
@@ -217,8 +219,6 @@ def xxh3_bytes(data: Any) -> str:
     >>> xxh3_bytes(b"")
     '99aa06d3014798d86001c324468d497f'
     """
-    import xxhash
-
     return xxhash.xxh3_128_hexdigest(data)
 
 

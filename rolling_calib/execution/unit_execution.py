@@ -318,7 +318,7 @@ def _store_unit(plan: RunPlan, key: UnitKey, *, task: dict, trained: Any, start_
     if read.changed:
         sidecar["data_changed_while_training"] = True
     sidecar["label_columns"] = label_columns
-    sidecar.update(checksums)  # the SHA-256 of the Parquet bytes: every reader checks them
+    sidecar.update(checksums)  # XXH3-128 and SHA-256 of the Parquet bytes: reads verify the XXH3, run's status both
     sidecar["labels"] = {kind: lab.to_dict() for kind, lab in plan.pipeline(key.pipeline).labels.items()}
     if seed_stack is not None:
         sidecar["seed_stack"] = list(seed_stack)

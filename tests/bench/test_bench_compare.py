@@ -21,10 +21,15 @@ def _labels(store: Path) -> dict[tuple[str, str, str], np.ndarray]:
 
 @pytest.fixture(scope="module")
 def bench_compare():
-    if str(ROOT) not in sys.path:
+    added = str(ROOT) not in sys.path
+    if added:
         sys.path.insert(0, str(ROOT))
-    from bench import bench_compare
-    return bench_compare
+    try:
+        from bench import bench_compare
+        yield bench_compare
+    finally:
+        if added:
+            sys.path.remove(str(ROOT))
 
 
 @pytest.mark.parametrize("sharing", ["per-pipeline", "shared", "per-run"])
@@ -57,3 +62,20 @@ def test_per_pipeline_labels_are_the_default_and_others_are_refused(bench_compar
     assert bench_compare.parse_args([]).labels == "per-pipeline"
     with pytest.raises(SystemExit):
         bench_compare.parse_args(["--labels", "some"])
+
+
+def test_a_store_built_before_xxh3_is_refused_not_measured(tmp_path, bench_compare, capsys):
+    """Its units would be read against their SHA-256 (the path of units written before XXH3): not what compare does
+    on a store written now."""
+    import json
+
+    store = tmp_path / "s_1x1x1m"
+    bench_compare.build_store(store, pipelines=1, seeds=1, months=1, labels="per-run")
+    (side,) = (store / "units").rglob("w*.json")
+    data = json.loads(side.read_text())
+    data.pop("xxh3")
+    side.write_text(json.dumps(data))
+    args = ["--store", str(tmp_path / "s"), "--pipelines", "1", "--seeds", "1", "--months", "1", "--labels", "per-run",
+            *[x for impl in bench_compare.IMPLS for x in ("--skip", impl)]]
+    assert bench_compare.main(args) == 2
+    assert f"bench_compare: {store} was built before units recorded their XXH3-128" in capsys.readouterr().err
