@@ -471,10 +471,10 @@ def unit_damage(store: str | os.PathLike, key: UnitKey, side: Sidecar, *, checks
     """Why unit ``key``'s files are damaged (``None``: they are sound). Reads them whole.
 
     Checks the Parquet file (and ``wNN.valid.parquet`` when its sidecar records its checksums)
-    against every recorded checksum (XXH3-128 and SHA-256). A unit without a recorded checksum is checked for a readable
-    Parquet footer only (a truncated file), the most that can be told without one; unless the
-    store was created with checksums (``checksums``: its manifest's ``unit_checksums``, read when
-    None): then the missing checksum is damage.
+    against every recorded checksum (XXH3-128 and SHA-256). A unit without a recorded checksum is
+    checked for a readable Parquet footer only (a truncated file), the most that can be told without
+    one; unless the store was created with checksums (``checksums``: its manifest's
+    ``unit_checksums``, read when None): then the missing checksum is damage.
     """
     paths = unit_paths(store, key)
     files = [(paths.parquet, side.checksums(), "unit file")]
