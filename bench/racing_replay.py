@@ -14,6 +14,9 @@ a best", alpha / (r (K - 1)) with r configurations not eliminated); ``--methods`
 eliminated by ``--max-seeds`` is below it. ``--seed-variance pooled`` pools each look's seed variance over
 the configurations it compares (``StoppingRule.seed_variance``); ``--best-scale R`` gives the truly best
 configurations ``R`` times the others' seed sd (the pooled variance's level when seed variances differ).
+``--seed-variance known`` is an **oracle**, not a rule any race can run: every comparison's seed part is the
+model's true per-seed variance on unlimited degrees of freedom (:func:`known_seed_variance`), so what is left is
+the noise of the gaps' estimates themselves: the bound on what any estimate of the seed variance can reach.
 
 Sweep shapes (``--sweeps``; gaps in SE):
 
@@ -54,12 +57,15 @@ Usage (from the repository root; the tables in docs/racing.md)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -67,6 +73,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from rolling_calib.core import racing  # noqa: E402
 from rolling_calib.core.question import Question  # noqa: E402
 from rolling_calib.core.racing import model_confidence_set, race  # noqa: E402
 from rolling_calib.core.resampling import Resampling  # noqa: E402
@@ -102,6 +109,33 @@ def _rate(x: list[float]) -> tuple[float, float]:
     if arr.size == 0:
         return math.nan, math.nan
     return float(arr.mean()), float(arr.std(ddof=1) / math.sqrt(arr.size)) if arr.size > 1 else math.nan
+
+
+#: How the tables name the oracle's seed variance.
+ORACLE_LABEL = "known (an oracle: the model's true one; no race can run it)"
+#: The oracle's degrees of freedom: the seed part known (a t on this many is the normal to 1e-8).
+KNOWN_DF = 1e9
+
+
+@contextlib.contextmanager
+def known_seed_variance(model: PanelModel, *, n_days: int) -> Iterator[float]:
+    """An oracle for the bench: while open, a race whose rule pools the seed variance (``seed_variance="pooled"``)
+    takes every comparison's seed part from the model instead of the data -- the true per-seed variance of a pair's
+    run-mean difference, ``S = 2 v_run`` (:func:`rolling_calib.simulation.verdict_sim.estimator_sd` at one seed),
+    on :data:`KNOWN_DF` degrees of freedom. No race on real runs knows ``S``: this measures how far the frontier
+    (power against seeds) can move with a perfect seed variance, the limit of every estimate of it. Exact only when
+    every configuration has the model's seed variance (``best_scale`` 1). Yields ``S``.
+
+    >>> from bench.verdict_calibration import PRESETS
+    >>> with known_seed_variance(PRESETS["seed_dominated"], n_days=125) as S:
+    ...     round(S, 5), racing._pooled_seed_variance(np.zeros((3, 4))) == (S, KNOWN_DF)
+    (0.29604, True)
+    >>> racing._pooled_seed_variance(np.zeros((3, 4)))      # restored: the data's own again
+    (0.0, 6.0)
+    """
+    S = estimator_sd(model, n_seeds=1, n_days=n_days, target="period") ** 2
+    with mock.patch.object(racing, "_pooled_seed_variance", lambda means: (S, KNOWN_DF)):
+        yield S
 
 
 def replay_sweeps(model: PanelModel, gaps: list[float], *, reps: int, n_days: int, rule: StoppingRule,
@@ -247,9 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--futility", type=float, default=StoppingRule().futility,
                         help="the race's futility threshold: a configuration stops receiving seeds once its chance "
                              "to be eliminated by --max-seeds is below this (default %(default)s, the rule's)")
-    parser.add_argument("--seed-variance", default=StoppingRule().seed_variance, choices=["pair", "pooled"],
+    parser.add_argument("--seed-variance", default=StoppingRule().seed_variance, choices=["pair", "pooled", "known"],
                         help="each comparison's seed variance: the pair's own seeds, or pooled over the configurations "
-                             "a look compares (default %(default)s, the rule's)")
+                             "a look compares (default %(default)s, the rule's); known: an oracle, the model's true "
+                             "seed variance (no race can run it: the bound on what any estimate reaches)")
     parser.add_argument("--best-scale", type=float, default=1.0,
                         help="scale of the truly best configurations' seed parts (their seed variance this squared "
                              "times the others'; default 1: alike)")
@@ -287,15 +322,21 @@ def main(argv: list[str] | None = None) -> int:
     if not (math.isfinite(args.best_scale) and args.best_scale > 0):
         print(f"racing_replay: --best-scale: expected a finite number > 0, found {args.best_scale}", file=sys.stderr)
         return 2
+    known = args.seed_variance == "known"
+    if known and args.best_scale != 1.0:
+        print("racing_replay: --seed-variance known: the oracle knows one seed variance for every configuration; "
+              f"expected --best-scale 1, found {args.best_scale:g}", file=sys.stderr)
+        return 2
     rule = StoppingRule(first=args.first, batch=args.batch, max_seeds=args.max_seeds, futility=args.futility,
-                        seed_variance=args.seed_variance)
+                        seed_variance="pooled" if known else args.seed_variance)
     out: dict[str, Any] = {"source": source, "model": model.to_dict(), "settings": vars(args),
                            "rule": rule.to_dict(), "races": {}, "mcs": []}
     for k, shape in enumerate(shapes):
         t = time.perf_counter()
-        records = replay_sweeps(model, SWEEPS[shape], reps=args.reps, n_days=args.days, rule=rule,
-                                target=args.target, seed=args.seed + k, progress="" if args.json else shape,
-                                methods=methods, best_scale=args.best_scale)
+        with known_seed_variance(model, n_days=args.days) if known else contextlib.nullcontext():
+            records = replay_sweeps(model, SWEEPS[shape], reps=args.reps, n_days=args.days, rule=rule,
+                                    target=args.target, seed=args.seed + k, progress="" if args.json else shape,
+                                    methods=methods, best_scale=args.best_scale)
         rows = summarise(records, methods)
         paper_grid_h = PAPER_CPU_HOURS * args.max_seeds / PAPER_SEEDS
         for r in rows:
@@ -313,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out, default=str))
         return 0
     print(f"Races on {source}: {args.reps} sweeps per shape, {args.days} days, first {args.first}, batch "
-          f"{args.batch}, max {args.max_seeds} seeds, futility {args.futility:g}, seed variance {args.seed_variance}, "
+          f"{args.batch}, max {args.max_seeds} seeds, futility {args.futility:g}, seed variance "
+          f"{ORACLE_LABEL if known else args.seed_variance}, "
           f"best's seed scale {args.best_scale:g}, target {args.target}, 95% (MC SE after ±)")
     for shape, block in out["races"].items():
         print(f"\n{shape}: {len(block['gaps_se'])} configurations, gaps {block['gaps_se']} SE "
