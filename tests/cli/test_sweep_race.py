@@ -3,13 +3,18 @@
 Real Qlib store, LSTM, runner and local pool. The race is a function of the store: a sweep whose
 store already holds some units (a killed run's: the first seed and part of the second) trains only
 what it lacks and lands on the same race as a fresh store; the sweep's JSON, its report and
-``compare`` show the race look by look and the listed pair's verdict.
+``compare`` show the race look by look and the listed pair's verdict; and ``sweep`` without
+``--no-tracking`` puts the race in a real MLflow (SQLite) database, read back with MLflow's client.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
+import warnings
+from pathlib import Path
 
 import pytest
 from sweep_helpers import tiny_experiment
@@ -23,10 +28,13 @@ PIPELINES = {"wd0": {}, "wdbig": {"task.model.kwargs.weight_decay": 0.5}, "h4": 
 RACE = ("--until-decided", "--first", "2", "--batch", "1", "--max-seeds", "3", "--futility", "0")
 
 
+def _argv(config, store, *extra) -> list[str]:
+    return ["sweep", str(config), "--store", str(store), "--workers", "1", "--no-progress", "--n-boot", "100",
+            "--json", *extra]
+
+
 def _sweep(capsys, config, store, *extra):
-    argv = ["sweep", str(config), "--store", str(store), "--workers", "1", "--no-tracking", "--no-progress",
-            "--n-boot", "100", "--json", *extra]
-    assert main(argv) == 0
+    assert main(_argv(config, store, "--no-tracking", *extra)) == 0
     return json.loads(capsys.readouterr().out)
 
 
@@ -42,8 +50,18 @@ def config(tmp_path_factory):
     return tiny_experiment(tmp_path_factory.mktemp("race"), pipelines=PIPELINES, compare=[["wd0", "wdbig"]])
 
 
-def test_a_sweep_races_and_resumes_to_the_same_race(config, tmp_path, capsys):
-    fresh = _sweep(capsys, config, tmp_path / "fresh", *RACE)
+@pytest.fixture(scope="module")
+def raced(config, tmp_path_factory):
+    """A fresh store raced by ``sweep --until-decided`` (no tracking), and the sweep's JSON."""
+    store = tmp_path_factory.mktemp("fresh") / "store"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(_argv(config, store, "--no-tracking", *RACE)) == 0
+    return store, json.loads(out.getvalue())
+
+
+def test_a_sweep_races_and_resumes_to_the_same_race(config, raced, tmp_path, capsys):
+    store, fresh = raced
     race = fresh["race"]["race"]
     assert set(race["best_set"]) | set(race["eliminated"]) == set(PIPELINES)
     assert race["stop"] in ("one left", "settled", "budget") and race["settings"]["seed_order"] == [0, 1, 2]
@@ -58,7 +76,7 @@ def test_a_sweep_races_and_resumes_to_the_same_race(config, tmp_path, capsys):
 
     # a killed run's store: seed 0 of every configuration and one window of wd0's seed 1, nothing else
     resumed = tmp_path / "resumed"
-    shutil.copytree(tmp_path / "fresh", resumed)
+    shutil.copytree(store, resumed)
     for unit in (resumed / "units").glob("*/seed*/w*"):
         if unit.parent.name != "seed0" and not (unit.parts[-3] == "wd0" and unit.parent.name == "seed1"
                                                 and unit.name.startswith("w00")):
@@ -91,3 +109,39 @@ def test_dry_run_plans_the_race_worst_case_and_the_first_look(config, tmp_path, 
     assert not (tmp_path / "s").exists()
     assert main(["sweep", str(config), "--store", str(tmp_path / "s"), "--dry-run", "--stops", "pairs", *RACE]) == 0
     assert "undecided pair, decided by QL" in capsys.readouterr().out
+
+
+def test_a_raced_sweep_logs_its_race_to_mlflow_end_to_end(config, raced, tmp_path, capsys):
+    """``sweep --until-decided`` with tracking (the default ``sqlite:///STORE/mlflow.db``) on the raced store: it
+    trains nothing (the race replays on the store's units), and MLflow's client reads back the race on the
+    comparison run and each configuration's tag, equal to ``STORE/race.json``."""
+    MlflowClient = pytest.importorskip("mlflow.tracking").MlflowClient
+    store = tmp_path / "store"
+    shutil.copytree(raced[0], store)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(_argv(config, store, *RACE)) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["run"]["units_ran"] == 0
+    record = read_race(store)
+    race = record.race
+    assert out["race"]["race"]["best_set"] == list(race.best_set) == raced[1]["race"]["race"]["best_set"]
+
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    ids = [e.experiment_id for e in client.search_experiments()]
+    (comparison,) = client.search_runs(ids, filter_string="tags.`rc.level` = 'comparison'")
+    params, tags, metrics = comparison.data.params, comparison.data.tags, comparison.data.metrics
+    assert tags["race.best_set"] == ", ".join(race.best_set) and tags["race.stop"] == race.stop
+    assert params["race.metric"] == "ql" and params["race.comparisons"] == "best"
+    assert params["race.rule.max_seeds"] == "3" and params["race.rule.futility"] == "0.0"
+    assert {k: v for k, v in tags.items() if k.startswith("race.eliminated.")} == {
+        f"race.eliminated.{n}": str(k) for n, k in race.eliminated.items()}
+    history = sorted((m.step, m.value) for m in client.get_metric_history(comparison.info.run_id, "race_kept"))
+    assert history == [(lk.look, len(lk.kept)) for lk in race.looks]
+    assert metrics["race_units_used"] == record.units_used == out["race"]["units"]["used"]
+    local = client.download_artifacts(comparison.info.run_id, "race.json", str(tmp_path / "dl"))
+    assert json.loads(Path(local).read_text()) == json.loads((store / "race.json").read_text())
+    pipelines = client.search_runs(ids, filter_string="tags.`rc.level` = 'pipeline'")
+    assert {r.data.tags["rc.pipeline"]: (r.data.tags["rc.race"], r.data.tags["rc.race_seeds"]) for r in pipelines} \
+        == {n: (f"eliminated at look {race.eliminated[n]}" if n in race.eliminated else "kept",
+                str(race.seeds_used[n])) for n in PIPELINES}
