@@ -37,8 +37,16 @@ class SweepResult:
     top_groups : dict
         ``{metric: [best, ...configs indistinguishable from it]}``.
     runs_to_separate : list of RunsToSeparate
-        Runs (seeds) each metric needs to separate the top two (by ``ground_truth``);
-        empty with a single configuration or a single run of one.
+        Runs (seeds) each metric needs to separate the top two (by ``ground_truth``), by the unpaired normal
+        approximation of :func:`rolling_calib.core.ranking.runs_to_separate`; empty with a single configuration
+        or a single run of one. Shown only when ``top_two`` is not there (no per-day losses).
+    top_two : PairVerdicts or None
+        With per-day losses and a label: the verdicts on the same top two, as ``compare`` gives them
+        (:func:`rolling_calib.analysis.verdicts.decide_pair`: over seeds on these days, seed ``i`` against seed
+        ``i``), whose ``seeds_needed`` is the one count of seeds to decide the pair that ``compare``, the race and
+        the report share.
+    units : dict
+        ``{metric: unit}`` of the top two's verdicts (from the label).
     pairs : list of PairComparison
         The experiment's ``compare`` pairs (direction by the ground truth).
     confidence_sets : dict
@@ -67,6 +75,8 @@ class SweepResult:
     confidence_sets: dict[str, Any] = field(default_factory=dict)
     race: Any = None
     race_pairs: list[dict[str, Any]] = field(default_factory=list)
+    top_two: Any = None
+    units: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -79,6 +89,8 @@ class SweepResult:
             "runs_to_separate": [r.to_dict() for r in self.runs_to_separate],
             "pairs": [p.to_dict() for p in self.pairs],
             "confidence_sets": {m: c.to_dict() for m, c in self.confidence_sets.items()},
+            **({"top_two": {"a": self.top_two.better, "b": self.top_two.worse, **self.top_two.to_dict()}}
+               if self.top_two is not None else {}),
             **({"race": self.race.to_dict(), "race_pairs": self.race_pairs} if self.race is not None else {}),
         })
 
@@ -93,6 +105,7 @@ def analyse_sweep(
     question: Question = DEFAULT_QUESTION,
     resampling: Resampling = DEFAULT,
     days: Any = None,
+    label: Any = None,
 ) -> SweepResult:
     """Rank the configurations of a runs table (pure: numbers in, numbers out).
 
@@ -114,7 +127,12 @@ def analyse_sweep(
     days : DataFrame, optional
         Per-day summaries (``score_store(...).days``): with them, the model confidence set of each
         loss metric (``ql``, ``cql``) over its seeds x days panels.
+    label : Label, optional
+        What the store's losses are measured against (``score_store(...).label``: the units): with ``days``, the
+        verdicts on the top two (``top_two``).
     """
+    from rolling_calib.analysis.verdicts import VERDICT_METRICS, decide_pair
+    from rolling_calib.core.metric_table import METRIC_TABLE
     from rolling_calib.core.pairwise import compare_pair
     from rolling_calib.core.ranking import (
         indistinguishable,
@@ -151,6 +169,10 @@ def analyse_sweep(
             )
         )
     sets = _confidence_sets(days, order, metrics, question=question) if days is not None and len(order) > 1 else {}
+    top_two = None
+    if needed and days is not None and label is not None:
+        top_two = decide_pair(days, needed[0].a, needed[0].b, label=label, question=question,
+                              metrics=[m for m in metrics if m in VERDICT_METRICS])
     return SweepResult(
         confidence_sets=sets,
         ranking=ranking,
@@ -158,6 +180,8 @@ def analyse_sweep(
         indistinguishable={m: indistinguishable(mat) for m, mat in matrices.items()},
         top_groups=groups,
         runs_to_separate=needed,
+        top_two=top_two if top_two is not None and top_two.verdicts else None,
+        units={m: METRIC_TABLE[m].unit(label) for m in top_two.verdicts} if top_two is not None else {},
         pairs=comparisons,
         settings={"metrics": metrics, "ground_truth": ground_truth, **question.to_dict(), **resampling.to_dict(),
                   "configurations": len(order), "runs": int(len(runs))},
@@ -192,7 +216,8 @@ def _confidence_sets(days: Any, order: Sequence[str], metrics: Sequence[str], *,
 
 def format_sweep(result: SweepResult, *, digits: int = 4, style: str = "markdown") -> str:
     """The sweep as text (``style="text"`` for a terminal, ``"markdown"`` for ``sweep.md``): ranking,
-    confidence sets, matrices, indistinguishable pairs, runs to separate, pairs."""
+    confidence sets, matrices, indistinguishable pairs, the top two's verdicts and seeds to decide (or, without
+    per-day losses, the runs to separate them), pairs."""
     from rolling_calib.core.tables import format_table
 
     def table(frame: Any) -> str:
@@ -228,11 +253,15 @@ def format_sweep(result: SweepResult, *, digits: int = 4, style: str = "markdown
                   "", f"Indistinguishable by {m} (CI contains 0.5): "
                   + (", ".join(f"{a} ~ {b}" for a, b in result.indistinguishable[m]) or "none"),
                   f"Not separable from the best by {m}: {', '.join(result.top_groups[m])}"]
-    if result.runs_to_separate:
+    if result.top_two is not None:
+        lines += _top_two_lines(result, head=head, digits=digits, style=style)
+    elif result.runs_to_separate:
         b0 = result.runs_to_separate[0]
         lines += ["", f"{head}Runs to separate the top two by {s['ground_truth']} ({b0.a} vs {b0.b})", "",
                   "runs_needed = ceil(z^2 (std_a^2 + std_b^2) / gap^2): seeds per configuration for the "
-                  f"{pct}% interval of the mean difference to exclude 0.", ""]
+                  f"{pct}% interval of the mean difference to exclude 0 (an unpaired normal approximation from the "
+                  "runs' spread: without per-day losses the verdict, which compares seed i with seed i, cannot "
+                  "be computed).", ""]
         rows = [{"metric": b.metric, "gap": round(b.gap, digits + 2), "std_a": round(b.std_a, digits + 2),
                  "std_b": round(b.std_b, digits + 2), "runs_needed": b.runs_needed, "runs_observed": b.runs_observed}
                 for b in result.runs_to_separate]
@@ -247,6 +276,30 @@ def format_sweep(result: SweepResult, *, digits: int = 4, style: str = "markdown
             rows.append(row)
         lines.append(table(__import__("pandas").DataFrame(rows)))
     return "\n".join(lines) + "\n"
+
+
+def _top_two_lines(result: SweepResult, *, head: str, digits: int, style: str) -> list[str]:
+    """The verdicts on the top two by the ground truth, with the seeds each needs to decide (what ``compare`` says)."""
+    from rolling_calib.analysis.verdicts import CLAIMS
+    from rolling_calib.core.tables import format_table, sig
+
+    pv, s = result.top_two, result.settings
+    pct = f"{s['confidence'] * 100:g}"
+    power = next(iter(pv.verdicts.values())).seeds_needed.power
+    rows = []
+    for metric, v in pv.verdicts.items():
+        needed = v.seeds_needed
+        rows.append([metric, f"{v.winner} better" if v.winner else "undetermined",
+                     f"{sig(v.difference, digits)} {result.units.get(metric, '')}".strip(),
+                     f"[{sig(v.ci_low, digits)}, {sig(v.ci_high, digits)}]",
+                     "paired" if v.paired else "unpaired", min(v.n_seeds), needed.n if needed.n else needed.reason])
+    return ["", f"{head}Seeds to decide the top two by {s['ground_truth']} ({pv.better} vs {pv.worse})", "",
+            f"The verdict `compare` gives this pair, at {pct}%, {CLAIMS[s['target']]} (difference = "
+            f"{pv.better} minus {pv.worse}); seeds to decide: seeds per configuration with which the chance to decide it "
+            f"is {power:.0%} if the gap is what was measured (the verdict's own count, seed i compared with seed i when "
+            "both ran the same seeds).", "",
+            format_table(rows, ["metric", "verdict", "difference", "interval", "pairing", "seeds run",
+                                "seeds to decide"], style=style)]
 
 
 def _race_lines(result: SweepResult, *, head: str) -> list[str]:

@@ -150,7 +150,7 @@ def _sweep(args: argparse.Namespace, stdout) -> int:
         used = outcome.race.race.seeds_used
         runs, days = (frame[frame["seed"] < frame["pipeline"].map(used).fillna(0)] for frame in (runs, days))
     result = analyse_sweep(runs, pairs=experiment.compare, question=question_from_args(args),
-                           resampling=resampling_from_args(args), days=days)
+                           resampling=resampling_from_args(args), days=days, label=outcome.scores.label)
     if outcome.race is not None:
         result.race = outcome.race
         result.race_pairs = _listed_verdicts(runs, days, experiment.compare, metric=outcome.race.metric,

@@ -150,3 +150,36 @@ def test_model_confidence_set_keeps_the_best_and_drops_the_clearly_worse(tmp_pat
     assert "Model confidence set by cql (95%)" in text
     assert result.to_dict()["confidence_sets"]["ql"]["excluded"] == result.confidence_sets["ql"].excluded
     assert analyse_sweep(scores.runs, resampling=Resampling(n_boot=100)).confidence_sets == {}   # without per-day losses: none
+
+
+def test_the_top_two_get_compares_verdict_and_its_seeds_to_decide(tmp_path):
+    """With per-day losses and the label, the top two by QL get the verdicts ``compare`` gives them (the same
+    numbers: :func:`decide_pair`), and the text shows their seeds to decide instead of the unpaired runs formula."""
+    from runner_helpers import write_fake_store
+
+    from rolling_calib.analysis.scoring import score_store
+    from rolling_calib.analysis.verdicts import decide_pair
+
+    store = tmp_path / "store"
+    write_fake_store(store, pipelines={"sharp": {"bias_sd": 0.2, "noise": 1.0}, "blunt": {"bias_sd": 0.2, "noise": 1.3},
+                                       "noisy": {"bias_sd": 0.2, "noise": 4.0}}, seeds=4, rng_seed=5)
+    scores = score_store(store)
+    result = analyse_sweep(scores.runs, days=scores.days, label=scores.label, resampling=Resampling(n_boot=100))
+    (ql_budget,) = [b for b in result.runs_to_separate if b.metric == "ql"]
+    a, b = ql_budget.a, ql_budget.b
+    assert (result.top_two.better, result.top_two.worse) == (a, b)
+    direct = decide_pair(scores.days, a, b, label=scores.label, metrics=("cql", "ql"))
+    for metric in ("cql", "ql"):
+        assert result.top_two.verdicts[metric].to_dict() == direct.verdicts[metric].to_dict()
+        assert result.units[metric] == scores.label.loss_unit
+    text = format_sweep(result, style="text")
+    assert f"Seeds to decide the top two by ql ({a} vs {b})" in text and "Runs to separate" not in text
+    needed = result.top_two.verdicts["ql"].seeds_needed
+    row = next(line for line in text.splitlines() if line.startswith("ql "))
+    assert row.split()[-1] == (str(needed.n) if needed.n else needed.reason.split()[-1])
+    assert "paired" in row and f"{scores.label.loss_unit}" in row
+    out = result.to_dict()["top_two"]
+    assert (out["a"], out["b"]) == (a, b) and out["verdicts"]["ql"]["seeds_needed"]["n"] == needed.n
+    # without the label (or the days): the unpaired approximation, said to be one
+    bare = format_sweep(analyse_sweep(scores.runs, days=scores.days, resampling=Resampling(n_boot=100)), style="text")
+    assert "Runs to separate the top two by ql" in bare and "an unpaired normal approximation" in bare

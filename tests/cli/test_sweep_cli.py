@@ -54,7 +54,8 @@ def test_sweep_json_ranks_every_grid_point_and_writes_report(swept, capsys):
         assert metric in payload["indistinguishable"]
     assert [b["metric"] for b in payload["runs_to_separate"]] == ["cql", "ql"]
     md = (swept["out"] / "sweep.md").read_text()
-    assert "## Ranking" in md and "Pairwise accuracy by cql" in md and "Runs to separate" in md
+    assert "## Ranking" in md and "Pairwise accuracy by cql" in md and "## Seeds to decide the top two by ql" in md
+    assert "| metric   | verdict " in md and "seeds to decide |" in md     # a Markdown table in sweep.md
     assert json.loads((swept["out"] / "sweep.json").read_text())["ranking"] == payload["ranking"]
     # tracked by default: one MLflow parent run per grid point, in the YAML's experiment
     from mlflow.tracking import MlflowClient
