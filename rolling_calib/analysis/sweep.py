@@ -289,9 +289,10 @@ def _top_two_lines(result: SweepResult, *, head: str, digits: int, style: str) -
     rows = []
     for metric, v in pv.verdicts.items():
         needed = v.seeds_needed
+        unit = result.units.get(metric, "")
         rows.append([metric, f"{v.winner} better" if v.winner else "undetermined",
-                     f"{sig(v.difference, digits)} {result.units.get(metric, '')}".strip(),
-                     f"[{sig(v.ci_low, digits)}, {sig(v.ci_high, digits)}]",
+                     f"{sig(v.difference, digits)} {unit}".strip(),
+                     f"[{sig(v.ci_low, digits)}, {sig(v.ci_high, digits)}] {unit}".strip(),
                      "paired" if v.paired else "unpaired", min(v.n_seeds), needed.n if needed.n else needed.reason])
     return ["", f"{head}Seeds to decide the top two by {s['ground_truth']} ({pv.better} vs {pv.worse})", "",
             f"The verdict `compare` gives this pair, at {pct}%, {CLAIMS[s['target']]} (difference = "

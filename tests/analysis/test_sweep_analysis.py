@@ -177,7 +177,7 @@ def test_the_top_two_get_compares_verdict_and_its_seeds_to_decide(tmp_path):
     needed = result.top_two.verdicts["ql"].seeds_needed
     row = next(line for line in text.splitlines() if line.startswith("ql "))
     assert row.split()[-1] == (str(needed.n) if needed.n else needed.reason.split()[-1])
-    assert "paired" in row and f"{scores.label.loss_unit}" in row
+    assert "paired" in row and row.count(scores.label.loss_unit) == 2      # the difference and the interval
     out = result.to_dict()["top_two"]
     assert (out["a"], out["b"]) == (a, b) and out["verdicts"]["ql"]["seeds_needed"]["n"] == needed.n
     # without the label (or the days): the unpaired approximation, said to be one
